@@ -1,0 +1,96 @@
+//! `pap lint`: load the project like dispatch does and report every diagnostic.
+
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::Outcome;
+use crate::cli::{Cli, LintArgs, LintFormat};
+use crate::diagnostics::{self, Diagnostic, HumanStyle, Summary};
+use crate::manifest::loader::{self, display_name};
+
+pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
+    let root = cli
+        .root
+        .canonicalize()
+        .with_context(|| format!("project root {}", cli.root.display()))?;
+
+    // With PATHs, only those files are reported, but they are checked against the whole
+    // project so a trigger's agent defined elsewhere is not "unknown".
+    let mut selected: Option<Vec<PathBuf>> = None;
+    if !args.paths.is_empty() {
+        let mut files = Vec::new();
+        for p in &args.paths {
+            let Ok(abs) = p.canonicalize() else {
+                eprintln!("error: {}: no such file or directory", p.display());
+                return Ok(Outcome::Usage);
+            };
+            if abs.is_dir() {
+                let mut found = Vec::new();
+                loader::walk_yaml(&abs, &mut found);
+                found.sort();
+                files.extend(found);
+            } else {
+                files.push(abs);
+            }
+        }
+        selected = Some(files);
+    }
+
+    let loaded = loader::load(&root, selected.as_deref().unwrap_or_default());
+    let (diagnostics, file_count) = match &selected {
+        None => (loaded.diagnostics.clone(), loaded.sources.len()),
+        Some(files) => {
+            let names: BTreeSet<String> = files.iter().map(|f| display_name(&root, f)).collect();
+            let diags: Vec<Diagnostic> = loaded
+                .diagnostics
+                .iter()
+                .filter(|d| names.contains(&d.file))
+                .cloned()
+                .collect();
+            (diags, names.len())
+        }
+    };
+    let summary = Summary::of(file_count, &diagnostics);
+
+    let out = match args.format {
+        LintFormat::Json => diagnostics::render_json(summary, &diagnostics),
+        LintFormat::Github => diagnostics::render_github(&diagnostics),
+        LintFormat::Human => {
+            let style = HumanStyle {
+                color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            };
+            let mut text = diagnostics::render_human(
+                &diagnostics,
+                |f| loaded.sources.get(f).map(String::as_str),
+                style,
+            );
+            text.push_str(&summary_line(summary, &root));
+            text
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+
+    let failed = summary.errors > 0 || (args.strict && summary.warnings > 0);
+    Ok(if failed { Outcome::Failure } else { Outcome::Success })
+}
+
+fn summary_line(s: Summary, root: &Path) -> String {
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let files = plural(s.files, "file");
+    let _ = root;
+    if s.errors == 0 && s.warnings == 0 {
+        format!("ok: {files} checked, no problems\n")
+    } else {
+        format!(
+            "{}: {files} checked, {}, {}\n",
+            if s.errors > 0 { "failed" } else { "ok" },
+            plural(s.errors, "error"),
+            plural(s.warnings, "warning")
+        )
+    }
+}

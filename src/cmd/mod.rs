@@ -1,0 +1,34 @@
+//! One module per subcommand: glue between the CLI and the library.
+
+mod lint;
+mod schema;
+
+use crate::cli::{Cli, Command};
+
+/// How a command ended; `main` turns this into the process exit code (contract section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    /// The command ran and found a failure (lint errors).
+    Failure,
+    /// Bad arguments (clap's own usage errors exit 2 too).
+    Usage,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Success => 0,
+            Outcome::Failure => 1,
+            Outcome::Usage => 2,
+        }
+    }
+}
+
+/// Runs a parsed command. An `Err` is an unexpected failure (exit 1 with the message).
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match &cli.command {
+        Command::Lint(args) => lint::run(&cli, args),
+        Command::Schema(args) => schema::run(args),
+    }
+}

@@ -1,0 +1,333 @@
+//! Agent compile step: provider requirements, tool sources, emitted event types, risk.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::compile_trigger::check_id;
+use super::compiled::{Agent, LlmModel, ModelSpec, OutputSpec, RetryPolicy, ToolSpec};
+use super::file_ctx::{FileCtx, HelpExt};
+use super::raw::{self, Impact, OutputType, Provider, RiskLevel};
+use crate::diagnostics::{Severity, did_you_mean};
+use crate::event_type;
+use crate::path;
+
+/// What an agent compile needs from the rest of the project.
+pub struct AgentEnv<'a> {
+    pub root: &'a Path,
+    /// MCP server names from pap.yaml; `None` when pap.yaml itself is broken (skip the check).
+    pub servers: Option<&'a BTreeSet<String>>,
+}
+
+pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Agent> {
+    let errors_before = errors(ctx);
+    check_id(ctx, &raw.id, path!["agent", "id"]);
+    let model = compile_model(ctx, raw, env.root);
+    let tools = compile_tools(ctx, raw, env);
+    let output = compile_output(ctx, raw);
+    let on_complete_emit = raw.on_complete.as_ref().and_then(|c| c.emit_event.clone());
+    let on_failure_emit = raw.on_failure.as_ref().and_then(|f| f.emit_event.clone());
+    if let Some(t) = &on_complete_emit {
+        check_emit_type(ctx, t, path!["agent", "on_complete", "emit_event"], false);
+    }
+    if let Some(t) = &on_failure_emit {
+        check_emit_type(ctx, t, path!["agent", "on_failure", "emit_event"], false);
+    }
+    for (i, t) in raw.emits.iter().enumerate() {
+        check_emit_type(ctx, t, path!["agent", "emits", i], true);
+    }
+    let retry = raw
+        .on_failure
+        .as_ref()
+        .and_then(|f| f.retry.as_ref())
+        .map(|r| RetryPolicy {
+            max_attempts: u32::try_from(r.max_attempts).unwrap_or(1),
+            backoff: Duration::from_secs_f64(r.backoff_seconds.unwrap_or(0.0).max(0.0)),
+        })
+        .unwrap_or_default();
+    let effective_risk = tools
+        .iter()
+        .filter_map(|(_, override_)| *override_)
+        .fold(raw.risk_level, RiskLevel::max);
+
+    if errors(ctx) > errors_before {
+        return None;
+    }
+    Some(Agent {
+        id: raw.id.clone(),
+        description: raw.description.clone(),
+        risk_level: raw.risk_level,
+        effective_risk,
+        model: model?,
+        system_prompt: raw.system_prompt.clone(),
+        tools: tools.into_iter().map(|(t, _)| t).collect(),
+        max_runtime: raw
+            .limits
+            .as_ref()
+            .and_then(|l| l.max_runtime_seconds)
+            .map(Duration::from_secs),
+        max_tool_calls: raw.limits.as_ref().and_then(|l| l.max_tool_calls),
+        output,
+        on_complete_emit,
+        on_failure_emit,
+        retry,
+        emits: raw.emits.clone(),
+        file: ctx.file.to_string(),
+    })
+}
+
+fn errors(ctx: &FileCtx) -> usize {
+    ctx.diags.iter().filter(|d| d.severity == Severity::Error).count()
+}
+
+fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<ModelSpec> {
+    let m = &raw.model;
+    let provider = m.provider.as_str();
+    let unused = |ctx: &mut FileCtx, field: &str, why: &str| {
+        ctx.at_key(
+            "unused-field",
+            &path!["agent", "model", field],
+            format!("`model.{field}` has no effect with provider `{provider}`: {why}"),
+        );
+    };
+    if let Some(url) = &m.base_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        ctx.at("invalid-url", &path!["agent", "model", "base_url"], format!("`base_url` `{url}` must start with http:// or https://"));
+    }
+    if let Some(name) = &m.api_key_env
+        && !valid_env_name(name)
+    {
+        ctx.at(
+            "invalid-env-name",
+            &path!["agent", "model", "api_key_env"],
+            format!("`{name}` is not an environment variable name"),
+        );
+    }
+    match m.provider {
+        Provider::Command => {
+            for (field, set) in [
+                ("model_id", m.model_id.is_some()),
+                ("max_tokens", m.max_tokens.is_some()),
+                ("temperature", m.temperature.is_some()),
+                ("base_url", m.base_url.is_some()),
+                ("api_key_env", m.api_key_env.is_some()),
+            ] {
+                if set {
+                    unused(ctx, field, "a command agent is a local program, not a model");
+                }
+            }
+            if raw.system_prompt.is_some() {
+                ctx.at_key(
+                    "unused-field",
+                    &path!["agent", "system_prompt"],
+                    "`system_prompt` has no effect with provider `command`",
+                );
+            }
+            let argv = m.command.as_deref().unwrap_or_default();
+            let Some(program) = argv.first().filter(|p| !p.trim().is_empty()) else {
+                let at = if m.command.is_some() {
+                    path!["agent", "model", "command"]
+                } else {
+                    path!["agent", "model", "provider"]
+                };
+                ctx.at("missing-command", &at, "provider `command` needs `model.command`: the program and its arguments as a list")
+                    .help("e.g. command: [\"./agents/bin/triage.sh\", \"--verbose\"]");
+                return None;
+            };
+            let resolved = if program.contains('/') {
+                let p = Path::new(program);
+                if p.is_absolute() { p.to_path_buf() } else { root.join(p) }
+            } else {
+                PathBuf::from(program)
+            };
+            if program.contains('/') && !is_executable(&resolved) {
+                ctx.at(
+                    "command-not-found",
+                    &path!["agent", "model", "command", 0usize],
+                    format!("`{program}` does not exist or is not executable (resolved against the project root)"),
+                );
+            }
+            Some(ModelSpec::Command {
+                program: resolved,
+                args: argv[1..].to_vec(),
+            })
+        }
+        Provider::Anthropic | Provider::Openai => {
+            if m.command.is_some() {
+                unused(ctx, "command", "only provider `command` runs a program");
+            }
+            let Some(model_id) = m.model_id.clone().filter(|s| !s.trim().is_empty()) else {
+                ctx.at(
+                    "missing-model-id",
+                    &path!["agent", "model", "provider"],
+                    format!("provider `{provider}` needs `model.model_id`"),
+                )
+                .help(if m.provider == Provider::Anthropic {
+                    "e.g. model_id: claude-sonnet-4-20250514"
+                } else {
+                    "e.g. model_id: gpt-4o-mini, or a local model such as llama3.1:8b"
+                });
+                return None;
+            };
+            let default_key = if m.provider == Provider::Anthropic {
+                "ANTHROPIC_API_KEY"
+            } else {
+                "OPENAI_API_KEY"
+            };
+            let llm = LlmModel {
+                model_id,
+                max_tokens: m.max_tokens,
+                temperature: m.temperature,
+                base_url: m.base_url.clone(),
+                api_key_env: m.api_key_env.clone().unwrap_or_else(|| default_key.to_string()),
+            };
+            Some(if m.provider == Provider::Anthropic {
+                ModelSpec::Anthropic(llm)
+            } else {
+                ModelSpec::Openai(llm)
+            })
+        }
+    }
+}
+
+/// Returns each tool with its explicit risk override (for the effective risk).
+fn compile_tools(ctx: &mut FileCtx, raw: &raw::Agent, env: &AgentEnv) -> Vec<(ToolSpec, Option<RiskLevel>)> {
+    if raw.model.provider == Provider::Command && !raw.tools.is_empty() {
+        ctx.at_key(
+            "unused-field",
+            &path!["agent", "tools"],
+            "`tools` has no effect with provider `command`: only LLM agents are offered MCP tools",
+        );
+    }
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    let mut out = Vec::new();
+    for (i, tool) in raw.tools.iter().enumerate() {
+        let server = match tool.source.strip_prefix("mcp://") {
+            Some(name) if !name.is_empty() && !name.contains('/') => Some(name),
+            _ => {
+                ctx.at(
+                    "invalid-tool-source",
+                    &path!["agent", "tools", i, "source"],
+                    format!("tool source `{}` must be `mcp://NAME`, NAME being a server under `mcp_servers` in pap.yaml", tool.source),
+                );
+                None
+            }
+        };
+        if let (Some(name), Some(servers)) = (server, env.servers)
+            && !servers.contains(name)
+        {
+            let d = ctx.at(
+                "unknown-mcp-server",
+                &path!["agent", "tools", i, "source"],
+                format!("MCP server `{name}` is not defined under `mcp_servers` in pap.yaml"),
+            );
+            match did_you_mean(name, servers.iter().map(String::as_str)) {
+                Some(s) => d.help(s),
+                None if servers.is_empty() => d.help("pap.yaml defines no MCP servers"),
+                None => d.help(format!(
+                    "defined servers: {}",
+                    servers.iter().cloned().collect::<Vec<_>>().join(", ")
+                )),
+            }
+        }
+        if seen.contains(&(tool.name.as_str(), tool.source.as_str())) {
+            ctx.at(
+                "duplicate-tool",
+                &path!["agent", "tools", i, "name"],
+                format!("tool `{}` from `{}` is listed twice", tool.name, tool.source),
+            );
+        }
+        seen.push((&tool.name, &tool.source));
+        let risk = tool.risk_override.unwrap_or(raw.risk_level);
+        let internal = tool.impact == Some(Impact::Internal);
+        if internal && risk >= RiskLevel::Medium {
+            ctx.at(
+                "internal-tool-risk",
+                &path!["agent", "tools", i, "impact"],
+                format!(
+                    "tool `{}` is marked internal but its risk is {}, so every call is still reported as external",
+                    tool.name,
+                    risk.as_str()
+                ),
+            )
+            .help("a tool is internal only with `impact: internal` and a risk of read_only or low");
+        }
+        let spec = ToolSpec {
+            name: tool.name.clone(),
+            server: server.unwrap_or_default().to_string(),
+            risk,
+            external: !(internal && risk <= RiskLevel::Low),
+        };
+        out.push((spec, tool.risk_override));
+    }
+    out
+}
+
+fn compile_output(ctx: &mut FileCtx, raw: &raw::Agent) -> OutputSpec {
+    let Some(output) = &raw.output else {
+        return OutputSpec::default();
+    };
+    let structured = output.output_type == OutputType::Structured;
+    if !structured && output.schema.is_some() {
+        ctx.at_key(
+            "unused-field",
+            &path!["agent", "output", "schema"],
+            "`output.schema` has no effect with `type: text`",
+        );
+    }
+    OutputSpec {
+        structured,
+        schema: if structured { output.schema.clone() } else { None },
+    }
+}
+
+fn check_emit_type(ctx: &mut FileCtx, t: &str, at: Vec<super::yaml_tree::PathSeg>, declared: bool) {
+    if let Err(problem) = event_type::check(t, false) {
+        ctx.at("invalid-emit-type", &at, format!("event type `{t}` {problem}"))
+            .help("event types are dot notation: domain.object.condition");
+        return;
+    }
+    if declared && t.starts_with("pap.") {
+        ctx.at(
+            "reserved-event-type",
+            &at,
+            format!("`{t}` uses the reserved `pap.` prefix; only the dispatcher emits pap.* events"),
+        )
+        .help("completion and failure events come from on_complete/on_failure");
+    }
+    if let Some(word) = event_type::change_word(t) {
+        ctx.at(
+            "change-not-crossing",
+            &at,
+            format!("event type `{t}` describes a change (`{word}`), not a threshold crossing"),
+        );
+    }
+}
+
+pub fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_names() {
+        assert!(valid_env_name("OPENAI_API_KEY"));
+        assert!(valid_env_name("_X1"));
+        assert!(!valid_env_name("1X"));
+        assert!(!valid_env_name("MY-KEY"));
+        assert!(!valid_env_name(""));
+    }
+}

@@ -1,0 +1,119 @@
+//! pap.yaml compile step: durations, limits and MCP server definitions.
+
+use std::path::PathBuf;
+
+use super::compile_agent::valid_env_name;
+use super::compiled::{Config, MIN_IDEMPOTENCY_TTL, McpServerSpec};
+use super::duration;
+use super::file_ctx::{FileCtx, HelpExt};
+use super::raw::{self, UnknownParentPolicy};
+use crate::path;
+
+pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
+    let defaults = Config::default();
+    let mut config = Config {
+        state_dir: raw.state_dir.as_ref().map(PathBuf::from).unwrap_or(defaults.state_dir),
+        spool_dir: raw.spool_dir.as_ref().map(PathBuf::from),
+        max_cascade_depth: raw.max_cascade_depth.unwrap_or(defaults.max_cascade_depth),
+        unknown_triggered_by: raw.unknown_triggered_by.unwrap_or(UnknownParentPolicy::Reject),
+        max_event_bytes: raw.max_event_bytes.unwrap_or(defaults.max_event_bytes),
+        ..defaults
+    };
+    if let Some(text) = &raw.idempotency_ttl {
+        match duration::parse(text) {
+            Ok(ttl) if ttl < MIN_IDEMPOTENCY_TTL => {
+                ctx.at(
+                    "idempotency-ttl",
+                    &path!["idempotency_ttl"],
+                    format!("idempotency TTL `{text}` is below 24h; PAP 0.2 keeps keys at least 24 hours"),
+                )
+                .help("use 24h or more, e.g. `48h` or `7d`");
+            }
+            Ok(ttl) => config.idempotency_ttl = ttl,
+            Err(reason) => invalid_duration(ctx, "idempotency_ttl", text, &reason),
+        }
+    }
+    if let Some(text) = &raw.approval_timeout {
+        match duration::parse(text) {
+            Ok(d) if d.is_zero() => invalid_duration(ctx, "approval_timeout", text, "must be longer than zero"),
+            Ok(d) => config.approval_timeout = d,
+            Err(reason) => invalid_duration(ctx, "approval_timeout", text, &reason),
+        }
+    }
+    for (name, server) in &raw.mcp_servers {
+        if let Some(spec) = compile_server(ctx, name, server) {
+            config.mcp_servers.insert(name.clone(), spec);
+        }
+    }
+    config
+}
+
+fn invalid_duration(ctx: &mut FileCtx, field: &str, text: &str, reason: &str) {
+    ctx.at("invalid-duration", &path![field], format!("`{field}` `{text}`: {reason}"))
+        .help("durations look like 90s, 30m, 24h, 7d or 1h30m");
+}
+
+fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<McpServerSpec> {
+    let base = path!["mcp_servers", name];
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        ctx.at_key(
+            "invalid-id",
+            &base,
+            format!("MCP server name `{name}` must use only letters, digits, `-` and `_` (it appears in mcp://{name})"),
+        );
+    }
+    for (key, value) in &s.env {
+        if !valid_env_name(key) {
+            ctx.at_key("invalid-env-name", &path!["mcp_servers", name, "env", key.as_str()], format!("`{key}` is not an environment variable name"));
+        }
+        check_interpolation(ctx, value, path!["mcp_servers", name, "env", key.as_str()]);
+    }
+    for (key, value) in &s.headers {
+        check_interpolation(ctx, value, path!["mcp_servers", name, "headers", key.as_str()]);
+    }
+    match (&s.command, &s.url) {
+        (Some(command), None) => {
+            if !s.headers.is_empty() {
+                ctx.at_key("unused-field", &path!["mcp_servers", name, "headers"], "`headers` only apply to `url` servers");
+            }
+            Some(McpServerSpec::Stdio {
+                command: command.clone(),
+                args: s.args.clone(),
+                env: s.env.clone(),
+            })
+        }
+        (None, Some(url)) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                ctx.at("invalid-url", &path!["mcp_servers", name, "url"], format!("`url` `{url}` must start with http:// or https://"));
+                return None;
+            }
+            for (field, set) in [("args", !s.args.is_empty()), ("env", !s.env.is_empty())] {
+                if set {
+                    ctx.at_key("unused-field", &path!["mcp_servers", name, field], format!("`{field}` only applies to `command` servers"));
+                }
+            }
+            Some(McpServerSpec::Http {
+                url: url.clone(),
+                headers: s.headers.clone(),
+            })
+        }
+        (command, _) => {
+            let what = if command.is_some() { "both" } else { "neither" };
+            ctx.at_key(
+                "mcp-server-transport",
+                &base,
+                format!("MCP server `{name}` has {what} of `command` and `url`; give exactly one"),
+            )
+            .help("`command` (+ `args`, `env`) starts a local stdio server; `url` connects to a streamable HTTP server");
+            None
+        }
+    }
+}
+
+/// `${NAME}` takes NAME from pap's environment; `$$` is a literal `$`; any other `$` is a typo.
+fn check_interpolation(ctx: &mut FileCtx, value: &str, at: Vec<super::yaml_tree::PathSeg>) {
+    if let Err(reason) = crate::interpolate::check(value) {
+        ctx.at("invalid-interpolation", &at, format!("`{value}`: {reason}"))
+            .help("write ${NAME} to take NAME from pap's environment, $$ for a literal $");
+    }
+}

@@ -1,0 +1,293 @@
+//! Trigger compile step: checks meaning (event type, JSONPath, operator/value fit, throttle)
+//! and builds a [`Trigger`] ready for the dispatcher.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use regex::RegexBuilder;
+use serde_json::Value;
+
+use super::compiled::{Condition, Test, Throttle, Trigger};
+use super::file_ctx::{FileCtx, HelpExt};
+use super::raw::{self, Operator};
+use super::yaml_tree::PathSeg;
+use crate::diagnostics::did_you_mean;
+use crate::event_type::{self, TypePattern, TypeProblem};
+use crate::jsonpath::JsonPath;
+use crate::path;
+
+/// Largest compiled regex program, so a pathological pattern cannot eat memory at load.
+pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// Agent ids known to the project: `Some(index)` for compiled agents, `None` for agent files
+/// that failed their own checks (a trigger naming one is not reported as unknown).
+pub type AgentIds = HashMap<String, Option<usize>>;
+
+pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Option<Trigger> {
+    let errors_before = error_count(ctx);
+    check_id(ctx, &raw.id, path!["trigger", "id"]);
+    let pattern = compile_pattern(ctx, &raw.match_.event_type);
+    let filter: Vec<Condition> = raw
+        .filter
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| compile_condition(ctx, c, i))
+        .collect();
+    let throttle = raw.throttle.as_ref().and_then(|t| compile_throttle(ctx, t));
+
+    let agent = match agents.get(&raw.agent) {
+        Some(index) => *index,
+        None => {
+            let d = ctx.at(
+                "unknown-agent",
+                &path!["trigger", "agent"],
+                format!("trigger `{}` names agent `{}`, which no agent manifest defines", raw.id, raw.agent),
+            );
+            match did_you_mean(&raw.agent, agents.keys().map(String::as_str)) {
+                Some(s) => d.help(s),
+                None => d.help("agents are defined in agents/**/*.yaml"),
+            }
+            None
+        }
+    };
+
+    if error_count(ctx) > errors_before {
+        return None;
+    }
+    Some(Trigger {
+        id: raw.id.clone(),
+        description: raw.description.clone(),
+        enabled: raw.enabled.unwrap_or(true),
+        pattern: pattern?,
+        filter,
+        throttle,
+        agent: agent?,
+        agent_id: raw.agent.clone(),
+        file: ctx.file.to_string(),
+    })
+}
+
+fn error_count(ctx: &FileCtx) -> usize {
+    ctx.diags
+        .iter()
+        .filter(|d| d.severity == crate::diagnostics::Severity::Error)
+        .count()
+}
+
+/// Ids appear in idempotency keys, logs and `mcp://` URLs: keep them to a plain alphabet.
+pub fn check_id(ctx: &mut FileCtx, id: &str, at: Vec<PathSeg>) {
+    let ok = !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        ctx.at(
+            "invalid-id",
+            &at,
+            format!("id `{id}` must be non-empty and use only letters, digits, `-`, `_` and `.`"),
+        );
+    }
+}
+
+fn compile_pattern(ctx: &mut FileCtx, text: &str) -> Option<TypePattern> {
+    let at = path!["trigger", "match", "type"];
+    match TypePattern::new(text) {
+        Ok(pattern) => {
+            if let Some(word) = event_type::change_word(text) {
+                ctx.at(
+                    "change-not-crossing",
+                    &at,
+                    format!("event type `{text}` describes a change (`{word}`), not a threshold crossing"),
+                )
+                .help("PAP 0.2 naming: name what crossed a threshold, e.g. `energy.price.threshold_exceeded` instead of `energy.price.changed`");
+            }
+            Some(pattern)
+        }
+        Err(problem @ TypeProblem::Wildcard { .. }) => {
+            ctx.at("wildcard-in-segment", &at, format!("`match.type` `{text}` {problem}"))
+                .help("write e.g. `server.*.sla_breached`");
+            None
+        }
+        Err(problem) => {
+            ctx.at("invalid-event-type", &at, format!("`match.type` `{text}` {problem}"))
+                .help("event types are dot notation: domain.object.condition");
+            None
+        }
+    }
+}
+
+fn compile_condition(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Condition> {
+    let path = match JsonPath::parse(&c.path) {
+        Ok(p) => Some(p),
+        Err(reason) => {
+            ctx.at(
+                "invalid-jsonpath",
+                &path!["trigger", "filter", i, "path"],
+                format!("`{}` is not valid JSONPath: {reason}", c.path),
+            )
+            .help("paths are RFC 9535 JSONPath over the whole event, e.g. `$.data.price`");
+            None
+        }
+    };
+    let test = compile_test(ctx, c, i);
+    Some(Condition { path: path?, test: test? })
+}
+
+fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test> {
+    let at = path!["trigger", "filter", i, "value"];
+    let op = c.operator;
+    let name = op.as_str();
+    let value = match (&c.value, op) {
+        (None, Operator::Exists) => return Some(Test::Exists(true)),
+        (None, _) => {
+            ctx.at_key(
+                "missing-value",
+                &path!["trigger", "filter", i],
+                format!("operator `{name}` needs a `value`"),
+            );
+            return None;
+        }
+        (Some(v), _) => v,
+    };
+    let mismatch = |ctx: &mut FileCtx, wanted: &str| {
+        let d = ctx.at(
+            "value-type-mismatch",
+            &at,
+            format!("operator `{name}` needs {wanted}, found {}", json_kind(value)),
+        );
+        if let Some(s) = value.as_str()
+            && looks_numeric(s)
+        {
+            d.help(format!("remove the quotes: `value: {}` is a number", s.trim()));
+        }
+    };
+    match op {
+        Operator::Eq | Operator::Ne | Operator::Contains => {
+            warn_numeric_string(ctx, value, &at);
+            Some(match op {
+                Operator::Eq => Test::Eq(value.clone()),
+                Operator::Ne => Test::Ne(value.clone()),
+                _ => Test::Contains(value.clone()),
+            })
+        }
+        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte => {
+            let Some(n) = value.as_f64() else {
+                mismatch(ctx, "a number");
+                return None;
+            };
+            Some(match op {
+                Operator::Lt => Test::Lt(n),
+                Operator::Lte => Test::Lte(n),
+                Operator::Gt => Test::Gt(n),
+                _ => Test::Gte(n),
+            })
+        }
+        Operator::In | Operator::NotIn => {
+            let Some(items) = value.as_array() else {
+                mismatch(ctx, "a list");
+                return None;
+            };
+            for (j, item) in items.iter().enumerate() {
+                warn_numeric_string(ctx, item, &path!["trigger", "filter", i, "value", j]);
+            }
+            Some(if op == Operator::In {
+                Test::In(items.clone())
+            } else {
+                Test::NotIn(items.clone())
+            })
+        }
+        Operator::Exists => match value {
+            Value::Bool(b) => Some(Test::Exists(*b)),
+            _ => {
+                mismatch(ctx, "an optional boolean (`value: false` inverts it)");
+                None
+            }
+        },
+        Operator::Regex => {
+            let Some(pattern) = value.as_str() else {
+                mismatch(ctx, "a string pattern");
+                return None;
+            };
+            match RegexBuilder::new(pattern).size_limit(REGEX_SIZE_LIMIT).build() {
+                Ok(re) => Some(Test::Regex(re)),
+                Err(e) => {
+                    ctx.at("invalid-regex", &at, format!("regex `{pattern}` does not compile: {}", one_line(&e.to_string())));
+                    None
+                }
+            }
+        }
+    }
+}
+
+fn compile_throttle(ctx: &mut FileCtx, t: &raw::Throttle) -> Option<Throttle> {
+    let window_key = match &t.window_key {
+        None => None,
+        Some(text) => match JsonPath::parse(text) {
+            Ok(p) => Some(p),
+            Err(reason) => {
+                ctx.at(
+                    "invalid-window-key",
+                    &path!["trigger", "throttle", "window_key"],
+                    format!("`window_key` `{text}` is not valid JSONPath: {reason}"),
+                )
+                .help("e.g. `$.data.region`: one window per region");
+                return None;
+            }
+        },
+    };
+    // The schema check already rejected values below 1.
+    Some(Throttle {
+        max_per_window: u64::try_from(t.max_per_window).ok()?,
+        window: Duration::from_secs(u64::try_from(t.window_seconds).ok()?),
+        window_key,
+    })
+}
+
+fn warn_numeric_string(ctx: &mut FileCtx, value: &Value, at: &[PathSeg]) {
+    if let Some(s) = value.as_str()
+        && looks_numeric(s)
+    {
+        ctx.at(
+            "numeric-string",
+            at,
+            format!("\"{s}\" is a string that looks like a number; it never equals the number {}", s.trim()),
+        )
+        .help(format!("write {} without quotes to compare numbers; keep the quotes if the field really holds text", s.trim()));
+    }
+}
+
+fn looks_numeric(s: &str) -> bool {
+    let t = s.trim();
+    !t.is_empty() && t.parse::<f64>().is_ok() && !t.eq_ignore_ascii_case("nan") && !t.to_ascii_lowercase().contains("inf")
+}
+
+fn json_kind(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string \"{s}\""),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a mapping".into(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_strings_are_recognised() {
+        assert!(looks_numeric("3"));
+        assert!(looks_numeric(" 4.82 "));
+        assert!(looks_numeric("-1e3"));
+        assert!(!looks_numeric("NO1"));
+        assert!(!looks_numeric("inf"));
+        assert!(!looks_numeric("NaN"));
+        assert!(!looks_numeric(""));
+    }
+}

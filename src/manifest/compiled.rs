@@ -1,0 +1,226 @@
+//! Checked manifests: what the dispatcher runs on. Paths are parsed, regexes compiled and agents
+//! resolved once, at load; nothing here can be invalid.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+
+pub use super::raw::{Impact, Operator, Provider, RiskLevel, SchemaType, UnknownParentPolicy};
+use crate::event_type::TypePattern;
+use crate::jsonpath::JsonPath;
+
+/// A whole project: config, triggers and agents, all cross-checked.
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub root: PathBuf,
+    pub config: Config,
+    pub triggers: Vec<Trigger>,
+    pub agents: Vec<Agent>,
+}
+
+impl Project {
+    pub fn agent(&self, id: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    pub fn trigger(&self, id: &str) -> Option<&Trigger> {
+        self.triggers.iter().find(|t| t.id == id)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub id: String,
+    pub description: Option<String>,
+    pub enabled: bool,
+    pub pattern: TypePattern,
+    pub filter: Vec<Condition>,
+    pub throttle: Option<Throttle>,
+    /// Index into [`Project::agents`].
+    pub agent: usize,
+    pub agent_id: String,
+    /// The manifest file, relative to the root.
+    pub file: String,
+}
+
+/// One filter condition with its value already in the form its operator needs.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    pub path: JsonPath,
+    pub test: Test,
+}
+
+#[derive(Debug, Clone)]
+pub enum Test {
+    Eq(Value),
+    Ne(Value),
+    Lt(f64),
+    Lte(f64),
+    Gt(f64),
+    Gte(f64),
+    In(Vec<Value>),
+    NotIn(Vec<Value>),
+    Contains(Value),
+    /// `true`: present and not null; `false`: absent or null.
+    Exists(bool),
+    Regex(Regex),
+}
+
+impl Test {
+    pub fn operator(&self) -> Operator {
+        match self {
+            Test::Eq(_) => Operator::Eq,
+            Test::Ne(_) => Operator::Ne,
+            Test::Lt(_) => Operator::Lt,
+            Test::Lte(_) => Operator::Lte,
+            Test::Gt(_) => Operator::Gt,
+            Test::Gte(_) => Operator::Gte,
+            Test::In(_) => Operator::In,
+            Test::NotIn(_) => Operator::NotIn,
+            Test::Contains(_) => Operator::Contains,
+            Test::Exists(_) => Operator::Exists,
+            Test::Regex(_) => Operator::Regex,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    pub max_per_window: u64,
+    pub window: Duration,
+    pub window_key: Option<JsonPath>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Agent {
+    pub id: String,
+    pub description: Option<String>,
+    pub risk_level: RiskLevel,
+    /// max(risk_level, every tool's risk_override) — PAP 0.2 section 5.
+    pub effective_risk: RiskLevel,
+    pub model: ModelSpec,
+    pub system_prompt: Option<String>,
+    pub tools: Vec<ToolSpec>,
+    pub max_runtime: Option<Duration>,
+    pub max_tool_calls: Option<u64>,
+    pub output: OutputSpec,
+    pub on_complete_emit: Option<String>,
+    pub on_failure_emit: Option<String>,
+    pub retry: RetryPolicy,
+    pub emits: Vec<String>,
+    pub file: String,
+}
+
+impl Agent {
+    /// Every event type this agent can cause to be emitted, for the cascade graph.
+    pub fn emitted_types(&self) -> impl Iterator<Item = &str> {
+        self.on_complete_emit
+            .iter()
+            .chain(self.on_failure_emit.iter())
+            .chain(self.emits.iter())
+            .map(String::as_str)
+    }
+
+    pub fn requires_approval(&self) -> bool {
+        self.effective_risk == RiskLevel::High
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum ModelSpec {
+    Anthropic(LlmModel),
+    Openai(LlmModel),
+    /// A local program run without a shell. `program` is resolved against the project root when
+    /// it contains a `/`, otherwise looked up on PATH.
+    Command { program: PathBuf, args: Vec<String> },
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmModel {
+    pub model_id: String,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub base_url: Option<String>,
+    pub api_key_env: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    /// The MCP server name from `mcp://NAME`.
+    pub server: String,
+    /// The tool's own risk: its override, else the agent's level.
+    pub risk: RiskLevel,
+    /// ANP 6.1: the user must be told of each call to an external tool.
+    pub external: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct OutputSpec {
+    pub structured: bool,
+    pub schema: Option<BTreeMap<String, SchemaType>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Total attempts, the first included.
+    pub max_attempts: u32,
+    /// Delay before attempt 2; doubles for each later attempt.
+    pub backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 1,
+            backoff: Duration::ZERO,
+        }
+    }
+}
+
+/// The project config, with defaults applied.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Relative to the root unless absolute.
+    pub state_dir: PathBuf,
+    pub spool_dir: Option<PathBuf>,
+    pub idempotency_ttl: Duration,
+    pub max_cascade_depth: u32,
+    pub approval_timeout: Duration,
+    pub unknown_triggered_by: UnknownParentPolicy,
+    pub max_event_bytes: u64,
+    pub mcp_servers: BTreeMap<String, McpServerSpec>,
+}
+
+pub const MIN_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            state_dir: PathBuf::from(".pap"),
+            spool_dir: None,
+            idempotency_ttl: MIN_IDEMPOTENCY_TTL,
+            max_cascade_depth: 3,
+            approval_timeout: Duration::from_secs(24 * 3600),
+            unknown_triggered_by: UnknownParentPolicy::Reject,
+            max_event_bytes: 1024 * 1024,
+            mcp_servers: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum McpServerSpec {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}

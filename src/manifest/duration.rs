@@ -1,0 +1,79 @@
+//! Durations in pap.yaml: `90s`, `30m`, `24h`, `7d`, or combinations like `1h30m`.
+
+use std::time::Duration;
+
+/// Parses a duration; the error says what is wrong in words.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err("empty duration".to_string());
+    }
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            'w' => 7 * 86_400,
+            _ => return Err(format!("unknown unit `{c}` (use s, m, h, d or w)")),
+        };
+        if digits.is_empty() {
+            return Err(format!("unit `{c}` without a number before it"));
+        }
+        let n: u64 = digits.parse().map_err(|_| "number too large".to_string())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or("duration too large")?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(format!("`{digits}` has no unit (write e.g. {digits}s or {digits}h)"));
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// Formats whole seconds back in the largest exact units (`86400` → `24h`).
+pub fn format(d: Duration) -> String {
+    let mut secs = d.as_secs();
+    if secs == 0 {
+        return "0s".to_string();
+    }
+    let mut out = String::new();
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if secs >= size {
+            out.push_str(&format!("{}{unit}", secs / size));
+            secs %= size;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_combinations() {
+        assert_eq!(parse("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse("90s"), Ok(Duration::from_secs(90)));
+        assert!(parse("24").unwrap_err().contains("no unit"));
+        assert!(parse("3y").unwrap_err().contains("unknown unit"));
+        assert!(parse("h").is_err());
+        assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn formats_in_largest_units() {
+        assert_eq!(format(Duration::from_secs(86_400)), "1d");
+        assert_eq!(format(Duration::from_secs(5400)), "1h30m");
+    }
+}

@@ -1,0 +1,411 @@
+//! Loading a project: find the manifest files, read each into a located tree, check its shape,
+//! compile it, then run the checks that span files (duplicate ids, agent references, cascade
+//! loops). `lint`, `dispatch` and `serve` all load through here.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::cascade_graph;
+use super::compile_agent::{self, AgentEnv};
+use super::compile_config;
+use super::compile_trigger::{self, AgentIds};
+use super::compiled::{Agent, Config, Project, Trigger};
+use super::file_ctx::FileCtx;
+use super::raw::{AgentFile, ProjectConfig, TriggerFile};
+use super::schema_check;
+use super::yaml_tree::{self, Located, Node, PathSeg};
+use crate::diagnostics::{self, Diagnostic, Severity};
+use crate::path;
+
+/// The result of loading: the project when there is no error, and everything found.
+pub struct Loaded {
+    pub project: Option<Project>,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Every file read, by display name (relative to the root), with its text for snippets.
+    pub sources: BTreeMap<String, String>,
+}
+
+impl Loaded {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Config,
+    Trigger,
+    Agent,
+}
+
+struct SourceFile {
+    display: String,
+    kind: Option<Kind>,
+    tree: Option<Located<Node>>,
+}
+
+pub const CONFIG_FILE: &str = "pap.yaml";
+
+/// The JSON Schemas of the three manifest kinds, generated once from the raw types.
+pub fn schema(kind: &str) -> Option<&'static Value> {
+    static SCHEMAS: OnceLock<[Value; 3]> = OnceLock::new();
+    let [trigger, agent, config] = SCHEMAS.get_or_init(|| {
+        let to_value = |s: schemars::Schema| serde_json::to_value(s).expect("schemas serialise");
+        [
+            to_value(schemars::schema_for!(TriggerFile)),
+            to_value(schemars::schema_for!(AgentFile)),
+            to_value(schemars::schema_for!(ProjectConfig)),
+        ]
+    });
+    match kind {
+        "trigger" => Some(trigger),
+        "agent" => Some(agent),
+        "config" => Some(config),
+        _ => None,
+    }
+}
+
+/// Manifest files of a project in a stable order: pap.yaml, triggers/**, agents/**.
+pub fn discover(root: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for name in [CONFIG_FILE, "pap.yml"] {
+        let p = root.join(name);
+        if p.is_file() {
+            files.push(p);
+            break;
+        }
+    }
+    for dir in ["triggers", "agents"] {
+        let mut found = Vec::new();
+        walk_yaml(&root.join(dir), &mut found);
+        found.sort();
+        files.extend(found);
+    }
+    files
+}
+
+/// Every `*.yaml`/`*.yml` under `dir`, skipping hidden entries.
+pub fn walk_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if hidden {
+            continue;
+        }
+        if path.is_dir() {
+            walk_yaml(&path, out);
+        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+            out.push(path);
+        }
+    }
+}
+
+/// How a file is named in diagnostics: relative to the root with `/`, else as given.
+pub fn display_name(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let text = rel.to_string_lossy().replace('\\', "/");
+    text.strip_prefix("./").map(str::to_string).unwrap_or(text)
+}
+
+/// Loads the project at `root`, plus `extra` files (from `pap lint PATH...`) outside it.
+pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
+    let mut paths = discover(root);
+    for p in extra {
+        if !paths.contains(p) {
+            paths.push(p.clone());
+        }
+    }
+    let config_path = paths.iter().find(|p| p.parent() == Some(root) && is_config_name(p)).cloned();
+
+    let mut diags = Vec::new();
+    let mut sources = BTreeMap::new();
+    let mut files = Vec::new();
+    for path in &paths {
+        let display = display_name(root, path);
+        let is_config = Some(path) == config_path.as_ref();
+        let file = read_file(path, &display, is_config, &mut diags, &mut sources);
+        files.push(file);
+    }
+
+    // pap.yaml first: agents need its server names.
+    let mut config = Config::default();
+    let mut servers: Option<BTreeSet<String>> = Some(BTreeSet::new());
+    for f in files.iter().filter(|f| f.kind == Some(Kind::Config)) {
+        let Some(tree) = &f.tree else {
+            servers = None;
+            continue;
+        };
+        servers = server_names(tree);
+        if let Some(raw) = convert::<ProjectConfig>(f, "config", &mut diags) {
+            let mut ctx = FileCtx { file: &f.display, tree, diags: &mut diags };
+            config = compile_config::compile(&raw, &mut ctx);
+        }
+    }
+    if files.iter().any(|f| f.kind == Some(Kind::Config) && f.tree.is_none()) {
+        servers = None;
+    }
+
+    // Agents, then triggers (which resolve agent ids).
+    let mut agents: Vec<Agent> = Vec::new();
+    let mut agent_ids: AgentIds = HashMap::new();
+    let mut first_seen: HashMap<(Kind, String), String> = HashMap::new();
+    let mut agent_trees: Vec<&Located<Node>> = Vec::new();
+    for f in files.iter().filter(|f| f.kind == Some(Kind::Agent)) {
+        let Some(tree) = &f.tree else { continue };
+        let id = tree_id(tree, "agent");
+        let duplicate = id
+            .as_ref()
+            .is_some_and(|id| is_duplicate(Kind::Agent, id, f, tree, &mut first_seen, &mut diags));
+        if let Some(id) = id.as_ref().filter(|_| !duplicate) {
+            agent_ids.insert(id.clone(), None);
+        }
+        let Some(raw) = convert::<AgentFile>(f, "agent", &mut diags) else { continue };
+        let env = AgentEnv { root, servers: servers.as_ref() };
+        let mut ctx = FileCtx { file: &f.display, tree, diags: &mut diags };
+        // A duplicate still gets its own checks, but only the first definition is used.
+        if let Some(agent) = compile_agent::compile(&raw.agent, &mut ctx, &env)
+            && !duplicate
+        {
+            agent_ids.insert(agent.id.clone(), Some(agents.len()));
+            agents.push(agent);
+            agent_trees.push(tree);
+        }
+    }
+
+    let mut triggers: Vec<Trigger> = Vec::new();
+    for f in files.iter().filter(|f| f.kind == Some(Kind::Trigger)) {
+        let Some(tree) = &f.tree else { continue };
+        let duplicate = tree_id(tree, "trigger")
+            .is_some_and(|id| is_duplicate(Kind::Trigger, &id, f, tree, &mut first_seen, &mut diags));
+        let Some(raw) = convert::<TriggerFile>(f, "trigger", &mut diags) else { continue };
+        let mut ctx = FileCtx { file: &f.display, tree, diags: &mut diags };
+        if let Some(trigger) = compile_trigger::compile(&raw.trigger, &mut ctx, &agent_ids)
+            && !duplicate
+        {
+            triggers.push(trigger);
+        }
+    }
+
+    report_cycles(&agents, &triggers, &agent_trees, config.max_cascade_depth, &mut diags);
+    if files.is_empty() {
+        diags.push(Diagnostic::new(
+            "no-manifests",
+            ".",
+            yaml_tree::Pos::START,
+            "no manifests found: expected pap.yaml, triggers/**/*.yaml and agents/**/*.yaml under the root",
+        ));
+    }
+    diagnostics::sort(&mut diags);
+    let ok = !diags.iter().any(|d| d.severity == Severity::Error);
+    Loaded {
+        project: ok.then(|| Project {
+            root: root.to_path_buf(),
+            config,
+            triggers,
+            agents,
+        }),
+        diagnostics: diags,
+        sources,
+    }
+}
+
+fn is_config_name(p: &Path) -> bool {
+    matches!(p.file_name().and_then(|n| n.to_str()), Some("pap.yaml" | "pap.yml"))
+}
+
+fn read_file(
+    path: &Path,
+    display: &str,
+    is_config: bool,
+    diags: &mut Vec<Diagnostic>,
+    sources: &mut BTreeMap<String, String>,
+) -> SourceFile {
+    let mut file = SourceFile {
+        display: display.to_string(),
+        kind: is_config.then_some(Kind::Config),
+        tree: None,
+    };
+    let text = match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(_) => {
+                diags.push(Diagnostic::new("unreadable-file", display, yaml_tree::Pos::START, "the file is not UTF-8 text"));
+                return file;
+            }
+        },
+        Err(e) => {
+            diags.push(Diagnostic::new("unreadable-file", display, yaml_tree::Pos::START, format!("cannot read the file: {e}")));
+            return file;
+        }
+    };
+    let parsed = yaml_tree::parse(&text);
+    sources.insert(display.to_string(), text);
+    let tree = match parsed {
+        Ok(tree) => tree,
+        Err(e) => {
+            let code = if e.duplicate_key { "duplicate-key" } else { "yaml-syntax" };
+            diags.push(Diagnostic::new(code, display, e.pos, e.message));
+            // A broken pap.yaml still counts as the config (its server names are unknown).
+            return file;
+        }
+    };
+    if !is_config {
+        file.kind = classify(&tree, path);
+        if file.kind.is_none() {
+            diags.push(
+                Diagnostic::new(
+                    "unknown-manifest-kind",
+                    display,
+                    tree.pos,
+                    "not a manifest: expected a top-level `trigger:` or `agent:` mapping",
+                )
+                .with_help("trigger manifests live in triggers/, agent manifests in agents/, project settings in pap.yaml"),
+            );
+        }
+    }
+    file.tree = Some(tree);
+    file
+}
+
+/// A file's kind comes from its content (`trigger:`/`agent:`), else from its folder.
+fn classify(tree: &Located<Node>, path: &Path) -> Option<Kind> {
+    if tree.value.get("trigger").is_some() {
+        return Some(Kind::Trigger);
+    }
+    if tree.value.get("agent").is_some() {
+        return Some(Kind::Agent);
+    }
+    let in_dir = |name: &str| path.components().any(|c| c.as_os_str() == name);
+    if in_dir("triggers") {
+        Some(Kind::Trigger)
+    } else if in_dir("agents") {
+        Some(Kind::Agent)
+    } else {
+        None
+    }
+}
+
+/// Checks a file's shape against its schema and converts it. Problems other than unknown fields
+/// stop the conversion (the file's meaning is unclear); unknown fields do not.
+fn convert<T: DeserializeOwned>(f: &SourceFile, kind: &str, diags: &mut Vec<Diagnostic>) -> Option<T> {
+    let tree = f.tree.as_ref()?;
+    let schema = schema(kind).expect("known kind");
+    let problems = schema_check::check(tree, schema, &f.display);
+    let blocking = problems
+        .iter()
+        .any(|d| d.severity == Severity::Error && d.code != "unknown-field");
+    diags.extend(problems);
+    if blocking {
+        return None;
+    }
+    match serde_json::from_value(tree.value.to_json()) {
+        Ok(raw) => Some(raw),
+        Err(e) => {
+            // The schema and serde agree by construction; if they ever do not, say so plainly.
+            diags.push(Diagnostic::new("wrong-type", &f.display, tree.pos, format!("cannot read the manifest: {e}")));
+            None
+        }
+    }
+}
+
+/// `trigger.id` / `agent.id` read straight from the tree, so even a broken file takes part in
+/// the duplicate check and keeps triggers that name it from being reported as unknown.
+fn tree_id(tree: &Located<Node>, section: &str) -> Option<String> {
+    tree.value
+        .get(section)?
+        .value
+        .get("id")?
+        .value
+        .as_str()
+        .map(str::to_string)
+}
+
+fn server_names(tree: &Located<Node>) -> Option<BTreeSet<String>> {
+    match tree.value.get("mcp_servers").map(|n| &n.value) {
+        None | Some(Node::Null) => Some(BTreeSet::new()),
+        Some(Node::Map(entries)) => Some(entries.iter().map(|(k, _)| k.value.clone()).collect()),
+        Some(_) => None,
+    }
+}
+
+fn is_duplicate(
+    kind: Kind,
+    id: &str,
+    f: &SourceFile,
+    tree: &Located<Node>,
+    first_seen: &mut HashMap<(Kind, String), String>,
+    diags: &mut Vec<Diagnostic>,
+) -> bool {
+    let section = if kind == Kind::Trigger { "trigger" } else { "agent" };
+    let at = path![section, "id"];
+    let pos = tree.locate(&at);
+    let here = format!("{}:{}:{}", f.display, pos.line, pos.column);
+    match first_seen.get(&(kind, id.to_string())) {
+        Some(first) => {
+            diags.push(
+                Diagnostic::new(
+                    "duplicate-id",
+                    &f.display,
+                    pos,
+                    format!("{section} id `{id}` is defined twice: at {first} and at {here}"),
+                )
+                .with_help(format!("{section} ids must be unique across the project")),
+            );
+            true
+        }
+        None => {
+            first_seen.insert((kind, id.to_string()), here);
+            false
+        }
+    }
+}
+
+fn report_cycles(
+    agents: &[Agent],
+    triggers: &[Trigger],
+    agent_trees: &[&Located<Node>],
+    depth: u32,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let edges = cascade_graph::edges(agents, triggers);
+    for cycle in cascade_graph::cycles(agents.len(), &edges) {
+        let first = &cycle[0];
+        let agent = &agents[first.from];
+        let mut text = String::new();
+        for edge in &cycle {
+            text.push_str(&format!(
+                "agent `{}` emits `{}` → trigger `{}` → ",
+                agents[edge.from].id, edge.event_type, triggers[edge.trigger].id
+            ));
+        }
+        text.push_str(&format!("agent `{}`", agents[first.from].id));
+        let pos = agent_trees[first.from].locate(&emit_path(agent, &first.event_type));
+        diags.push(
+            Diagnostic::new("cascade-cycle", &agent.file, pos, format!("cascade loop: {text}"))
+                .with_help(format!(
+                    "at run time the depth limit ({depth}) stops the loop; break it unless the repetition is intended"
+                )),
+        );
+    }
+}
+
+/// Where an agent declares an emitted type, for pointing at it.
+fn emit_path(agent: &Agent, event_type: &str) -> Vec<PathSeg> {
+    if agent.on_complete_emit.as_deref() == Some(event_type) {
+        return path!["agent", "on_complete", "emit_event"];
+    }
+    if agent.on_failure_emit.as_deref() == Some(event_type) {
+        return path!["agent", "on_failure", "emit_event"];
+    }
+    match agent.emits.iter().position(|t| t == event_type) {
+        Some(i) => path!["agent", "emits", i],
+        None => path!["agent", "id"],
+    }
+}

@@ -1,0 +1,19 @@
+//! Manifests: loading, checking and compiling trigger, agent and project files.
+//!
+//! raw (serde mirror of the YAML) → schema_check (shape, every problem) → compile_* (meaning)
+//! → compiled (what the dispatcher runs on). `loader` drives it for a whole project.
+
+pub mod cascade_graph;
+pub mod compile_agent;
+pub mod compile_config;
+pub mod compile_trigger;
+pub mod compiled;
+pub mod duration;
+pub mod file_ctx;
+pub mod loader;
+pub mod raw;
+pub mod schema_check;
+pub mod yaml_tree;
+
+pub use compiled::Project;
+pub use loader::{Loaded, load};

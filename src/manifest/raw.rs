@@ -1,0 +1,407 @@
+//! Raw manifest types: exactly the YAML a user writes, nothing checked beyond shape.
+//!
+//! Unknown fields are denied by the schema (so lint reports them) but ignored by serde, so a
+//! file whose only problem is a misspelt field still gets its other checks.
+//!
+//! These types are the single source of the manifest format: `pap schema` prints their JSON
+//! Schema, lint checks the located YAML tree against that same schema (so the two can never
+//! disagree), and `compile` turns a raw value into a checked manifest.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// The only PAP version this dispatcher speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+pub enum PapVersion {
+    #[serde(rename = "0.2")]
+    V0_2,
+}
+
+/// A trigger manifest file (PAP 0.2 section 4).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(title = "PAP trigger manifest")]
+pub struct TriggerFile {
+    /// Always "0.2" (quoted: an unquoted 0.2 is a number).
+    pub pap_version: PapVersion,
+    pub trigger: Trigger,
+}
+
+/// A rule that binds an event type to an agent.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Trigger {
+    /// Unique among all triggers of the project. Part of the idempotency key.
+    pub id: String,
+    /// What the trigger is for, for humans.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A disabled trigger is loaded and checked but never matches. Default true.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Which events the trigger considers.
+    #[serde(rename = "match")]
+    pub match_: Match,
+    /// Guard conditions, all of which must hold (implicit AND).
+    #[serde(default)]
+    pub filter: Vec<Condition>,
+    /// At most `max_per_window` invocations per sliding window.
+    #[serde(default)]
+    pub throttle: Option<Throttle>,
+    /// The id of the agent to provoke.
+    pub agent: String,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Match {
+    /// Event type in dot notation (`domain.object.condition`); `*` may stand for one whole segment.
+    #[serde(rename = "type")]
+    pub event_type: String,
+}
+
+/// One filter condition: the JSONPath `path` evaluated against the whole event, compared with
+/// `operator` to `value`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Condition {
+    /// RFC 9535 JSONPath, e.g. `$.data.price_nok_per_kwh`.
+    pub path: String,
+    pub operator: Operator,
+    /// The comparison value: a number for lt/lte/gt/gte, a list for in/not_in, a pattern for
+    /// regex, an optional boolean for exists (false inverts it).
+    #[serde(default, deserialize_with = "present")]
+    pub value: Option<Value>,
+}
+
+/// Filter operators of PAP 0.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Operator {
+    Eq,
+    Ne,
+    Lt,
+    Lte,
+    Gt,
+    Gte,
+    In,
+    NotIn,
+    Contains,
+    Exists,
+    Regex,
+}
+
+impl Operator {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operator::Eq => "eq",
+            Operator::Ne => "ne",
+            Operator::Lt => "lt",
+            Operator::Lte => "lte",
+            Operator::Gt => "gt",
+            Operator::Gte => "gte",
+            Operator::In => "in",
+            Operator::NotIn => "not_in",
+            Operator::Contains => "contains",
+            Operator::Exists => "exists",
+            Operator::Regex => "regex",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Throttle {
+    /// Invocations allowed per window (at least 1).
+    #[schemars(range(min = 1))]
+    pub max_per_window: i64,
+    /// Window length in seconds (at least 1). The window slides on the dispatcher's clock.
+    #[schemars(range(min = 1))]
+    pub window_seconds: i64,
+    /// JSONPath whose value (serialised as JSON) separates windows, e.g. `$.data.region`.
+    #[serde(default)]
+    pub window_key: Option<String>,
+}
+
+/// An agent manifest file (PAP 0.2 section 5).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(title = "PAP agent manifest")]
+pub struct AgentFile {
+    /// Always "0.2" (quoted: an unquoted 0.2 is a number).
+    pub pap_version: PapVersion,
+    pub agent: Agent,
+}
+
+/// What an agent is and what it may do.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Agent {
+    /// Unique among all agents of the project; triggers refer to it.
+    pub id: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The agent's own risk; the effective risk is the highest of this and every tool's override.
+    pub risk_level: RiskLevel,
+    pub model: Model,
+    /// Instructions for an LLM agent. Event content never goes here: it is sent as data.
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// The only tools the agent is offered; each is served by an MCP server from pap.yaml.
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    #[serde(default)]
+    pub output: Option<Output>,
+    #[serde(default)]
+    pub on_complete: Option<OnComplete>,
+    #[serde(default)]
+    pub on_failure: Option<OnFailure>,
+    /// Extension: event types the agent may emit as follow-ups, besides on_complete/on_failure.
+    #[serde(default)]
+    pub emits: Vec<String>,
+}
+
+/// PAP 0.2 risk levels, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskLevel {
+    ReadOnly,
+    Low,
+    Medium,
+    High,
+}
+
+impl RiskLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RiskLevel::ReadOnly => "read_only",
+            RiskLevel::Low => "low",
+            RiskLevel::Medium => "medium",
+            RiskLevel::High => "high",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Model {
+    /// `anthropic`, `openai` (any OpenAI-compatible server), or `command` (a local program).
+    pub provider: Provider,
+    /// The model name, required for anthropic and openai.
+    #[serde(default)]
+    pub model_id: Option<String>,
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub temperature: Option<f64>,
+    /// API base URL, as in the provider's SDK (e.g. `http://localhost:11434/v1` for Ollama).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Environment variable holding the API key (default ANTHROPIC_API_KEY / OPENAI_API_KEY).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// For provider `command`: the program and its arguments, never through a shell.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    Anthropic,
+    Openai,
+    Command,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::Openai => "openai",
+            Provider::Command => "command",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Tool {
+    /// The tool's name as its MCP server lists it.
+    pub name: String,
+    /// `mcp://NAME`, NAME being a server defined under `mcp_servers` in pap.yaml.
+    pub source: String,
+    /// Risk of calling this tool; raises the invocation's effective risk.
+    #[serde(default)]
+    pub risk_override: Option<RiskLevel>,
+    /// Whether a call reaches outside (the user is told of every external call). Default external.
+    #[serde(default)]
+    pub impact: Option<Impact>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Impact {
+    Internal,
+    External,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Limits {
+    /// Wall-clock limit for one attempt, in seconds.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_runtime_seconds: Option<u64>,
+    /// Most tool calls one attempt may make.
+    #[serde(default)]
+    pub max_tool_calls: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Output {
+    /// `structured` (a JSON object, checked against `schema`) or `text`.
+    #[serde(rename = "type")]
+    pub output_type: OutputType,
+    /// Field name → type, for structured output.
+    #[serde(default)]
+    pub schema: Option<BTreeMap<String, SchemaType>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputType {
+    Structured,
+    Text,
+}
+
+/// The JSON types an output field may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaType {
+    String,
+    Number,
+    Integer,
+    Boolean,
+    Array,
+    Object,
+}
+
+impl SchemaType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaType::String => "string",
+            SchemaType::Number => "number",
+            SchemaType::Integer => "integer",
+            SchemaType::Boolean => "boolean",
+            SchemaType::Array => "array",
+            SchemaType::Object => "object",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct OnComplete {
+    /// Event type emitted when the agent succeeds, e.g. `pap.agent.invocation.completed`.
+    #[serde(default)]
+    pub emit_event: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct OnFailure {
+    #[serde(default)]
+    pub retry: Option<Retry>,
+    /// Event type emitted when the last attempt failed, e.g. `pap.agent.invocation.failed`.
+    #[serde(default)]
+    pub emit_event: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Retry {
+    /// Total attempts, the first included (1 to 10).
+    #[schemars(range(min = 1, max = 10))]
+    pub max_attempts: i64,
+    /// Delay before the second attempt; doubles after each further failure.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub backoff_seconds: Option<f64>,
+}
+
+/// The project file `pap.yaml` (an extension of PAP 0.2). Every field is optional.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(title = "pap project config (pap.yaml)")]
+pub struct ProjectConfig {
+    #[serde(default)]
+    pub pap_version: Option<PapVersion>,
+    /// State directory (store, spool), relative to the project root. Default `.pap`.
+    #[serde(default)]
+    pub state_dir: Option<String>,
+    /// Spool directory watched by `pap serve`. Default `<state_dir>/spool`.
+    #[serde(default)]
+    pub spool_dir: Option<String>,
+    /// How long idempotency keys are kept, e.g. `48h` (never below 24h). Default `24h`.
+    #[serde(default)]
+    pub idempotency_ttl: Option<String>,
+    /// Events this deep in a `triggered_by` chain are rejected. Default 3.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_cascade_depth: Option<u32>,
+    /// How long an invocation waits for approval before it expires, e.g. `24h`. Default `24h`.
+    #[serde(default)]
+    pub approval_timeout: Option<String>,
+    /// What to do with an event whose `triggered_by` names an unknown invocation. Default reject.
+    #[serde(default)]
+    pub unknown_triggered_by: Option<UnknownParentPolicy>,
+    /// Largest accepted encoded event, in bytes. Default 1048576 (1 MiB).
+    #[serde(default)]
+    #[schemars(range(min = 1024))]
+    pub max_event_bytes: Option<u64>,
+    /// MCP servers by name; agents refer to them as `mcp://NAME`.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServer>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownParentPolicy {
+    Reject,
+    Accept,
+}
+
+/// An MCP server: a local program spoken to over stdio (`command`), or a streamable HTTP `url`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct McpServer {
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Program to start (stdio transport).
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The server's whole environment besides PATH; `${NAME}` takes NAME from pap's environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Streamable HTTP endpoint.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers for `url`; `${NAME}` takes NAME from pap's environment.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Keeps an explicit `null` distinct from an absent key: `value: null` is `Some(Null)`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
