@@ -240,8 +240,16 @@ pub fn parse(text: &str) -> Result<Located<Node>, YamlError> {
         Ok(spanned) => Ok(located(spanned)),
         Err(err) => {
             let pos = err.location().map(|l| Pos::from_location(&l)).unwrap_or(Pos::START);
-            let message = plain_message(&err);
+            let mut message = plain_message(&err);
             let duplicate_key = message.to_ascii_lowercase().contains("duplicate");
+            if duplicate_key {
+                // The parser's text suggests a library option; say what the user should do.
+                let key = message
+                    .split_once("key:")
+                    .map(|(_, rest)| rest.split(',').next().unwrap_or("").trim().to_string())
+                    .unwrap_or_default();
+                message = format!("duplicate key `{key}`: each key may appear once in a mapping");
+            }
             Err(YamlError {
                 message,
                 pos,

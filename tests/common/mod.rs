@@ -1,0 +1,48 @@
+//! Helpers shared by the integration tests: the real `pap` binary and fixture copies.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `pap` binary cargo built for these tests.
+pub fn pap() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
+    cmd.env_remove("PAP_ROOT").env_remove("PAP_STATE").env("NO_COLOR", "1");
+    cmd
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+/// Copies a fixture project into a fresh temp dir, so tests never depend on the checkout.
+pub fn fixture_copy(rel: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    copy_dir(&fixture(rel), dir.path());
+    dir
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read fixture dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
