@@ -19,7 +19,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 )]
 pub struct Cli {
     /// Project root holding pap.yaml, triggers/ and agents/.
-    #[arg(long, global = true, env = "PAP_ROOT", value_name = "DIR", default_value = ".")]
+    #[arg(
+        long,
+        global = true,
+        env = "PAP_ROOT",
+        value_name = "DIR",
+        default_value = "."
+    )]
     pub root: PathBuf,
 
     /// State directory (store, spool). Default: <root>/.pap, or `state_dir` from pap.yaml.
@@ -33,17 +39,21 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check every manifest (triggers, agents, pap.yaml) without touching the state store.
-    #[command(after_help = "Exit status: 0 no errors (warnings allowed unless --strict), 1 errors, 2 usage error.\n\n\
+    #[command(
+        after_help = "Exit status: 0 no errors (warnings allowed unless --strict), 1 errors, 2 usage error.\n\n\
         Examples:\n  pap lint                              # the whole project under --root\n  \
         pap lint triggers/energy.yaml         # one file, checked against the rest of the project\n  \
         pap lint --format json | jq .errors\n  \
-        pap lint --format github --strict     # annotations in a GitHub Actions job")]
+        pap lint --format github --strict     # annotations in a GitHub Actions job"
+    )]
     Lint(LintArgs),
 
     /// Print the JSON Schema of a manifest kind, for editors (yaml-language-server).
-    #[command(after_help = "Examples:\n  pap schema trigger > schemas/trigger.schema.json\n  \
+    #[command(
+        after_help = "Examples:\n  pap schema trigger > schemas/trigger.schema.json\n  \
         pap schema --out schemas            # writes trigger, agent and config schemas\n\n\
-        Then start a manifest with:\n  # yaml-language-server: $schema=../schemas/trigger.schema.json")]
+        Then start a manifest with:\n  # yaml-language-server: $schema=../schemas/trigger.schema.json"
+    )]
     Schema(SchemaArgs),
 }
 

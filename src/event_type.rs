@@ -12,7 +12,9 @@ pub enum TypeProblem {
     EmptySegment,
     Whitespace,
     /// `*` inside a segment (`lat*`), or any `*` where no wildcard is allowed.
-    Wildcard { allowed: bool },
+    Wildcard {
+        allowed: bool,
+    },
 }
 
 impl fmt::Display for TypeProblem {
@@ -23,12 +25,16 @@ impl fmt::Display for TypeProblem {
                 "has {n} segment{}; PAP event types have at least three (domain.object.condition)",
                 if *n == 1 { "" } else { "s" }
             ),
-            TypeProblem::EmptySegment => f.write_str("has an empty segment (two dots in a row, or a leading or trailing dot)"),
+            TypeProblem::EmptySegment => f.write_str(
+                "has an empty segment (two dots in a row, or a leading or trailing dot)",
+            ),
             TypeProblem::Whitespace => f.write_str("contains whitespace"),
             TypeProblem::Wildcard { allowed: true } => {
                 f.write_str("uses `*` inside a segment; `*` may only stand for one whole segment")
             }
-            TypeProblem::Wildcard { allowed: false } => f.write_str("contains `*`, which only trigger patterns may use"),
+            TypeProblem::Wildcard { allowed: false } => {
+                f.write_str("contains `*`, which only trigger patterns may use")
+            }
         }
     }
 }
@@ -61,9 +67,12 @@ const CHANGE_WORDS: &[&str] = &["changed", "updated", "incremented"];
 /// The change word the last segment uses, if any (`price.changed`, `value_updated`).
 pub fn change_word(s: &str) -> Option<&'static str> {
     let condition = s.rsplit('.').next()?;
-    condition
-        .split(['_', '-'])
-        .find_map(|word| CHANGE_WORDS.iter().copied().find(|w| word.eq_ignore_ascii_case(w)))
+    condition.split(['_', '-']).find_map(|word| {
+        CHANGE_WORDS
+            .iter()
+            .copied()
+            .find(|w| word.eq_ignore_ascii_case(w))
+    })
 }
 
 /// A trigger's `match.type`, compiled: literal segments and `*` wildcards.
@@ -116,7 +125,10 @@ mod tests {
     fn dot_notation_needs_three_non_empty_segments() {
         assert_eq!(check("energy.price.threshold_exceeded", false), Ok(()));
         assert_eq!(check("pap.agent.invocation.completed", false), Ok(()));
-        assert_eq!(check("energy.price", false), Err(TypeProblem::TooFewSegments(2)));
+        assert_eq!(
+            check("energy.price", false),
+            Err(TypeProblem::TooFewSegments(2))
+        );
         assert_eq!(check("energy", false), Err(TypeProblem::TooFewSegments(1)));
         assert_eq!(check("a..b", false), Err(TypeProblem::EmptySegment));
         assert_eq!(check("a.b.c.", false), Err(TypeProblem::EmptySegment));
@@ -126,8 +138,14 @@ mod tests {
     #[test]
     fn wildcards_only_as_whole_segments_in_patterns() {
         assert_eq!(check("server.*.sla_breached", true), Ok(()));
-        assert_eq!(check("server.lat*.sla_breached", true), Err(TypeProblem::Wildcard { allowed: true }));
-        assert_eq!(check("server.*.sla_breached", false), Err(TypeProblem::Wildcard { allowed: false }));
+        assert_eq!(
+            check("server.lat*.sla_breached", true),
+            Err(TypeProblem::Wildcard { allowed: true })
+        );
+        assert_eq!(
+            check("server.*.sla_breached", false),
+            Err(TypeProblem::Wildcard { allowed: false })
+        );
     }
 
     #[test]
@@ -145,7 +163,10 @@ mod tests {
     #[test]
     fn change_words_are_found_in_the_condition_segment() {
         assert_eq!(change_word("energy.price.changed"), Some("changed"));
-        assert_eq!(change_word("article.age.value_incremented"), Some("incremented"));
+        assert_eq!(
+            change_word("article.age.value_incremented"),
+            Some("incremented")
+        );
         assert_eq!(change_word("server.updated.sla_breached"), None);
         assert_eq!(change_word("stock.price.dropped_significantly"), None);
     }

@@ -22,9 +22,13 @@ pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<St
             let end = tail.find('}').ok_or("`${` without a closing `}`")?;
             let name = &tail[..end];
             if !crate::manifest::compile_agent::valid_env_name(name) {
-                return Err(format!("`${{{name}}}` does not name an environment variable"));
+                return Err(format!(
+                    "`${{{name}}}` does not name an environment variable"
+                ));
             }
-            out.push_str(&lookup(name).ok_or_else(|| format!("environment variable {name} is not set"))?);
+            out.push_str(
+                &lookup(name).ok_or_else(|| format!("environment variable {name} is not set"))?,
+            );
             rest = &tail[end + 1..];
         } else {
             return Err("a `$` must start `${NAME}` or be doubled as `$$`".to_string());
@@ -43,7 +47,11 @@ mod tests {
         let lookup = |n: &str| (n == "TOKEN").then(|| "s3cr3t".to_string());
         assert_eq!(expand("Bearer ${TOKEN}", lookup).unwrap(), "Bearer s3cr3t");
         assert_eq!(expand("cost: $$5", lookup).unwrap(), "cost: $5");
-        assert!(expand("${MISSING}", lookup).unwrap_err().contains("MISSING"));
+        assert!(
+            expand("${MISSING}", lookup)
+                .unwrap_err()
+                .contains("MISSING")
+        );
         assert!(check("$TOKEN").is_err());
         assert!(check("${TOKEN").is_err());
         assert!(check("${1X}").is_err());

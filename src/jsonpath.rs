@@ -75,7 +75,10 @@ mod tests {
         let event = json!({"data": {"region": "NO1"}});
         assert_eq!(p.select(&event), vec![&json!("NO1")]);
         assert!(p.select(&json!({})).is_empty());
-        assert_eq!(JsonPath::parse("$.data[").unwrap_err(), "expected selector at character 8");
+        assert_eq!(
+            JsonPath::parse("$.data[").unwrap_err(),
+            "expected selector at character 8"
+        );
         assert!(JsonPath::parse("data.region").is_err());
         assert!(JsonPath::parse(" $.a").is_err());
     }

@@ -31,16 +31,24 @@ fn run_case(case: &Value) -> Option<String> {
     let selector = case["selector"].as_str().expect("selector");
     let parsed = JsonPath::parse(selector);
     if case["invalid_selector"].as_bool() == Some(true) {
-        return parsed.is_ok().then(|| "an invalid selector was accepted".to_string());
+        return parsed
+            .is_ok()
+            .then(|| "an invalid selector was accepted".to_string());
     }
     let path = match parsed {
         Ok(p) => p,
         Err(e) => return Some(format!("a valid selector was rejected: {e}")),
     };
-    let got: Vec<Value> = path.select(&case["document"]).into_iter().cloned().collect();
+    let got: Vec<Value> = path
+        .select(&case["document"])
+        .into_iter()
+        .cloned()
+        .collect();
     let ok = match (case.get("result"), case.get("results")) {
         (Some(Value::Array(expected)), _) => &got == expected,
-        (_, Some(Value::Array(alternatives))) => alternatives.iter().any(|alt| alt.as_array() == Some(&got)),
+        (_, Some(Value::Array(alternatives))) => {
+            alternatives.iter().any(|alt| alt.as_array() == Some(&got))
+        }
         _ => panic!("case without result: {case}"),
     };
     (!ok).then(|| format!("selected {}", Value::Array(got)))
@@ -48,7 +56,11 @@ fn run_case(case: &Value) -> Option<String> {
 
 #[test]
 fn rfc_9535_compliance_suite() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/jsonpath-cts/cts.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/jsonpath-cts/cts.json"
+    ))
+    .unwrap();
     let suite: Value = serde_json::from_str(&text).unwrap();
     let cases = suite["tests"].as_array().unwrap();
     let known: BTreeSet<&str> = KNOWN_FAILURES.iter().copied().collect();
@@ -59,7 +71,9 @@ fn rfc_9535_compliance_suite() {
     for case in cases {
         let name = case["name"].as_str().unwrap();
         match run_case(case) {
-            None if known.contains(name) => unexpected.push(format!("{name}: listed as failing but passes now")),
+            None if known.contains(name) => {
+                unexpected.push(format!("{name}: listed as failing but passes now"))
+            }
             None => passed += 1,
             Some(_) if known.contains(name) => failed_known.push(name),
             Some(why) => unexpected.push(format!("{name} ({}): {why}", case["selector"])),
@@ -70,5 +84,10 @@ fn rfc_9535_compliance_suite() {
         cases.len(),
         failed_known.len()
     );
-    assert!(unexpected.is_empty(), "{} unexpected results:\n{}", unexpected.len(), unexpected.join("\n"));
+    assert!(
+        unexpected.is_empty(),
+        "{} unexpected results:\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
 }

@@ -13,10 +13,18 @@ fn lint_json(name: &str, extra: &[&str]) -> (i32, Value, tempfile::TempDir) {
     let dir = fixture_copy(&format!("lint/{name}"));
     let mut args: Vec<String> = vec!["lint".into(), "--format".into(), "json".into()];
     if let Ok(text) = std::fs::read_to_string(dir.path().join("args.txt")) {
-        args.extend(text.split_whitespace().map(|a| dir.path().join(a).display().to_string()));
+        args.extend(
+            text.split_whitespace()
+                .map(|a| dir.path().join(a).display().to_string()),
+        );
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    let out = pap().arg("--root").arg(dir.path()).args(&args).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .args(&args)
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_str(&stdout(&out))
         .unwrap_or_else(|e| panic!("{name}: stdout is not JSON ({e}): {}", stdout(&out)));
     (code(&out), doc, dir)
@@ -59,9 +67,12 @@ fn every_lint_code_has_a_fixture_that_fails_it() {
             info.code,
             info.code
         );
-        let expect = std::fs::read_to_string(fixture("lint").join(info.code).join("expect.txt")).unwrap();
+        let expect =
+            std::fs::read_to_string(fixture("lint").join(info.code).join("expect.txt")).unwrap();
         assert!(
-            expect.lines().any(|l| l.split(' ').nth(1) == Some(info.code)),
+            expect
+                .lines()
+                .any(|l| l.split(' ').nth(1) == Some(info.code)),
             "fixture {} does not expect its own code",
             info.code
         );
@@ -72,22 +83,28 @@ fn every_lint_code_has_a_fixture_that_fails_it() {
 fn each_fixture_reports_exactly_the_expected_code_file_line_and_column() {
     let mut failures = Vec::new();
     for name in fixture_names() {
-        let expect: Vec<String> = std::fs::read_to_string(fixture("lint").join(&name).join("expect.txt"))
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
+        let expect: Vec<String> =
+            std::fs::read_to_string(fixture("lint").join(&name).join("expect.txt"))
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect();
         let (exit, doc, _dir) = lint_json(&name, &[]);
         let got = rows(&doc);
         if got != expect {
-            failures.push(format!("{name}:\n  expected {expect:#?}\n  got      {got:#?}"));
+            failures.push(format!(
+                "{name}:\n  expected {expect:#?}\n  got      {got:#?}"
+            ));
         }
         let has_error = expect.iter().any(|l| l.starts_with("error "));
         let want_exit = if has_error { 1 } else { 0 };
         if exit != want_exit {
             failures.push(format!("{name}: exit {exit}, expected {want_exit}"));
         }
-        assert_eq!(doc["errors"].as_u64().unwrap() as usize, expect.iter().filter(|l| l.starts_with("error ")).count());
+        assert_eq!(
+            doc["errors"].as_u64().unwrap() as usize,
+            expect.iter().filter(|l| l.starts_with("error ")).count()
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -95,7 +112,12 @@ fn each_fixture_reports_exactly_the_expected_code_file_line_and_column() {
 #[test]
 fn the_clean_fixture_project_has_no_diagnostics_even_with_strict() {
     let dir = fixture_copy("clean-project");
-    let out = pap().arg("--root").arg(dir.path()).args(["lint", "--strict"]).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .args(["lint", "--strict"])
+        .output()
+        .unwrap();
     assert_eq!(stdout(&out), "ok: 6 files checked, no problems\n");
     assert_eq!(code(&out), 0);
 }
@@ -103,12 +125,20 @@ fn the_clean_fixture_project_has_no_diagnostics_even_with_strict() {
 #[test]
 fn the_repository_example_project_lints_clean_with_strict() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = pap().arg("--root").arg(root).args(["lint", "--strict", "--format", "json"]).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(root)
+        .args(["lint", "--strict", "--format", "json"])
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert_eq!(doc["errors"], 0);
     assert_eq!(doc["warnings"], 0);
-    assert!(doc["files"].as_u64().unwrap() >= 17, "pap.yaml + 8 triggers + 8 agents at least");
+    assert!(
+        doc["files"].as_u64().unwrap() >= 17,
+        "pap.yaml + 8 triggers + 8 agents at least"
+    );
 }
 
 #[test]
@@ -122,7 +152,12 @@ fn warnings_pass_unless_strict() {
 #[test]
 fn human_format_is_rustc_style_with_a_caret_and_a_summary() {
     let dir = fixture_copy("lint/unknown-field");
-    let out = pap().arg("--root").arg(dir.path()).arg("lint").output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .arg("lint")
+        .output()
+        .unwrap();
     assert_eq!(
         stdout(&out),
         "error[unknown-field]: unknown field `filtr` in `trigger`\n \
@@ -135,7 +170,12 @@ fn human_format_is_rustc_style_with_a_caret_and_a_summary() {
 #[test]
 fn github_format_prints_workflow_annotations() {
     let dir = fixture_copy("lint/unknown-agent");
-    let out = pap().arg("--root").arg(dir.path()).args(["lint", "--format", "github"]).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .args(["lint", "--format", "github"])
+        .output()
+        .unwrap();
     assert_eq!(
         stdout(&out),
         "::error file=triggers/t.yaml,line=6,col=10,title=pap lint unknown-agent::trigger `t1` names agent \
@@ -152,7 +192,10 @@ fn json_format_is_one_document_with_relative_paths() {
     let first = &doc["diagnostics"][0];
     assert_eq!(first["file"], "triggers/t.yaml");
     assert_eq!(first["severity"], "error");
-    assert_eq!(first["message"], "operator `gt` needs a number, found the string \"3.0\"");
+    assert_eq!(
+        first["message"],
+        "operator `gt` needs a number, found the string \"3.0\""
+    );
     assert_eq!(first["help"], "remove the quotes: `value: 3.0` is a number");
 }
 
@@ -172,9 +215,19 @@ fn every_problem_in_every_file_is_reported_not_just_the_first() {
         "pap_version: \"0.2\"\nagent:\n  id: a\n  risk_level: low\n  model: {provider: openai}\n  emits: [done]\n",
     )
     .unwrap();
-    let out = pap().arg("--root").arg(root).args(["lint", "--format", "json"]).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(root)
+        .args(["lint", "--format", "json"])
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let codes: Vec<&str> = doc["diagnostics"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
     assert_eq!(
         codes,
         vec![
@@ -193,37 +246,93 @@ fn every_problem_in_every_file_is_reported_not_just_the_first() {
 fn paths_limit_what_is_reported_but_resolve_against_the_whole_project() {
     let dir = fixture_copy("lint/duplicate-id");
     // Only u.yaml is reported (it holds the duplicate); t.yaml alone is fine.
-    let out = pap().arg("--root").arg(dir.path()).args(["lint", "--format", "json"]).arg(dir.path().join("triggers/t.yaml")).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .args(["lint", "--format", "json"])
+        .arg(dir.path().join("triggers/t.yaml"))
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!((code(&out), doc["files"].as_u64(), doc["errors"].as_u64()), (0, Some(1), Some(0)));
-    let out = pap().arg("--root").arg(dir.path()).args(["lint", "--format", "json"]).arg(dir.path().join("triggers")).output().unwrap();
+    assert_eq!(
+        (code(&out), doc["files"].as_u64(), doc["errors"].as_u64()),
+        (0, Some(1), Some(0))
+    );
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .args(["lint", "--format", "json"])
+        .arg(dir.path().join("triggers"))
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!((code(&out), doc["files"].as_u64(), doc["errors"].as_u64()), (1, Some(2), Some(1)));
+    assert_eq!(
+        (code(&out), doc["files"].as_u64(), doc["errors"].as_u64()),
+        (1, Some(2), Some(1))
+    );
 }
 
 #[test]
 fn usage_errors_exit_2() {
     let dir = fixture_copy("clean-project");
-    let out = pap().arg("--root").arg(dir.path()).args(["lint", "no/such/file.yaml"]).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .args(["lint", "no/such/file.yaml"])
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 2);
     assert!(common::stderr(&out).contains("no/such/file.yaml"));
-    let out = pap().arg("--root").arg(dir.path()).args(["lint", "--format", "xml"]).output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .args(["lint", "--format", "xml"])
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 2);
 }
 
 #[test]
 fn root_may_come_from_the_environment_and_options_after_the_subcommand() {
     let dir = fixture_copy("lint/unknown-field");
-    let out = pap().env("PAP_ROOT", dir.path()).args(["lint", "--format", "json"]).output().unwrap();
+    let out = pap()
+        .env("PAP_ROOT", dir.path())
+        .args(["lint", "--format", "json"])
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 1);
-    let out = pap().args(["lint", "--format", "json", "--root"]).arg(dir.path()).output().unwrap();
+    let out = pap()
+        .args(["lint", "--format", "json", "--root"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 1);
 }
 
 #[test]
 fn lint_never_creates_or_opens_the_state_directory() {
     let dir = fixture_copy("clean-project");
-    let out = pap().arg("--root").arg(dir.path()).arg("lint").output().unwrap();
+    let out = pap()
+        .arg("--root")
+        .arg(dir.path())
+        .arg("lint")
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 0);
     assert!(!dir.path().join(".pap").exists());
+}
+
+#[test]
+fn the_readme_documents_every_code_with_its_severity_and_meaning() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for info in pap::diagnostics::CODES {
+        let row = format!(
+            "| `{}` | {} | {} |",
+            info.code,
+            info.severity.as_str(),
+            info.summary
+        );
+        assert!(readme.contains(&row), "README lacks the row: {row}");
+    }
 }

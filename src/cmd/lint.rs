@@ -76,7 +76,11 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
     stdout.flush()?;
 
     let failed = summary.errors > 0 || (args.strict && summary.warnings > 0);
-    Ok(if failed { Outcome::Failure } else { Outcome::Success })
+    Ok(if failed {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
 }
 
 fn summary_line(s: Summary, root: &Path) -> String {

@@ -19,7 +19,8 @@ pub fn run(args: &SchemaArgs) -> anyhow::Result<Outcome> {
             let all = [SchemaKind::Trigger, SchemaKind::Agent, SchemaKind::Config];
             for kind in kinds.map(|k| vec![k]).unwrap_or(all.to_vec()) {
                 let path = dir.join(format!("{}.schema.json", kind.as_str()));
-                std::fs::write(&path, text(kind)).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, text(kind))
+                    .with_context(|| format!("writing {}", path.display()))?;
                 eprintln!("wrote {}", path.display());
             }
         }

@@ -27,56 +27,161 @@ const fn warning(code: &'static str, summary: &'static str) -> CodeInfo {
 /// Every code lint can emit, in the order the README documents them.
 pub const CODES: &[CodeInfo] = &[
     // Reading the file.
-    error("unreadable-file", "the file could not be read (permissions, not UTF-8)"),
+    error(
+        "unreadable-file",
+        "the file could not be read (permissions, not UTF-8)",
+    ),
     error("yaml-syntax", "the file is not valid YAML"),
     error("duplicate-key", "a mapping has the same key twice"),
-    error("unknown-manifest-kind", "a file is neither a trigger, an agent nor pap.yaml"),
+    error(
+        "unknown-manifest-kind",
+        "a file is neither a trigger, an agent nor pap.yaml",
+    ),
     // Shape, checked against the JSON Schema that `pap schema` prints.
-    error("wrong-type", "a value has the wrong type (string where a list belongs, ...)"),
-    error("unknown-field", "a field PAP 0.2 and pap's extensions do not define"),
+    error(
+        "wrong-type",
+        "a value has the wrong type (string where a list belongs, ...)",
+    ),
+    error(
+        "unknown-field",
+        "a field PAP 0.2 and pap's extensions do not define",
+    ),
     error("missing-field", "a required field is absent"),
     error("pap-version", "`pap_version` is not the string \"0.2\""),
-    error("unknown-operator", "a filter operator that PAP 0.2 does not define"),
-    error("unknown-risk-level", "a risk level other than read_only, low, medium, high"),
-    error("unknown-provider", "a model provider other than anthropic, openai, command"),
-    error("unknown-output-type", "an output type other than structured, text"),
-    error("unknown-impact", "a tool impact other than internal, external"),
-    error("invalid-schema-type", "an output schema type outside string, number, integer, boolean, array, object"),
+    error(
+        "unknown-operator",
+        "a filter operator that PAP 0.2 does not define",
+    ),
+    error(
+        "unknown-risk-level",
+        "a risk level other than read_only, low, medium, high",
+    ),
+    error(
+        "unknown-provider",
+        "a model provider other than anthropic, openai, command",
+    ),
+    error(
+        "unknown-output-type",
+        "an output type other than structured, text",
+    ),
+    error(
+        "unknown-impact",
+        "a tool impact other than internal, external",
+    ),
+    error(
+        "invalid-schema-type",
+        "an output schema type outside string, number, integer, boolean, array, object",
+    ),
     error("invalid-value", "a value outside the allowed set"),
     error("out-of-range", "a number outside its allowed range"),
-    error("throttle-range", "`max_per_window` or `window_seconds` below 1"),
+    error(
+        "throttle-range",
+        "`max_per_window` or `window_seconds` below 1",
+    ),
     error("retry-attempts-range", "`retry.max_attempts` outside 1..10"),
     // Meaning, checked by the compile step that dispatch and serve share.
-    error("invalid-id", "an id that is empty or has spaces or characters outside [A-Za-z0-9._-]"),
-    error("invalid-event-type", "an event type that is not dot notation with at least three segments"),
-    error("wildcard-in-segment", "`*` used inside a segment of `match.type` instead of as a whole segment"),
-    warning("change-not-crossing", "an event type condition that describes a change, not a threshold crossing"),
-    error("invalid-jsonpath", "a filter `path` that is not valid RFC 9535 JSONPath"),
+    error(
+        "invalid-id",
+        "an id that is empty or has spaces or characters outside [A-Za-z0-9._-]",
+    ),
+    error(
+        "invalid-event-type",
+        "an event type that is not dot notation with at least three segments",
+    ),
+    error(
+        "wildcard-in-segment",
+        "`*` used inside a segment of `match.type` instead of as a whole segment",
+    ),
+    warning(
+        "change-not-crossing",
+        "an event type condition that describes a change, not a threshold crossing",
+    ),
+    error(
+        "invalid-jsonpath",
+        "a filter `path` that is not valid RFC 9535 JSONPath",
+    ),
     error("missing-value", "an operator that needs a `value` has none"),
-    error("value-type-mismatch", "a `value` that does not fit its operator"),
-    error("invalid-regex", "a `regex` pattern that does not compile (or exceeds the size limit)"),
-    warning("numeric-string", "a quoted value that looks like a number, which never equals a number"),
-    error("invalid-window-key", "a throttle `window_key` that is not valid JSONPath"),
-    error("invalid-tool-source", "a tool `source` that is not `mcp://NAME`"),
-    error("unknown-mcp-server", "a tool source naming a server that pap.yaml does not define"),
+    error(
+        "value-type-mismatch",
+        "a `value` that does not fit its operator",
+    ),
+    error(
+        "invalid-regex",
+        "a `regex` pattern that does not compile (or exceeds the size limit)",
+    ),
+    warning(
+        "numeric-string",
+        "a quoted value that looks like a number, which never equals a number",
+    ),
+    error(
+        "invalid-window-key",
+        "a throttle `window_key` that is not valid JSONPath",
+    ),
+    error(
+        "invalid-tool-source",
+        "a tool `source` that is not `mcp://NAME`",
+    ),
+    error(
+        "unknown-mcp-server",
+        "a tool source naming a server that pap.yaml does not define",
+    ),
     error("duplicate-tool", "an agent lists the same tool twice"),
-    warning("internal-tool-risk", "`impact: internal` on a tool whose risk makes it external anyway"),
-    error("missing-command", "a `command` provider without a non-empty `model.command`"),
-    error("missing-model-id", "an LLM provider without `model.model_id`"),
-    warning("unused-field", "a field that has no effect with the chosen provider or output type"),
+    warning(
+        "internal-tool-risk",
+        "`impact: internal` on a tool whose risk makes it external anyway",
+    ),
+    error(
+        "missing-command",
+        "a `command` provider without a non-empty `model.command`",
+    ),
+    error(
+        "missing-model-id",
+        "an LLM provider without `model.model_id`",
+    ),
+    warning(
+        "unused-field",
+        "a field that has no effect with the chosen provider or output type",
+    ),
     error("invalid-url", "a URL that is not http:// or https://"),
-    error("invalid-env-name", "an environment variable name outside [A-Za-z_][A-Za-z0-9_]*"),
-    error("invalid-interpolation", "a `$` in an MCP env or header value that is not `${NAME}` or `$$`"),
-    warning("command-not-found", "a `model.command` program path that does not exist or is not executable"),
-    error("invalid-emit-type", "an `emit_event` or `emits` type that is not valid dot notation"),
-    error("reserved-event-type", "an agent declares it emits a `pap.` event type, which only the dispatcher may emit"),
-    error("invalid-duration", "a duration that is not like `90s`, `30m`, `24h`, `7d` or `1h30m`"),
+    error(
+        "invalid-env-name",
+        "an environment variable name outside [A-Za-z_][A-Za-z0-9_]*",
+    ),
+    error(
+        "invalid-interpolation",
+        "a `$` in an MCP env or header value that is not `${NAME}` or `$$`",
+    ),
+    warning(
+        "command-not-found",
+        "a `model.command` program path that does not exist or is not executable",
+    ),
+    error(
+        "invalid-emit-type",
+        "an `emit_event` or `emits` type that is not valid dot notation",
+    ),
+    error(
+        "reserved-event-type",
+        "an agent declares it emits a `pap.` event type, which only the dispatcher may emit",
+    ),
+    error(
+        "invalid-duration",
+        "a duration that is not like `90s`, `30m`, `24h`, `7d` or `1h30m`",
+    ),
     error("idempotency-ttl", "an idempotency TTL below 24 hours"),
-    error("mcp-server-transport", "an MCP server with neither or both of `command` and `url`"),
+    error(
+        "mcp-server-transport",
+        "an MCP server with neither or both of `command` and `url`",
+    ),
     // Across files.
     error("duplicate-id", "two triggers or two agents share an id"),
-    error("unknown-agent", "a trigger's `agent` that no agent manifest defines"),
-    warning("cascade-cycle", "agents whose emitted events provoke each other in a loop"),
+    error(
+        "unknown-agent",
+        "a trigger's `agent` that no agent manifest defines",
+    ),
+    warning(
+        "cascade-cycle",
+        "agents whose emitted events provoke each other in a loop",
+    ),
     warning("no-manifests", "no manifest files were found"),
 ];
 

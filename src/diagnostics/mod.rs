@@ -101,7 +101,10 @@ pub fn sort(diagnostics: &mut [Diagnostic]) {
 }
 
 /// "did you mean …?" for a misspelt name, when one candidate is close enough.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     let mut best: Option<(f64, &str)> = None;
     for candidate in candidates {
         let score = strsim::jaro_winkler(word, candidate);
@@ -132,7 +135,9 @@ mod tests {
         for c in CODES {
             assert!(seen.insert(c.code), "duplicate code {}", c.code);
             assert!(
-                c.code.chars().all(|ch| ch.is_ascii_lowercase() || ch == '-'),
+                c.code
+                    .chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch == '-'),
                 "{}",
                 c.code
             );

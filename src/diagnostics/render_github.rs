@@ -29,7 +29,9 @@ pub fn render_github(diagnostics: &[Diagnostic]) -> String {
 
 /// Message text: GitHub decodes %25, %0D and %0A.
 fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 /// Property values additionally need `:` and `,` escaped.
@@ -48,7 +50,12 @@ mod tests {
             severity: Severity::Warning,
             code: "numeric-string",
             file: "triggers/a,b.yaml".into(),
-            pos: Pos { line: 4, column: 12, offset: 0, len: 0 },
+            pos: Pos {
+                line: 4,
+                column: 12,
+                offset: 0,
+                len: 0,
+            },
             message: "100% sure:\nyes".into(),
             help: None,
         };

@@ -44,18 +44,31 @@ fn render_one(out: &mut String, d: &Diagnostic, text: Option<&str>, paint: &Pain
         Severity::Warning => ("warning", "1;33"),
     };
     let header = paint.wrap(colour, &format!("{label}[{}]", d.code));
-    let _ = writeln!(out, "{header}{}", paint.wrap("1", &format!(": {}", d.message)));
+    let _ = writeln!(
+        out,
+        "{header}{}",
+        paint.wrap("1", &format!(": {}", d.message))
+    );
 
     let line_no = d.pos.line.to_string();
     let gutter = " ".repeat(line_no.len());
     let arrow = paint.wrap("1;34", "-->");
-    let _ = writeln!(out, "{gutter}{arrow} {}:{}:{}", d.file, d.pos.line, d.pos.column);
+    let _ = writeln!(
+        out,
+        "{gutter}{arrow} {}:{}:{}",
+        d.file, d.pos.line, d.pos.column
+    );
 
     let line_text = text.and_then(|t| t.lines().nth(d.pos.line.saturating_sub(1) as usize));
     let bar = paint.wrap("1;34", "|");
     if let Some(line_text) = line_text {
         let _ = writeln!(out, "{gutter} {bar}");
-        let _ = writeln!(out, "{} {bar} {}", paint.wrap("1;34", &line_no), line_text.trim_end());
+        let _ = writeln!(
+            out,
+            "{} {bar} {}",
+            paint.wrap("1;34", &line_no),
+            line_text.trim_end()
+        );
         let col = d.pos.column.saturating_sub(1) as usize;
         // Keep tabs so the caret lines up under tab-indented text.
         let pad: String = line_text
@@ -67,7 +80,11 @@ fn render_one(out: &mut String, d: &Diagnostic, text: Option<&str>, paint: &Pain
         let carets = paint.wrap(colour, &"^".repeat(width));
         match &d.help {
             Some(help) => {
-                let _ = writeln!(out, "{gutter} {bar} {pad}{carets} {}", paint.wrap("1;36", help));
+                let _ = writeln!(
+                    out,
+                    "{gutter} {bar} {pad}{carets} {}",
+                    paint.wrap("1;36", help)
+                );
             }
             None => {
                 let _ = writeln!(out, "{gutter} {bar} {pad}{carets}");
@@ -104,7 +121,10 @@ fn caret_width(line: &str, col: usize, span_len: usize) -> usize {
             .unwrap_or(rest_len),
     };
     let token = token.min(rest_len);
-    rest[..rest.char_indices().nth(token).map_or(rest.len(), |(i, _)| i)]
+    rest[..rest
+        .char_indices()
+        .nth(token)
+        .map_or(rest.len(), |(i, _)| i)]
         .trim_end_matches(':')
         .chars()
         .count()
@@ -121,7 +141,12 @@ mod tests {
             severity: Severity::Error,
             code: "unknown-field",
             file: "triggers/a.yaml".into(),
-            pos: Pos { line, column, offset: 0, len: 0 },
+            pos: Pos {
+                line,
+                column,
+                offset: 0,
+                len: 0,
+            },
             message: "unknown field `filtr` in `trigger`".into(),
             help: help.map(str::to_string),
         }
@@ -130,7 +155,11 @@ mod tests {
     #[test]
     fn renders_a_rustc_style_snippet_with_caret_under_the_key() {
         let text = "trigger:\n  id: x\n  filtr: []\n";
-        let out = render_human(&[diag(3, 3, Some("did you mean `filter`?"))], |_| Some(text), HumanStyle { color: false });
+        let out = render_human(
+            &[diag(3, 3, Some("did you mean `filter`?"))],
+            |_| Some(text),
+            HumanStyle { color: false },
+        );
         assert_eq!(
             out,
             "error[unknown-field]: unknown field `filtr` in `trigger`\n \
@@ -146,7 +175,11 @@ mod tests {
 
     #[test]
     fn without_source_the_help_is_a_note() {
-        let out = render_human(&[diag(9, 1, Some("hint"))], |_| None, HumanStyle { color: false });
+        let out = render_human(
+            &[diag(9, 1, Some("hint"))],
+            |_| None,
+            HumanStyle { color: false },
+        );
         assert!(out.contains(" = help: hint"), "{out}");
     }
 }

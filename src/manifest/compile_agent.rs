@@ -21,20 +21,20 @@ pub struct AgentEnv<'a> {
 
 pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Agent> {
     let errors_before = errors(ctx);
-    check_id(ctx, &raw.id, path!["agent", "id"]);
+    check_id(ctx, &raw.id, &path!["agent", "id"]);
     let model = compile_model(ctx, raw, env.root);
     let tools = compile_tools(ctx, raw, env);
     let output = compile_output(ctx, raw);
     let on_complete_emit = raw.on_complete.as_ref().and_then(|c| c.emit_event.clone());
     let on_failure_emit = raw.on_failure.as_ref().and_then(|f| f.emit_event.clone());
     if let Some(t) = &on_complete_emit {
-        check_emit_type(ctx, t, path!["agent", "on_complete", "emit_event"], false);
+        check_emit_type(ctx, t, &path!["agent", "on_complete", "emit_event"], false);
     }
     if let Some(t) = &on_failure_emit {
-        check_emit_type(ctx, t, path!["agent", "on_failure", "emit_event"], false);
+        check_emit_type(ctx, t, &path!["agent", "on_failure", "emit_event"], false);
     }
     for (i, t) in raw.emits.iter().enumerate() {
-        check_emit_type(ctx, t, path!["agent", "emits", i], true);
+        check_emit_type(ctx, t, &path!["agent", "emits", i], true);
     }
     let retry = raw
         .on_failure
@@ -77,7 +77,10 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
 }
 
 fn errors(ctx: &FileCtx) -> usize {
-    ctx.diags.iter().filter(|d| d.severity == Severity::Error).count()
+    ctx.diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count()
 }
 
 fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<ModelSpec> {
@@ -93,7 +96,11 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
     if let Some(url) = &m.base_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
-        ctx.at("invalid-url", &path!["agent", "model", "base_url"], format!("`base_url` `{url}` must start with http:// or https://"));
+        ctx.at(
+            "invalid-url",
+            &path!["agent", "model", "base_url"],
+            format!("`base_url` `{url}` must start with http:// or https://"),
+        );
     }
     if let Some(name) = &m.api_key_env
         && !valid_env_name(name)
@@ -114,7 +121,11 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
                 ("api_key_env", m.api_key_env.is_some()),
             ] {
                 if set {
-                    unused(ctx, field, "a command agent is a local program, not a model");
+                    unused(
+                        ctx,
+                        field,
+                        "a command agent is a local program, not a model",
+                    );
                 }
             }
             if raw.system_prompt.is_some() {
@@ -137,7 +148,11 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
             };
             let resolved = if program.contains('/') {
                 let p = Path::new(program);
-                if p.is_absolute() { p.to_path_buf() } else { root.join(p) }
+                if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    root.join(p)
+                }
             } else {
                 PathBuf::from(program)
             };
@@ -180,7 +195,10 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
                 max_tokens: m.max_tokens,
                 temperature: m.temperature,
                 base_url: m.base_url.clone(),
-                api_key_env: m.api_key_env.clone().unwrap_or_else(|| default_key.to_string()),
+                api_key_env: m
+                    .api_key_env
+                    .clone()
+                    .unwrap_or_else(|| default_key.to_string()),
             };
             Some(if m.provider == Provider::Anthropic {
                 ModelSpec::Anthropic(llm)
@@ -192,7 +210,11 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
 }
 
 /// Returns each tool with its explicit risk override (for the effective risk).
-fn compile_tools(ctx: &mut FileCtx, raw: &raw::Agent, env: &AgentEnv) -> Vec<(ToolSpec, Option<RiskLevel>)> {
+fn compile_tools(
+    ctx: &mut FileCtx,
+    raw: &raw::Agent,
+    env: &AgentEnv,
+) -> Vec<(ToolSpec, Option<RiskLevel>)> {
     if raw.model.provider == Provider::Command && !raw.tools.is_empty() {
         ctx.at_key(
             "unused-field",
@@ -235,7 +257,10 @@ fn compile_tools(ctx: &mut FileCtx, raw: &raw::Agent, env: &AgentEnv) -> Vec<(To
             ctx.at(
                 "duplicate-tool",
                 &path!["agent", "tools", i, "name"],
-                format!("tool `{}` from `{}` is listed twice", tool.name, tool.source),
+                format!(
+                    "tool `{}` from `{}` is listed twice",
+                    tool.name, tool.source
+                ),
             );
         }
         seen.push((&tool.name, &tool.source));
@@ -278,28 +303,38 @@ fn compile_output(ctx: &mut FileCtx, raw: &raw::Agent) -> OutputSpec {
     }
     OutputSpec {
         structured,
-        schema: if structured { output.schema.clone() } else { None },
+        schema: if structured {
+            output.schema.clone()
+        } else {
+            None
+        },
     }
 }
 
-fn check_emit_type(ctx: &mut FileCtx, t: &str, at: Vec<super::yaml_tree::PathSeg>, declared: bool) {
+fn check_emit_type(ctx: &mut FileCtx, t: &str, at: &[super::yaml_tree::PathSeg], declared: bool) {
     if let Err(problem) = event_type::check(t, false) {
-        ctx.at("invalid-emit-type", &at, format!("event type `{t}` {problem}"))
-            .help("event types are dot notation: domain.object.condition");
+        ctx.at(
+            "invalid-emit-type",
+            at,
+            format!("event type `{t}` {problem}"),
+        )
+        .help("event types are dot notation: domain.object.condition");
         return;
     }
     if declared && t.starts_with("pap.") {
         ctx.at(
             "reserved-event-type",
-            &at,
-            format!("`{t}` uses the reserved `pap.` prefix; only the dispatcher emits pap.* events"),
+            at,
+            format!(
+                "`{t}` uses the reserved `pap.` prefix; only the dispatcher emits pap.* events"
+            ),
         )
         .help("completion and failure events come from on_complete/on_failure");
     }
     if let Some(word) = event_type::change_word(t) {
         ctx.at(
             "change-not-crossing",
-            &at,
+            at,
             format!("event type `{t}` describes a change (`{word}`), not a threshold crossing"),
         );
     }

@@ -12,10 +12,16 @@ use crate::path;
 pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
     let defaults = Config::default();
     let mut config = Config {
-        state_dir: raw.state_dir.as_ref().map(PathBuf::from).unwrap_or(defaults.state_dir),
+        state_dir: raw
+            .state_dir
+            .as_ref()
+            .map(PathBuf::from)
+            .unwrap_or(defaults.state_dir),
         spool_dir: raw.spool_dir.as_ref().map(PathBuf::from),
         max_cascade_depth: raw.max_cascade_depth.unwrap_or(defaults.max_cascade_depth),
-        unknown_triggered_by: raw.unknown_triggered_by.unwrap_or(UnknownParentPolicy::Reject),
+        unknown_triggered_by: raw
+            .unknown_triggered_by
+            .unwrap_or(UnknownParentPolicy::Reject),
         max_event_bytes: raw.max_event_bytes.unwrap_or(defaults.max_event_bytes),
         ..defaults
     };
@@ -35,7 +41,9 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
     }
     if let Some(text) = &raw.approval_timeout {
         match duration::parse(text) {
-            Ok(d) if d.is_zero() => invalid_duration(ctx, "approval_timeout", text, "must be longer than zero"),
+            Ok(d) if d.is_zero() => {
+                invalid_duration(ctx, "approval_timeout", text, "must be longer than zero")
+            }
             Ok(d) => config.approval_timeout = d,
             Err(reason) => invalid_duration(ctx, "approval_timeout", text, &reason),
         }
@@ -49,13 +57,21 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
 }
 
 fn invalid_duration(ctx: &mut FileCtx, field: &str, text: &str, reason: &str) {
-    ctx.at("invalid-duration", &path![field], format!("`{field}` `{text}`: {reason}"))
-        .help("durations look like 90s, 30m, 24h, 7d or 1h30m");
+    ctx.at(
+        "invalid-duration",
+        &path![field],
+        format!("`{field}` `{text}`: {reason}"),
+    )
+    .help("durations look like 90s, 30m, 24h, 7d or 1h30m");
 }
 
 fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<McpServerSpec> {
     let base = path!["mcp_servers", name];
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
         ctx.at_key(
             "invalid-id",
             &base,
@@ -64,17 +80,29 @@ fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<M
     }
     for (key, value) in &s.env {
         if !valid_env_name(key) {
-            ctx.at_key("invalid-env-name", &path!["mcp_servers", name, "env", key.as_str()], format!("`{key}` is not an environment variable name"));
+            ctx.at_key(
+                "invalid-env-name",
+                &path!["mcp_servers", name, "env", key.as_str()],
+                format!("`{key}` is not an environment variable name"),
+            );
         }
-        check_interpolation(ctx, value, path!["mcp_servers", name, "env", key.as_str()]);
+        check_interpolation(ctx, value, &path!["mcp_servers", name, "env", key.as_str()]);
     }
     for (key, value) in &s.headers {
-        check_interpolation(ctx, value, path!["mcp_servers", name, "headers", key.as_str()]);
+        check_interpolation(
+            ctx,
+            value,
+            &path!["mcp_servers", name, "headers", key.as_str()],
+        );
     }
     match (&s.command, &s.url) {
         (Some(command), None) => {
             if !s.headers.is_empty() {
-                ctx.at_key("unused-field", &path!["mcp_servers", name, "headers"], "`headers` only apply to `url` servers");
+                ctx.at_key(
+                    "unused-field",
+                    &path!["mcp_servers", name, "headers"],
+                    "`headers` only apply to `url` servers",
+                );
             }
             Some(McpServerSpec::Stdio {
                 command: command.clone(),
@@ -84,12 +112,20 @@ fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<M
         }
         (None, Some(url)) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                ctx.at("invalid-url", &path!["mcp_servers", name, "url"], format!("`url` `{url}` must start with http:// or https://"));
+                ctx.at(
+                    "invalid-url",
+                    &path!["mcp_servers", name, "url"],
+                    format!("`url` `{url}` must start with http:// or https://"),
+                );
                 return None;
             }
             for (field, set) in [("args", !s.args.is_empty()), ("env", !s.env.is_empty())] {
                 if set {
-                    ctx.at_key("unused-field", &path!["mcp_servers", name, field], format!("`{field}` only applies to `command` servers"));
+                    ctx.at_key(
+                        "unused-field",
+                        &path!["mcp_servers", name, field],
+                        format!("`{field}` only applies to `command` servers"),
+                    );
                 }
             }
             Some(McpServerSpec::Http {
@@ -111,9 +147,9 @@ fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<M
 }
 
 /// `${NAME}` takes NAME from pap's environment; `$$` is a literal `$`; any other `$` is a typo.
-fn check_interpolation(ctx: &mut FileCtx, value: &str, at: Vec<super::yaml_tree::PathSeg>) {
+fn check_interpolation(ctx: &mut FileCtx, value: &str, at: &[super::yaml_tree::PathSeg]) {
     if let Err(reason) = crate::interpolate::check(value) {
-        ctx.at("invalid-interpolation", &at, format!("`{value}`: {reason}"))
+        ctx.at("invalid-interpolation", at, format!("`{value}`: {reason}"))
             .help("write ${NAME} to take NAME from pap's environment, $$ for a literal $");
     }
 }

@@ -25,7 +25,7 @@ pub type AgentIds = HashMap<String, Option<usize>>;
 
 pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Option<Trigger> {
     let errors_before = error_count(ctx);
-    check_id(ctx, &raw.id, path!["trigger", "id"]);
+    check_id(ctx, &raw.id, &path!["trigger", "id"]);
     let pattern = compile_pattern(ctx, &raw.match_.event_type);
     let filter: Vec<Condition> = raw
         .filter
@@ -41,7 +41,10 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
             let d = ctx.at(
                 "unknown-agent",
                 &path!["trigger", "agent"],
-                format!("trigger `{}` names agent `{}`, which no agent manifest defines", raw.id, raw.agent),
+                format!(
+                    "trigger `{}` names agent `{}`, which no agent manifest defines",
+                    raw.id, raw.agent
+                ),
             );
             match did_you_mean(&raw.agent, agents.keys().map(String::as_str)) {
                 Some(s) => d.help(s),
@@ -75,7 +78,7 @@ fn error_count(ctx: &FileCtx) -> usize {
 }
 
 /// Ids appear in idempotency keys, logs and `mcp://` URLs: keep them to a plain alphabet.
-pub fn check_id(ctx: &mut FileCtx, id: &str, at: Vec<PathSeg>) {
+pub fn check_id(ctx: &mut FileCtx, id: &str, at: &[PathSeg]) {
     let ok = !id.is_empty()
         && id
             .chars()
@@ -83,7 +86,7 @@ pub fn check_id(ctx: &mut FileCtx, id: &str, at: Vec<PathSeg>) {
     if !ok {
         ctx.at(
             "invalid-id",
-            &at,
+            at,
             format!("id `{id}` must be non-empty and use only letters, digits, `-`, `_` and `.`"),
         );
     }
@@ -104,13 +107,21 @@ fn compile_pattern(ctx: &mut FileCtx, text: &str) -> Option<TypePattern> {
             Some(pattern)
         }
         Err(problem @ TypeProblem::Wildcard { .. }) => {
-            ctx.at("wildcard-in-segment", &at, format!("`match.type` `{text}` {problem}"))
-                .help("write e.g. `server.*.sla_breached`");
+            ctx.at(
+                "wildcard-in-segment",
+                &at,
+                format!("`match.type` `{text}` {problem}"),
+            )
+            .help("write e.g. `server.*.sla_breached`");
             None
         }
         Err(problem) => {
-            ctx.at("invalid-event-type", &at, format!("`match.type` `{text}` {problem}"))
-                .help("event types are dot notation: domain.object.condition");
+            ctx.at(
+                "invalid-event-type",
+                &at,
+                format!("`match.type` `{text}` {problem}"),
+            )
+            .help("event types are dot notation: domain.object.condition");
             None
         }
     }
@@ -130,7 +141,10 @@ fn compile_condition(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<
         }
     };
     let test = compile_test(ctx, c, i);
-    Some(Condition { path: path?, test: test? })
+    Some(Condition {
+        path: path?,
+        test: test?,
+    })
 }
 
 fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test> {
@@ -153,12 +167,18 @@ fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test>
         let d = ctx.at(
             "value-type-mismatch",
             &at,
-            format!("operator `{name}` needs {wanted}, found {}", json_kind(value)),
+            format!(
+                "operator `{name}` needs {wanted}, found {}",
+                json_kind(value)
+            ),
         );
         if let Some(s) = value.as_str()
             && looks_numeric(s)
         {
-            d.help(format!("remove the quotes: `value: {}` is a number", s.trim()));
+            d.help(format!(
+                "remove the quotes: `value: {}` is a number",
+                s.trim()
+            ));
         }
     };
     match op {
@@ -208,10 +228,20 @@ fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test>
                 mismatch(ctx, "a string pattern");
                 return None;
             };
-            match RegexBuilder::new(pattern).size_limit(REGEX_SIZE_LIMIT).build() {
+            match RegexBuilder::new(pattern)
+                .size_limit(REGEX_SIZE_LIMIT)
+                .build()
+            {
                 Ok(re) => Some(Test::Regex(re)),
                 Err(e) => {
-                    ctx.at("invalid-regex", &at, format!("regex `{pattern}` does not compile: {}", one_line(&e.to_string())));
+                    ctx.at(
+                        "invalid-regex",
+                        &at,
+                        format!(
+                            "regex `{pattern}` does not compile: {}",
+                            one_line(&e.to_string())
+                        ),
+                    );
                     None
                 }
             }
@@ -258,7 +288,10 @@ fn warn_numeric_string(ctx: &mut FileCtx, value: &Value, at: &[PathSeg]) {
 
 fn looks_numeric(s: &str) -> bool {
     let t = s.trim();
-    !t.is_empty() && t.parse::<f64>().is_ok() && !t.eq_ignore_ascii_case("nan") && !t.to_ascii_lowercase().contains("inf")
+    !t.is_empty()
+        && t.parse::<f64>().is_ok()
+        && !t.eq_ignore_ascii_case("nan")
+        && !t.to_ascii_lowercase().contains("inf")
 }
 
 fn json_kind(v: &Value) -> String {
@@ -273,7 +306,11 @@ fn json_kind(v: &Value) -> String {
 }
 
 fn one_line(s: &str) -> String {
-    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

@@ -135,7 +135,10 @@ pub enum ModelSpec {
     Openai(LlmModel),
     /// A local program run without a shell. `program` is resolved against the project root when
     /// it contains a `/`, otherwise looked up on PATH.
-    Command { program: PathBuf, args: Vec<String> },
+    Command {
+        program: PathBuf,
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone)]

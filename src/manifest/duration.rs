@@ -34,7 +34,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         digits.clear();
     }
     if !digits.is_empty() {
-        return Err(format!("`{digits}` has no unit (write e.g. {digits}s or {digits}h)"));
+        return Err(format!(
+            "`{digits}` has no unit (write e.g. {digits}s or {digits}h)"
+        ));
     }
     Ok(Duration::from_secs(total))
 }

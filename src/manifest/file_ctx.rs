@@ -11,13 +11,23 @@ pub struct FileCtx<'a> {
 
 impl FileCtx<'_> {
     /// Reports a problem at the value found at `path`.
-    pub fn at(&mut self, code: &'static str, path: &[PathSeg], message: impl Into<String>) -> &mut Diagnostic {
+    pub fn at(
+        &mut self,
+        code: &'static str,
+        path: &[PathSeg],
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
         let pos = self.tree.locate(path);
         self.push(Diagnostic::new(code, self.file, pos, message))
     }
 
     /// Reports a problem at the key of `path` (for fields that should not be there).
-    pub fn at_key(&mut self, code: &'static str, path: &[PathSeg], message: impl Into<String>) -> &mut Diagnostic {
+    pub fn at_key(
+        &mut self,
+        code: &'static str,
+        path: &[PathSeg],
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
         let pos = self.tree.locate_key(path);
         self.push(Diagnostic::new(code, self.file, pos, message))
     }

@@ -31,7 +31,9 @@ pub struct Loaded {
 
 impl Loaded {
     pub fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
     }
 }
 
@@ -101,7 +103,10 @@ pub fn walk_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
         }
         if path.is_dir() {
             walk_yaml(&path, out);
-        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        ) {
             out.push(path);
         }
     }
@@ -122,7 +127,10 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
             paths.push(p.clone());
         }
     }
-    let config_path = paths.iter().find(|p| p.parent() == Some(root) && is_config_name(p)).cloned();
+    let config_path = paths
+        .iter()
+        .find(|p| p.parent() == Some(root) && is_config_name(p))
+        .cloned();
 
     let mut diags = Vec::new();
     let mut sources = BTreeMap::new();
@@ -144,11 +152,18 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         };
         servers = server_names(tree);
         if let Some(raw) = convert::<ProjectConfig>(f, "config", &mut diags) {
-            let mut ctx = FileCtx { file: &f.display, tree, diags: &mut diags };
+            let mut ctx = FileCtx {
+                file: &f.display,
+                tree,
+                diags: &mut diags,
+            };
             config = compile_config::compile(&raw, &mut ctx);
         }
     }
-    if files.iter().any(|f| f.kind == Some(Kind::Config) && f.tree.is_none()) {
+    if files
+        .iter()
+        .any(|f| f.kind == Some(Kind::Config) && f.tree.is_none())
+    {
         servers = None;
     }
 
@@ -166,9 +181,18 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         if let Some(id) = id.as_ref().filter(|_| !duplicate) {
             agent_ids.insert(id.clone(), None);
         }
-        let Some(raw) = convert::<AgentFile>(f, "agent", &mut diags) else { continue };
-        let env = AgentEnv { root, servers: servers.as_ref() };
-        let mut ctx = FileCtx { file: &f.display, tree, diags: &mut diags };
+        let Some(raw) = convert::<AgentFile>(f, "agent", &mut diags) else {
+            continue;
+        };
+        let env = AgentEnv {
+            root,
+            servers: servers.as_ref(),
+        };
+        let mut ctx = FileCtx {
+            file: &f.display,
+            tree,
+            diags: &mut diags,
+        };
         // A duplicate still gets its own checks, but only the first definition is used.
         if let Some(agent) = compile_agent::compile(&raw.agent, &mut ctx, &env)
             && !duplicate
@@ -182,10 +206,17 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
     let mut triggers: Vec<Trigger> = Vec::new();
     for f in files.iter().filter(|f| f.kind == Some(Kind::Trigger)) {
         let Some(tree) = &f.tree else { continue };
-        let duplicate = tree_id(tree, "trigger")
-            .is_some_and(|id| is_duplicate(Kind::Trigger, &id, f, tree, &mut first_seen, &mut diags));
-        let Some(raw) = convert::<TriggerFile>(f, "trigger", &mut diags) else { continue };
-        let mut ctx = FileCtx { file: &f.display, tree, diags: &mut diags };
+        let duplicate = tree_id(tree, "trigger").is_some_and(|id| {
+            is_duplicate(Kind::Trigger, &id, f, tree, &mut first_seen, &mut diags)
+        });
+        let Some(raw) = convert::<TriggerFile>(f, "trigger", &mut diags) else {
+            continue;
+        };
+        let mut ctx = FileCtx {
+            file: &f.display,
+            tree,
+            diags: &mut diags,
+        };
         if let Some(trigger) = compile_trigger::compile(&raw.trigger, &mut ctx, &agent_ids)
             && !duplicate
         {
@@ -193,7 +224,13 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }
     }
 
-    report_cycles(&agents, &triggers, &agent_trees, config.max_cascade_depth, &mut diags);
+    report_cycles(
+        &agents,
+        &triggers,
+        &agent_trees,
+        config.max_cascade_depth,
+        &mut diags,
+    );
     if files.is_empty() {
         diags.push(Diagnostic::new(
             "no-manifests",
@@ -217,7 +254,10 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
 }
 
 fn is_config_name(p: &Path) -> bool {
-    matches!(p.file_name().and_then(|n| n.to_str()), Some("pap.yaml" | "pap.yml"))
+    matches!(
+        p.file_name().and_then(|n| n.to_str()),
+        Some("pap.yaml" | "pap.yml")
+    )
 }
 
 fn read_file(
@@ -236,12 +276,22 @@ fn read_file(
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(_) => {
-                diags.push(Diagnostic::new("unreadable-file", display, yaml_tree::Pos::START, "the file is not UTF-8 text"));
+                diags.push(Diagnostic::new(
+                    "unreadable-file",
+                    display,
+                    yaml_tree::Pos::START,
+                    "the file is not UTF-8 text",
+                ));
                 return file;
             }
         },
         Err(e) => {
-            diags.push(Diagnostic::new("unreadable-file", display, yaml_tree::Pos::START, format!("cannot read the file: {e}")));
+            diags.push(Diagnostic::new(
+                "unreadable-file",
+                display,
+                yaml_tree::Pos::START,
+                format!("cannot read the file: {e}"),
+            ));
             return file;
         }
     };
@@ -250,7 +300,11 @@ fn read_file(
     let tree = match parsed {
         Ok(tree) => tree,
         Err(e) => {
-            let code = if e.duplicate_key { "duplicate-key" } else { "yaml-syntax" };
+            let code = if e.duplicate_key {
+                "duplicate-key"
+            } else {
+                "yaml-syntax"
+            };
             diags.push(Diagnostic::new(code, display, e.pos, e.message));
             // A broken pap.yaml still counts as the config (its server names are unknown).
             return file;
@@ -294,7 +348,11 @@ fn classify(tree: &Located<Node>, path: &Path) -> Option<Kind> {
 
 /// Checks a file's shape against its schema and converts it. Problems other than unknown fields
 /// stop the conversion (the file's meaning is unclear); unknown fields do not.
-fn convert<T: DeserializeOwned>(f: &SourceFile, kind: &str, diags: &mut Vec<Diagnostic>) -> Option<T> {
+fn convert<T: DeserializeOwned>(
+    f: &SourceFile,
+    kind: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<T> {
     let tree = f.tree.as_ref()?;
     let schema = schema(kind).expect("known kind");
     let problems = schema_check::check(tree, schema, &f.display);
@@ -309,7 +367,12 @@ fn convert<T: DeserializeOwned>(f: &SourceFile, kind: &str, diags: &mut Vec<Diag
         Ok(raw) => Some(raw),
         Err(e) => {
             // The schema and serde agree by construction; if they ever do not, say so plainly.
-            diags.push(Diagnostic::new("wrong-type", &f.display, tree.pos, format!("cannot read the manifest: {e}")));
+            diags.push(Diagnostic::new(
+                "wrong-type",
+                &f.display,
+                tree.pos,
+                format!("cannot read the manifest: {e}"),
+            ));
             None
         }
     }
@@ -343,7 +406,11 @@ fn is_duplicate(
     first_seen: &mut HashMap<(Kind, String), String>,
     diags: &mut Vec<Diagnostic>,
 ) -> bool {
-    let section = if kind == Kind::Trigger { "trigger" } else { "agent" };
+    let section = if kind == Kind::Trigger {
+        "trigger"
+    } else {
+        "agent"
+    };
     let at = path![section, "id"];
     let pos = tree.locate(&at);
     let here = format!("{}:{}:{}", f.display, pos.line, pos.column);
@@ -399,13 +466,13 @@ fn report_cycles(
 /// Where an agent declares an emitted type, for pointing at it.
 fn emit_path(agent: &Agent, event_type: &str) -> Vec<PathSeg> {
     if agent.on_complete_emit.as_deref() == Some(event_type) {
-        return path!["agent", "on_complete", "emit_event"];
+        return path!["agent", "on_complete", "emit_event"].to_vec();
     }
     if agent.on_failure_emit.as_deref() == Some(event_type) {
-        return path!["agent", "on_failure", "emit_event"];
+        return path!["agent", "on_failure", "emit_event"].to_vec();
     }
     match agent.emits.iter().position(|t| t == event_type) {
-        Some(i) => path!["agent", "emits", i],
-        None => path!["agent", "id"],
+        Some(i) => path!["agent", "emits", i].to_vec(),
+        None => path!["agent", "id"].to_vec(),
     }
 }

@@ -148,7 +148,13 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn range(&mut self, node: &Located<Node>, n: &serde_json::Number, schema: &Value, path: &[PathSeg]) {
+    fn range(
+        &mut self,
+        node: &Located<Node>,
+        n: &serde_json::Number,
+        schema: &Value,
+        path: &[PathSeg],
+    ) {
         let Some(value) = n.as_f64() else { return };
         let field = last_key(path);
         let code = match field {
@@ -166,17 +172,32 @@ impl<'a> Walker<'a> {
                 fmt_num(hi)
             ),
             (Some(lo), None) if value < lo => {
-                format!("`{}` must be at least {}, found {n}", display_path(path), fmt_num(lo))
+                format!(
+                    "`{}` must be at least {}, found {n}",
+                    display_path(path),
+                    fmt_num(lo)
+                )
             }
             (None, Some(hi)) if value > hi => {
-                format!("`{}` must be at most {}, found {n}", display_path(path), fmt_num(hi))
+                format!(
+                    "`{}` must be at most {}, found {n}",
+                    display_path(path),
+                    fmt_num(hi)
+                )
             }
             _ => return,
         };
-        self.out.push(Diagnostic::new(code, self.file, node.pos, message));
+        self.out
+            .push(Diagnostic::new(code, self.file, node.pos, message));
     }
 
-    fn wrong_type(&mut self, node: &Located<Node>, expected: &Value, def: Option<&str>, path: &[PathSeg]) {
+    fn wrong_type(
+        &mut self,
+        node: &Located<Node>,
+        expected: &Value,
+        def: Option<&str>,
+        path: &[PathSeg],
+    ) {
         let wanted: Vec<&str> = match expected {
             Value::String(s) => vec![s.as_str()],
             Value::Array(items) => items
@@ -199,14 +220,23 @@ impl<'a> Walker<'a> {
                 node.pos,
                 format!("`pap_version` must be the string \"0.2\", found {found}"),
             );
-            self.out.push(d.with_help("write pap_version: \"0.2\" (quoted; an unquoted 0.2 is a number)"));
+            self.out.push(
+                d.with_help("write pap_version: \"0.2\" (quoted; an unquoted 0.2 is a number)"),
+            );
             return;
         }
         let message = format!("`{}` must be {wanted}, found {found}", display_path(path));
-        self.out.push(Diagnostic::new("wrong-type", self.file, node.pos, message));
+        self.out
+            .push(Diagnostic::new("wrong-type", self.file, node.pos, message));
     }
 
-    fn not_in_enum(&mut self, node: &Located<Node>, allowed: &[Value], def: Option<&str>, path: &[PathSeg]) {
+    fn not_in_enum(
+        &mut self,
+        node: &Located<Node>,
+        allowed: &[Value],
+        def: Option<&str>,
+        path: &[PathSeg],
+    ) {
         let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
         let (code, what) = match def {
             Some("Operator") => ("unknown-operator", "filter operator"),
@@ -223,12 +253,18 @@ impl<'a> Walker<'a> {
             other => describe(other),
         };
         let message = if code == "pap-version" {
-            format!("pap_version must be \"0.2\", found {found}: this dispatcher implements PAP 0.2")
+            format!(
+                "pap_version must be \"0.2\", found {found}: this dispatcher implements PAP 0.2"
+            )
         } else {
             format!("unknown {what} {found} at `{}`", display_path(path))
         };
         let expected = format!("expected one of: {}", names.join(", "));
-        let help = match node.value.as_str().and_then(|s| did_you_mean(s, names.iter().copied())) {
+        let help = match node
+            .value
+            .as_str()
+            .and_then(|s| did_you_mean(s, names.iter().copied()))
+        {
             Some(suggestion) => format!("{suggestion} ({expected})"),
             None => expected,
         };
@@ -263,7 +299,8 @@ impl<'a> Walker<'a> {
             self.tree.locate_key(path)
         };
         let message = format!("missing required field `{name}` {place}");
-        self.out.push(Diagnostic::new("missing-field", self.file, pos, message));
+        self.out
+            .push(Diagnostic::new("missing-field", self.file, pos, message));
     }
 }
 
@@ -376,6 +413,13 @@ mod tests {
         let d = check(&tree, &schema, "t.yaml");
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].code, "unknown-operator");
-        assert!(d[0].help.as_deref().unwrap().contains("expected one of: eq, ne"), "{:?}", d[0].help);
+        assert!(
+            d[0].help
+                .as_deref()
+                .unwrap()
+                .contains("expected one of: eq, ne"),
+            "{:?}",
+            d[0].help
+        );
     }
 }

@@ -190,7 +190,7 @@ pub fn display_path(path: &[PathSeg]) -> String {
 #[macro_export]
 macro_rules! path {
     ($($seg:expr),* $(,)?) => {
-        vec![$($crate::manifest::yaml_tree::PathSeg::from($seg)),*]
+        [$($crate::manifest::yaml_tree::PathSeg::from($seg)),*]
     };
 }
 
@@ -230,7 +230,11 @@ fn options() -> Options {
 
 /// Parses one YAML document into a located tree. An empty document is `Null` at 1:1.
 pub fn parse(text: &str) -> Result<Located<Node>, YamlError> {
-    if text.trim().is_empty() || text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+    if text.trim().is_empty()
+        || text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
         return Ok(Located {
             value: Node::Null,
             pos: Pos::START,
@@ -239,7 +243,10 @@ pub fn parse(text: &str) -> Result<Located<Node>, YamlError> {
     match serde_saphyr::from_str_with_options::<Spanned<Node>>(text, options()) {
         Ok(spanned) => Ok(located(spanned)),
         Err(err) => {
-            let pos = err.location().map(|l| Pos::from_location(&l)).unwrap_or(Pos::START);
+            let pos = err
+                .location()
+                .map(|l| Pos::from_location(&l))
+                .unwrap_or(Pos::START);
             let mut message = plain_message(&err);
             let duplicate_key = message.to_ascii_lowercase().contains("duplicate");
             if duplicate_key {
@@ -407,7 +414,11 @@ mod tests {
         assert_eq!(get("b"), Node::String("3".into()));
         assert!(matches!(get("c"), Node::Number(n) if n.as_f64() == Some(3.0)));
         assert_eq!(get("d"), Node::Bool(true));
-        assert_eq!(get("e"), Node::String("NO".into()), "strict booleans keep NO a string");
+        assert_eq!(
+            get("e"),
+            Node::String("NO".into()),
+            "strict booleans keep NO a string"
+        );
         assert_eq!(get("f"), Node::Null);
         assert_eq!(get("g"), Node::String("4.5".into()));
     }
@@ -467,6 +478,9 @@ mod tests {
     #[test]
     fn aliases_expand() {
         let tree = parse_ok("a: &x [1, 2]\nb: *x\n");
-        assert_eq!(tree.value.get("b").unwrap().value.to_json(), serde_json::json!([1, 2]));
+        assert_eq!(
+            tree.value.get("b").unwrap().value.to_json(),
+            serde_json::json!([1, 2])
+        );
     }
 }

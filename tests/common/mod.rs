@@ -7,12 +7,16 @@ use std::process::{Command, Output};
 /// The `pap` binary cargo built for these tests.
 pub fn pap() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
-    cmd.env_remove("PAP_ROOT").env_remove("PAP_STATE").env("NO_COLOR", "1");
+    cmd.env_remove("PAP_ROOT")
+        .env_remove("PAP_STATE")
+        .env("NO_COLOR", "1");
     cmd
 }
 
 pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
 }
 
 /// Copies a fixture project into a fresh temp dir, so tests never depend on the checkout.
