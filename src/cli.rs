@@ -13,8 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
         Monitoring systems emit PAP events; trigger manifests (triggers/*.yaml) decide which \
         agent (agents/*.yaml) is provoked, under filters, idempotency, cascade control, \
         throttling and risk rules.",
-    after_help = "Exit codes: 0 success, 1 failure (lint errors, unusable store, unreadable file), \
-        2 usage error, 3 invalid event, 4 agent run failed.\n\n\
+    after_help = "Exit codes: 0 success, 1 failure (lint errors, an unreadable file), 2 usage error.\n\n\
         Examples:\n  pap lint\n  pap lint --format github --strict\n  pap schema trigger > trigger.schema.json"
 )]
 pub struct Cli {

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{code, fixture, fixture_copy, pap, stdout};
+use common::{code, fixture, fixture_copy, json, pap, pap_at, stdout};
 use serde_json::Value;
 
 /// Runs `pap lint --format json` on a copy of a lint fixture; returns (exit, document).
@@ -19,12 +19,7 @@ fn lint_json(name: &str, extra: &[&str]) -> (i32, Value, tempfile::TempDir) {
         );
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
-        .args(&args)
-        .output()
-        .unwrap();
+    let out = pap_at(dir.path()).args(&args).output().unwrap();
     let doc: Value = serde_json::from_str(&stdout(&out))
         .unwrap_or_else(|e| panic!("{name}: stdout is not JSON ({e}): {}", stdout(&out)));
     (code(&out), doc, dir)
@@ -112,9 +107,7 @@ fn each_fixture_reports_exactly_the_expected_code_file_line_and_column() {
 #[test]
 fn the_clean_fixture_project_has_no_diagnostics_even_with_strict() {
     let dir = fixture_copy("clean-project");
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
+    let out = pap_at(dir.path())
         .args(["lint", "--strict"])
         .output()
         .unwrap();
@@ -125,13 +118,11 @@ fn the_clean_fixture_project_has_no_diagnostics_even_with_strict() {
 #[test]
 fn the_repository_example_project_lints_clean_with_strict() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = pap()
-        .arg("--root")
-        .arg(root)
+    let out = pap_at(root)
         .args(["lint", "--strict", "--format", "json"])
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = json(&out);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert_eq!(doc["errors"], 0);
     assert_eq!(doc["warnings"], 0);
@@ -152,12 +143,7 @@ fn warnings_pass_unless_strict() {
 #[test]
 fn human_format_is_rustc_style_with_a_caret_and_a_summary() {
     let dir = fixture_copy("lint/unknown-field");
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
-        .arg("lint")
-        .output()
-        .unwrap();
+    let out = pap_at(dir.path()).arg("lint").output().unwrap();
     assert_eq!(
         stdout(&out),
         "error[unknown-field]: unknown field `filtr` in `trigger`\n \
@@ -170,9 +156,7 @@ fn human_format_is_rustc_style_with_a_caret_and_a_summary() {
 #[test]
 fn github_format_prints_workflow_annotations() {
     let dir = fixture_copy("lint/unknown-agent");
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
+    let out = pap_at(dir.path())
         .args(["lint", "--format", "github"])
         .output()
         .unwrap();
@@ -215,13 +199,11 @@ fn every_problem_in_every_file_is_reported_not_just_the_first() {
         "pap_version: \"0.2\"\nagent:\n  id: a\n  risk_level: low\n  model: {provider: openai}\n  emits: [done]\n",
     )
     .unwrap();
-    let out = pap()
-        .arg("--root")
-        .arg(root)
+    let out = pap_at(root)
         .args(["lint", "--format", "json"])
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = json(&out);
     let codes: Vec<&str> = doc["diagnostics"]
         .as_array()
         .unwrap()
@@ -246,26 +228,22 @@ fn every_problem_in_every_file_is_reported_not_just_the_first() {
 fn paths_limit_what_is_reported_but_resolve_against_the_whole_project() {
     let dir = fixture_copy("lint/duplicate-id");
     // Only u.yaml is reported (it holds the duplicate); t.yaml alone is fine.
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
+    let out = pap_at(dir.path())
         .args(["lint", "--format", "json"])
         .arg(dir.path().join("triggers/t.yaml"))
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = json(&out);
     assert_eq!(
         (code(&out), doc["files"].as_u64(), doc["errors"].as_u64()),
         (0, Some(1), Some(0))
     );
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
+    let out = pap_at(dir.path())
         .args(["lint", "--format", "json"])
         .arg(dir.path().join("triggers"))
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = json(&out);
     assert_eq!(
         (code(&out), doc["files"].as_u64(), doc["errors"].as_u64()),
         (1, Some(2), Some(1))
@@ -275,17 +253,13 @@ fn paths_limit_what_is_reported_but_resolve_against_the_whole_project() {
 #[test]
 fn usage_errors_exit_2() {
     let dir = fixture_copy("clean-project");
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
+    let out = pap_at(dir.path())
         .args(["lint", "no/such/file.yaml"])
         .output()
         .unwrap();
     assert_eq!(code(&out), 2);
     assert!(common::stderr(&out).contains("no/such/file.yaml"));
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
+    let out = pap_at(dir.path())
         .args(["lint", "--format", "xml"])
         .output()
         .unwrap();
@@ -312,12 +286,7 @@ fn root_may_come_from_the_environment_and_options_after_the_subcommand() {
 #[test]
 fn lint_never_creates_or_opens_the_state_directory() {
     let dir = fixture_copy("clean-project");
-    let out = pap()
-        .arg("--root")
-        .arg(dir.path())
-        .arg("lint")
-        .output()
-        .unwrap();
+    let out = pap_at(dir.path()).arg("lint").output().unwrap();
     assert_eq!(code(&out), 0);
     assert!(!dir.path().join(".pap").exists());
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 
@@ -67,7 +67,7 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
                 |f| loaded.sources.get(f).map(String::as_str),
                 style,
             );
-            text.push_str(&summary_line(summary, &root));
+            text.push_str(&summary_line(summary));
             text
         }
     };
@@ -83,10 +83,9 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
     })
 }
 
-fn summary_line(s: Summary, root: &Path) -> String {
+fn summary_line(s: Summary) -> String {
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let files = plural(s.files, "file");
-    let _ = root;
     if s.errors == 0 && s.warnings == 0 {
         format!("ok: {files} checked, no problems\n")
     } else {

@@ -13,6 +13,19 @@ pub fn pap() -> Command {
     cmd
 }
 
+/// `pap --root ROOT`, ready for a subcommand.
+pub fn pap_at(root: &Path) -> Command {
+    let mut cmd = pap();
+    cmd.arg("--root").arg(root);
+    cmd
+}
+
+/// Parses a command's stdout as one JSON document.
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&stdout(out))
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(out)))
+}
+
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
