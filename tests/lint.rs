@@ -20,9 +20,7 @@ fn lint_json(name: &str, extra: &[&str]) -> (i32, Value, tempfile::TempDir) {
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     let out = pap_at(dir.path()).args(&args).output().unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out))
-        .unwrap_or_else(|e| panic!("{name}: stdout is not JSON ({e}): {}", stdout(&out)));
-    (code(&out), doc, dir)
+    (code(&out), json(&out), dir)
 }
 
 fn rows(doc: &Value) -> Vec<String> {
@@ -227,27 +225,18 @@ fn every_problem_in_every_file_is_reported_not_just_the_first() {
 #[test]
 fn paths_limit_what_is_reported_but_resolve_against_the_whole_project() {
     let dir = fixture_copy("lint/duplicate-id");
+    let lint_path = |rel: &str| {
+        let out = pap_at(dir.path())
+            .args(["lint", "--format", "json"])
+            .arg(dir.path().join(rel))
+            .output()
+            .unwrap();
+        let doc = json(&out);
+        (code(&out), doc["files"].as_u64(), doc["errors"].as_u64())
+    };
     // Only u.yaml is reported (it holds the duplicate); t.yaml alone is fine.
-    let out = pap_at(dir.path())
-        .args(["lint", "--format", "json"])
-        .arg(dir.path().join("triggers/t.yaml"))
-        .output()
-        .unwrap();
-    let doc = json(&out);
-    assert_eq!(
-        (code(&out), doc["files"].as_u64(), doc["errors"].as_u64()),
-        (0, Some(1), Some(0))
-    );
-    let out = pap_at(dir.path())
-        .args(["lint", "--format", "json"])
-        .arg(dir.path().join("triggers"))
-        .output()
-        .unwrap();
-    let doc = json(&out);
-    assert_eq!(
-        (code(&out), doc["files"].as_u64(), doc["errors"].as_u64()),
-        (1, Some(2), Some(1))
-    );
+    assert_eq!(lint_path("triggers/t.yaml"), (0, Some(1), Some(0)));
+    assert_eq!(lint_path("triggers"), (1, Some(2), Some(1)));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{code, pap, stdout};
+use common::{code, json, pap, stdout};
 use serde_json::Value;
 
 #[test]
@@ -14,7 +14,7 @@ fn each_kind_prints_a_draft_2020_12_schema() {
     ] {
         let out = pap().args(["schema", kind]).output().unwrap();
         assert_eq!(code(&out), 0);
-        let schema: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let schema = json(&out);
         assert_eq!(
             schema["$schema"],
             "https://json-schema.org/draft/2020-12/schema"
@@ -35,7 +35,7 @@ fn each_kind_prints_a_draft_2020_12_schema() {
 #[test]
 fn enums_in_the_schema_match_the_protocol() {
     let out = pap().args(["schema", "agent"]).output().unwrap();
-    let schema: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let schema = json(&out);
     assert_eq!(
         schema["$defs"]["RiskLevel"]["enum"],
         serde_json::json!(["read_only", "low", "medium", "high"])
@@ -45,7 +45,7 @@ fn enums_in_the_schema_match_the_protocol() {
         serde_json::json!(["anthropic", "openai", "command"])
     );
     let out = pap().args(["schema", "trigger"]).output().unwrap();
-    let schema: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let schema = json(&out);
     assert_eq!(
         schema["$defs"]["Operator"]["enum"],
         serde_json::json!([

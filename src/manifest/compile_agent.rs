@@ -8,7 +8,7 @@ use super::compile_trigger::check_id;
 use super::compiled::{Agent, LlmModel, ModelSpec, OutputSpec, RetryPolicy, ToolSpec};
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, Impact, OutputType, Provider, RiskLevel};
-use crate::diagnostics::{Severity, did_you_mean};
+use crate::diagnostics::did_you_mean;
 use crate::event_type;
 use crate::path;
 
@@ -20,7 +20,7 @@ pub struct AgentEnv<'a> {
 }
 
 pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Agent> {
-    let errors_before = errors(ctx);
+    let errors_before = ctx.error_count();
     check_id(ctx, &raw.id, &path!["agent", "id"]);
     let model = compile_model(ctx, raw, env.root);
     let tools = compile_tools(ctx, raw, env);
@@ -50,7 +50,7 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         .filter_map(|(_, override_)| *override_)
         .fold(raw.risk_level, RiskLevel::max);
 
-    if errors(ctx) > errors_before {
+    if ctx.error_count() > errors_before {
         return None;
     }
     Some(Agent {
@@ -76,13 +76,6 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
     })
 }
 
-fn errors(ctx: &FileCtx) -> usize {
-    ctx.diags
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .count()
-}
-
 fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<ModelSpec> {
     let m = &raw.model;
     let provider = m.provider.as_str();
@@ -94,7 +87,7 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
         );
     };
     if let Some(url) = &m.base_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
+        && !is_http_url(url)
     {
         ctx.at(
             "invalid-url",
@@ -338,6 +331,11 @@ fn check_emit_type(ctx: &mut FileCtx, t: &str, at: &[super::yaml_tree::PathSeg],
             format!("event type `{t}` describes a change (`{word}`), not a threshold crossing"),
         );
     }
+}
+
+/// MCP endpoints and provider base URLs must be plain HTTP(S).
+pub fn is_http_url(url: &str) -> bool {
+    url.starts_with("http://") || url.starts_with("https://")
 }
 
 pub fn valid_env_name(name: &str) -> bool {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::compile_agent::valid_env_name;
+use super::compile_agent::{is_http_url, valid_env_name};
 use super::compiled::{Config, MIN_IDEMPOTENCY_TTL, McpServerSpec};
 use super::duration;
 use super::file_ctx::{FileCtx, HelpExt};
@@ -111,7 +111,7 @@ fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<M
             })
         }
         (None, Some(url)) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
+            if !is_http_url(url) {
                 ctx.at(
                     "invalid-url",
                     &path!["mcp_servers", name, "url"],

@@ -24,7 +24,7 @@ pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
 pub type AgentIds = HashMap<String, Option<usize>>;
 
 pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Option<Trigger> {
-    let errors_before = error_count(ctx);
+    let errors_before = ctx.error_count();
     check_id(ctx, &raw.id, &path!["trigger", "id"]);
     let pattern = compile_pattern(ctx, &raw.match_.event_type);
     let filter: Vec<Condition> = raw
@@ -54,7 +54,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         }
     };
 
-    if error_count(ctx) > errors_before {
+    if ctx.error_count() > errors_before {
         return None;
     }
     Some(Trigger {
@@ -68,13 +68,6 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         agent_id: raw.agent.clone(),
         file: ctx.file.to_string(),
     })
-}
-
-fn error_count(ctx: &FileCtx) -> usize {
-    ctx.diags
-        .iter()
-        .filter(|d| d.severity == crate::diagnostics::Severity::Error)
-        .count()
 }
 
 /// Ids appear in idempotency keys, logs and `mcp://` URLs: keep them to a plain alphabet.

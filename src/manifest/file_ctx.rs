@@ -32,6 +32,14 @@ impl FileCtx<'_> {
         self.push(Diagnostic::new(code, self.file, pos, message))
     }
 
+    /// Errors reported so far; a compile step compares before/after to know if its part failed.
+    pub fn error_count(&self) -> usize {
+        self.diags
+            .iter()
+            .filter(|d| d.severity == crate::diagnostics::Severity::Error)
+            .count()
+    }
+
     fn push(&mut self, d: Diagnostic) -> &mut Diagnostic {
         self.diags.push(d);
         self.diags.last_mut().expect("just pushed")

@@ -160,12 +160,6 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
             config = compile_config::compile(&raw, &mut ctx);
         }
     }
-    if files
-        .iter()
-        .any(|f| f.kind == Some(Kind::Config) && f.tree.is_none())
-    {
-        servers = None;
-    }
 
     // Agents, then triggers (which resolve agent ids).
     let mut agents: Vec<Agent> = Vec::new();

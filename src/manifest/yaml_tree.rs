@@ -106,11 +106,10 @@ impl Node {
 }
 
 impl Located<Node> {
-    /// Finds the node at a path of keys and indexes, returning the deepest node that exists
-    /// along the way, so a problem deep inside a missing parent still points somewhere useful.
-    pub fn locate(&self, path: &[PathSeg]) -> Pos {
+    /// Follows a path as far as it exists: the deepest node reached and how many steps it took.
+    fn deepest(&self, path: &[PathSeg]) -> (&Located<Node>, usize) {
         let mut node = self;
-        for seg in path {
+        for (taken, seg) in path.iter().enumerate() {
             let next = match (seg, &node.value) {
                 (PathSeg::Key(k), Node::Map(_)) => node.value.get(k),
                 (PathSeg::Index(i), Node::Seq(items)) => items.get(*i),
@@ -118,10 +117,16 @@ impl Located<Node> {
             };
             match next {
                 Some(n) => node = n,
-                None => break,
+                None => return (node, taken),
             }
         }
-        node.pos
+        (node, path.len())
+    }
+
+    /// The position of the value at `path`, or of the deepest node that exists along the way,
+    /// so a problem deep inside a missing parent still points somewhere useful.
+    pub fn locate(&self, path: &[PathSeg]) -> Pos {
+        self.deepest(path).0.pos
     }
 
     /// The position of a key itself (for "unknown field" and "duplicate" problems).
@@ -129,25 +134,15 @@ impl Located<Node> {
         let Some((last, parent)) = path.split_last() else {
             return self.pos;
         };
-        let parent_pos = self.locate(parent);
-        let mut node = self;
-        for seg in parent {
-            let next = match (seg, &node.value) {
-                (PathSeg::Key(k), Node::Map(_)) => node.value.get(k),
-                (PathSeg::Index(i), Node::Seq(items)) => items.get(*i),
-                _ => None,
-            };
-            match next {
-                Some(n) => node = n,
-                None => return parent_pos,
-            }
+        let (node, taken) = self.deepest(parent);
+        if taken < parent.len() {
+            return node.pos;
         }
         match (last, &node.value) {
             (PathSeg::Key(k), Node::Map(entries)) => entries
                 .iter()
                 .find(|(key, _)| &key.value == k)
-                .map(|(key, _)| key.pos)
-                .unwrap_or(node.pos),
+                .map_or(node.pos, |(key, _)| key.pos),
             _ => self.locate(path),
         }
     }
