@@ -13,8 +13,11 @@ use clap::{Parser, Subcommand, ValueEnum};
         Monitoring systems emit PAP events; trigger manifests (triggers/*.yaml) decide which \
         agent (agents/*.yaml) is provoked, under filters, idempotency, cascade control, \
         throttling and risk rules.",
-    after_help = "Exit codes: 0 success, 1 failure (lint errors, an unreadable file), 2 usage error.\n\n\
-        Examples:\n  pap lint\n  pap lint --format github --strict\n  pap schema trigger > trigger.schema.json"
+    after_help = "Exit codes: 0 success; 1 failure (lint errors, an unreadable file, an unusable store); \
+        2 usage error; 3 an event was invalid; 4 an agent run failed after its retries (3 wins over 4).\n\n\
+        Examples:\n  pap dispatch examples/events/server-latency-sla-breach.json\n  \
+        monitor | pap dispatch - --json\n  pap invocations --status awaiting_approval\n  \
+        pap lint --format github --strict"
 )]
 pub struct Cli {
     /// Project root holding pap.yaml, triggers/ and agents/.
@@ -54,6 +57,145 @@ pub enum Command {
         Then start a manifest with:\n  # yaml-language-server: $schema=../schemas/trigger.schema.json"
     )]
     Schema(SchemaArgs),
+
+    /// Decide events: for each matching trigger run filter, idempotency, cascade, throttle and
+    /// risk, then run the agent.
+    #[command(
+        after_help = "Input: files or `-` (stdin), each holding one JSON object, a JSON array of objects, \
+        or NDJSON (one event per line); PAP 0.2 events or CloudEvents 1.0 structured events.\n\n\
+        Exit status: 0 every event valid and every agent run succeeded (filtered, duplicate, throttled, \
+        paused and queued are successes); 3 some event was invalid; 4 some agent run failed after its \
+        retries (3 wins over 4); 1 the store or a file could not be used; 2 usage error.\n\n\
+        Examples:\n  pap dispatch examples/events/energy-price-spike.json\n  \
+        pap dispatch events.ndjson --json | jq -c 'select(.status != \"dispatched\")'\n  \
+        pap dispatch event.json --dry-run --explain     # test rules: what would happen, and why\n  \
+        tail -F alerts.ndjson | pap dispatch - --no-run  # record only; `pap serve` runs them"
+    )]
+    Dispatch(DispatchArgs),
+
+    /// List invocations, or show one (`pap invocations show ID`).
+    #[command(
+        after_help = "Examples:\n  pap invocations\n  pap invocations --status awaiting_approval\n  \
+        pap invocations --json | jq -r 'select(.status == \"failed\") | .id'\n  \
+        pap invocations show inv_0123456789abcdef01234567"
+    )]
+    Invocations(InvocationsArgs),
+
+    /// Approve an invocation awaiting approval, and run it.
+    #[command(
+        after_help = "Exit status: 0 the approved run succeeded, 4 it failed after its retries, \
+        1 the invocation is not awaiting approval (unknown, already decided, or expired).\n\n\
+        Example:\n  pap approve inv_0123456789abcdef01234567 --by alice --note \"checked the price list\""
+    )]
+    Approve(ApproveArgs),
+
+    /// Reject an invocation awaiting approval; it ends in its failure event.
+    #[command(
+        after_help = "Example:\n  pap reject inv_0123456789abcdef01234567 --reason \"price change too large\" --by alice"
+    )]
+    Reject(RejectArgs),
+
+    /// Show the append-only audit log of medium and high risk invocations.
+    #[command(after_help = "Examples:\n  pap audit\n  pap audit --json --limit 100")]
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DispatchArgs {
+    /// Event files; `-` reads stdin.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// One JSON object per event, one per line (contract section 4).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Decide with the real state but write nothing and run nothing.
+    #[arg(long, conflicts_with = "no_run")]
+    pub dry_run: bool,
+
+    /// Record invocations as `queued` instead of running them (for `pap serve`).
+    #[arg(long)]
+    pub no_run: bool,
+
+    /// Show every trigger considered and each condition with the value it saw.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// How many agents may run at once.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: u16,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct InvocationsArgs {
+    #[command(subcommand)]
+    pub command: Option<InvocationsCommand>,
+
+    /// Only invocations with this status.
+    #[arg(long, value_enum)]
+    pub status: Option<crate::store::Status>,
+
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show only the last N (default for humans: 20; with --json: all).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InvocationsCommand {
+    /// Everything about one invocation: status, attempts, output or error, the event.
+    Show {
+        /// The invocation id (`inv_…`).
+        id: String,
+        /// As one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The invocation id (`inv_…`).
+    pub id: String,
+    /// Who approves (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Why, for the audit log.
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+    /// Print the invocation as JSON when done.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RejectArgs {
+    /// The invocation id (`inv_…`).
+    pub id: String,
+    /// Why; recorded and carried in the failure event.
+    #[arg(long, value_name = "TEXT", required = true)]
+    pub reason: String,
+    /// Who rejects (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Print the invocation as JSON when done.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Show only the last N (default for humans: 50; with --json: all).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, clap::Args)]

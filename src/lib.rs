@@ -2,12 +2,20 @@
 //!
 //! The binary is a thin shell over [`run`]; every command lives in [`cmd`].
 
+pub mod agent;
 pub mod cli;
+pub mod clock;
 pub mod cmd;
 pub mod diagnostics;
+pub mod dispatcher;
+pub mod event;
 pub mod event_type;
 pub mod interpolate;
 pub mod jsonpath;
 pub mod manifest;
+pub mod pipeline;
+pub mod stages;
+pub mod store;
+pub mod term;
 
 pub use cmd::run;

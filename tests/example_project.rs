@@ -1,5 +1,8 @@
-//! The shipped example project: it loads, and its offline command agent (a POSIX sh program)
-//! produces output that fits its own manifest's output schema, even for hostile event content.
+//! The shipped example project: it loads, its offline command agent (a POSIX sh program)
+//! produces output that fits its own manifest's output schema, even for hostile event content,
+//! and the README's quick start (an offline dispatch) works.
+
+mod common;
 
 use std::io::Write;
 use std::path::Path;
@@ -57,7 +60,8 @@ fn every_scenario_has_a_trigger_an_agent_and_an_event_whose_type_it_matches() {
         );
         count += 1;
     }
-    assert_eq!(count, 8, "the eight scenarios of PAP 0.2 section 7");
+    // The eight scenarios of PAP 0.2 section 7, plus a sustained latency breach that escalates.
+    assert_eq!(count, 9);
     assert!(
         project.agents.iter().any(|a| a.requires_approval()),
         "one high-risk agent"
@@ -92,5 +96,77 @@ fn hostile_event_strings_come_back_as_data() {
     assert!(
         endpoint.contains('"') && endpoint.contains('\\'),
         "{endpoint}"
+    );
+}
+
+/// A copy of the example project (no state, no build output) in a temp dir.
+fn example_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["triggers", "agents", "examples", "workspace"] {
+        common::copy_dir(&root().join(part), &dir.path().join(part));
+    }
+    std::fs::copy(root().join("pap.yaml"), dir.path().join("pap.yaml")).unwrap();
+    dir
+}
+
+#[test]
+fn the_quick_start_dispatch_runs_offline() {
+    let dir = example_copy();
+    let out = common::pap_at(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .args([
+            "dispatch",
+            "examples/events/server-latency-sla-breach.json",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let lines: Vec<Value> = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let t = &lines[0]["triggers"][0];
+    assert_eq!(
+        (t["outcome"].as_str(), t["result"].as_str()),
+        (Some("invoked"), Some("succeeded"))
+    );
+    assert_eq!(lines[1]["type"], "pap.agent.invocation.completed");
+    assert_eq!(
+        lines.len(),
+        2,
+        "a major breach of 6 minutes does not escalate"
+    );
+}
+
+#[test]
+fn a_sustained_breach_emits_the_declared_escalation_event() {
+    let dir = example_copy();
+    let out = common::pap_at(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .args([
+            "dispatch",
+            "examples/events/server-latency-sustained.json",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let triage = &lines[0]["triggers"][0];
+    assert_eq!(triage["result"], "succeeded");
+    let escalation = lines
+        .iter()
+        .find(|l| l["type"] == "server.incident.escalation_required")
+        .expect("the escalation follow-up was dispatched");
+    assert_eq!(escalation["triggered_by"], triage["invocation_id"]);
+    assert_eq!(escalation["depth"], 1);
+    let t = &escalation["triggers"][0];
+    assert_eq!(
+        (t["trigger"].as_str(), t["outcome"].as_str()),
+        (Some("server-incident-escalation"), Some("invoked"))
     );
 }

@@ -174,3 +174,16 @@ if ! result=$(P99="$p99" SLA="$sla" DUR="$duration" EP="$endpoint" awk '
 fi
 
 printf '%s\n' "$result"
+
+# Escalation: a follow-up event, declared in the manifest's `emits`, for
+# triggers/server-incident-escalation.yaml. pap gives it its id, source, time and
+# triggered_by. Every value here was checked or re-encoded above.
+case $result in
+    *'"escalate":true'*)
+        if [ -n "${PAP_EMIT_FILE:-}" ]; then
+            severity=$(printf '%s\n' "$result" | sed -n 's/^{"severity":"\([a-z]*\)".*/\1/p')
+            printf '{"type":"server.incident.escalation_required","data":{"endpoint":"%s","severity":"%s","p99_ms":%s,"sla_ms":%s,"duration_minutes":%s}}\n' \
+                "$endpoint" "$severity" "$p99" "$sla" "$duration" >>"$PAP_EMIT_FILE"
+        fi
+        ;;
+esac

@@ -1,5 +1,10 @@
 //! One module per subcommand: glue between the CLI and the library.
 
+mod approve;
+mod audit;
+mod context;
+mod dispatch;
+mod invocations;
 mod lint;
 mod schema;
 
@@ -9,10 +14,14 @@ use crate::cli::{Cli, Command};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Success,
-    /// The command ran and found a failure (lint errors).
+    /// The command ran and found a failure (lint errors, an unreadable input file).
     Failure,
     /// Bad arguments (clap's own usage errors exit 2 too).
     Usage,
+    /// Some event was invalid (wins over `AgentFailed`).
+    InvalidEvent,
+    /// Some agent run failed after its retries.
+    AgentFailed,
 }
 
 impl Outcome {
@@ -21,6 +30,8 @@ impl Outcome {
             Outcome::Success => 0,
             Outcome::Failure => 1,
             Outcome::Usage => 2,
+            Outcome::InvalidEvent => 3,
+            Outcome::AgentFailed => 4,
         }
     }
 }
@@ -30,5 +41,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match &cli.command {
         Command::Lint(args) => lint::run(&cli, args),
         Command::Schema(args) => schema::run(args),
+        Command::Dispatch(args) => dispatch::run(&cli, args),
+        Command::Invocations(args) => invocations::run(&cli, args),
+        Command::Approve(args) => approve::approve(&cli, args),
+        Command::Reject(args) => approve::reject(&cli, args),
+        Command::Audit(args) => audit::run(&cli, args),
     }
 }

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod dispatch;
+
 /// The `pap` binary cargo built for these tests.
 pub fn pap() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));

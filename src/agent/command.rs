@@ -1,0 +1,217 @@
+//! The `command` provider: a local program run without a shell.
+//!
+//! The program gets the invocation as one line of JSON on stdin and `PAP_*` variables naming
+//! it; event content never reaches its command line. It runs in its own process group, so
+//! a timeout kills everything it started, and anything still alive in the group when it
+//! exits is killed too: nothing an agent starts outlives its invocation.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+/// What one run of the program needs.
+pub struct Spec<'a> {
+    pub program: &'a Path,
+    pub args: &'a [String],
+    pub cwd: &'a Path,
+    pub stdin: Vec<u8>,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    /// Most stdout bytes accepted; more fails the attempt.
+    pub max_output: usize,
+}
+
+/// Keeps this many bytes of stderr, the end of it, for the failure reason.
+const STDERR_TAIL: usize = 4096;
+
+/// Runs the program; `Ok(stdout)` when it exited 0 within the time limit.
+pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
+    let mut cmd = Command::new(spec.program);
+    cmd.args(spec.args)
+        .current_dir(spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
+    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+
+    let mut stdin = child.stdin.take().expect("piped");
+    let input = spec.stdin;
+    let writer = tokio::spawn(async move {
+        // A program that does not read its input is not an error (EPIPE is ignored).
+        let _ = stdin.write_all(&input).await;
+        let _ = stdin.shutdown().await;
+    });
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let max_output = spec.max_output;
+
+    let work = async {
+        let status = child.wait().await;
+        // The leader is gone; whatever it left behind in its group goes too.
+        kill_group(pgid);
+        status
+    };
+    let all = async {
+        tokio::join!(
+            work,
+            read_capped(stdout, max_output),
+            read_tail(stderr, STDERR_TAIL)
+        )
+    };
+    let result = tokio::time::timeout(spec.timeout, all).await;
+    writer.abort();
+    let (status, (out, out_len), err_tail) = match result {
+        Ok(done) => done,
+        Err(_) => {
+            kill_group(pgid);
+            let _ = child.wait().await;
+            return Err(format!(
+                "ran longer than {} (limits.max_runtime_seconds); its process group was killed",
+                crate::manifest::duration::format(spec.timeout)
+            ));
+        }
+    };
+    let status = status.map_err(|e| format!("waiting for the program failed: {e}"))?;
+    let stderr_text = last_line(&err_tail);
+    if !status.success() {
+        let how = match (
+            status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&status),
+        ) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(sig)) => format!("was killed by signal {sig}"),
+            _ => "failed".to_owned(),
+        };
+        return Err(match stderr_text {
+            Some(line) => format!("{how}: {line}"),
+            None => how,
+        });
+    }
+    if out_len > max_output {
+        return Err(format!(
+            "printed {out_len} bytes, more than the {max_output} an output may have"
+        ));
+    }
+    Ok(out)
+}
+
+fn kill_group(pgid: Option<Pid>) {
+    if let Some(pgid) = pgid {
+        // ESRCH (nothing left) is the normal case.
+        let _ = killpg(pgid, Signal::SIGKILL);
+    }
+}
+
+/// Reads to EOF keeping at most `cap` bytes; returns them and the total length.
+async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, usize) {
+    let mut kept = Vec::new();
+    let mut total = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return (kept, total),
+            Ok(n) => {
+                total += n;
+                if kept.len() < cap {
+                    let room = cap - kept.len();
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+            }
+        }
+    }
+}
+
+/// Reads to EOF keeping the last `keep` bytes.
+async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> Vec<u8> {
+    let mut tail = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return tail,
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > keep * 2 {
+                    tail.drain(..tail.len() - keep);
+                }
+            }
+        }
+    }
+}
+
+/// The last non-empty line of stderr, cut to a readable length.
+fn last_line(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    let cut: String = line.chars().filter(|c| !c.is_control()).take(300).collect();
+    Some(cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(args: &'a [String], timeout_ms: u64) -> Spec<'a> {
+        Spec {
+            program: Path::new("/bin/sh"),
+            args,
+            cwd: Path::new("/"),
+            stdin: b"{\"x\":1}\n".to_vec(),
+            env: vec![("PAP_TEST".into(), "v".into())],
+            timeout: Duration::from_millis(timeout_ms),
+            max_output: 64,
+        }
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["-c".into(), script.into()]
+    }
+
+    #[tokio::test]
+    async fn passes_stdin_and_env_and_returns_stdout() {
+        let args = sh(r#"read line; printf '%s %s' "$line" "$PAP_TEST""#);
+        assert_eq!(run(spec(&args, 10_000)).await.unwrap(), b"{\"x\":1} v");
+    }
+
+    #[tokio::test]
+    async fn non_zero_exit_reports_the_last_stderr_line() {
+        let args = sh("echo first >&2; echo 'no key' >&2; exit 3");
+        assert_eq!(
+            run(spec(&args, 10_000)).await.unwrap_err(),
+            "exited with status 3: no key"
+        );
+    }
+
+    #[tokio::test]
+    async fn too_much_output_fails() {
+        let args = sh("head -c 1000 /dev/zero");
+        assert!(
+            run(spec(&args, 10_000))
+                .await
+                .unwrap_err()
+                .contains("1000 bytes")
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_program_is_a_clear_error() {
+        let mut s = spec(&[], 1000);
+        s.program = Path::new("/nonexistent/agent");
+        assert!(
+            run(s)
+                .await
+                .unwrap_err()
+                .starts_with("cannot start /nonexistent/agent")
+        );
+    }
+}

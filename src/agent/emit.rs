@@ -1,0 +1,154 @@
+//! Events an invocation produces: its completion or failure event (`on_complete` /
+//! `on_failure`), and follow-up events the agent wrote to the file named by `PAP_EMIT_FILE`.
+//!
+//! The dispatcher owns every field that places an event in a chain: ids are derived from the
+//! invocation (the same invocation always emits the same ids), `triggered_by` is the
+//! invocation id, `source` names the dispatcher and the agent, `time` is the dispatcher's.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use crate::clock::rfc3339_ms;
+use crate::event::{Event, Origin, validate};
+use crate::pipeline::ids;
+use crate::store::Invocation;
+
+/// How many follow-up events one attempt may emit.
+pub const MAX_FOLLOW_UPS: usize = 100;
+
+pub fn source(agent: &str) -> String {
+    format!("pap://dispatcher/agents/{agent}")
+}
+
+/// How an invocation ended, for its outcome event.
+pub enum Ending<'a> {
+    Succeeded(&'a Value),
+    Failed(&'a str),
+    Rejected(&'a str),
+    Expired(&'a str),
+}
+
+/// The `on_complete` (success) or `on_failure` (anything else) event of `inv`.
+pub fn outcome_event(
+    inv: &Invocation,
+    kind: &str,
+    ending: Ending,
+    now: i64,
+    max_bytes: u64,
+) -> Result<Event, String> {
+    let (which, status) = match ending {
+        Ending::Succeeded(_) => ("complete", "succeeded"),
+        Ending::Failed(_) => ("failure", "failed"),
+        Ending::Rejected(_) => ("failure", "rejected"),
+        Ending::Expired(_) => ("failure", "expired"),
+    };
+    let mut data = json!({
+        "invocation_id": inv.id,
+        "trigger": inv.trigger,
+        "agent": inv.agent,
+        "event_id": inv.event_id,
+        "event_type": inv.event_type,
+        "status": status,
+        "attempts": inv.attempts,
+    });
+    match ending {
+        Ending::Succeeded(output) => data["output"] = output.clone(),
+        Ending::Failed(why) | Ending::Rejected(why) | Ending::Expired(why) => {
+            data["error"] = Value::from(why)
+        }
+    }
+    build(
+        inv,
+        ids::outcome_event(&inv.id, which),
+        kind,
+        data,
+        Map::new(),
+        now,
+        max_bytes,
+    )
+}
+
+/// Reads the follow-up events an attempt wrote (NDJSON, each `{"type": …, "data": {…}}`).
+/// Every type must be one the manifest declares in `emits`.
+pub fn read_follow_ups(
+    path: &Path,
+    inv: &Invocation,
+    declared: &[String],
+    now: i64,
+    max_bytes: u64,
+) -> Result<Vec<Event>, String> {
+    let text = match std::fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read PAP_EMIT_FILE: {e}")),
+    };
+    let mut events = Vec::new();
+    for (i, line) in text.split(|b| *b == b'\n').enumerate() {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        let at = |msg: String| format!("PAP_EMIT_FILE line {}: {msg}", i + 1);
+        if events.len() == MAX_FOLLOW_UPS {
+            return Err(at(format!("more than {MAX_FOLLOW_UPS} events")));
+        }
+        let value: Value =
+            serde_json::from_slice(line).map_err(|e| at(format!("not valid JSON: {e}")))?;
+        let Value::Object(mut map) = value else {
+            return Err(at("each line must be a JSON object".into()));
+        };
+        let kind = match map.remove("type") {
+            Some(Value::String(k)) => k,
+            _ => return Err(at("`type` (a string) is required".into())),
+        };
+        if !declared.contains(&kind) {
+            return Err(at(format!(
+                "type {kind:?} is not declared in the agent's `emits` ({})",
+                if declared.is_empty() {
+                    "none declared".into()
+                } else {
+                    declared.join(", ")
+                }
+            )));
+        }
+        let data = map.remove("data").unwrap_or_else(|| json!({}));
+        // The dispatcher sets these; whatever the agent wrote is replaced.
+        for owned in [
+            "pap_version",
+            "id",
+            "source",
+            "time",
+            "triggered_by",
+            "specversion",
+        ] {
+            map.remove(owned);
+        }
+        let id = ids::follow_up_event(&inv.id, events.len());
+        events.push(build(inv, id, &kind, data, map, now, max_bytes).map_err(at)?);
+    }
+    Ok(events)
+}
+
+fn build(
+    inv: &Invocation,
+    id: String,
+    kind: &str,
+    data: Value,
+    extra: Map<String, Value>,
+    now: i64,
+    max_bytes: u64,
+) -> Result<Event, String> {
+    let mut map = Map::new();
+    map.insert("pap_version".into(), "0.2".into());
+    map.insert("id".into(), id.into());
+    map.insert("type".into(), kind.into());
+    map.insert("source".into(), source(&inv.agent).into());
+    map.insert("time".into(), rfc3339_ms(now).into());
+    map.insert("triggered_by".into(), inv.id.clone().into());
+    map.insert("data".into(), data);
+    map.extend(extra);
+    let value = Value::Object(map);
+    let len = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+    validate(value, len, max_bytes, Origin::Dispatcher).map_err(|e| e.reason)
+}

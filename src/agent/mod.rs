@@ -1,0 +1,426 @@
+//! Running invocations: attempts, retries with backoff, the outcome event and follow-ups.
+//!
+//! The store is written around each attempt, never during one: the file is free for other
+//! processes while an agent runs. An attempt cut short by pap's own crash leaves the
+//! invocation `running`; it runs again later under the same attempt number.
+
+pub mod approvals;
+pub mod command;
+pub mod emit;
+pub mod output;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::clock::Clock;
+use crate::event::Event;
+use crate::manifest::Project;
+use crate::manifest::compiled::{Agent, ModelSpec, RetryPolicy};
+use crate::pipeline::{audit_entry, audited};
+use crate::store::{self, Attempt, Invocation, Runner, Status, Store, Tx};
+use emit::Ending;
+
+/// Without `limits.max_runtime_seconds`, an attempt may run this long.
+pub const DEFAULT_MAX_RUNTIME: Duration = Duration::from_secs(300);
+
+/// What became of an invocation this process ran.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub invocation_id: String,
+    pub succeeded: bool,
+    pub attempts: u32,
+    /// Ids of every event it emitted (outcome event and follow-ups).
+    pub emitted_ids: Vec<String>,
+    /// The events themselves, to be dispatched next.
+    pub emitted: Vec<Event>,
+    pub error: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Runtime {
+    pub project: Arc<Project>,
+    pub store: Arc<Store>,
+    pub clock: Clock,
+}
+
+impl Runtime {
+    /// Runs `id` to its end: every attempt it has left, with backoff between them.
+    pub async fn run(&self, id: &str) -> anyhow::Result<RunResult> {
+        loop {
+            let (inv, agent) = self.start_attempt(id).await?;
+            let outcome = self.attempt(&inv, &agent).await;
+            let now = self.clock.now_ms();
+            match outcome {
+                Ok((output, follow_ups)) => {
+                    return self
+                        .finish_success(inv, &agent, output, follow_ups, now)
+                        .await;
+                }
+                Err(Failure {
+                    reason,
+                    retry: true,
+                }) if inv.attempts < inv.max_attempts => {
+                    let delay = backoff(&agent.retry, inv.attempts);
+                    self.record_retry(inv, reason, now, delay).await?;
+                    self.clock.sleep(delay).await;
+                }
+                Err(Failure { reason, .. }) => {
+                    return self.finish_failure(inv, &agent, reason, now).await;
+                }
+            }
+        }
+    }
+
+    /// Marks the invocation running and counts the attempt (a `running` one left by a crash
+    /// keeps its number).
+    async fn start_attempt(&self, id: &str) -> anyhow::Result<(Invocation, Agent)> {
+        let id = id.to_owned();
+        let now = self.clock.now_ms();
+        let inv = self
+            .write(move |tx| {
+                let mut inv = tx.invocation(&id)?.ok_or_else(|| {
+                    store::Error::Conflict(format!("invocation {id} is not in the store"))
+                })?;
+                match inv.status {
+                    Status::Queued => inv.attempts += 1,
+                    Status::Running => {
+                        if let Some(last) = inv.history.last_mut()
+                            && last.ended_at.is_none()
+                        {
+                            last.ended_at = Some(now);
+                            last.error = Some("interrupted: pap stopped during the attempt".into());
+                        }
+                    }
+                    other => {
+                        return Err(store::Error::Conflict(format!(
+                            "invocation {id} is {}, not runnable",
+                            other.as_str()
+                        )));
+                    }
+                }
+                inv.status = Status::Running;
+                inv.updated_at = now;
+                inv.next_attempt_at = None;
+                inv.runner = Some(Runner {
+                    pid: std::process::id(),
+                    since: now,
+                });
+                inv.history.push(Attempt {
+                    attempt: inv.attempts,
+                    started_at: now,
+                    ended_at: None,
+                    error: None,
+                });
+                if audited(&inv.risk) {
+                    tx.audit(audit_entry(
+                        &inv,
+                        now,
+                        "attempt_started",
+                        None,
+                        Some(format!("attempt {} of {}", inv.attempts, inv.max_attempts)),
+                    ))?;
+                }
+                tx.put_invocation(&inv)?;
+                Ok(inv)
+            })
+            .await?;
+        let agent =
+            self.project.agent(&inv.agent).cloned().ok_or_else(|| {
+                anyhow::anyhow!("agent {} is no longer in the project", inv.agent)
+            })?;
+        Ok((inv, agent))
+    }
+
+    /// One attempt: `Ok((output, follow-up events))` or why it failed.
+    async fn attempt(
+        &self,
+        inv: &Invocation,
+        agent: &Agent,
+    ) -> Result<(Value, Vec<Event>), Failure> {
+        let (program, args) = match &agent.model {
+            ModelSpec::Command { program, args } => (program, args),
+            ModelSpec::Anthropic(_) | ModelSpec::Openai(_) => {
+                // Retrying cannot help; the attempt fails at once.
+                return Err(Failure {
+                    reason: format!(
+                        "provider `{}` agents cannot run yet: this build runs `command` agents only",
+                        provider_name(&agent.model)
+                    ),
+                    retry: false,
+                });
+            }
+        };
+        self.run_command(inv, agent, program, args)
+            .await
+            .map_err(|reason| Failure {
+                reason,
+                retry: true,
+            })
+    }
+
+    async fn run_command(
+        &self,
+        inv: &Invocation,
+        agent: &Agent,
+        program: &std::path::Path,
+        args: &[String],
+    ) -> Result<(Value, Vec<Event>), String> {
+        let max_bytes = self.project.config.max_event_bytes;
+        let scratch = tempfile::Builder::new()
+            .prefix("pap-emit-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a scratch dir: {e}"))?;
+        let emit_file = scratch.path().join("emit.ndjson");
+        let stdin = serde_json::to_vec(&json!({
+            "invocation_id": inv.id,
+            "attempt": inv.attempts,
+            "trigger": inv.trigger,
+            "agent": inv.agent,
+            "event": inv.event,
+        }))
+        .expect("serialisable");
+        let mut env = vec![
+            ("PAP_INVOCATION_ID".to_owned(), inv.id.clone()),
+            ("PAP_ATTEMPT".to_owned(), inv.attempts.to_string()),
+            ("PAP_EVENT_ID".to_owned(), inv.event_id.clone()),
+            ("PAP_EVENT_TYPE".to_owned(), inv.event_type.clone()),
+            ("PAP_TRIGGER_ID".to_owned(), inv.trigger.clone()),
+            ("PAP_AGENT_ID".to_owned(), inv.agent.clone()),
+            ("PAP_EMIT_FILE".to_owned(), emit_file.display().to_string()),
+        ];
+        // A NUL cannot be passed in the environment; such a value (from an event id) is left out.
+        env.retain(|(_, v)| !v.contains('\0'));
+        let stdout = command::run(command::Spec {
+            program,
+            args,
+            cwd: &self.project.root,
+            stdin: [stdin, b"\n".to_vec()].concat(),
+            env,
+            timeout: agent.max_runtime.unwrap_or(DEFAULT_MAX_RUNTIME),
+            max_output: usize::try_from(max_bytes / 2).unwrap_or(usize::MAX),
+        })
+        .await?;
+        let output = output::parse(&agent.output, &stdout)?;
+        let now = self.clock.now_ms();
+        let follow_ups = emit::read_follow_ups(&emit_file, inv, &agent.emits, now, max_bytes)?;
+        Ok((output, follow_ups))
+    }
+
+    async fn record_retry(
+        &self,
+        mut inv: Invocation,
+        reason: String,
+        now: i64,
+        delay: Duration,
+    ) -> anyhow::Result<()> {
+        self.write(move |tx| {
+            close_attempt(&mut inv, now, Some(&reason));
+            inv.status = Status::Queued;
+            inv.runner = None;
+            inv.updated_at = now;
+            inv.error = Some(reason.clone());
+            inv.next_attempt_at = Some(now.saturating_add(delay.as_millis() as i64));
+            if audited(&inv.risk) {
+                tx.audit(audit_entry(
+                    &inv,
+                    now,
+                    "attempt_failed",
+                    None,
+                    Some(reason.clone()),
+                ))?;
+            }
+            tx.put_invocation(&inv)
+        })
+        .await
+    }
+
+    async fn finish_success(
+        &self,
+        mut inv: Invocation,
+        agent: &Agent,
+        output: Value,
+        follow_ups: Vec<Event>,
+        now: i64,
+    ) -> anyhow::Result<RunResult> {
+        let max_bytes = self.project.config.max_event_bytes;
+        let mut emitted = Vec::new();
+        if let Some(kind) = &agent.on_complete_emit {
+            emitted.push(
+                emit::outcome_event(&inv, kind, Ending::Succeeded(&output), now, max_bytes)
+                    .map_err(|e| anyhow::anyhow!("completion event of {}: {e}", inv.id))?,
+            );
+        }
+        emitted.extend(follow_ups);
+        let events = emitted.clone();
+        let inv = self
+            .write(move |tx| {
+                close_attempt(&mut inv, now, None);
+                inv.status = Status::Succeeded;
+                inv.runner = None;
+                inv.updated_at = now;
+                inv.error = None;
+                inv.output = Some(output);
+                inv.emitted = events.iter().map(|e| e.id.clone()).collect();
+                if audited(&inv.risk) {
+                    tx.audit(audit_entry(&inv, now, "succeeded", None, None))?;
+                }
+                put_outbox(tx, &events)?;
+                tx.put_invocation(&inv)?;
+                Ok(inv)
+            })
+            .await?;
+        Ok(result(&inv, true, emitted))
+    }
+
+    async fn finish_failure(
+        &self,
+        mut inv: Invocation,
+        agent: &Agent,
+        reason: String,
+        now: i64,
+    ) -> anyhow::Result<RunResult> {
+        close_attempt(&mut inv, now, Some(&reason));
+        let (inv, emitted) = self
+            .end_with(inv, agent, Status::Failed, reason, None, now)
+            .await?;
+        Ok(result(&inv, false, emitted))
+    }
+
+    /// Ends `inv` as failed, rejected or expired, with its failure event. Used by retries
+    /// running out, `pap reject` and approval expiry alike.
+    pub async fn end_with(
+        &self,
+        mut inv: Invocation,
+        agent: &Agent,
+        status: Status,
+        reason: String,
+        actor: Option<String>,
+        now: i64,
+    ) -> anyhow::Result<(Invocation, Vec<Event>)> {
+        let max_bytes = self.project.config.max_event_bytes;
+        let ending = match status {
+            Status::Rejected => Ending::Rejected(&reason),
+            Status::Expired => Ending::Expired(&reason),
+            _ => Ending::Failed(&reason),
+        };
+        let mut emitted = Vec::new();
+        if let Some(kind) = &agent.on_failure_emit {
+            emitted.push(
+                emit::outcome_event(&inv, kind, ending, now, max_bytes)
+                    .map_err(|e| anyhow::anyhow!("failure event of {}: {e}", inv.id))?,
+            );
+        }
+        let events = emitted.clone();
+        let inv = self
+            .write(move |tx| {
+                end_in_tx(tx, &mut inv, status, &reason, actor, &events, now)?;
+                Ok(inv)
+            })
+            .await?;
+        Ok((inv, emitted))
+    }
+
+    /// Runs a store transaction off the async threads (it may wait for another process).
+    pub async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Tx) -> store::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        let store = self.store.clone();
+        let value = tokio::task::spawn_blocking(move || store.write(f)).await??;
+        Ok(value)
+    }
+}
+
+/// Ends `inv` with `status` inside `tx`: used where the caller already holds a transaction.
+pub fn end_in_tx(
+    tx: &mut Tx,
+    inv: &mut Invocation,
+    status: Status,
+    reason: &str,
+    actor: Option<String>,
+    events: &[Event],
+    now: i64,
+) -> store::Result<()> {
+    inv.status = status;
+    inv.runner = None;
+    inv.updated_at = now;
+    inv.error = Some(reason.to_owned());
+    inv.next_attempt_at = None;
+    inv.emitted = events.iter().map(|e| e.id.clone()).collect();
+    if audited(&inv.risk) {
+        tx.audit(audit_entry(
+            inv,
+            now,
+            status.as_str(),
+            actor,
+            Some(reason.to_owned()),
+        ))?;
+    }
+    put_outbox(tx, events)?;
+    tx.put_invocation(inv)
+}
+
+/// Emitted events wait in the outbox until they are decided, so a crash in between loses none.
+fn put_outbox(tx: &mut Tx, events: &[Event]) -> store::Result<()> {
+    for e in events {
+        tx.outbox_put(&e.id, &e.value)?;
+    }
+    Ok(())
+}
+
+fn close_attempt(inv: &mut Invocation, now: i64, error: Option<&str>) {
+    if let Some(last) = inv.history.last_mut() {
+        last.ended_at = Some(now);
+        last.error = error.map(str::to_owned);
+    }
+}
+
+fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
+    RunResult {
+        invocation_id: inv.id.clone(),
+        succeeded,
+        attempts: inv.attempts,
+        emitted_ids: emitted.iter().map(|e| e.id.clone()).collect(),
+        emitted,
+        error: inv.error.clone(),
+    }
+}
+
+/// Why an attempt failed, and whether another attempt could help.
+struct Failure {
+    reason: String,
+    retry: bool,
+}
+
+/// Contract section 5: the delay before attempt n+1 is `backoff_seconds × 2^(n-1)`.
+pub fn backoff(retry: &RetryPolicy, attempt: u32) -> Duration {
+    let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+    retry.backoff.saturating_mul(factor)
+}
+
+fn provider_name(model: &ModelSpec) -> &'static str {
+    match model {
+        ModelSpec::Anthropic(_) => "anthropic",
+        ModelSpec::Openai(_) => "openai",
+        ModelSpec::Command { .. } => "command",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_second_attempt() {
+        let retry = RetryPolicy {
+            max_attempts: 4,
+            backoff: Duration::from_secs(5),
+        };
+        let delays: Vec<u64> = (1..=3).map(|n| backoff(&retry, n).as_secs()).collect();
+        assert_eq!(delays, [5, 10, 20]);
+        let none = RetryPolicy::default();
+        assert_eq!(backoff(&none, 7), Duration::ZERO);
+    }
+}

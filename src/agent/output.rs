@@ -1,0 +1,119 @@
+//! An agent's output: JSON checked against `output.schema` when the manifest says
+//! `type: structured`, else the text as printed.
+
+use serde_json::{Map, Value};
+
+use crate::event::json_kind;
+use crate::manifest::compiled::{OutputSpec, SchemaType};
+
+pub fn parse(spec: &OutputSpec, stdout: &[u8]) -> Result<Value, String> {
+    let text = String::from_utf8_lossy(stdout);
+    if !spec.structured {
+        return Ok(Value::String(
+            text.trim_end_matches(['\n', '\r']).to_owned(),
+        ));
+    }
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("printed nothing; structured output must be one JSON value".into());
+    }
+    let value: Value =
+        serde_json::from_str(trimmed).map_err(|e| format!("output is not valid JSON: {e}"))?;
+    if let Some(schema) = &spec.schema {
+        let Value::Object(map) = &value else {
+            return Err(format!(
+                "output must be a JSON object, found {}",
+                json_kind(&value)
+            ));
+        };
+        check_fields(schema, map)?;
+    }
+    Ok(value)
+}
+
+fn check_fields(
+    schema: &std::collections::BTreeMap<String, SchemaType>,
+    map: &Map<String, Value>,
+) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for (field, want) in schema {
+        match map.get(field) {
+            None => problems.push(format!("`{field}` is missing")),
+            Some(v) if !fits(*want, v) => problems.push(format!(
+                "`{field}` must be {} {}, found {}",
+                article(*want),
+                want.as_str(),
+                json_kind(v)
+            )),
+            Some(_) => {}
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "output does not match output.schema: {}",
+            problems.join("; ")
+        ))
+    }
+}
+
+fn fits(want: SchemaType, v: &Value) -> bool {
+    match want {
+        SchemaType::String => v.is_string(),
+        SchemaType::Number => v.is_number(),
+        SchemaType::Integer => {
+            v.is_i64() || v.is_u64() || v.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        SchemaType::Boolean => v.is_boolean(),
+        SchemaType::Array => v.is_array(),
+        SchemaType::Object => v.is_object(),
+    }
+}
+
+fn article(t: SchemaType) -> &'static str {
+    match t {
+        SchemaType::Integer | SchemaType::Array | SchemaType::Object => "an",
+        _ => "a",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(fields: &[(&str, SchemaType)]) -> OutputSpec {
+        OutputSpec {
+            structured: true,
+            schema: Some(fields.iter().map(|(k, t)| (k.to_string(), *t)).collect()),
+        }
+    }
+
+    #[test]
+    fn structured_output_is_checked_field_by_field() {
+        let s = spec(&[("plan", SchemaType::Array), ("n", SchemaType::Integer)]);
+        assert_eq!(
+            parse(&s, b" {\"plan\":[],\"n\":2.0,\"extra\":1}\n").unwrap()["n"],
+            json!(2.0)
+        );
+        let err = parse(&s, br#"{"plan":{},"x":1}"#).unwrap_err();
+        assert_eq!(
+            err,
+            "output does not match output.schema: `n` is missing; `plan` must be an array, found an object"
+        );
+        assert!(parse(&s, b"[1]").unwrap_err().contains("found an array"));
+        assert!(
+            parse(&s, b"plan: 1")
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+        assert!(parse(&s, b"\n").unwrap_err().contains("printed nothing"));
+    }
+
+    #[test]
+    fn text_output_is_kept_as_printed() {
+        let text = OutputSpec::default();
+        assert_eq!(parse(&text, b"hello\n").unwrap(), json!("hello"));
+    }
+}

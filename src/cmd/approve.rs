@@ -1,0 +1,183 @@
+//! `pap approve` and `pap reject`: a human's answer to an invocation awaiting approval.
+//! An approval runs the invocation to its end before returning; a rejection ends it in its
+//! failure event. Deadlines are enforced first, so an expired approval is never honoured.
+
+use std::io::Write;
+
+use super::{Outcome, context, invocations};
+use crate::agent::Runtime;
+use crate::cli::{ApproveArgs, Cli, RejectArgs};
+use crate::dispatcher::{Dispatcher, Format};
+use crate::pipeline::{Options, audit_entry};
+use crate::store::{self, ApprovalDecision, Invocation, Status};
+use crate::term::Paint;
+
+pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
+    let runtime = context::runtime(cli, false)?;
+    let rt = context::tokio_runtime()?;
+    let mut dispatcher = dispatcher(&runtime, &rt, args.json);
+    dispatcher.expire_approvals()?;
+
+    let now = runtime.clock.now_ms();
+    let by = context::actor(&args.by);
+    let note = args.note.clone();
+    let id = args.id.clone();
+    runtime.store.write(|tx| {
+        let mut inv = awaiting(tx, &id)?;
+        inv.status = Status::Queued;
+        inv.updated_at = now;
+        inv.approval = Some(ApprovalDecision {
+            approved: true,
+            by: by.clone(),
+            at: now,
+            note: note.clone(),
+        });
+        tx.audit(audit_entry(
+            &inv,
+            now,
+            "approved",
+            Some(by.clone()),
+            note.clone(),
+        ))?;
+        tx.put_invocation(&inv)
+    })?;
+    eprintln!("approved {id} (by {by}); running it");
+
+    let result = rt.block_on(runtime.run(&id))?;
+    report(&runtime, &id, args.json)?;
+    dispatcher.dispatch_emitted(result.emitted)?;
+    Ok(if result.succeeded {
+        Outcome::Success
+    } else {
+        Outcome::AgentFailed
+    })
+}
+
+pub fn reject(cli: &Cli, args: &RejectArgs) -> anyhow::Result<Outcome> {
+    let runtime = context::runtime(cli, false)?;
+    let rt = context::tokio_runtime()?;
+    let mut dispatcher = dispatcher(&runtime, &rt, args.json);
+    dispatcher.expire_approvals()?;
+
+    let now = runtime.clock.now_ms();
+    let by = context::actor(&args.by);
+    let id = args.id.clone();
+    let mut inv = runtime.store.read(|r| {
+        r.invocation(&id)?
+            .ok_or_else(|| store::Error::Conflict(format!("no invocation {id} in this state dir")))
+    })?;
+    check_awaiting(&inv)?;
+    inv.approval = Some(ApprovalDecision {
+        approved: false,
+        by: by.clone(),
+        at: now,
+        note: Some(args.reason.clone()),
+    });
+    let reason = format!("rejected by {by}: {}", args.reason);
+    let events = match runtime.project.agent(&inv.agent).cloned() {
+        Some(agent) => {
+            let ended = rt.block_on(runtime.end_with(
+                inv,
+                &agent,
+                Status::Rejected,
+                reason,
+                Some(by.clone()),
+                now,
+            ))?;
+            ended.1
+        }
+        // The agent's manifest is gone: record the rejection without a failure event.
+        None => {
+            runtime.store.write(|tx| {
+                crate::agent::end_in_tx(
+                    tx,
+                    &mut inv,
+                    Status::Rejected,
+                    &reason,
+                    Some(by.clone()),
+                    &[],
+                    now,
+                )
+            })?;
+            Vec::new()
+        }
+    };
+    eprintln!("rejected {id} (by {by})");
+    report(&runtime, &id, args.json)?;
+    dispatcher.dispatch_emitted(events)?;
+    Ok(Outcome::Success)
+}
+
+fn dispatcher<'a>(
+    runtime: &'a Runtime,
+    rt: &'a tokio::runtime::Runtime,
+    json: bool,
+) -> Dispatcher<'a> {
+    let format = if json {
+        Format::Json
+    } else {
+        Format::Human(Paint::for_stdout())
+    };
+    // Events emitted by the answered invocation are printed as dispatch lines, on stderr
+    // with --json so stdout stays one JSON document.
+    let out: Box<dyn Write> = if json {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    Dispatcher::new(runtime, Options::default(), rt, 4, format, out)
+}
+
+/// The invocation, if it is awaiting approval (re-read inside the write transaction, so two
+/// answers racing cannot both win).
+fn awaiting(tx: &mut store::Tx, id: &str) -> store::Result<Invocation> {
+    let inv = tx
+        .invocation(id)?
+        .ok_or_else(|| store::Error::Conflict(format!("no invocation {id} in this state dir")))?;
+    check_awaiting(&inv)?;
+    Ok(inv)
+}
+
+fn check_awaiting(inv: &Invocation) -> store::Result<()> {
+    match inv.status {
+        Status::AwaitingApproval => Ok(()),
+        Status::Expired => Err(store::Error::Conflict(format!(
+            "{} expired: {} (an expired approval is a denial)",
+            inv.id,
+            inv.error
+                .as_deref()
+                .unwrap_or("its approval deadline passed")
+        ))),
+        other => Err(store::Error::Conflict(format!(
+            "{} is {}, not awaiting approval",
+            inv.id,
+            other.as_str()
+        ))),
+    }
+}
+
+fn report(runtime: &Runtime, id: &str, json: bool) -> anyhow::Result<()> {
+    let inv = runtime
+        .store
+        .read(|r| r.invocation(id))?
+        .ok_or_else(|| anyhow::anyhow!("invocation {id} vanished"))?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&invocations::view(&inv, false))?
+        )?;
+    } else {
+        let result = match (&inv.status, &inv.error) {
+            (Status::Succeeded, _) => format!("succeeded after {} attempt(s)", inv.attempts),
+            (s, Some(e)) => format!("{}: {e}", s.as_str()),
+            (s, None) => s.as_str().to_owned(),
+        };
+        writeln!(out, "{id}: {result}")?;
+        if !inv.emitted.is_empty() {
+            writeln!(out, "  emitted {}", inv.emitted.join(", "))?;
+        }
+    }
+    Ok(())
+}

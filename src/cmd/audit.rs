@@ -1,0 +1,72 @@
+//! `pap audit`: the append-only log of medium and high risk invocations.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use serde_json::json;
+
+use super::{Outcome, context};
+use crate::cli::{AuditArgs, Cli};
+use crate::clock::rfc3339_ms;
+use crate::store::Store;
+use crate::term::Paint;
+
+const HUMAN_PAGE: usize = 50;
+
+pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
+    let project = context::load_project(cli)?;
+    let store = Store::open_existing(&context::state_dir(cli, &project))?;
+    let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
+    let (entries, total) = match &store {
+        Some(s) => s.read(|r| r.audit(limit))?,
+        None => (Vec::new(), 0),
+    };
+    let p = Paint::for_stdout();
+    let mut out = String::new();
+    for e in &entries {
+        if args.json {
+            let line = json!({
+                "seq": e.seq, "at": rfc3339_ms(e.at), "action": e.action,
+                "invocation_id": e.invocation_id, "trigger": e.trigger, "agent": e.agent,
+                "risk": e.risk, "actor": e.actor, "detail": e.detail,
+            });
+            out.push_str(&line.to_string());
+            out.push('\n');
+        } else {
+            let actor = e
+                .actor
+                .as_deref()
+                .map(|a| format!(" by {a}"))
+                .unwrap_or_default();
+            let detail = e
+                .detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:>6} {} {:<16} {} ({} → {}, {}){actor}{detail}",
+                e.seq,
+                p.dim(&rfc3339_ms(e.at)),
+                e.action,
+                e.invocation_id,
+                e.trigger,
+                e.agent,
+                e.risk
+            );
+        }
+    }
+    if !args.json {
+        if entries.is_empty() {
+            out.push_str("the audit log is empty\n");
+        } else if total > entries.len() {
+            let _ = writeln!(
+                out,
+                "{}",
+                p.dim(&format!("showing the last {} of {total}", entries.len()))
+            );
+        }
+    }
+    std::io::stdout().write_all(out.as_bytes())?;
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,85 @@
+//! What the commands that touch the state share: the checked project, the state dir, the
+//! store, the clock and the async runtime.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+
+use crate::agent::Runtime;
+use crate::cli::Cli;
+use crate::clock::Clock;
+use crate::diagnostics::{self, HumanStyle, Severity};
+use crate::manifest::{self, Project};
+use crate::store::Store;
+
+/// Loads the project as `pap lint` would; any error stops the command (with the diagnostics
+/// on stderr), since deciding with a half-loaded project would be wrong.
+pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
+    let root = cli
+        .root
+        .canonicalize()
+        .with_context(|| format!("project root {}", cli.root.display()))?;
+    let loaded = manifest::load(&root, &[]);
+    let errors: Vec<_> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .cloned()
+        .collect();
+    match loaded.project {
+        Some(project) if errors.is_empty() => Ok(project),
+        _ => {
+            let text = diagnostics::render_human(
+                &errors,
+                |f| loaded.sources.get(f).map(String::as_str),
+                HumanStyle { color: false },
+            );
+            eprint!("{text}");
+            bail!(
+                "the project under {} has {} error(s); `pap lint` shows them all",
+                root.display(),
+                errors.len()
+            )
+        }
+    }
+}
+
+/// `--state`, else `state_dir` from pap.yaml (relative to the root), else `<root>/.pap`.
+pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
+    match &cli.state {
+        Some(dir) => dir.clone(),
+        None => project.root.join(&project.config.state_dir),
+    }
+}
+
+pub fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Project, store and clock for a command that writes.
+pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
+    let project = load_project(cli)?;
+    let dir = state_dir(cli, &project);
+    let store = if dry_run {
+        Store::open_for_dry_run(&dir)?
+    } else {
+        Store::open(&dir)?
+    };
+    Ok(Runtime {
+        project: Arc::new(project),
+        store: Arc::new(store),
+        clock: Clock::from_env()?,
+    })
+}
+
+/// Who is acting, for approvals: `--by`, else $USER, else "unknown".
+pub fn actor(by: &Option<String>) -> String {
+    by.clone()
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}

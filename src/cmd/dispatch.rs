@@ -1,0 +1,168 @@
+//! `pap dispatch`: read events, decide them, run agents, print one line per event.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::Outcome;
+use super::context;
+use crate::cli::{Cli, DispatchArgs};
+use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending};
+use crate::event::input::{self, Item, Source};
+use crate::pipeline::Options;
+use crate::term::Paint;
+
+enum Message {
+    Item(Item),
+    Unreadable(String, std::io::Error),
+}
+
+pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
+    let runtime = context::runtime(cli, args.dry_run)?;
+    let rt = context::tokio_runtime()?;
+    let options = Options {
+        no_run: args.no_run,
+        dry_run: args.dry_run,
+        explain: args.explain,
+    };
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Human(Paint::for_stdout())
+    };
+    let stdout = Box::new(std::io::BufWriter::new(std::io::stdout().lock()));
+    let mut dispatcher = Dispatcher::new(&runtime, options, &rt, args.jobs.into(), format, stdout);
+
+    let sources: Vec<Source> = args.files.iter().map(|f| Source::parse(f)).collect();
+    let total: Option<u64> = sources.iter().map(Source::size).sum();
+    let consumed = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = mpsc::sync_channel::<Message>(GROUP_MAX * 2);
+    let max_bytes = runtime.project.config.max_event_bytes;
+    let reader = {
+        let consumed = consumed.clone();
+        std::thread::spawn(move || {
+            for source in &sources {
+                let mut send = |item| {
+                    let _ = tx.send(Message::Item(item));
+                };
+                if let Err(err) = input::read(source, max_bytes, &consumed, &mut send) {
+                    let _ = tx.send(Message::Unreadable(source.name(), err));
+                }
+            }
+        })
+    };
+
+    dispatcher.expire_approvals()?;
+    let progress = Progress::new(total);
+    if let Some(bar) = progress.bar.clone() {
+        dispatcher.suspend = Box::new(move |f| bar.suspend(&mut *f));
+    }
+    let mut unreadable = false;
+    while let Ok(first) = rx.recv() {
+        // A group is whatever is ready now, up to GROUP_MAX: a burst commits together, a
+        // trickle commits event by event.
+        let mut group = Vec::new();
+        let take = |group: &mut Vec<Pending>, unreadable: &mut bool, m: Message| match m {
+            Message::Item(item) => group.push(Pending {
+                input: item.loc.to_string(),
+                event: item.event,
+                emitted: false,
+            }),
+            Message::Unreadable(name, err) => {
+                *unreadable = true;
+                eprintln!("error: cannot read {name}: {err}");
+            }
+        };
+        take(&mut group, &mut unreadable, first);
+        while group.len() < GROUP_MAX {
+            match rx.try_recv() {
+                Ok(m) => take(&mut group, &mut unreadable, m),
+                Err(_) => break,
+            }
+        }
+        let n = group.len();
+        if n > 0 {
+            dispatcher.process(group)?;
+        }
+        progress.step(n as u64, consumed.load(Ordering::Relaxed));
+    }
+    reader.join().expect("reader thread");
+    progress.finish();
+    dispatcher.finish()?;
+
+    let t = &dispatcher.tally;
+    Ok(if unreadable {
+        Outcome::Failure
+    } else if t.invalid > 0 {
+        Outcome::InvalidEvent
+    } else if t.failed > 0 {
+        Outcome::AgentFailed
+    } else {
+        Outcome::Success
+    })
+}
+
+/// A progress bar on stderr for long streams: only on a terminal, and only once a stream has
+/// taken longer than a moment (short runs stay quiet).
+struct Progress {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    total: Option<u64>,
+    shown: std::cell::Cell<bool>,
+    events: std::cell::Cell<u64>,
+}
+
+impl Progress {
+    fn new(total: Option<u64>) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = match total {
+                Some(bytes) => {
+                    ProgressBar::with_draw_target(Some(bytes), ProgressDrawTarget::hidden())
+                }
+                None => ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()),
+            };
+            let style = match total {
+                Some(_) => "{bar:30} {bytes}/{total_bytes} {msg} ({elapsed})",
+                None => "{spinner} {msg} ({elapsed})",
+            };
+            bar.set_style(ProgressStyle::with_template(style).expect("valid template"));
+            bar
+        });
+        Progress {
+            bar,
+            started: Instant::now(),
+            total,
+            shown: false.into(),
+            events: 0.into(),
+        }
+    }
+
+    fn step(&self, events: u64, bytes: u64) {
+        let Some(bar) = &self.bar else { return };
+        self.events.set(self.events.get() + events);
+        if !self.shown.get() && self.started.elapsed() > Duration::from_millis(500) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            self.shown.set(true);
+        }
+        if self.total.is_some() {
+            bar.set_position(bytes);
+        } else {
+            bar.tick();
+        }
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        bar.set_message(format!(
+            "{} events, {:.0}/s",
+            self.events.get(),
+            self.events.get() as f64 / secs
+        ));
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

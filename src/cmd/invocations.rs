@@ -1,0 +1,225 @@
+//! `pap invocations [show ID]`: what was provoked, and what became of it.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use anyhow::bail;
+use serde_json::{Value, json};
+
+use super::{Outcome, context};
+use crate::cli::{Cli, InvocationsArgs, InvocationsCommand};
+use crate::clock::rfc3339_ms;
+use crate::store::{Invocation, Store};
+use crate::term::Paint;
+
+/// A human listing shows this many unless `--limit` says otherwise.
+const HUMAN_PAGE: usize = 20;
+
+pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
+    let project = context::load_project(cli)?;
+    let store = Store::open_existing(&context::state_dir(cli, &project))?;
+    match &args.command {
+        Some(InvocationsCommand::Show { id, json }) => {
+            let found = match &store {
+                Some(s) => s.read(|r| r.invocation(id))?,
+                None => None,
+            };
+            let Some(inv) = found else {
+                bail!("no invocation {id} in this state dir");
+            };
+            let text = if *json {
+                format!("{}\n", serde_json::to_string_pretty(&view(&inv, true))?)
+            } else {
+                show_human(&inv, Paint::for_stdout())
+            };
+            std::io::stdout().write_all(text.as_bytes())?;
+        }
+        None => {
+            let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
+            let status = args.status;
+            let (list, total) = match &store {
+                Some(s) => {
+                    s.read(|r| r.invocations(|i| status.is_none_or(|st| i.status == st), limit))?
+                }
+                None => (Vec::new(), 0),
+            };
+            let mut out = String::new();
+            if args.json {
+                for inv in &list {
+                    out.push_str(&serde_json::to_string(&view(inv, false))?);
+                    out.push('\n');
+                }
+            } else {
+                list_human(&list, total, Paint::for_stdout(), &mut out);
+            }
+            std::io::stdout().write_all(out.as_bytes())?;
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// The public JSON of an invocation (`--json` rows, contract section 5); `detail` adds the
+/// attempt history and the event.
+pub fn view(inv: &Invocation, detail: bool) -> Value {
+    let opt_time = |t: Option<i64>| t.map(rfc3339_ms);
+    let mut v = json!({
+        "id": inv.id,
+        "status": inv.status.as_str(),
+        "trigger": inv.trigger,
+        "agent": inv.agent,
+        "event_id": inv.event_id,
+        "event_type": inv.event_type,
+        "risk": inv.risk,
+        "depth": inv.depth,
+        "attempts": inv.attempts,
+        "max_attempts": inv.max_attempts,
+        "created_at": rfc3339_ms(inv.created_at),
+        "updated_at": rfc3339_ms(inv.updated_at),
+        "approval_deadline": opt_time(inv.approval_deadline),
+        "next_attempt_at": opt_time(inv.next_attempt_at),
+        "approval": inv.approval.as_ref().map(|a| json!({
+            "approved": a.approved, "by": a.by, "at": rfc3339_ms(a.at), "note": a.note,
+        })),
+        "output": inv.output,
+        "error": inv.error,
+        "emitted": inv.emitted,
+    });
+    if detail {
+        v["history"] = inv
+            .history
+            .iter()
+            .map(|a| {
+                json!({
+                    "attempt": a.attempt,
+                    "started_at": rfc3339_ms(a.started_at),
+                    "ended_at": opt_time(a.ended_at),
+                    "error": a.error,
+                })
+            })
+            .collect();
+        v["event"] = inv.event.clone();
+    }
+    v
+}
+
+fn status_painted(inv: &Invocation, p: Paint) -> String {
+    let s = inv.status.as_str();
+    match s {
+        "succeeded" => p.green(s),
+        "failed" | "rejected" | "expired" => p.red(s),
+        "awaiting_approval" => p.yellow(s),
+        _ => s.to_owned(),
+    }
+}
+
+fn list_human(list: &[Invocation], total: usize, p: Paint, out: &mut String) {
+    if list.is_empty() {
+        out.push_str("no invocations\n");
+        return;
+    }
+    for inv in list {
+        let status = status_painted(inv, p);
+        // Pad by the plain width, so colour codes do not break the columns.
+        let pad = " ".repeat(18usize.saturating_sub(inv.status.as_str().len()));
+        let _ = writeln!(
+            out,
+            "{}  {status}{pad}{:<9} {} → {}  {}  attempts {}/{}  {}",
+            inv.id,
+            inv.risk,
+            inv.trigger,
+            inv.agent,
+            inv.event_id,
+            inv.attempts,
+            inv.max_attempts,
+            p.dim(&rfc3339_ms(inv.updated_at))
+        );
+    }
+    if total > list.len() {
+        let _ = writeln!(
+            out,
+            "{}",
+            p.dim(&format!(
+                "showing the last {} of {total}; --limit N shows more",
+                list.len()
+            ))
+        );
+    }
+}
+
+fn show_human(inv: &Invocation, p: Paint) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{}  {}", p.bold(&inv.id), status_painted(inv, p));
+    let row = |o: &mut String, k: &str, v: String| {
+        let _ = writeln!(o, "  {:<10}{v}", k);
+    };
+    row(&mut o, "trigger", inv.trigger.clone());
+    row(
+        &mut o,
+        "agent",
+        format!("{} (risk {})", inv.agent, inv.risk),
+    );
+    row(
+        &mut o,
+        "event",
+        format!("{} {} (depth {})", inv.event_id, inv.event_type, inv.depth),
+    );
+    row(
+        &mut o,
+        "attempts",
+        format!("{} of {}", inv.attempts, inv.max_attempts),
+    );
+    row(&mut o, "created", rfc3339_ms(inv.created_at));
+    row(&mut o, "updated", rfc3339_ms(inv.updated_at));
+    if let Some(d) = inv.approval_deadline {
+        row(&mut o, "deadline", format!("{} (approval)", rfc3339_ms(d)));
+    }
+    if let Some(a) = &inv.approval {
+        let verb = if a.approved { "approved" } else { "rejected" };
+        let note = a
+            .note
+            .as_deref()
+            .map(|n| format!(": {n}"))
+            .unwrap_or_default();
+        row(
+            &mut o,
+            "decision",
+            format!("{verb} by {} at {}{note}", a.by, rfc3339_ms(a.at)),
+        );
+    }
+    if let Some(t) = inv.next_attempt_at {
+        row(&mut o, "next try", rfc3339_ms(t));
+    }
+    for a in &inv.history {
+        let end = a
+            .ended_at
+            .map(rfc3339_ms)
+            .unwrap_or_else(|| "(running)".into());
+        let how = match &a.error {
+            Some(e) => format!("failed: {e}"),
+            None if a.ended_at.is_some() => "ok".into(),
+            None => String::new(),
+        };
+        row(
+            &mut o,
+            &format!("attempt {}", a.attempt),
+            format!("{} → {end} {how}", rfc3339_ms(a.started_at)),
+        );
+    }
+    if let Some(out) = &inv.output {
+        let text = match out {
+            Value::String(s) => s.clone(),
+            v => serde_json::to_string_pretty(v).unwrap_or_default(),
+        };
+        let _ = writeln!(o, "  output");
+        for line in text.lines() {
+            let _ = writeln!(o, "    {line}");
+        }
+    }
+    if let Some(e) = &inv.error {
+        row(&mut o, "error", p.red(e));
+    }
+    if !inv.emitted.is_empty() {
+        row(&mut o, "emitted", inv.emitted.join(", "));
+    }
+    o
+}

@@ -1,0 +1,242 @@
+//! Drives the pipeline over a stream of events: decides them in groups (one transaction per
+//! group), runs the invocations a group created, dispatches what those runs emitted, and
+//! prints each event's line once its group is committed and its agents have finished.
+
+mod render;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::agent::{RunResult, Runtime, approvals};
+use crate::event::{Event, Invalid};
+use crate::pipeline::report::EventReport;
+use crate::pipeline::{Decided, Options, Pipeline};
+use crate::stages::Outcome;
+use crate::store;
+pub use render::Format;
+
+/// How many events one transaction decides at most. Larger groups amortise the commit
+/// (an fsync); a slow producer still gets a commit per event, since a group never waits for
+/// more input.
+pub const GROUP_MAX: usize = 2048;
+
+/// An event waiting to be decided, with where it came from.
+pub struct Pending {
+    pub input: String,
+    pub event: Result<Event, Invalid>,
+    /// Emitted by an invocation: it waits in the store's outbox until decided.
+    pub emitted: bool,
+}
+
+/// Counts for the summary and the exit status.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    pub events: usize,
+    pub invalid: usize,
+    pub no_match: usize,
+    pub outcomes: HashMap<&'static str, usize>,
+    pub succeeded: usize,
+    pub failed: usize,
+}
+
+/// Runs a print so that a progress bar on the terminal is hidden meanwhile.
+pub type Suspend<'a> = Box<dyn Fn(&mut dyn FnMut()) + 'a>;
+
+pub struct Dispatcher<'a> {
+    pipeline: Pipeline<'a>,
+    runtime: Runtime,
+    rt: &'a tokio::runtime::Runtime,
+    jobs: usize,
+    format: Format,
+    out: Box<dyn Write + 'a>,
+    pub tally: Tally,
+    /// Called around printing, so a progress bar can step aside.
+    pub suspend: Suspend<'a>,
+}
+
+impl<'a> Dispatcher<'a> {
+    pub fn new(
+        runtime: &'a Runtime,
+        options: Options,
+        rt: &'a tokio::runtime::Runtime,
+        jobs: usize,
+        format: Format,
+        out: Box<dyn Write + 'a>,
+    ) -> Dispatcher<'a> {
+        Dispatcher {
+            pipeline: Pipeline::new(&runtime.project, options),
+            runtime: runtime.clone(),
+            rt,
+            jobs: jobs.max(1),
+            format,
+            out,
+            tally: Tally::default(),
+            suspend: Box::new(|f| f()),
+        }
+    }
+
+    fn options(&self) -> Options {
+        self.pipeline.options
+    }
+
+    /// Expires approvals past their deadline and dispatches the failure events.
+    pub fn expire_approvals(&mut self) -> anyhow::Result<()> {
+        if self.options().dry_run {
+            return Ok(());
+        }
+        let now = self.runtime.clock.now_ms();
+        let project = self.runtime.project.clone();
+        let events = self
+            .runtime
+            .store
+            .write(|tx| approvals::expire_due(tx, &project, now))?;
+        self.dispatch_emitted(events)
+    }
+
+    /// Dispatches events an invocation emitted (they are in the outbox already).
+    pub fn dispatch_emitted(&mut self, events: Vec<Event>) -> anyhow::Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let group = events
+            .into_iter()
+            .map(|e| Pending {
+                input: "emitted".into(),
+                event: Ok(e),
+                emitted: true,
+            })
+            .collect();
+        self.process(group)
+    }
+
+    /// Decides one group in one transaction, runs what it invoked, prints its lines, then
+    /// does the same for whatever those runs emitted.
+    pub fn process(&mut self, group: Vec<Pending>) -> anyhow::Result<()> {
+        let now = self.runtime.clock.now_ms();
+        let pipeline = &self.pipeline;
+        let decide = |tx: &mut store::Tx| -> store::Result<Vec<Decided>> {
+            tx.purge_expired_claims(now)?;
+            group
+                .iter()
+                .map(|p| match &p.event {
+                    Ok(event) => {
+                        if p.emitted {
+                            tx.outbox_remove(&event.id)?;
+                        }
+                        pipeline.decide(tx, event, p.input.clone(), now)
+                    }
+                    Err(bad) => Ok(Decided {
+                        report: EventReport::invalid(
+                            p.input.clone(),
+                            bad.id.clone(),
+                            bad.kind.clone(),
+                            bad.reason.clone(),
+                        ),
+                        to_run: Vec::new(),
+                    }),
+                })
+                .collect()
+        };
+        let store = &self.runtime.store;
+        // A dry run's store is a private copy (or memory): committing there changes nothing.
+        let mut decided = store.write(decide)?;
+
+        let to_run: Vec<String> = decided
+            .iter()
+            .flat_map(|d| d.to_run.iter().cloned())
+            .collect();
+        let results = self.run_all(to_run)?;
+        let mut next = Vec::new();
+        for d in &mut decided {
+            for t in &mut d.report.triggers {
+                let Some(r) = t.invocation_id.as_ref().and_then(|id| results.get(id)) else {
+                    continue;
+                };
+                t.result = Some(if r.succeeded { "succeeded" } else { "failed" });
+                t.attempts = Some(r.attempts);
+                t.emitted = Some(r.emitted_ids.clone());
+                if t.reason.is_none() {
+                    t.reason = r.error.clone().filter(|_| !r.succeeded);
+                }
+                next.extend(r.emitted.iter().cloned());
+            }
+        }
+        self.print(&decided)?;
+        self.dispatch_emitted(next)
+    }
+
+    /// Runs invocations concurrently, at most `jobs` at a time.
+    fn run_all(&self, ids: Vec<String>) -> anyhow::Result<HashMap<String, RunResult>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let jobs = self.jobs;
+        let runtime = self.runtime.clone();
+        self.rt.block_on(async move {
+            let permits = Arc::new(Semaphore::new(jobs));
+            let mut set = JoinSet::new();
+            for id in ids {
+                let permit = permits.clone().acquire_owned().await?;
+                let runtime = runtime.clone();
+                set.spawn(async move {
+                    let _permit = permit;
+                    runtime.run(&id).await
+                });
+            }
+            let mut results = HashMap::new();
+            while let Some(joined) = set.join_next().await {
+                let r = joined??;
+                results.insert(r.invocation_id.clone(), r);
+            }
+            Ok(results)
+        })
+    }
+
+    fn print(&mut self, decided: &[Decided]) -> anyhow::Result<()> {
+        let mut text = String::new();
+        for d in decided {
+            self.count(&d.report);
+            self.format.line(&d.report, &mut text);
+        }
+        let out = &mut self.out;
+        let mut result = Ok(());
+        (self.suspend)(&mut || {
+            result = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+        });
+        result.map_err(Into::into)
+    }
+
+    fn count(&mut self, r: &EventReport) {
+        let t = &mut self.tally;
+        t.events += 1;
+        match r.status {
+            "invalid" => t.invalid += 1,
+            "no_match" => t.no_match += 1,
+            _ => {}
+        }
+        for tr in &r.triggers {
+            if tr.outcome == Outcome::Disabled {
+                continue;
+            }
+            *t.outcomes.entry(tr.outcome.as_str()).or_default() += 1;
+            match tr.result {
+                Some("succeeded") => t.succeeded += 1,
+                Some("failed") => t.failed += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// The closing summary (human format only).
+    pub fn finish(&mut self) -> anyhow::Result<()> {
+        if let Some(text) = self.format.summary(&self.tally, self.options()) {
+            self.out.write_all(text.as_bytes())?;
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+}

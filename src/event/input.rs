@@ -1,0 +1,397 @@
+//! Reading events from files and stdin: one JSON object, a JSON array of objects, or NDJSON.
+//!
+//! The format is chosen per input by its first bytes: `[` starts an array; otherwise every
+//! line is one event (NDJSON), unless the first line is an incomplete JSON value, which means
+//! a pretty-printed document (one or more whole objects). In NDJSON a bad line is reported
+//! with its number and the lines around it still count; a line longer than the event size
+//! limit is skipped without being held in memory.
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+
+use super::{Event, Invalid, Origin, validate};
+
+#[derive(Debug, Clone)]
+pub enum Source {
+    Stdin,
+    File(PathBuf),
+}
+
+impl Source {
+    pub fn parse(arg: &std::path::Path) -> Source {
+        if arg.as_os_str() == "-" {
+            Source::Stdin
+        } else {
+            Source::File(arg.to_path_buf())
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Source::Stdin => "-".into(),
+            Source::File(p) => p.display().to_string(),
+        }
+    }
+
+    /// The size in bytes when known in advance (for a progress bar).
+    pub fn size(&self) -> Option<u64> {
+        match self {
+            Source::Stdin => None,
+            Source::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+        }
+    }
+}
+
+/// Where an event came from: `file:LINE` in NDJSON, `file[INDEX]` in an array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub source: Arc<str>,
+    pub line: Option<u64>,
+    pub index: Option<usize>,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(index) = self.index {
+            write!(f, "[{index}]")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+pub struct Item {
+    pub loc: Location,
+    pub event: Result<Event, Invalid>,
+}
+
+/// Reads one input to its end, handing each event (valid or not) to `sink` in order.
+/// An `Err` means the input itself could not be read (then no more items come from it).
+/// `consumed` counts bytes read, for progress.
+pub fn read(
+    source: &Source,
+    max_bytes: u64,
+    consumed: &AtomicU64,
+    sink: &mut dyn FnMut(Item),
+) -> io::Result<()> {
+    let name: Arc<str> = source.name().into();
+    let reader: Box<dyn Read> = match source {
+        Source::Stdin => Box::new(io::stdin().lock()),
+        Source::File(path) => Box::new(std::fs::File::open(path)?),
+    };
+    let mut reader = BufReader::with_capacity(256 * 1024, reader);
+    let first = loop {
+        let buf = reader.fill_buf()?;
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => break Some(buf[i]),
+            None if buf.is_empty() => break None,
+            None => {
+                let n = buf.len();
+                consumed.fetch_add(n as u64, Ordering::Relaxed);
+                reader.consume(n);
+            }
+        }
+    };
+    match first {
+        None => Ok(()),
+        Some(b'[') => read_array(reader, name, max_bytes, consumed, sink),
+        Some(_) => read_lines(reader, name, max_bytes, consumed, sink),
+    }
+}
+
+fn read_array(
+    mut reader: impl BufRead,
+    name: Arc<str>,
+    max_bytes: u64,
+    consumed: &AtomicU64,
+    sink: &mut dyn FnMut(Item),
+) -> io::Result<()> {
+    let mut text = Vec::new();
+    reader.read_to_end(&mut text)?;
+    consumed.fetch_add(text.len() as u64, Ordering::Relaxed);
+    let loc = |index| Location {
+        source: name.clone(),
+        line: None,
+        index,
+    };
+    match serde_json::from_slice::<Vec<Value>>(&text) {
+        Ok(values) => {
+            for (i, value) in values.into_iter().enumerate() {
+                let len = encoded_len(&value);
+                sink(Item {
+                    loc: loc(Some(i)),
+                    event: validate(value, len, max_bytes, Origin::Outside),
+                });
+            }
+        }
+        Err(err) => sink(Item {
+            loc: loc(None),
+            event: Err(Invalid::new(format!(
+                "not a JSON array of events: {err} (nothing in this input was dispatched)"
+            ))),
+        }),
+    }
+    Ok(())
+}
+
+fn read_lines(
+    mut reader: impl BufRead,
+    name: Arc<str>,
+    max_bytes: u64,
+    consumed: &AtomicU64,
+    sink: &mut dyn FnMut(Item),
+) -> io::Result<()> {
+    // A little slack over the limit so the size error can give the real figure for lines
+    // just over it; longer lines are skipped unread.
+    let cap = max_bytes.saturating_mul(2).max(4096) as usize;
+    let mut line = Vec::with_capacity(4096);
+    let mut number = 0u64;
+    let mut seen_event = false;
+    loop {
+        line.clear();
+        let (read, whole) = read_line_capped(&mut reader, &mut line, cap)?;
+        if read == 0 {
+            return Ok(());
+        }
+        consumed.fetch_add(read as u64, Ordering::Relaxed);
+        number += 1;
+        let loc = Location {
+            source: name.clone(),
+            line: Some(number),
+            index: None,
+        };
+        if !whole {
+            sink(Item {
+                loc,
+                event: Err(Invalid::new(format!(
+                    "line is {read} bytes, more than the {max_bytes} an event may have (max_event_bytes)"
+                ))),
+            });
+            seen_event = true;
+            continue;
+        }
+        let text = trim_ascii(&line);
+        if text.is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<Value>(text) {
+            Ok(value) => sink(Item {
+                loc,
+                event: validate(value, text.len(), max_bytes, Origin::Outside),
+            }),
+            Err(err) if err.is_eof() && !seen_event => {
+                // A pretty-printed document: its first line is not a whole value.
+                let mut rest = line.clone();
+                reader.read_to_end(&mut rest)?;
+                consumed.fetch_add((rest.len() - line.len()) as u64, Ordering::Relaxed);
+                return read_document(&rest, name, number, max_bytes, sink);
+            }
+            Err(err) => sink(Item {
+                loc,
+                event: Err(Invalid::new(format!(
+                    "not valid JSON: {}",
+                    without_position(&err)
+                ))),
+            }),
+        }
+        seen_event = true;
+    }
+}
+
+/// One or more whole JSON values, each spread over several lines, from line `first_line` on.
+fn read_document(
+    text: &[u8],
+    name: Arc<str>,
+    first_line: u64,
+    max_bytes: u64,
+    sink: &mut dyn FnMut(Item),
+) -> io::Result<()> {
+    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<Value>();
+    loop {
+        let start = stream.byte_offset();
+        let line_at = |offset: usize| {
+            first_line + text[..offset].iter().filter(|b| **b == b'\n').count() as u64
+        };
+        let skipped = text[start..]
+            .iter()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
+        let loc = Location {
+            source: name.clone(),
+            line: Some(line_at(start + skipped)),
+            index: None,
+        };
+        match stream.next() {
+            None => return Ok(()),
+            Some(Ok(value)) => {
+                let len = encoded_len(&value);
+                sink(Item {
+                    loc,
+                    event: validate(value, len, max_bytes, Origin::Outside),
+                });
+            }
+            Some(Err(err)) => {
+                // A syntax error inside a multi-line document cannot be stepped over safely.
+                let line = first_line - 1 + err.line() as u64;
+                sink(Item {
+                    loc: Location {
+                        line: Some(line),
+                        ..loc
+                    },
+                    event: Err(Invalid::new(format!(
+                        "not valid JSON: {} at line {line} column {} (the rest of this input was not read)",
+                        without_position(&err),
+                        err.column()
+                    ))),
+                });
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Reads through the next `\n` (included in the count), storing at most `cap` bytes.
+/// Returns (bytes read, whether the whole line fit).
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    out: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<(usize, bool)> {
+    let mut read = 0;
+    let mut whole = true;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if buf.is_empty() {
+            return Ok((read, whole));
+        }
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        if whole && out.len() + chunk.len() <= cap {
+            out.extend_from_slice(chunk);
+        } else {
+            whole = false;
+            out.clear();
+        }
+        let n = chunk.len();
+        read += n;
+        reader.consume(n);
+        if done {
+            return Ok((read, whole));
+        }
+    }
+}
+
+fn trim_ascii(bytes: &[u8]) -> &[u8] {
+    bytes.trim_ascii()
+}
+
+fn encoded_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+}
+
+/// serde_json appends " at line L column C"; within one NDJSON line that is noise.
+fn without_position(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn items_of(text: &str) -> Vec<(String, Result<String, String>)> {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        let source = Source::File(file.path().to_path_buf());
+        let prefix = source.name();
+        let mut out = Vec::new();
+        read(&source, 2048, &AtomicU64::new(0), &mut |item| {
+            out.push((
+                item.loc.to_string().replacen(&prefix, "f", 1),
+                item.event.map(|e| e.id).map_err(|e| e.reason),
+            ))
+        })
+        .unwrap();
+        out
+    }
+
+    fn ev(id: &str) -> String {
+        format!(
+            r#"{{"pap_version":"0.2","id":"{id}","type":"a.b.c","source":"s","time":"2026-01-01T00:00:00Z","data":{{}}}}"#
+        )
+    }
+
+    #[test]
+    fn ndjson_bad_line_keeps_neighbours() {
+        let text = format!("{}\n\n{{oops\n{}\n", ev("e1"), ev("e3"));
+        let items = items_of(&text);
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0], ("f:1".into(), Ok("e1".into())));
+        assert_eq!(items[1].0, "f:3");
+        assert!(
+            items[1]
+                .1
+                .as_ref()
+                .unwrap_err()
+                .starts_with("not valid JSON")
+        );
+        assert_eq!(items[2], ("f:4".into(), Ok("e3".into())));
+    }
+
+    #[test]
+    fn array_elements_have_indexes() {
+        let items = items_of(&format!("[{}, 7]", ev("e1")));
+        assert_eq!(items[0], ("f[0]".into(), Ok("e1".into())));
+        assert_eq!(items[1].0, "f[1]");
+        assert!(items[1].1.as_ref().unwrap_err().contains("found a number"));
+    }
+
+    #[test]
+    fn pretty_printed_documents() {
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&ev("e1")).unwrap())
+                .unwrap();
+        let items = items_of(&format!("\n{pretty}\n{pretty}"));
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0], ("f:2".into(), Ok("e1".into())));
+        assert_eq!(items[1].0, format!("f:{}", 2 + pretty.lines().count()));
+    }
+
+    #[test]
+    fn overlong_line_is_skipped_not_held() {
+        let long = format!(r#"{{"x":"{}"}}"#, "a".repeat(10_000));
+        let items = items_of(&format!("{long}\n{}\n", ev("e2")));
+        assert!(
+            items[0]
+                .1
+                .as_ref()
+                .unwrap_err()
+                .contains("more than the 2048")
+        );
+        assert_eq!(items[1], ("f:2".into(), Ok("e2".into())));
+    }
+
+    #[test]
+    fn empty_input_has_no_events() {
+        assert!(items_of(" \n\n").is_empty());
+    }
+}

@@ -1,0 +1,410 @@
+//! The decision pipeline: for one event, every matching trigger goes through the stages in
+//! PAP 0.2 order, and the whole decision (claims, throttle records, invocations, ledger,
+//! audit) is written in the caller's transaction, so it commits (or not) as one.
+
+pub mod ids;
+pub mod report;
+mod trigger_index;
+
+use crate::event::Event;
+use crate::manifest::Project;
+use crate::manifest::compiled::{RiskLevel, Trigger};
+use crate::stages::cascade::Depth;
+use crate::stages::{Outcome, Verdict, cascade, filter, idempotency, risk, throttle};
+use crate::store::{self, AuditEntry, Claim, Invocation, LedgerEntry, LedgerOutcome, Status, Tx};
+use report::{ConditionExplain, EventReport, Explain, StageExplain, TriggerReport};
+pub use trigger_index::TriggerIndex;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Record invocations as `queued` instead of running them.
+    pub no_run: bool,
+    /// Decide in an aborted transaction: report what would happen, keep nothing.
+    pub dry_run: bool,
+    pub explain: bool,
+}
+
+pub struct Pipeline<'p> {
+    pub project: &'p Project,
+    index: TriggerIndex,
+    pub options: Options,
+}
+
+/// One event decided: its report line, and the invocations this process should now run.
+#[derive(Debug)]
+pub struct Decided {
+    pub report: EventReport,
+    pub to_run: Vec<String>,
+}
+
+impl<'p> Pipeline<'p> {
+    pub fn new(project: &'p Project, options: Options) -> Pipeline<'p> {
+        Pipeline {
+            project,
+            index: TriggerIndex::new(project),
+            options,
+        }
+    }
+
+    /// Decides `event` at `now` (ms) inside `tx`.
+    pub fn decide(
+        &self,
+        tx: &mut Tx,
+        event: &Event,
+        input: String,
+        now: i64,
+    ) -> store::Result<Decided> {
+        let matching = self.index.matching(self.project, &event.kind);
+        let mut report = EventReport {
+            event_id: Some(event.id.clone()),
+            kind: Some(event.kind.clone()),
+            status: "no_match",
+            depth: None,
+            triggers: Vec::new(),
+            error: None,
+            input,
+            triggered_by: event.triggered_by.clone(),
+        };
+        let mut to_run = Vec::new();
+        // The depth needs a store read; only events that reach the cascade stage pay for it.
+        let mut depth: Option<Depth> = None;
+        let mut ledger_outcomes = Vec::new();
+        for i in matching {
+            let trigger = &self.project.triggers[i];
+            if !trigger.enabled {
+                if self.options.explain {
+                    report.triggers.push(self.disabled(trigger));
+                }
+                continue;
+            }
+            report.status = "dispatched";
+            let decided = self.decide_trigger(tx, event, trigger, now, &mut depth)?;
+            if decided.outcome == Outcome::Invoked && !self.options.dry_run {
+                to_run.extend(decided.invocation_id.clone());
+            }
+            ledger_outcomes.push(LedgerOutcome {
+                trigger: trigger.id.clone(),
+                outcome: decided.outcome.as_str().to_owned(),
+                invocation_id: decided.invocation_id.clone(),
+            });
+            report.triggers.push(decided);
+        }
+        if report.status == "dispatched" {
+            let depth = match &depth {
+                Some(d) => d.clone(),
+                None => self.depth_of(tx, event)?,
+            };
+            report.depth = Some(depth.value());
+            self.write_ledger(tx, event, depth.value(), ledger_outcomes, now)?;
+        }
+        if self.options.dry_run {
+            for t in &mut report.triggers {
+                t.invocation_id = None;
+            }
+        }
+        Ok(Decided { report, to_run })
+    }
+
+    fn depth_of(&self, tx: &Tx, event: &Event) -> store::Result<Depth> {
+        let parent_depth = match &event.triggered_by {
+            Some(parent) => tx.invocation(parent)?.map(|inv| inv.depth),
+            None => None,
+        };
+        Ok(Depth::of(event.triggered_by.as_deref(), parent_depth))
+    }
+
+    fn decide_trigger(
+        &self,
+        tx: &mut Tx,
+        event: &Event,
+        trigger: &Trigger,
+        now: i64,
+        depth: &mut Option<Depth>,
+    ) -> store::Result<TriggerReport> {
+        let agent = &self.project.agents[trigger.agent];
+        let config = &self.project.config;
+        let mut explain = self.options.explain.then(|| Explain {
+            file: trigger.file.clone(),
+            ..Explain::default()
+        });
+        fn note(explain: &mut Option<Explain>, stage: &'static str, verdict: &Verdict, ok: String) {
+            if let Some(ex) = explain.as_mut() {
+                let (passed, note) = match verdict {
+                    Verdict::Continue => (true, ok),
+                    Verdict::Stop(_, why) => (false, why.clone()),
+                };
+                ex.stages.push(StageExplain {
+                    stage,
+                    passed,
+                    note,
+                });
+            }
+        }
+
+        // filter
+        let mut verdict = filter::check(trigger, &event.value);
+        if let Some(ex) = explain.as_mut() {
+            ex.conditions = trigger
+                .filter
+                .iter()
+                .map(|c| {
+                    let checked = filter::evaluate(c, &event.value);
+                    ConditionExplain {
+                        condition: filter::describe(c),
+                        holds: checked.holds,
+                        saw: checked.saw.into_iter().cloned().collect(),
+                    }
+                })
+                .collect();
+        }
+        note(
+            &mut explain,
+            "filter",
+            &verdict,
+            format!("{} condition(s) hold", trigger.filter.len()),
+        );
+
+        // idempotency
+        let key = idempotency::key(&event.id, &trigger.id);
+        let mut claimed = false;
+        if verdict == Verdict::Continue {
+            let claim = tx.claim(&key, now)?;
+            verdict = idempotency::check(claim.as_ref());
+            claimed = verdict == Verdict::Continue;
+            note(
+                &mut explain,
+                "idempotency",
+                &verdict,
+                format!("new key {}", idempotency::hex(&key)),
+            );
+        }
+
+        // cascade
+        if verdict == Verdict::Continue {
+            if depth.is_none() {
+                *depth = Some(self.depth_of(tx, event)?);
+            }
+            let d = depth.as_ref().expect("just set");
+            verdict = cascade::check(d, config.max_cascade_depth, config.unknown_triggered_by);
+            note(
+                &mut explain,
+                "cascade",
+                &verdict,
+                format!(
+                    "depth {} below max_cascade_depth {}",
+                    d.value(),
+                    config.max_cascade_depth
+                ),
+            );
+        }
+
+        // throttle
+        let mut bucket = None;
+        if verdict == Verdict::Continue
+            && let Some(t) = &trigger.throttle
+        {
+            let key = throttle::window_key(t, &event.value);
+            let times = tx.throttle_times(&trigger.id, &key)?;
+            verdict = throttle::check(t, &key, &times, now);
+            let used = times
+                .iter()
+                .filter(|x| **x > now - throttle::window_ms(t))
+                .count();
+            note(
+                &mut explain,
+                "throttle",
+                &verdict,
+                format!(
+                    "{used} of {} invocations used in the window",
+                    t.max_per_window
+                ),
+            );
+            bucket = Some((key, throttle::window_ms(t)));
+        }
+
+        // risk
+        if verdict == Verdict::Continue {
+            verdict = risk::check(agent);
+            note(
+                &mut explain,
+                "risk",
+                &verdict,
+                format!("effective risk {}", agent.effective_risk.as_str()),
+            );
+        }
+
+        let (outcome, reason) = match verdict {
+            Verdict::Stop(outcome, reason) => (outcome, Some(reason)),
+            Verdict::Continue if self.options.no_run => (Outcome::Queued, None),
+            Verdict::Continue => (Outcome::Invoked, None),
+        };
+
+        let creates_invocation = matches!(
+            outcome,
+            Outcome::Invoked | Outcome::Queued | Outcome::AwaitingApproval
+        );
+        let mut invocation_id = None;
+        if creates_invocation {
+            let id = ids::invocation(&key, now);
+            if let Some((key, window_ms)) = &bucket {
+                tx.throttle_record(&trigger.id, key, now, *window_ms)?;
+            }
+            let inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
+            tx.put_invocation(&inv)?;
+            if agent.effective_risk >= RiskLevel::Medium {
+                tx.audit(audit_entry(
+                    &inv,
+                    now,
+                    "decided",
+                    None,
+                    Some(outcome.as_str().into()),
+                ))?;
+            }
+            invocation_id = Some(id);
+        }
+        if claimed {
+            let ttl = i64::try_from(config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+            tx.put_claim(
+                &key,
+                &Claim {
+                    expires_at: now.saturating_add(ttl),
+                    decided_at: now,
+                    outcome: outcome.as_str().to_owned(),
+                    invocation_id: invocation_id.clone(),
+                },
+            )?;
+        }
+
+        Ok(TriggerReport {
+            trigger: trigger.id.clone(),
+            agent: agent.id.clone(),
+            outcome,
+            reason,
+            invocation_id,
+            risk: agent.effective_risk.as_str(),
+            result: None,
+            attempts: None,
+            emitted: None,
+            explain,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_invocation(
+        &self,
+        tx: &mut Tx,
+        id: &str,
+        event: &Event,
+        trigger: &Trigger,
+        outcome: Outcome,
+        depth: &Option<Depth>,
+        now: i64,
+    ) -> store::Result<Invocation> {
+        let agent = &self.project.agents[trigger.agent];
+        let awaiting = outcome == Outcome::AwaitingApproval;
+        let timeout =
+            i64::try_from(self.project.config.approval_timeout.as_millis()).unwrap_or(i64::MAX);
+        Ok(Invocation {
+            id: id.to_owned(),
+            seq: tx.next_seq("invocation_seq")?,
+            status: if awaiting {
+                Status::AwaitingApproval
+            } else {
+                Status::Queued
+            },
+            trigger: trigger.id.clone(),
+            agent: agent.id.clone(),
+            event_id: event.id.clone(),
+            event_type: event.kind.clone(),
+            depth: depth.as_ref().map_or(0, Depth::value),
+            risk: agent.effective_risk.as_str().to_owned(),
+            attempts: 0,
+            max_attempts: agent.retry.max_attempts,
+            created_at: now,
+            updated_at: now,
+            approval_deadline: awaiting.then(|| now.saturating_add(timeout)),
+            approval: None,
+            next_attempt_at: None,
+            runner: None,
+            output: None,
+            error: None,
+            emitted: Vec::new(),
+            history: Vec::new(),
+            event: event.value.clone(),
+        })
+    }
+
+    fn write_ledger(
+        &self,
+        tx: &mut Tx,
+        event: &Event,
+        depth: u32,
+        outcomes: Vec<LedgerOutcome>,
+        now: i64,
+    ) -> store::Result<()> {
+        let mut entry = tx.ledger(&event.id)?.unwrap_or_else(|| LedgerEntry {
+            event_id: event.id.clone(),
+            kind: event.kind.clone(),
+            depth: Some(depth),
+            triggered_by: event.triggered_by.clone(),
+            first_seen: now,
+            last_seen: now,
+            outcomes: Vec::new(),
+        });
+        entry.last_seen = now;
+        // A re-sent event keeps its first outcome per trigger; triggers added since are new.
+        for o in outcomes {
+            if o.outcome != Outcome::Duplicate.as_str()
+                && !entry.outcomes.iter().any(|e| e.trigger == o.trigger)
+            {
+                entry.outcomes.push(o);
+            }
+        }
+        tx.put_ledger(&entry)
+    }
+
+    fn disabled(&self, trigger: &Trigger) -> TriggerReport {
+        let agent = &self.project.agents[trigger.agent];
+        TriggerReport {
+            trigger: trigger.id.clone(),
+            agent: agent.id.clone(),
+            outcome: Outcome::Disabled,
+            reason: Some("the trigger has `enabled: false`".into()),
+            invocation_id: None,
+            risk: agent.effective_risk.as_str(),
+            result: None,
+            attempts: None,
+            emitted: None,
+            explain: Some(Explain {
+                file: trigger.file.clone(),
+                ..Explain::default()
+            }),
+        }
+    }
+}
+
+/// An audit line for `inv`.
+pub fn audit_entry(
+    inv: &Invocation,
+    now: i64,
+    action: &str,
+    actor: Option<String>,
+    detail: Option<String>,
+) -> AuditEntry {
+    AuditEntry {
+        seq: 0,
+        at: now,
+        invocation_id: inv.id.clone(),
+        trigger: inv.trigger.clone(),
+        agent: inv.agent.clone(),
+        risk: inv.risk.clone(),
+        action: action.to_owned(),
+        actor,
+        detail,
+    }
+}
+
+/// Whether `risk` (as stored) is audited: medium and high (PAP 0.2 section 5).
+pub fn audited(risk: &str) -> bool {
+    matches!(risk, "medium" | "high")
+}

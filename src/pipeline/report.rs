@@ -1,0 +1,82 @@
+//! What `pap dispatch` reports per event: the `--json` line of contract section 4, which the
+//! human format renders too.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::stages::Outcome;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventReport {
+    pub event_id: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// `dispatched`, `no_match` or `invalid`.
+    pub status: &'static str,
+    pub depth: Option<u32>,
+    pub triggers: Vec<TriggerReport>,
+    /// The reason, when `status` is `invalid`.
+    pub error: Option<String>,
+    /// Where the event came from (`file:LINE`, `file[INDEX]`), or `emitted` for events an
+    /// agent run produced.
+    pub input: String,
+    pub triggered_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TriggerReport {
+    pub trigger: String,
+    pub agent: String,
+    pub outcome: Outcome,
+    pub reason: Option<String>,
+    pub invocation_id: Option<String>,
+    pub risk: &'static str,
+    /// `succeeded` or `failed`, once an invoked agent has run.
+    pub result: Option<&'static str>,
+    pub attempts: Option<u32>,
+    pub emitted: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explain>,
+}
+
+/// `--explain`: every condition with what it saw, and every stage's note.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Explain {
+    pub file: String,
+    pub conditions: Vec<ConditionExplain>,
+    pub stages: Vec<StageExplain>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConditionExplain {
+    pub condition: String,
+    pub holds: bool,
+    pub saw: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageExplain {
+    pub stage: &'static str,
+    pub passed: bool,
+    pub note: String,
+}
+
+impl EventReport {
+    pub fn invalid(
+        input: String,
+        id: Option<String>,
+        kind: Option<String>,
+        reason: String,
+    ) -> Self {
+        EventReport {
+            event_id: id,
+            kind,
+            status: "invalid",
+            depth: None,
+            triggers: Vec::new(),
+            error: Some(reason),
+            input,
+            triggered_by: None,
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Filter stage: every condition must hold (contract section 3).
+//!
+//! A path that selects nothing is *missing*: every operator is then false except the
+//! negations `ne` and `not_in`, and `exists` with `value: false`. Over a path selecting
+//! several nodes a condition holds when any node satisfies it (`ne`/`not_in` negate that).
+
+use serde_json::Value;
+
+use super::{Outcome, Verdict};
+use crate::manifest::compiled::{Condition, Test, Trigger};
+
+/// One condition checked against one event, with what its path saw (for `--explain`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked<'e> {
+    pub holds: bool,
+    pub saw: Vec<&'e Value>,
+}
+
+pub fn check(trigger: &Trigger, event: &Value) -> Verdict {
+    for cond in &trigger.filter {
+        let checked = evaluate(cond, event);
+        if !checked.holds {
+            return Verdict::Stop(Outcome::Filtered, describe_failure(cond, &checked));
+        }
+    }
+    Verdict::Continue
+}
+
+pub fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
+    let saw = cond.path.select(event);
+    let any = |f: &dyn Fn(&Value) -> bool| saw.iter().any(|v| f(v));
+    let holds = match &cond.test {
+        Test::Eq(want) => any(&|v| json_eq(v, want)),
+        Test::Ne(want) => !any(&|v| json_eq(v, want)),
+        Test::Lt(n) => any(&|v| v.as_f64().is_some_and(|x| x < *n)),
+        Test::Lte(n) => any(&|v| v.as_f64().is_some_and(|x| x <= *n)),
+        Test::Gt(n) => any(&|v| v.as_f64().is_some_and(|x| x > *n)),
+        Test::Gte(n) => any(&|v| v.as_f64().is_some_and(|x| x >= *n)),
+        Test::In(list) => any(&|v| list.iter().any(|w| json_eq(v, w))),
+        Test::NotIn(list) => !any(&|v| list.iter().any(|w| json_eq(v, w))),
+        Test::Contains(want) => any(&|v| contains(v, want)),
+        Test::Exists(present) => any(&|v| !v.is_null()) == *present,
+        Test::Regex(re) => any(&|v| v.as_str().is_some_and(|s| re.is_match(s))),
+    };
+    Checked { holds, saw }
+}
+
+/// JSON equality where numbers compare by value (`3` equals `3.0`), recursively; no
+/// coercion between strings and numbers.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => match (x.as_u64(), y.as_u64()) {
+                (Some(x), Some(y)) => x == y,
+                _ => x.as_f64() == y.as_f64(),
+            },
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn contains(field: &Value, want: &Value) -> bool {
+    match (field, want) {
+        (Value::String(s), Value::String(w)) => s.contains(w.as_str()),
+        (Value::Array(items), w) => items.iter().any(|item| json_eq(item, w)),
+        _ => false,
+    }
+}
+
+/// The condition as written: `$.data.region eq "NO1"`.
+pub fn describe(cond: &Condition) -> String {
+    let op = cond.test.operator().as_str();
+    let value = match &cond.test {
+        Test::Eq(v) | Test::Ne(v) | Test::Contains(v) => v.to_string(),
+        Test::Lt(n) | Test::Lte(n) | Test::Gt(n) | Test::Gte(n) => number(*n),
+        Test::In(list) | Test::NotIn(list) => Value::Array(list.clone()).to_string(),
+        Test::Exists(true) => return format!("{} {op}", cond.path.as_str()),
+        Test::Exists(false) => "false".into(),
+        Test::Regex(re) => Value::from(re.as_str()).to_string(),
+    };
+    format!("{} {op} {value}", cond.path.as_str())
+}
+
+/// What a path saw, for messages: `missing`, one value, or a list.
+pub fn describe_saw(saw: &[&Value]) -> String {
+    const MAX: usize = 120;
+    let text = match saw {
+        [] => return "missing".into(),
+        [one] => one.to_string(),
+        many => Value::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
+    };
+    if text.chars().count() > MAX {
+        format!("{}…", text.chars().take(MAX).collect::<String>())
+    } else {
+        text
+    }
+}
+
+fn describe_failure(cond: &Condition, checked: &Checked) -> String {
+    format!(
+        "{} does not hold (saw {})",
+        describe(cond),
+        describe_saw(&checked.saw)
+    )
+}
+
+fn number(n: f64) -> String {
+    serde_json::Number::from_f64(n).map_or_else(|| n.to_string(), |n| n.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonpath::JsonPath;
+    use serde_json::json;
+
+    fn cond(path: &str, test: Test) -> Condition {
+        Condition {
+            path: JsonPath::parse(path).unwrap(),
+            test,
+        }
+    }
+
+    fn holds(path: &str, test: Test, event: Value) -> bool {
+        evaluate(&cond(path, test), &event).holds
+    }
+
+    #[test]
+    fn missing_field_is_false_except_for_negations() {
+        let e = json!({"data": {}});
+        let p = "$.data.x";
+        assert!(!holds(p, Test::Eq(json!(1)), e.clone()));
+        assert!(holds(p, Test::Ne(json!(1)), e.clone()));
+        assert!(!holds(p, Test::Lt(1.0), e.clone()));
+        assert!(!holds(p, Test::Gte(1.0), e.clone()));
+        assert!(!holds(p, Test::In(vec![json!(1)]), e.clone()));
+        assert!(holds(p, Test::NotIn(vec![json!(1)]), e.clone()));
+        assert!(!holds(p, Test::Contains(json!("a")), e.clone()));
+        assert!(!holds(p, Test::Exists(true), e.clone()));
+        assert!(holds(p, Test::Exists(false), e.clone()));
+        let re = regex::Regex::new(".*").unwrap();
+        assert!(!holds(p, Test::Regex(re), e));
+    }
+
+    #[test]
+    fn numbers_compare_by_value_without_coercion() {
+        assert!(holds("$.x", Test::Eq(json!(3)), json!({"x": 3.0})));
+        assert!(holds("$.x", Test::In(vec![json!(3.0)]), json!({"x": 3})));
+        assert!(!holds("$.x", Test::Eq(json!("3")), json!({"x": 3})));
+        assert!(!holds("$.x", Test::Gt(1.0), json!({"x": "5"})));
+        assert!(holds(
+            "$.x",
+            Test::Eq(json!({"a": [1]})),
+            json!({"x": {"a": [1.0]}})
+        ));
+        assert!(holds(
+            "$.x",
+            Test::Eq(json!(u64::MAX)),
+            json!({"x": u64::MAX})
+        ));
+        assert!(!holds(
+            "$.x",
+            Test::Eq(json!(u64::MAX)),
+            json!({"x": u64::MAX - 1})
+        ));
+    }
+
+    #[test]
+    fn comparisons_need_numbers() {
+        let e = json!({"x": 4.82});
+        assert!(holds("$.x", Test::Gt(3.0), e.clone()));
+        assert!(holds("$.x", Test::Lte(4.82), e.clone()));
+        assert!(!holds("$.x", Test::Lt(4.82), e));
+        assert!(!holds("$.x", Test::Lt(10.0), json!({"x": null})));
+        assert!(!holds("$.x", Test::Lt(10.0), json!({"x": true})));
+    }
+
+    #[test]
+    fn contains_strings_and_arrays() {
+        let e = json!({"s": "disk full on db-1", "a": ["x", 2]});
+        assert!(holds("$.s", Test::Contains(json!("db-1")), e.clone()));
+        assert!(!holds("$.s", Test::Contains(json!("db-2")), e.clone()));
+        assert!(holds("$.a", Test::Contains(json!(2.0)), e.clone()));
+        assert!(!holds("$.a", Test::Contains(json!("2")), e));
+    }
+
+    #[test]
+    fn exists_means_present_and_not_null() {
+        assert!(!holds("$.x", Test::Exists(true), json!({"x": null})));
+        assert!(holds("$.x", Test::Exists(false), json!({"x": null})));
+        assert!(holds("$.x", Test::Exists(true), json!({"x": false})));
+    }
+
+    #[test]
+    fn regex_is_unanchored_and_needs_a_string() {
+        let re = |p: &str| Test::Regex(regex::Regex::new(p).unwrap());
+        assert!(holds("$.s", re("full"), json!({"s": "disk full"})));
+        assert!(!holds("$.s", re("^full$"), json!({"s": "disk full"})));
+        assert!(!holds("$.s", re("1"), json!({"s": 1})));
+    }
+
+    #[test]
+    fn multi_node_paths_are_any_of_and_negations_cover_the_selection() {
+        let e = json!({"items": [{"p": 1}, {"p": 5}]});
+        assert!(holds("$.items[*].p", Test::Gt(4.0), e.clone()));
+        assert!(holds("$.items[*].p", Test::Eq(json!(1)), e.clone()));
+        assert!(!holds("$.items[*].p", Test::Ne(json!(1)), e.clone()));
+        assert!(holds("$.items[*].p", Test::Ne(json!(2)), e.clone()));
+        assert!(!holds("$.items[*].p", Test::NotIn(vec![json!(5)]), e));
+    }
+
+    #[test]
+    fn failure_reason_names_the_condition_and_the_value() {
+        let c = cond("$.data.region", Test::Eq(json!("NO1")));
+        let e = json!({"data": {"region": "NO2"}});
+        assert_eq!(
+            describe_failure(&c, &evaluate(&c, &e)),
+            r#"$.data.region eq "NO1" does not hold (saw "NO2")"#
+        );
+        let c = cond("$.data.p", Test::Gt(3.0));
+        assert_eq!(
+            describe_failure(&c, &evaluate(&c, &e)),
+            "$.data.p gt 3.0 does not hold (saw missing)"
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! Idempotency stage: an (event, trigger) pair is decided once (PAP 0.2 section 4).
+//!
+//! The key is SHA-256 over the UTF-8 of `event.id` followed by `trigger.id`. The claim is
+//! written by the pipeline with the final outcome, in the same transaction as the rest of
+//! the decision, and lives at least 24 hours (an expired claim reads as absent).
+
+use sha2::{Digest, Sha256};
+
+use super::{Outcome, Verdict};
+use crate::clock::rfc3339_ms;
+use crate::store::Claim;
+
+pub fn key(event_id: &str, trigger_id: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(event_id.as_bytes());
+    hasher.update(trigger_id.as_bytes());
+    hasher.finalize().into()
+}
+
+pub fn hex(key: &[u8; 32]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `claim` is the live claim for the key, if any.
+pub fn check(claim: Option<&Claim>) -> Verdict {
+    match claim {
+        None => Verdict::Continue,
+        Some(c) => {
+            let inv = c
+                .invocation_id
+                .as_deref()
+                .map(|id| format!(" ({id})"))
+                .unwrap_or_default();
+            Verdict::Stop(
+                Outcome::Duplicate,
+                format!(
+                    "already decided at {}: {}{inv}; the key is kept until {}",
+                    rfc3339_ms(c.decided_at),
+                    c.outcome,
+                    rfc3339_ms(c.expires_at)
+                ),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_is_sha256_of_event_id_then_trigger_id() {
+        // printf 'evt_a3f92benergy-price-optimizer' | sha256sum
+        assert_eq!(
+            hex(&key("evt_a3f92b", "energy-price-optimizer")),
+            "580d6a2789d2a981664828c9b934c5c3d6145597df21df8a07e5b0ec373ffb05"
+        );
+    }
+
+    #[test]
+    fn a_live_claim_is_a_duplicate() {
+        assert_eq!(check(None), Verdict::Continue);
+        let claim = Claim {
+            expires_at: 86_400_000,
+            decided_at: 0,
+            outcome: "invoked".into(),
+            invocation_id: Some("inv_1".into()),
+        };
+        let Verdict::Stop(Outcome::Duplicate, reason) = check(Some(&claim)) else {
+            panic!()
+        };
+        assert!(reason.contains("invoked (inv_1)"), "{reason}");
+    }
+}

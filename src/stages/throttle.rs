@@ -1,0 +1,108 @@
+//! Throttle stage: at most `max_per_window` invocations per sliding `window_seconds`, per
+//! trigger and per value of `window_key` (serialised as JSON; a missing value is its own
+//! bucket). Measured on the dispatcher's clock; only invocations count.
+
+use serde_json::Value;
+
+use super::{Outcome, Verdict};
+use crate::clock::rfc3339_ms;
+use crate::manifest::compiled::Throttle;
+
+/// The bucket an event falls in: the selected value as JSON, `""` when missing (or when the
+/// trigger has no `window_key`), a JSON array when the path selects several nodes.
+pub fn window_key(throttle: &Throttle, event: &Value) -> String {
+    let Some(path) = &throttle.window_key else {
+        return String::new();
+    };
+    match path.select(event).as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        many => Value::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
+    }
+}
+
+/// `times` are the invocation times recorded for this bucket (ms).
+pub fn check(throttle: &Throttle, key: &str, times: &[i64], now: i64) -> Verdict {
+    let window = window_ms(throttle);
+    let in_window: Vec<i64> = times
+        .iter()
+        .copied()
+        .filter(|t| *t > now - window)
+        .collect();
+    if (in_window.len() as u64) < throttle.max_per_window {
+        return Verdict::Continue;
+    }
+    let next = in_window.iter().min().map_or(now, |t| t + window);
+    let bucket = if key.is_empty() {
+        String::new()
+    } else {
+        format!(" for window key {key}")
+    };
+    Verdict::Stop(
+        Outcome::Throttled,
+        format!(
+            "{} of {} invocations used in the last {}{bucket}; next slot at {}",
+            in_window.len(),
+            throttle.max_per_window,
+            crate::manifest::duration::format(throttle.window),
+            rfc3339_ms(next)
+        ),
+    )
+}
+
+pub fn window_ms(throttle: &Throttle) -> i64 {
+    i64::try_from(throttle.window.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonpath::JsonPath;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn throttle(max: u64, secs: u64, key: Option<&str>) -> Throttle {
+        Throttle {
+            max_per_window: max,
+            window: Duration::from_secs(secs),
+            window_key: key.map(|k| JsonPath::parse(k).unwrap()),
+        }
+    }
+
+    #[test]
+    fn window_slides() {
+        let t = throttle(2, 60, None);
+        let times = [0, 30_000];
+        assert!(matches!(check(&t, "", &times, 59_999), Verdict::Stop(..)));
+        // At 60 s the first invocation has left the window.
+        assert_eq!(check(&t, "", &times, 60_000), Verdict::Continue);
+    }
+
+    #[test]
+    fn keys_are_json_and_missing_is_its_own_bucket() {
+        let t = throttle(1, 60, Some("$.data.region"));
+        assert_eq!(
+            window_key(&t, &json!({"data": {"region": "NO1"}})),
+            "\"NO1\""
+        );
+        assert_eq!(window_key(&t, &json!({"data": {"region": 1}})), "1");
+        assert_eq!(window_key(&t, &json!({"data": {}})), "");
+        let many = throttle(1, 60, Some("$.data.r[*]"));
+        assert_eq!(
+            window_key(&many, &json!({"data": {"r": [1, "a"]}})),
+            "[1,\"a\"]"
+        );
+    }
+
+    #[test]
+    fn reason_names_the_bucket_and_next_slot() {
+        let t = throttle(1, 3600, Some("$.data.region"));
+        let Verdict::Stop(Outcome::Throttled, why) = check(&t, "\"NO1\"", &[0], 1000) else {
+            panic!()
+        };
+        assert_eq!(
+            why,
+            "1 of 1 invocations used in the last 1h for window key \"NO1\"; next slot at 1970-01-01T01:00:00.000Z"
+        );
+    }
+}

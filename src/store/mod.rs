@@ -1,0 +1,282 @@
+//! The durable state, in one redb file (`<state>/state.redb`). The only module that imports redb.
+//!
+//! redb allows one process at a time. pap keeps the file open only for the length of a
+//! transaction (a group of decisions, one attempt's bookkeeping), never while an agent runs,
+//! so parallel `pap` processes on one state dir take turns: a process that finds the file
+//! held waits with bounded backoff instead of failing with `DatabaseAlreadyOpen`.
+
+mod records;
+mod tables;
+mod tx;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redb::backends::InMemoryBackend;
+use redb::{Database, DatabaseError, ReadableDatabase};
+
+pub use records::*;
+pub use tx::{Reader, Tx};
+
+/// How long to wait for another process to release the store, unless `PAP_LOCK_TIMEOUT`
+/// (seconds) says otherwise.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "the state store {path} stayed in use by another pap process for {waited:?} \
+         (is a `pap serve` or a stuck `pap` running? PAP_LOCK_TIMEOUT sets the wait in seconds)"
+    )]
+    Locked { path: PathBuf, waited: Duration },
+    #[error(
+        "the state store {path} has schema version {found}, this pap reads version {expected} \
+         (use the pap that wrote it, or move the state dir aside)"
+    )]
+    SchemaVersion {
+        path: PathBuf,
+        found: u64,
+        expected: u64,
+    },
+    #[error("state store {path}: {source}")]
+    Redb { path: PathBuf, source: redb::Error },
+    #[error("state store {path}: a record is corrupt: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    /// The store is fine but the request does not fit its state (approving a finished
+    /// invocation, say).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("cannot create the state dir {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+enum Backing {
+    File(PathBuf),
+    Memory,
+}
+
+/// A handle on the store. Cheap to keep; the file is opened per operation.
+pub struct Store {
+    backing: Backing,
+    /// The open database, while an operation (or a [`Store::hold`]) has it.
+    db: Mutex<Option<Database>>,
+    lock_timeout: Duration,
+    /// Set while a [`Hold`] keeps the file open between operations.
+    held: AtomicBool,
+    /// Said once per process, so a long wait is not silent.
+    told_waiting: AtomicBool,
+    /// The directory of a dry run's private copy, removed on drop.
+    scratch: Option<tempfile::TempDir>,
+}
+
+impl Store {
+    /// The store in `state_dir`, created (with its directory) if missing, schema checked.
+    pub fn open(state_dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(state_dir).map_err(|source| Error::Dir {
+            path: state_dir.to_path_buf(),
+            source,
+        })?;
+        let store = Store::new(Backing::File(state_dir.join("state.redb")));
+        store.with_db(|_| Ok(()))?;
+        Ok(store)
+    }
+
+    /// The store for `--dry-run`: a private copy of the real one when it exists (taken while
+    /// holding its lock, so it is consistent), else an empty in-memory store. A dry run
+    /// decides against real state and sees its own decisions, yet never changes the original.
+    pub fn open_for_dry_run(state_dir: &Path) -> Result<Store> {
+        let original = state_dir.join("state.redb");
+        if !original.exists() {
+            return Store::in_memory();
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("pap-dry-run-")
+            .tempdir()
+            .map_err(|source| Error::Dir {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let copy = scratch.path().join("state.redb");
+        let holder = Store::new(Backing::File(original.clone()));
+        holder.with_db(|_| {
+            // Held open (locked) while copying; dropped right after.
+            std::fs::copy(&original, &copy).map_err(|source| Error::Dir {
+                path: copy.clone(),
+                source,
+            })?;
+            Ok(())
+        })?;
+        let mut store = Store::new(Backing::File(copy));
+        store.scratch = Some(scratch);
+        store.with_db(|_| Ok(()))?;
+        Ok(store)
+    }
+
+    /// An empty store in memory (dry runs, tests).
+    pub fn in_memory() -> Result<Store> {
+        let store = Store::new(Backing::Memory);
+        store.with_db(|_| Ok(()))?;
+        Ok(store)
+    }
+
+    /// Opens the existing store read-only in spirit: `None` when there is none yet, so
+    /// listing commands never create a state dir.
+    pub fn open_existing(state_dir: &Path) -> Result<Option<Store>> {
+        if state_dir.join("state.redb").exists() {
+            Store::open(state_dir).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn new(backing: Backing) -> Store {
+        let lock_timeout = std::env::var("PAP_LOCK_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map_or(DEFAULT_LOCK_TIMEOUT, Duration::from_secs_f64);
+        Store {
+            backing,
+            db: Mutex::new(None),
+            lock_timeout,
+            held: AtomicBool::new(false),
+            told_waiting: AtomicBool::new(false),
+            scratch: None,
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        match &self.backing {
+            Backing::File(p) => p.clone(),
+            Backing::Memory => PathBuf::from("(memory)"),
+        }
+    }
+
+    /// Runs `f` in one write transaction and commits it (durably) when `f` returns `Ok`.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Tx) -> Result<T>) -> Result<T> {
+        let path = self.path();
+        self.with_db(|db| {
+            let txn = db.begin_write().map_err(|e| redb_err(&path, e))?;
+            let value = {
+                let mut tx = Tx::open(&txn, &path)?;
+                f(&mut tx)?
+            };
+            txn.commit().map_err(|e| redb_err(&path, e))?;
+            Ok(value)
+        })
+    }
+
+    /// Runs `f` on a consistent snapshot.
+    pub fn read<T>(&self, f: impl FnOnce(&Reader) -> Result<T>) -> Result<T> {
+        let path = self.path();
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(|e| redb_err(&path, e))?;
+            let reader = Reader::open(&txn, &path)?;
+            f(&reader)
+        })
+    }
+
+    /// Keeps the file open until the guard drops: many short transactions in a row (a fast
+    /// stream) then pay for one open instead of one each. Other processes wait meanwhile.
+    pub fn hold(&self) -> Result<Hold<'_>> {
+        self.held.store(true, Ordering::SeqCst);
+        let hold = Hold { store: self };
+        self.with_db(|_| Ok(()))?;
+        Ok(hold)
+    }
+
+    fn with_db<T>(&self, f: impl FnOnce(&Database) -> Result<T>) -> Result<T> {
+        let mut guard = self.db.lock().expect("store lock");
+        if guard.is_none() {
+            *guard = Some(self.acquire()?);
+        }
+        let result = f(guard.as_ref().expect("opened"));
+        let keep = matches!(self.backing, Backing::Memory) || self.held.load(Ordering::SeqCst);
+        if !keep {
+            // Closing releases the file lock for the next process.
+            *guard = None;
+        }
+        result
+    }
+
+    /// Opens the database, waiting (with backoff) while another process has it.
+    fn acquire(&self) -> Result<Database> {
+        let path = match &self.backing {
+            Backing::Memory => {
+                let db = Database::builder()
+                    .create_with_backend(InMemoryBackend::new())
+                    .map_err(|e| redb_err(Path::new("(memory)"), e))?;
+                tables::init(&db, Path::new("(memory)"))?;
+                return Ok(db);
+            }
+            Backing::File(path) => path,
+        };
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match Database::create(path) {
+                Ok(db) => {
+                    tables::init(&db, path)?;
+                    return Ok(db);
+                }
+                Err(DatabaseError::DatabaseAlreadyOpen) => {
+                    let waited = started.elapsed();
+                    if waited >= self.lock_timeout {
+                        return Err(Error::Locked {
+                            path: path.clone(),
+                            waited,
+                        });
+                    }
+                    if waited > Duration::from_secs(2)
+                        && !self.told_waiting.swap(true, Ordering::Relaxed)
+                    {
+                        eprintln!(
+                            "pap: waiting for the state store {} (in use by another pap process)",
+                            path.display()
+                        );
+                    }
+                    // Real time, even under a fake clock: this waits for another process.
+                    std::thread::sleep(pause.min(self.lock_timeout.saturating_sub(waited)));
+                    pause = (pause * 2).min(Duration::from_millis(100)) + jitter();
+                }
+                Err(e) => return Err(redb_err(path, e)),
+            }
+        }
+    }
+}
+
+/// Keeps the store open; see [`Store::hold`].
+pub struct Hold<'a> {
+    store: &'a Store,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        self.store.held.store(false, Ordering::SeqCst);
+        if let Backing::File(_) = self.store.backing {
+            *self.store.db.lock().expect("store lock") = None;
+        }
+    }
+}
+
+/// A few milliseconds of spread, so waiting processes do not retry in lockstep.
+fn jitter() -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    Duration::from_micros(u64::from((nanos ^ std::process::id()) % 3000))
+}
+
+fn redb_err(path: &Path, e: impl Into<redb::Error>) -> Error {
+    Error::Redb {
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
+}

@@ -1,0 +1,156 @@
+//! What the store keeps, as plain serde types. Times are milliseconds since the Unix epoch
+//! (the dispatcher's clock); the public JSON views turn them into RFC 3339.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Contract section 5: `awaiting_approval → queued → running → succeeded | failed`, or
+/// `awaiting_approval → rejected | expired`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    AwaitingApproval,
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Rejected,
+    Expired,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::AwaitingApproval => "awaiting_approval",
+            Status::Queued => "queued",
+            Status::Running => "running",
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Rejected => "rejected",
+            Status::Expired => "expired",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Status::Succeeded | Status::Failed | Status::Rejected | Status::Expired
+        )
+    }
+}
+
+/// One provocation of one agent by one trigger for one event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Invocation {
+    pub id: String,
+    /// Creation order, for listings.
+    pub seq: u64,
+    pub status: Status,
+    pub trigger: String,
+    pub agent: String,
+    pub event_id: String,
+    pub event_type: String,
+    /// Cascade depth of the event that started it; events it emits are one deeper.
+    pub depth: u32,
+    pub risk: String,
+    /// The current (or last) attempt number; 0 before the first starts. An attempt cut short
+    /// by a crash runs again under the same number.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub created_at: i64,
+    pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_deadline: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalDecision>,
+    /// When the next attempt is due, after a failed one (persisted so a restart keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<i64>,
+    /// The process running it, so a crashed runner's invocation can be told from a live one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<Runner>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub emitted: Vec<String>,
+    #[serde(default)]
+    pub history: Vec<Attempt>,
+    /// The whole event, so the invocation can run later (`--no-run`, approvals, retries).
+    pub event: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalDecision {
+    pub approved: bool,
+    pub by: String,
+    pub at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Runner {
+    pub pid: u32,
+    pub since: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub started_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// An idempotency claim: this (event, trigger) was decided, and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub expires_at: i64,
+    pub decided_at: i64,
+    pub outcome: String,
+    pub invocation_id: Option<String>,
+}
+
+/// The event ledger: each event the dispatcher decided, with its depth and outcomes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub event_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub depth: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triggered_by: Option<String>,
+    pub first_seen: i64,
+    pub last_seen: i64,
+    pub outcomes: Vec<LedgerOutcome>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LedgerOutcome {
+    pub trigger: String,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation_id: Option<String>,
+}
+
+/// One line of the append-only audit log (medium and high risk invocations).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub seq: u64,
+    pub at: i64,
+    pub invocation_id: String,
+    pub trigger: String,
+    pub agent: String,
+    pub risk: String,
+    /// `decided`, `approved`, `rejected`, `expired`, `attempt_started`, `attempt_failed`,
+    /// `succeeded`, `failed`.
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}

@@ -1,0 +1,74 @@
+//! Table definitions and the schema version, checked at every open.
+
+use std::path::Path;
+
+use redb::{Database, ReadableTable, TableDefinition};
+
+use super::{Error, Result, redb_err};
+
+/// Bump when a table's layout changes; an older or newer file is refused at open.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// `schema_version`, and counters (`invocation_seq`, `audit_seq`).
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// SHA-256(event.id ‖ trigger.id) → (expires_at, decided_at, outcome, invocation id or "").
+pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, &str, &str)> =
+    TableDefinition::new("claims");
+/// (expires_at, key) → (): finds expired claims without scanning them all.
+pub const CLAIM_EXPIRY: TableDefinition<(i64, &[u8; 32]), ()> =
+    TableDefinition::new("claim_expiry");
+/// (trigger id, window key as JSON) → invocation times in the window, i64 little-endian.
+pub const THROTTLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("throttle");
+/// invocation id → Invocation (JSON).
+pub const INVOCATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("invocations");
+/// creation sequence → invocation id, for listings in order.
+pub const INVOCATION_ORDER: TableDefinition<u64, &str> = TableDefinition::new("invocation_order");
+/// (approval deadline, invocation id) → (): finds expired approvals.
+pub const APPROVAL_DEADLINES: TableDefinition<(i64, &str), ()> =
+    TableDefinition::new("approval_deadlines");
+/// event id → LedgerEntry (JSON).
+pub const LEDGER: TableDefinition<&str, &[u8]> = TableDefinition::new("ledger");
+/// event id → an emitted event (JSON) not yet decided: a crash between an invocation's end
+/// and the decision on what it emitted loses nothing.
+pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
+/// sequence → AuditEntry (JSON); append-only.
+pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+
+/// Creates the tables of a new file and checks the version of an existing one.
+pub fn init(db: &Database, path: &Path) -> Result<()> {
+    let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
+    {
+        let mut meta = txn.open_table(META).map_err(|e| redb_err(path, e))?;
+        let found = meta
+            .get("schema_version")
+            .map_err(|e| redb_err(path, e))?
+            .map(|v| v.value());
+        match found {
+            Some(v) if v == SCHEMA_VERSION => return Ok(()),
+            Some(found) => {
+                return Err(Error::SchemaVersion {
+                    path: path.to_path_buf(),
+                    found,
+                    expected: SCHEMA_VERSION,
+                });
+            }
+            None => {
+                meta.insert("schema_version", SCHEMA_VERSION)
+                    .map_err(|e| redb_err(path, e))?;
+            }
+        }
+        // Creating every table now lets read transactions open them unconditionally.
+        macro_rules! create {
+            ($($t:expr),*) => {$( txn.open_table($t).map_err(|e| redb_err(path, e))?; )*};
+        }
+        create!(
+            CLAIMS,
+            CLAIM_EXPIRY,
+            THROTTLE,
+            INVOCATIONS,
+            INVOCATION_ORDER
+        );
+        create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX);
+    }
+    txn.commit().map_err(|e| redb_err(path, e))
+}

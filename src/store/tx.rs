@@ -1,0 +1,366 @@
+//! Typed access inside one transaction: [`Tx`] for writes, [`Reader`] for snapshots.
+
+use std::path::{Path, PathBuf};
+
+use redb::{
+    ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, WriteTransaction,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::records::{AuditEntry, Claim, Invocation, LedgerEntry, Status};
+use super::tables::*;
+use super::{Error, Result, redb_err};
+
+/// How many expired claims one purge removes, so a purge never makes one transaction slow.
+pub const PURGE_BATCH: usize = 1000;
+
+pub struct Tx<'t> {
+    path: PathBuf,
+    meta: Table<'t, &'static str, u64>,
+    claims: Table<'t, &'static [u8; 32], (i64, i64, &'static str, &'static str)>,
+    claim_expiry: Table<'t, (i64, &'static [u8; 32]), ()>,
+    throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    invocations: Table<'t, &'static str, &'static [u8]>,
+    invocation_order: Table<'t, u64, &'static str>,
+    approval_deadlines: Table<'t, (i64, &'static str), ()>,
+    ledger: Table<'t, &'static str, &'static [u8]>,
+    audit: Table<'t, u64, &'static [u8]>,
+    outbox: Table<'t, &'static str, &'static [u8]>,
+}
+
+impl<'t> Tx<'t> {
+    pub(super) fn open(txn: &'t WriteTransaction, path: &Path) -> Result<Tx<'t>> {
+        let e = |e| redb_err(path, e);
+        Ok(Tx {
+            path: path.to_path_buf(),
+            meta: txn.open_table(META).map_err(e)?,
+            claims: txn.open_table(CLAIMS).map_err(e)?,
+            claim_expiry: txn.open_table(CLAIM_EXPIRY).map_err(e)?,
+            throttle: txn.open_table(THROTTLE).map_err(e)?,
+            invocations: txn.open_table(INVOCATIONS).map_err(e)?,
+            invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
+            approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
+            ledger: txn.open_table(LEDGER).map_err(e)?,
+            audit: txn.open_table(AUDIT).map_err(e)?,
+            outbox: txn.open_table(OUTBOX).map_err(e)?,
+        })
+    }
+
+    /// The next value of a counter (1, 2, …).
+    pub fn next_seq(&mut self, counter: &str) -> Result<u64> {
+        let next = self
+            .meta
+            .get(counter)
+            .map_err(|e| redb_err(&self.path, e))?
+            .map_or(0, |v| v.value())
+            + 1;
+        self.meta
+            .insert(counter, next)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(next)
+    }
+
+    // --- idempotency claims -------------------------------------------------------------
+
+    /// The live claim for `key`; an expired one reads as absent.
+    pub fn claim(&self, key: &[u8; 32], now: i64) -> Result<Option<Claim>> {
+        let found = self.claims.get(key).map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.and_then(|v| {
+            let (expires_at, decided_at, outcome, inv) = v.value();
+            (expires_at > now).then(|| Claim {
+                expires_at,
+                decided_at,
+                outcome: outcome.to_owned(),
+                invocation_id: (!inv.is_empty()).then(|| inv.to_owned()),
+            })
+        }))
+    }
+
+    pub fn put_claim(&mut self, key: &[u8; 32], claim: &Claim) -> Result<()> {
+        let inv = claim.invocation_id.as_deref().unwrap_or("");
+        let old = self
+            .claims
+            .insert(
+                key,
+                (
+                    claim.expires_at,
+                    claim.decided_at,
+                    claim.outcome.as_str(),
+                    inv,
+                ),
+            )
+            .map_err(|e| redb_err(&self.path, e))?
+            .map(|v| v.value().0);
+        if let Some(old_expiry) = old {
+            self.claim_expiry
+                .remove((old_expiry, key))
+                .map_err(|e| redb_err(&self.path, e))?;
+        }
+        self.claim_expiry
+            .insert((claim.expires_at, key), ())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Removes up to [`PURGE_BATCH`] expired claims; returns how many.
+    pub fn purge_expired_claims(&mut self, now: i64) -> Result<usize> {
+        let mut expired = Vec::new();
+        for row in self
+            .claim_expiry
+            .range(..(now + 1, &[0u8; 32]))
+            .map_err(|e| redb_err(&self.path, e))?
+            .take(PURGE_BATCH)
+        {
+            let (k, _) = row.map_err(|e| redb_err(&self.path, e))?;
+            let (at, key) = k.value();
+            if at > now {
+                break;
+            }
+            expired.push((at, *key));
+        }
+        for (at, key) in &expired {
+            self.claim_expiry
+                .remove((*at, key))
+                .map_err(|e| redb_err(&self.path, e))?;
+            self.claims
+                .remove(key)
+                .map_err(|e| redb_err(&self.path, e))?;
+        }
+        Ok(expired.len())
+    }
+
+    // --- throttle windows ---------------------------------------------------------------
+
+    /// Invocation times recorded for (trigger, window key), oldest first.
+    pub fn throttle_times(&self, trigger: &str, key: &str) -> Result<Vec<i64>> {
+        let found = self
+            .throttle
+            .get((trigger, key))
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.map(|v| decode_times(v.value())).unwrap_or_default())
+    }
+
+    /// Records an invocation at `now`, forgetting times that left the window.
+    pub fn throttle_record(
+        &mut self,
+        trigger: &str,
+        key: &str,
+        now: i64,
+        window_ms: i64,
+    ) -> Result<()> {
+        let mut times = self.throttle_times(trigger, key)?;
+        times.retain(|t| *t > now - window_ms);
+        times.push(now);
+        let bytes: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
+        self.throttle
+            .insert((trigger, key), bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    // --- invocations --------------------------------------------------------------------
+
+    pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
+        let found = self
+            .invocations
+            .get(id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        found.map(|v| decode(&self.path, v.value())).transpose()
+    }
+
+    /// Inserts or updates an invocation, keeping the approval-deadline index in step.
+    pub fn put_invocation(&mut self, inv: &Invocation) -> Result<()> {
+        let old = self.invocation(&inv.id)?;
+        if old.is_none() {
+            self.invocation_order
+                .insert(inv.seq, inv.id.as_str())
+                .map_err(|e| redb_err(&self.path, e))?;
+        }
+        let old_deadline = old
+            .as_ref()
+            .filter(|o| o.status == Status::AwaitingApproval)
+            .and_then(|o| o.approval_deadline);
+        let new_deadline = Some(inv)
+            .filter(|i| i.status == Status::AwaitingApproval)
+            .and_then(|i| i.approval_deadline);
+        if old_deadline != new_deadline {
+            if let Some(at) = old_deadline {
+                self.approval_deadlines
+                    .remove((at, inv.id.as_str()))
+                    .map_err(|e| redb_err(&self.path, e))?;
+            }
+            if let Some(at) = new_deadline {
+                self.approval_deadlines
+                    .insert((at, inv.id.as_str()), ())
+                    .map_err(|e| redb_err(&self.path, e))?;
+            }
+        }
+        let bytes = encode(inv);
+        self.invocations
+            .insert(inv.id.as_str(), bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Invocations awaiting approval whose deadline is at or before `now`.
+    pub fn approvals_due(&self, now: i64) -> Result<Vec<String>> {
+        let mut due = Vec::new();
+        for row in self
+            .approval_deadlines
+            .range(..=(now, "\u{10FFFF}"))
+            .map_err(|e| redb_err(&self.path, e))?
+        {
+            let (k, _) = row.map_err(|e| redb_err(&self.path, e))?;
+            due.push(k.value().1.to_owned());
+        }
+        Ok(due)
+    }
+
+    // --- ledger and audit ---------------------------------------------------------------
+
+    pub fn ledger(&self, event_id: &str) -> Result<Option<LedgerEntry>> {
+        let found = self
+            .ledger
+            .get(event_id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        found.map(|v| decode(&self.path, v.value())).transpose()
+    }
+
+    pub fn put_ledger(&mut self, entry: &LedgerEntry) -> Result<()> {
+        let bytes = encode(entry);
+        self.ledger
+            .insert(entry.event_id.as_str(), bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    pub fn outbox_put(&mut self, event_id: &str, event: &serde_json::Value) -> Result<()> {
+        let bytes = encode(event);
+        self.outbox
+            .insert(event_id, bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Removes an emitted event from the outbox once it is decided.
+    pub fn outbox_remove(&mut self, event_id: &str) -> Result<()> {
+        self.outbox
+            .remove(event_id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Appends to the audit log; `entry.seq` is assigned here.
+    pub fn audit(&mut self, mut entry: AuditEntry) -> Result<()> {
+        entry.seq = self.next_seq("audit_seq")?;
+        let bytes = encode(&entry);
+        self.audit
+            .insert(entry.seq, bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+}
+
+/// A consistent read-only view, for listings.
+pub struct Reader {
+    path: PathBuf,
+    invocations: ReadOnlyTable<&'static str, &'static [u8]>,
+    invocation_order: ReadOnlyTable<u64, &'static str>,
+    ledger: ReadOnlyTable<&'static str, &'static [u8]>,
+    audit: ReadOnlyTable<u64, &'static [u8]>,
+}
+
+impl Reader {
+    pub(super) fn open(txn: &ReadTransaction, path: &Path) -> Result<Reader> {
+        let e = |e| redb_err(path, e);
+        Ok(Reader {
+            path: path.to_path_buf(),
+            invocations: txn.open_table(INVOCATIONS).map_err(e)?,
+            invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
+            ledger: txn.open_table(LEDGER).map_err(e)?,
+            audit: txn.open_table(AUDIT).map_err(e)?,
+        })
+    }
+
+    pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
+        let found = self
+            .invocations
+            .get(id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        found.map(|v| decode(&self.path, v.value())).transpose()
+    }
+
+    /// Invocations in creation order, keeping those `keep` accepts; with `last`, only the
+    /// last that many of them.
+    pub fn invocations(
+        &self,
+        keep: impl Fn(&Invocation) -> bool,
+        last: Option<usize>,
+    ) -> Result<(Vec<Invocation>, usize)> {
+        let mut out = std::collections::VecDeque::new();
+        let mut total = 0;
+        for row in self
+            .invocation_order
+            .iter()
+            .map_err(|e| redb_err(&self.path, e))?
+        {
+            let (_, id) = row.map_err(|e| redb_err(&self.path, e))?;
+            let Some(inv) = self.invocation(id.value())? else {
+                continue;
+            };
+            if !keep(&inv) {
+                continue;
+            }
+            total += 1;
+            out.push_back(inv);
+            if last.is_some_and(|n| out.len() > n) {
+                out.pop_front();
+            }
+        }
+        Ok((out.into(), total))
+    }
+
+    pub fn ledger(&self, event_id: &str) -> Result<Option<LedgerEntry>> {
+        let found = self
+            .ledger
+            .get(event_id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        found.map(|v| decode(&self.path, v.value())).transpose()
+    }
+
+    /// Audit entries in order; with `last`, only the last that many.
+    pub fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)> {
+        let total = self.audit.len().map_err(|e| redb_err(&self.path, e))? as usize;
+        let skip = last.map_or(0, |n| total.saturating_sub(n));
+        let mut out = Vec::new();
+        for row in self
+            .audit
+            .iter()
+            .map_err(|e| redb_err(&self.path, e))?
+            .skip(skip)
+        {
+            let (_, v) = row.map_err(|e| redb_err(&self.path, e))?;
+            out.push(decode(&self.path, v.value())?);
+        }
+        Ok((out, total))
+    }
+}
+
+fn encode(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).expect("records serialise")
+}
+
+fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+fn decode_times(bytes: &[u8]) -> Vec<i64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
