@@ -55,6 +55,10 @@ pub enum Error {
     },
 }
 
+/// redb's page cache. Its default (1 GiB) is sized up front at every open, which costs more
+/// than a typical pap transaction; pap's working set is small and opens are frequent.
+const CACHE_BYTES: usize = 16 * 1024 * 1024;
+
 pub type Result<T> = std::result::Result<T, Error>;
 
 enum Backing {
@@ -221,7 +225,7 @@ impl Store {
         let started = Instant::now();
         let mut pause = Duration::from_millis(2);
         loop {
-            match Database::create(path) {
+            match Database::builder().set_cache_size(CACHE_BYTES).create(path) {
                 Ok(db) => {
                     tables::init(&db, path)?;
                     return Ok(db);

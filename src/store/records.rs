@@ -8,6 +8,7 @@ use serde_json::Value;
 /// `awaiting_approval → rejected | expired`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum Status {
     AwaitingApproval,
     Queued,

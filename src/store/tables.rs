@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{Error, Result, redb_err};
 
@@ -36,6 +36,21 @@ pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 
 /// Creates the tables of a new file and checks the version of an existing one.
 pub fn init(db: &Database, path: &Path) -> Result<()> {
+    // The common case, an existing file of this version, needs only a read.
+    if let Ok(txn) = db.begin_read()
+        && let Ok(meta) = txn.open_table(META)
+        && let Ok(Some(v)) = meta.get("schema_version")
+    {
+        let found = v.value();
+        if found == SCHEMA_VERSION {
+            return Ok(());
+        }
+        return Err(Error::SchemaVersion {
+            path: path.to_path_buf(),
+            found,
+            expected: SCHEMA_VERSION,
+        });
+    }
     let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
     {
         let mut meta = txn.open_table(META).map_err(|e| redb_err(path, e))?;

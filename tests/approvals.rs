@@ -1,0 +1,177 @@
+//! Approvals: a high-risk invocation waits; `pap approve` runs it, `pap reject` denies it,
+//! and past its deadline it expires (a denial). Each denial ends in the failure event.
+
+mod common;
+
+use common::dispatch::{Project, T0, ev, lines, run_of};
+use common::{code, stderr, stdout};
+use serde_json::json;
+
+fn awaiting(p: &Project, id: &str) -> String {
+    let file = p.events(
+        &format!("{id}.ndjson"),
+        &[ev(id, "test.approval.needed", json!({}))],
+    );
+    let run = p.dispatch(T0, &file, &[]);
+    assert_eq!(run.code, 0);
+    assert_eq!(run.outcome(id, "t-approval"), "awaiting_approval");
+    run.trigger(id, "t-approval")["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn approve_runs_the_invocation_and_records_who() {
+    let p = Project::new();
+    let inv = awaiting(&p, "a1");
+    let listed = p
+        .cmd(T0)
+        .args(["invocations", "--status", "awaiting_approval", "--json"])
+        .output()
+        .unwrap();
+    let listed = lines(&stdout(&listed));
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["approval_deadline"], "2026-03-12T06:00:00.000Z");
+
+    let out = p
+        .cmd("2026-03-11T07:00:00Z")
+        .args(["approve", &inv, "--by", "alice", "--note", "checked"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("{inv}: succeeded after 1 attempt(s)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("pap.agent.invocation.completed"),
+        "the completion event is dispatched: {text}"
+    );
+
+    let shown = p.invocation(&inv);
+    assert_eq!(shown["status"], "succeeded");
+    assert_eq!(shown["approval"]["by"], "alice");
+    assert_eq!(shown["approval"]["note"], "checked");
+
+    let again = p.cmd(T0).args(["approve", &inv]).output().unwrap();
+    assert_eq!(code(&again), 1);
+    assert!(
+        stderr(&again).contains("is succeeded, not awaiting approval"),
+        "{}",
+        stderr(&again)
+    );
+
+    let audit = p.cmd(T0).args(["audit", "--json"]).output().unwrap();
+    let actions: Vec<String> = lines(&stdout(&audit))
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        actions,
+        ["decided", "approved", "attempt_started", "succeeded"]
+    );
+}
+
+#[test]
+fn reject_ends_in_the_failure_event_with_the_reason() {
+    let p = Project::new();
+    let inv = awaiting(&p, "r1");
+    let out = p
+        .cmd(T0)
+        .args([
+            "reject",
+            &inv,
+            "--reason",
+            "too risky today",
+            "--by",
+            "bob",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(shown["status"], "rejected");
+    assert_eq!(shown["error"], "rejected by bob: too risky today");
+    // The failure event's line goes to stderr under --json, so stdout stays one document.
+    let failure = lines(
+        &stderr(&out)
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    assert_eq!(failure[0]["type"], "pap.agent.invocation.failed");
+    assert_eq!(failure[0]["triggered_by"], inv.as_str());
+    assert_eq!(shown["emitted"], json!([failure[0]["event_id"]]));
+
+    let approve = p.cmd(T0).args(["approve", &inv]).output().unwrap();
+    assert_eq!(code(&approve), 1);
+}
+
+#[test]
+fn an_expired_approval_is_a_denial() {
+    let p = Project::new();
+    let inv = awaiting(&p, "x1");
+    let out = p
+        .cmd("2026-03-12T06:00:00Z")
+        .args(["approve", &inv])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("expired: approval deadline 2026-03-12T06:00:00.000Z passed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("pap.agent.invocation.failed"),
+        "{}",
+        stdout(&out)
+    );
+    let shown = p.invocation(&inv);
+    assert_eq!(shown["status"], "expired");
+    assert_eq!(shown["attempts"], 0, "an expired invocation never ran");
+}
+
+#[test]
+fn any_dispatch_expires_overdue_approvals() {
+    let p = Project::new();
+    let inv = awaiting(&p, "y1");
+    let file = p.events(
+        "later.ndjson",
+        &[ev("later", "nobody.listens.here", json!({}))],
+    );
+    let run = p.dispatch("2026-03-13T00:00:00Z", &file, &[]);
+    assert_eq!(run.code, 0);
+    let failure = run
+        .lines
+        .iter()
+        .find(|l| l["triggered_by"] == inv.as_str())
+        .expect("failure event line");
+    assert_eq!(failure["type"], "pap.agent.invocation.failed");
+    assert_eq!(p.invocation(&inv)["status"], "expired");
+}
+
+#[test]
+fn unknown_invocations_are_a_clear_error() {
+    let p = Project::new();
+    let out = p.cmd(T0).args(["approve", "inv_nope"]).output().unwrap();
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("no invocation inv_nope"),
+        "{}",
+        stderr(&out)
+    );
+    let show = p
+        .cmd(T0)
+        .args(["invocations", "show", "inv_nope"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&show), 1);
+    let reject = p.cmd(T0).args(["reject", "inv_nope"]).output().unwrap();
+    assert_eq!(code(&reject), 2, "--reason is required");
+    let _ = run_of(&show);
+}
