@@ -120,12 +120,20 @@ fn dispatcher<'a>(
     };
     // Events emitted by the answered invocation are printed as dispatch lines, on stderr
     // with --json so stdout stays one JSON document.
-    let out: Box<dyn Write> = if json {
+    let out: Box<dyn Write + Send> = if json {
         Box::new(std::io::stderr())
     } else {
         Box::new(std::io::stdout())
     };
-    Dispatcher::new(runtime, Options::default(), rt, 4, format, out)
+    Dispatcher::new(
+        runtime,
+        Options::default(),
+        rt,
+        4,
+        format,
+        out,
+        Box::new(|f| f()),
+    )
 }
 
 /// The invocation, if it is awaiting approval (re-read inside the write transaction, so two

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::Outcome;
 use super::context;
 use crate::cli::{Cli, DispatchArgs};
-use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending};
+use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending, Suspend};
 use crate::event::input::{self, Item, Source};
 use crate::pipeline::Options;
 use crate::term::Paint;
@@ -28,22 +28,36 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
         dry_run: args.dry_run,
         explain: args.explain,
     };
+    let sources: Vec<Source> = args.files.iter().map(|f| Source::parse(f)).collect();
+    let total: Option<u64> = sources.iter().map(Source::size).sum();
     let format = if args.json {
         Format::Json
     } else {
         Format::Human(Paint::for_stdout())
     };
-    let stdout = Box::new(std::io::BufWriter::new(std::io::stdout().lock()));
-    let mut dispatcher = Dispatcher::new(&runtime, options, &rt, args.jobs.into(), format, stdout);
+    let stdout = Box::new(std::io::BufWriter::new(std::io::stdout()));
+    let progress = Progress::new(total);
+    let suspend: Suspend = match progress.bar.clone() {
+        Some(bar) => Box::new(move |f| bar.suspend(&mut *f)),
+        None => Box::new(|f| f()),
+    };
+    let mut dispatcher = Dispatcher::new(
+        &runtime,
+        options,
+        &rt,
+        args.jobs.into(),
+        format,
+        stdout,
+        suspend,
+    );
 
-    let sources: Vec<Source> = args.files.iter().map(|f| Source::parse(f)).collect();
-    let total: Option<u64> = sources.iter().map(Source::size).sum();
     let consumed = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel::<Message>(GROUP_MAX * 2);
     let max_bytes = runtime.project.config.max_event_bytes;
     let reader = {
         let consumed = consumed.clone();
         std::thread::spawn(move || {
+            // Parsing and validation happen here, beside the thread that decides.
             for source in &sources {
                 let mut send = |item| {
                     let _ = tx.send(Message::Item(item));
@@ -56,10 +70,6 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     };
 
     dispatcher.expire_approvals()?;
-    let progress = Progress::new(total);
-    if let Some(bar) = progress.bar.clone() {
-        dispatcher.suspend = Box::new(move |f| bar.suspend(&mut *f));
-    }
     let mut unreadable = false;
     while let Ok(first) = rx.recv() {
         // A group is whatever is ready now, up to GROUP_MAX: a burst commits together, a

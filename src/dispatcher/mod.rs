@@ -22,7 +22,7 @@ pub use render::Format;
 /// How many events one transaction decides at most. Larger groups amortise the commit
 /// (an fsync); a slow producer still gets a commit per event, since a group never waits for
 /// more input.
-pub const GROUP_MAX: usize = 2048;
+pub const GROUP_MAX: usize = 8192;
 
 /// An event waiting to be decided, with where it came from.
 pub struct Pending {
@@ -44,7 +44,65 @@ pub struct Tally {
 }
 
 /// Runs a print so that a progress bar on the terminal is hidden meanwhile.
-pub type Suspend<'a> = Box<dyn Fn(&mut dyn FnMut()) + 'a>;
+pub type Suspend = Box<dyn Fn(&mut dyn FnMut()) + Send>;
+
+/// Formats and writes report lines on its own thread, so the thread deciding events spends
+/// its time on decisions (on a stream, formatting is a fifth of the work).
+struct Printer {
+    lines: Option<std::sync::mpsc::SyncSender<Vec<EventReport>>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<Box<dyn Write + Send>>>>,
+}
+
+impl Printer {
+    fn start(format: Format, mut out: Box<dyn Write + Send>, suspend: Suspend) -> Printer {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<EventReport>>(4);
+        let thread = std::thread::spawn(move || {
+            let mut text = String::new();
+            for reports in rx {
+                text.clear();
+                for r in &reports {
+                    format.line(r, &mut text);
+                }
+                let mut result = Ok(());
+                suspend(&mut || {
+                    result = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+                });
+                result?;
+            }
+            Ok(out)
+        });
+        Printer {
+            lines: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn send(&mut self, reports: Vec<EventReport>) -> anyhow::Result<()> {
+        let sent = self.lines.as_ref().map(|tx| tx.send(reports));
+        if let Some(Err(_)) = sent {
+            // The printer stopped: its error comes out of `finish`.
+            self.lines = None;
+        }
+        Ok(())
+    }
+
+    /// Waits for every line to be written; returns the output for the summary.
+    fn finish(&mut self) -> anyhow::Result<Box<dyn Write + Send>> {
+        self.lines = None;
+        let thread = self.thread.take().expect("finished once");
+        Ok(thread.join().expect("printer thread")?)
+    }
+}
+
+impl Drop for Printer {
+    /// Every line sent is written before the dispatcher goes away, summary or not.
+    fn drop(&mut self) {
+        self.lines = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
 
 pub struct Dispatcher<'a> {
     pipeline: Pipeline<'a>,
@@ -52,10 +110,8 @@ pub struct Dispatcher<'a> {
     rt: &'a tokio::runtime::Runtime,
     jobs: usize,
     format: Format,
-    out: Box<dyn Write + 'a>,
+    printer: Printer,
     pub tally: Tally,
-    /// Called around printing, so a progress bar can step aside.
-    pub suspend: Suspend<'a>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -65,7 +121,8 @@ impl<'a> Dispatcher<'a> {
         rt: &'a tokio::runtime::Runtime,
         jobs: usize,
         format: Format,
-        out: Box<dyn Write + 'a>,
+        out: Box<dyn Write + Send>,
+        suspend: Suspend,
     ) -> Dispatcher<'a> {
         Dispatcher {
             pipeline: Pipeline::new(&runtime.project, options),
@@ -73,9 +130,8 @@ impl<'a> Dispatcher<'a> {
             rt,
             jobs: jobs.max(1),
             format,
-            out,
+            printer: Printer::start(format, out, suspend),
             tally: Tally::default(),
-            suspend: Box::new(|f| f()),
         }
     }
 
@@ -121,17 +177,17 @@ impl<'a> Dispatcher<'a> {
         let decide = |tx: &mut store::Tx| -> store::Result<Vec<Decided>> {
             tx.purge_expired_claims(now)?;
             group
-                .iter()
+                .into_iter()
                 .map(|p| match &p.event {
                     Ok(event) => {
                         if p.emitted {
                             tx.outbox_remove(&event.id)?;
                         }
-                        pipeline.decide(tx, event, p.input.clone(), now)
+                        pipeline.decide(tx, event, p.input, now)
                     }
                     Err(bad) => Ok(Decided {
                         report: EventReport::invalid(
-                            p.input.clone(),
+                            p.input,
                             bad.id.clone(),
                             bad.kind.clone(),
                             bad.reason.clone(),
@@ -165,7 +221,7 @@ impl<'a> Dispatcher<'a> {
                 next.extend(r.emitted.iter().cloned());
             }
         }
-        self.print(&decided)?;
+        self.print(decided)?;
         self.dispatch_emitted(next)
     }
 
@@ -196,18 +252,12 @@ impl<'a> Dispatcher<'a> {
         })
     }
 
-    fn print(&mut self, decided: &[Decided]) -> anyhow::Result<()> {
-        let mut text = String::new();
-        for d in decided {
-            self.count(&d.report);
-            self.format.line(&d.report, &mut text);
+    fn print(&mut self, decided: Vec<Decided>) -> anyhow::Result<()> {
+        let reports: Vec<EventReport> = decided.into_iter().map(|d| d.report).collect();
+        for r in &reports {
+            self.count(r);
         }
-        let out = &mut self.out;
-        let mut result = Ok(());
-        (self.suspend)(&mut || {
-            result = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-        });
-        result.map_err(Into::into)
+        self.printer.send(reports)
     }
 
     fn count(&mut self, r: &EventReport) {
@@ -233,10 +283,11 @@ impl<'a> Dispatcher<'a> {
 
     /// The closing summary (human format only).
     pub fn finish(&mut self) -> anyhow::Result<()> {
+        let mut out = self.printer.finish()?;
         if let Some(text) = self.format.summary(&self.tally, self.options()) {
-            self.out.write_all(text.as_bytes())?;
+            out.write_all(text.as_bytes())?;
         }
-        self.out.flush()?;
+        out.flush()?;
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use crate::manifest::Project;
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, filter, idempotency, risk, throttle};
-use crate::store::{self, AuditEntry, Claim, Invocation, LedgerEntry, LedgerOutcome, Status, Tx};
+use crate::store::{self, AuditEntry, Claim, Invocation, LedgerRow, Status, Tx};
 use report::{ConditionExplain, EventReport, Explain, StageExplain, TriggerReport};
 pub use trigger_index::TriggerIndex;
 
@@ -68,7 +68,6 @@ impl<'p> Pipeline<'p> {
         let mut to_run = Vec::new();
         // The depth needs a store read; only events that reach the cascade stage pay for it.
         let mut depth: Option<Depth> = None;
-        let mut ledger_outcomes = Vec::new();
         for i in matching {
             let trigger = &self.project.triggers[i];
             if !trigger.enabled {
@@ -82,11 +81,6 @@ impl<'p> Pipeline<'p> {
             if decided.outcome == Outcome::Invoked && !self.options.dry_run {
                 to_run.extend(decided.invocation_id.clone());
             }
-            ledger_outcomes.push(LedgerOutcome {
-                trigger: trigger.id.clone(),
-                outcome: decided.outcome.as_str().to_owned(),
-                invocation_id: decided.invocation_id.clone(),
-            });
             report.triggers.push(decided);
         }
         if report.status == "dispatched" {
@@ -95,7 +89,6 @@ impl<'p> Pipeline<'p> {
                 None => self.depth_of(tx, event)?,
             };
             report.depth = Some(depth.value());
-            self.write_ledger(tx, event, depth.value(), ledger_outcomes, now)?;
         }
         if self.options.dry_run {
             for t in &mut report.triggers {
@@ -127,10 +120,15 @@ impl<'p> Pipeline<'p> {
             file: trigger.file.clone(),
             ..Explain::default()
         });
-        fn note(explain: &mut Option<Explain>, stage: &'static str, verdict: &Verdict, ok: String) {
+        fn note(
+            explain: &mut Option<Explain>,
+            stage: &'static str,
+            verdict: &Verdict,
+            ok: impl FnOnce() -> String,
+        ) {
             if let Some(ex) = explain.as_mut() {
                 let (passed, note) = match verdict {
-                    Verdict::Continue => (true, ok),
+                    Verdict::Continue => (true, ok()),
                     Verdict::Stop(_, why) => (false, why.clone()),
                 };
                 ex.stages.push(StageExplain {
@@ -157,12 +155,9 @@ impl<'p> Pipeline<'p> {
                 })
                 .collect();
         }
-        note(
-            &mut explain,
-            "filter",
-            &verdict,
-            format!("{} condition(s) hold", trigger.filter.len()),
-        );
+        note(&mut explain, "filter", &verdict, || {
+            format!("{} condition(s) hold", trigger.filter.len())
+        });
 
         // idempotency
         let key = idempotency::key(&event.id, &trigger.id);
@@ -171,12 +166,9 @@ impl<'p> Pipeline<'p> {
             let claim = tx.claim(&key, now)?;
             verdict = idempotency::check(claim.as_ref());
             claimed = verdict == Verdict::Continue;
-            note(
-                &mut explain,
-                "idempotency",
-                &verdict,
-                format!("new key {}", idempotency::hex(&key)),
-            );
+            note(&mut explain, "idempotency", &verdict, || {
+                format!("new key {}", idempotency::hex(&key))
+            });
         }
 
         // cascade
@@ -186,16 +178,13 @@ impl<'p> Pipeline<'p> {
             }
             let d = depth.as_ref().expect("just set");
             verdict = cascade::check(d, config.max_cascade_depth, config.unknown_triggered_by);
-            note(
-                &mut explain,
-                "cascade",
-                &verdict,
+            note(&mut explain, "cascade", &verdict, || {
                 format!(
                     "depth {} below max_cascade_depth {}",
                     d.value(),
                     config.max_cascade_depth
-                ),
-            );
+                )
+            });
         }
 
         // throttle
@@ -210,27 +199,21 @@ impl<'p> Pipeline<'p> {
                 .iter()
                 .filter(|x| **x > now - throttle::window_ms(t))
                 .count();
-            note(
-                &mut explain,
-                "throttle",
-                &verdict,
+            note(&mut explain, "throttle", &verdict, || {
                 format!(
                     "{used} of {} invocations used in the window",
                     t.max_per_window
-                ),
-            );
+                )
+            });
             bucket = Some((key, throttle::window_ms(t)));
         }
 
         // risk
         if verdict == Verdict::Continue {
             verdict = risk::check(agent);
-            note(
-                &mut explain,
-                "risk",
-                &verdict,
-                format!("effective risk {}", agent.effective_risk.as_str()),
-            );
+            note(&mut explain, "risk", &verdict, || {
+                format!("effective risk {}", agent.effective_risk.as_str())
+            });
         }
 
         let (outcome, reason) = match verdict {
@@ -250,7 +233,7 @@ impl<'p> Pipeline<'p> {
                 tx.throttle_record(&trigger.id, key, now, *window_ms)?;
             }
             let inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
-            tx.put_invocation(&inv)?;
+            tx.insert_invocation(&inv)?;
             if agent.effective_risk >= RiskLevel::Medium {
                 tx.audit(audit_entry(
                     &inv,
@@ -263,6 +246,16 @@ impl<'p> Pipeline<'p> {
             invocation_id = Some(id);
         }
         if claimed {
+            let d = depth.as_ref().map_or(0, Depth::value);
+            tx.put_ledger(&LedgerRow {
+                event_id: event.id.clone(),
+                trigger: trigger.id.clone(),
+                kind: event.kind.clone(),
+                depth: d,
+                outcome: outcome.as_str().to_owned(),
+                invocation_id: invocation_id.clone(),
+                decided_at: now,
+            })?;
             let ttl = i64::try_from(config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
             tx.put_claim(
                 &key,
@@ -332,35 +325,6 @@ impl<'p> Pipeline<'p> {
             history: Vec::new(),
             event: event.value.clone(),
         })
-    }
-
-    fn write_ledger(
-        &self,
-        tx: &mut Tx,
-        event: &Event,
-        depth: u32,
-        outcomes: Vec<LedgerOutcome>,
-        now: i64,
-    ) -> store::Result<()> {
-        let mut entry = tx.ledger(&event.id)?.unwrap_or_else(|| LedgerEntry {
-            event_id: event.id.clone(),
-            kind: event.kind.clone(),
-            depth: Some(depth),
-            triggered_by: event.triggered_by.clone(),
-            first_seen: now,
-            last_seen: now,
-            outcomes: Vec::new(),
-        });
-        entry.last_seen = now;
-        // A re-sent event keeps its first outcome per trigger; triggers added since are new.
-        for o in outcomes {
-            if o.outcome != Outcome::Duplicate.as_str()
-                && !entry.outcomes.iter().any(|e| e.trigger == o.trigger)
-            {
-                entry.outcomes.push(o);
-            }
-        }
-        tx.put_ledger(&entry)
     }
 
     fn disabled(&self, trigger: &Trigger) -> TriggerReport {

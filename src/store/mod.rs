@@ -55,9 +55,10 @@ pub enum Error {
     },
 }
 
-/// redb's page cache. Its default (1 GiB) is sized up front at every open, which costs more
-/// than a typical pap transaction; pap's working set is small and opens are frequent.
-const CACHE_BYTES: usize = 16 * 1024 * 1024;
+/// The most memory redb's page cache may take (it fills as pages are read). Idempotency keys
+/// are random, so a long stream touches pages all over the claims table; below the working
+/// set, every lookup becomes a read from the file.
+const CACHE_BYTES: usize = 256 * 1024 * 1024;
 
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -282,5 +283,198 @@ fn redb_err(path: &Path, e: impl Into<redb::Error>) -> Error {
     Error::Redb {
         path: path.to_path_buf(),
         source: e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn inv(id: &str, seq: u64, status: Status, deadline: Option<i64>) -> Invocation {
+        Invocation {
+            id: id.into(),
+            seq,
+            status,
+            trigger: "t".into(),
+            agent: "a".into(),
+            event_id: "e".into(),
+            event_type: "a.b.c".into(),
+            depth: 0,
+            risk: "high".into(),
+            attempts: 0,
+            max_attempts: 1,
+            created_at: 0,
+            updated_at: 0,
+            approval_deadline: deadline,
+            approval: None,
+            next_attempt_at: None,
+            runner: None,
+            output: None,
+            error: None,
+            emitted: vec![],
+            history: vec![],
+            event: json!({}),
+        }
+    }
+
+    fn claim(expires_at: i64) -> Claim {
+        Claim {
+            expires_at,
+            decided_at: 0,
+            outcome: "invoked".into(),
+            invocation_id: None,
+        }
+    }
+
+    #[test]
+    fn expired_claims_read_as_absent_and_are_purged_in_batches() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                for i in 0..2500u32 {
+                    let mut key = [0u8; 32];
+                    key[..4].copy_from_slice(&i.to_le_bytes());
+                    tx.put_claim(&key, &claim(if i < 2400 { 100 } else { 10_000 }))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        store
+            .write(|tx| {
+                assert!(tx.claim(&[0; 32], 99)?.is_some());
+                assert!(tx.claim(&[0; 32], 100)?.is_none(), "expired at 100");
+                assert_eq!(tx.purge_expired_claims(100)?, tx::PURGE_BATCH);
+                assert_eq!(tx.purge_expired_claims(100)?, tx::PURGE_BATCH);
+                assert_eq!(tx.purge_expired_claims(100)?, 400);
+                assert_eq!(tx.purge_expired_claims(100)?, 0);
+                let mut live = [0u8; 32];
+                live[..4].copy_from_slice(&2450u32.to_le_bytes());
+                assert!(tx.claim(&live, 100)?.is_some());
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_renewed_claim_moves_in_the_expiry_index() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                tx.put_claim(&[7; 32], &claim(100))?;
+                tx.put_claim(&[7; 32], &claim(500))?;
+                // The old index entry is gone: purging at 100 must not delete the new claim.
+                assert_eq!(tx.purge_expired_claims(100)?, 0);
+                assert!(tx.claim(&[7; 32], 200)?.is_some());
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn approval_deadlines_follow_the_status() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                tx.put_invocation(&inv("i1", 1, Status::AwaitingApproval, Some(50)))?;
+                tx.put_invocation(&inv("i2", 2, Status::AwaitingApproval, Some(80)))?;
+                assert_eq!(tx.approvals_due(60)?, ["i1"]);
+                assert_eq!(tx.approvals_due(80)?, ["i1", "i2"]);
+                tx.put_invocation(&inv("i1", 1, Status::Queued, Some(50)))?;
+                assert_eq!(tx.approvals_due(100)?, ["i2"]);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn listings_keep_creation_order_and_take_the_last_n() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                for (i, id) in ["c", "a", "b"].iter().enumerate() {
+                    tx.put_invocation(&inv(id, i as u64 + 1, Status::Queued, None))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        let (all, total) = store.read(|r| r.invocations(|_| true, None)).unwrap();
+        let ids: Vec<&str> = all.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!((ids, total), (vec!["c", "a", "b"], 3));
+        let (last, total) = store.read(|r| r.invocations(|_| true, Some(2))).unwrap();
+        assert_eq!((last.len(), last[0].id.as_str(), total), (2, "a", 3));
+    }
+
+    #[test]
+    fn throttle_records_forget_times_outside_the_window() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                tx.throttle_record("t", "\"a\"", 0, 1000)?;
+                tx.throttle_record("t", "\"a\"", 500, 1000)?;
+                tx.throttle_record("t", "\"a\"", 1200, 1000)?;
+                assert_eq!(tx.throttle_times("t", "\"a\"")?, [500, 1200]);
+                assert!(tx.throttle_times("t", "\"b\"")?.is_empty());
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn the_ledger_keeps_one_row_per_event_and_trigger() {
+        let store = Store::in_memory().unwrap();
+        let row = |trigger: &str, outcome: &str| LedgerRow {
+            event_id: "e1".into(),
+            trigger: trigger.into(),
+            kind: "a.b.c".into(),
+            depth: 1,
+            outcome: outcome.into(),
+            invocation_id: (outcome == "invoked").then(|| "inv_1".to_owned()),
+            decided_at: 5,
+        };
+        store
+            .write(|tx| {
+                tx.put_ledger(&row("t2", "throttled"))?;
+                tx.put_ledger(&row("t1", "invoked"))?;
+                Ok(())
+            })
+            .unwrap();
+        let rows = store.read(|r| r.ledger("e1")).unwrap();
+        assert_eq!(rows, vec![row("t1", "invoked"), row("t2", "throttled")]);
+        assert!(store.read(|r| r.ledger("e")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn another_schema_version_is_refused_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        Store::open(dir.path()).unwrap();
+        {
+            let db = Database::create(dir.path().join("state.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(tables::META)
+                .unwrap()
+                .insert("schema_version", 99)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let err = Store::open(dir.path()).err().expect("refused");
+        assert!(
+            matches!(err, Error::SchemaVersion { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("schema version 99"), "{err}");
+    }
+
+    #[test]
+    fn a_store_held_elsewhere_is_waited_for_then_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let holder = Store::open(dir.path()).unwrap();
+        let _hold = holder.hold().unwrap();
+        let mut waiter = Store::new(Backing::File(dir.path().join("state.redb")));
+        waiter.lock_timeout = Duration::from_millis(50);
+        let err = waiter.read(|_| Ok(())).expect_err("locked");
+        assert!(matches!(err, Error::Locked { .. }), "{err}");
+        drop(_hold);
+        waiter.read(|_| Ok(())).expect("free once released");
     }
 }

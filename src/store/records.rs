@@ -116,26 +116,18 @@ pub struct Claim {
     pub invocation_id: Option<String>,
 }
 
-/// The event ledger: each event the dispatcher decided, with its depth and outcomes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LedgerEntry {
+/// The event ledger: one row per (event, trigger) the dispatcher decided (beyond the filter),
+/// with the event's cascade depth and the outcome. Written once per decision, never read on
+/// the hot path, so a long stream pays one small insert per decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerRow {
     pub event_id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub depth: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub triggered_by: Option<String>,
-    pub first_seen: i64,
-    pub last_seen: i64,
-    pub outcomes: Vec<LedgerOutcome>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LedgerOutcome {
     pub trigger: String,
+    pub kind: String,
+    pub depth: u32,
     pub outcome: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invocation_id: Option<String>,
+    pub decided_at: i64,
 }
 
 /// One line of the append-only audit log (medium and high risk invocations).

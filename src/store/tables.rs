@@ -26,8 +26,9 @@ pub const INVOCATION_ORDER: TableDefinition<u64, &str> = TableDefinition::new("i
 /// (approval deadline, invocation id) → (): finds expired approvals.
 pub const APPROVAL_DEADLINES: TableDefinition<(i64, &str), ()> =
     TableDefinition::new("approval_deadlines");
-/// event id → LedgerEntry (JSON).
-pub const LEDGER: TableDefinition<&str, &[u8]> = TableDefinition::new("ledger");
+/// (event id, trigger id) → (decided_at, depth, outcome, invocation id or "", event type).
+pub const LEDGER: TableDefinition<(&str, &str), LedgerValue> = TableDefinition::new("ledger");
+pub type LedgerValue = (i64, u32, &'static str, &'static str, &'static str);
 /// event id → an emitted event (JSON) not yet decided: a crash between an invocation's end
 /// and the decision on what it emitted loses nothing.
 pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");

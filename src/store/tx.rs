@@ -8,7 +8,7 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::records::{AuditEntry, Claim, Invocation, LedgerEntry, Status};
+use super::records::{AuditEntry, Claim, Invocation, LedgerRow, Status};
 use super::tables::*;
 use super::{Error, Result, redb_err};
 
@@ -24,7 +24,7 @@ pub struct Tx<'t> {
     invocations: Table<'t, &'static str, &'static [u8]>,
     invocation_order: Table<'t, u64, &'static str>,
     approval_deadlines: Table<'t, (i64, &'static str), ()>,
-    ledger: Table<'t, &'static str, &'static [u8]>,
+    ledger: Table<'t, (&'static str, &'static str), LedgerValue>,
     audit: Table<'t, u64, &'static [u8]>,
     outbox: Table<'t, &'static str, &'static [u8]>,
 }
@@ -169,9 +169,18 @@ impl<'t> Tx<'t> {
         found.map(|v| decode(&self.path, v.value())).transpose()
     }
 
+    /// Records a new invocation (its id is fresh: nothing to update).
+    pub fn insert_invocation(&mut self, inv: &Invocation) -> Result<()> {
+        self.write_invocation(inv, None)
+    }
+
     /// Inserts or updates an invocation, keeping the approval-deadline index in step.
     pub fn put_invocation(&mut self, inv: &Invocation) -> Result<()> {
         let old = self.invocation(&inv.id)?;
+        self.write_invocation(inv, old)
+    }
+
+    fn write_invocation(&mut self, inv: &Invocation, old: Option<Invocation>) -> Result<()> {
         if old.is_none() {
             self.invocation_order
                 .insert(inv.seq, inv.id.as_str())
@@ -219,18 +228,18 @@ impl<'t> Tx<'t> {
 
     // --- ledger and audit ---------------------------------------------------------------
 
-    pub fn ledger(&self, event_id: &str) -> Result<Option<LedgerEntry>> {
-        let found = self
-            .ledger
-            .get(event_id)
-            .map_err(|e| redb_err(&self.path, e))?;
-        found.map(|v| decode(&self.path, v.value())).transpose()
-    }
-
-    pub fn put_ledger(&mut self, entry: &LedgerEntry) -> Result<()> {
-        let bytes = encode(entry);
+    pub fn put_ledger(&mut self, row: &LedgerRow) -> Result<()> {
         self.ledger
-            .insert(entry.event_id.as_str(), bytes.as_slice())
+            .insert(
+                (row.event_id.as_str(), row.trigger.as_str()),
+                (
+                    row.decided_at,
+                    row.depth,
+                    row.outcome.as_str(),
+                    row.invocation_id.as_deref().unwrap_or(""),
+                    row.kind.as_str(),
+                ),
+            )
             .map_err(|e| redb_err(&self.path, e))?;
         Ok(())
     }
@@ -267,7 +276,7 @@ pub struct Reader {
     path: PathBuf,
     invocations: ReadOnlyTable<&'static str, &'static [u8]>,
     invocation_order: ReadOnlyTable<u64, &'static str>,
-    ledger: ReadOnlyTable<&'static str, &'static [u8]>,
+    ledger: ReadOnlyTable<(&'static str, &'static str), LedgerValue>,
     audit: ReadOnlyTable<u64, &'static [u8]>,
 }
 
@@ -321,12 +330,28 @@ impl Reader {
         Ok((out.into(), total))
     }
 
-    pub fn ledger(&self, event_id: &str) -> Result<Option<LedgerEntry>> {
-        let found = self
+    /// Every decision recorded for `event_id`, by trigger id.
+    pub fn ledger(&self, event_id: &str) -> Result<Vec<LedgerRow>> {
+        let mut rows = Vec::new();
+        let range = self
             .ledger
-            .get(event_id)
+            .range((event_id, "")..=(event_id, "\u{10FFFF}"))
             .map_err(|e| redb_err(&self.path, e))?;
-        found.map(|v| decode(&self.path, v.value())).transpose()
+        for row in range {
+            let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
+            let (event_id, trigger) = k.value();
+            let (decided_at, depth, outcome, inv, kind) = v.value();
+            rows.push(LedgerRow {
+                event_id: event_id.to_owned(),
+                trigger: trigger.to_owned(),
+                kind: kind.to_owned(),
+                depth,
+                outcome: outcome.to_owned(),
+                invocation_id: (!inv.is_empty()).then(|| inv.to_owned()),
+                decided_at,
+            });
+        }
+        Ok(rows)
     }
 
     /// Audit entries in order; with `last`, only the last that many.
