@@ -57,14 +57,6 @@ impl Clock {
         }
     }
 
-    /// Blocking wait, for code outside the async runtime.
-    pub fn sleep_blocking(&self, d: Duration) {
-        match self {
-            Clock::System => std::thread::sleep(d),
-            Clock::Fake(at) => self.advance_locked(at, d),
-        }
-    }
-
     fn advance_locked(&self, at: &Mutex<Timestamp>, d: Duration) {
         let mut at = at.lock().expect("clock lock");
         let step = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
@@ -84,12 +76,12 @@ pub fn rfc3339_ms(ms: i64) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn fake_clock_moves_only_when_waiting() {
+    #[tokio::test]
+    async fn fake_clock_moves_only_when_waiting() {
         let start: Timestamp = "2026-03-11T06:00:00Z".parse().unwrap();
         let clock = Clock::fake(start);
         assert_eq!(clock.now(), start);
-        clock.sleep_blocking(Duration::from_secs(5));
+        clock.sleep(Duration::from_secs(5)).await;
         assert_eq!(clock.now_ms() - start.as_millisecond(), 5000);
     }
 

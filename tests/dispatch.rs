@@ -302,22 +302,52 @@ fn a_chain_of_completion_events_stops_at_depth_three() {
 }
 
 #[test]
-fn completion_events_have_deterministic_ids_and_full_data() {
+fn completion_events_carry_the_invocation_and_its_output() {
     let p = Project::new();
-    let file = p.events("f.ndjson", &[ev("f1", "test.flaky.happened", json!({}))]);
+    let file = p.events("c.ndjson", &[ev("c0", "test.chain.step", json!({}))]);
     let run = p.dispatch(T0, &file, &[]);
+    let parent = run.trigger("c0", "t-chain")["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The completion event provoked the next chainer run, which keeps the whole event.
+    let child = run.lines[1]["triggers"][0]["invocation_id"]
+        .as_str()
+        .unwrap();
+    let event = &p.invocation(child)["event"];
+    assert_eq!(event["type"], "test.chain.step");
+    assert_eq!(event["triggered_by"], parent.as_str());
+    assert_eq!(event["source"], "pap://dispatcher/agents/chainer");
+    assert_eq!(event["time"], "2026-03-11T06:00:00.000Z");
+    let data = &event["data"];
+    assert_eq!(
+        (
+            &data["invocation_id"],
+            &data["trigger"],
+            &data["agent"],
+            &data["event_id"]
+        ),
+        (
+            &json!(parent),
+            &json!("t-chain"),
+            &json!("chainer"),
+            &json!("c0")
+        )
+    );
+    assert_eq!(
+        (&data["status"], &data["attempts"]),
+        (&json!("succeeded"), &json!(1))
+    );
+    assert_eq!(data["output"]["stdin"]["invocation_id"], parent.as_str());
+    assert_eq!(p.invocation(&parent)["emitted"], json!([event["id"]]));
+
+    // A flaky agent's completion event, like every outcome event, names its invocation.
+    let f = p.events("f.ndjson", &[ev("f1", "test.flaky.happened", json!({}))]);
+    let run = p.dispatch(T0, &f, &[]);
     let t = run.trigger("f1", "t-flaky");
-    let inv = t["invocation_id"].as_str().unwrap();
-    let emitted = &run.lines[1];
-    assert_eq!(emitted["type"], "pap.agent.invocation.completed");
-    assert_eq!(t["emitted"], json!([emitted["event_id"]]));
-    let shown = p.invocation(inv);
-    assert_eq!(shown["emitted"], json!([emitted["event_id"]]));
-    // The event itself, as the next trigger would see it, is checked through --explain-free
-    // means: the outbox is empty once it was decided, and a second dispatch of the same
-    // invocation's event is a duplicate-free no_match.
-    assert_eq!(emitted["status"], "no_match");
-    assert_eq!(emitted["triggered_by"], inv);
+    assert_eq!(run.lines[1]["type"], "pap.agent.invocation.completed");
+    assert_eq!(run.lines[1]["triggered_by"], t["invocation_id"]);
+    assert_eq!(t["emitted"], json!([run.lines[1]["event_id"]]));
 }
 
 #[test]

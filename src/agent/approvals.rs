@@ -5,7 +5,6 @@ use crate::event::Event;
 use crate::manifest::Project;
 use crate::store::{self, Status, Tx};
 
-use super::emit::{self, Ending};
 use super::end_in_tx;
 
 /// Expires every invocation whose approval deadline is at or before `now`; returns the
@@ -23,31 +22,15 @@ pub fn expire_due(tx: &mut Tx, project: &Project, now: i64) -> store::Result<Vec
             "approval deadline {} passed without a decision",
             crate::clock::rfc3339_ms(inv.approval_deadline.unwrap_or(now))
         );
-        let emitted = match project
-            .agent(&inv.agent)
-            .and_then(|a| a.on_failure_emit.as_ref())
-        {
-            Some(kind) => emit::outcome_event(
-                &inv,
-                kind,
-                Ending::Expired(&reason),
-                now,
-                project.config.max_event_bytes,
-            )
-            .map(|e| vec![e])
-            .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        end_in_tx(
+        events.extend(end_in_tx(
             tx,
+            project,
             &mut inv,
             Status::Expired,
             &reason,
             Some("pap".into()),
-            &emitted,
             now,
-        )?;
-        events.extend(emitted);
+        )?);
     }
     Ok(events)
 }

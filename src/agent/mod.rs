@@ -67,7 +67,7 @@ impl Runtime {
                     self.clock.sleep(delay).await;
                 }
                 Err(Failure { reason, .. }) => {
-                    return self.finish_failure(inv, &agent, reason, now).await;
+                    return self.finish_failure(inv, reason, now).await;
                 }
             }
         }
@@ -277,49 +277,18 @@ impl Runtime {
     async fn finish_failure(
         &self,
         mut inv: Invocation,
-        agent: &Agent,
         reason: String,
         now: i64,
     ) -> anyhow::Result<RunResult> {
         close_attempt(&mut inv, now, Some(&reason));
+        let project = self.project.clone();
         let (inv, emitted) = self
-            .end_with(inv, agent, Status::Failed, reason, None, now)
-            .await?;
-        Ok(result(&inv, false, emitted))
-    }
-
-    /// Ends `inv` as failed, rejected or expired, with its failure event. Used by retries
-    /// running out, `pap reject` and approval expiry alike.
-    pub async fn end_with(
-        &self,
-        mut inv: Invocation,
-        agent: &Agent,
-        status: Status,
-        reason: String,
-        actor: Option<String>,
-        now: i64,
-    ) -> anyhow::Result<(Invocation, Vec<Event>)> {
-        let max_bytes = self.project.config.max_event_bytes;
-        let ending = match status {
-            Status::Rejected => Ending::Rejected(&reason),
-            Status::Expired => Ending::Expired(&reason),
-            _ => Ending::Failed(&reason),
-        };
-        let mut emitted = Vec::new();
-        if let Some(kind) = &agent.on_failure_emit {
-            emitted.push(
-                emit::outcome_event(&inv, kind, ending, now, max_bytes)
-                    .map_err(|e| anyhow::anyhow!("failure event of {}: {e}", inv.id))?,
-            );
-        }
-        let events = emitted.clone();
-        let inv = self
             .write(move |tx| {
-                end_in_tx(tx, &mut inv, status, &reason, actor, &events, now)?;
-                Ok(inv)
+                let events = end_in_tx(tx, &project, &mut inv, Status::Failed, &reason, None, now)?;
+                Ok((inv, events))
             })
             .await?;
-        Ok((inv, emitted))
+        Ok(result(&inv, false, emitted))
     }
 
     /// Runs a store transaction off the async threads (it may wait for another process).
@@ -333,16 +302,34 @@ impl Runtime {
     }
 }
 
-/// Ends `inv` with `status` inside `tx`: used where the caller already holds a transaction.
+/// Ends `inv` as failed, rejected or expired inside `tx`, with its `on_failure` event when
+/// its agent declares one: the one way retries running out, `pap reject` and approval expiry
+/// end an invocation. Returns the events to dispatch.
 pub fn end_in_tx(
     tx: &mut Tx,
+    project: &Project,
     inv: &mut Invocation,
     status: Status,
     reason: &str,
     actor: Option<String>,
-    events: &[Event],
     now: i64,
-) -> store::Result<()> {
+) -> store::Result<Vec<Event>> {
+    let ending = match status {
+        Status::Rejected => Ending::Rejected(reason),
+        Status::Expired => Ending::Expired(reason),
+        _ => Ending::Failed(reason),
+    };
+    // An agent whose manifest is gone ends without a failure event.
+    let kind = project
+        .agent(&inv.agent)
+        .and_then(|a| a.on_failure_emit.as_ref());
+    let events = match kind {
+        Some(kind) => vec![
+            emit::outcome_event(inv, kind, ending, now, project.config.max_event_bytes)
+                .map_err(|e| store::Error::Conflict(format!("failure event of {}: {e}", inv.id)))?,
+        ],
+        None => Vec::new(),
+    };
     inv.status = status;
     inv.runner = None;
     inv.updated_at = now;
@@ -358,8 +345,9 @@ pub fn end_in_tx(
             Some(reason.to_owned()),
         ))?;
     }
-    put_outbox(tx, events)?;
-    tx.put_invocation(inv)
+    put_outbox(tx, &events)?;
+    tx.put_invocation(inv)?;
+    Ok(events)
 }
 
 /// Emitted events wait in the outbox until they are decided, so a crash in between loses none.

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use super::{Outcome, context, invocations};
-use crate::agent::Runtime;
+use crate::agent::{Runtime, end_in_tx};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
 use crate::dispatcher::{Dispatcher, Format};
 use crate::pipeline::{Options, audit_entry};
@@ -62,46 +62,26 @@ pub fn reject(cli: &Cli, args: &RejectArgs) -> anyhow::Result<Outcome> {
     let now = runtime.clock.now_ms();
     let by = context::actor(&args.by);
     let id = args.id.clone();
-    let mut inv = runtime.store.read(|r| {
-        r.invocation(&id)?
-            .ok_or_else(|| store::Error::Conflict(format!("no invocation {id} in this state dir")))
-    })?;
-    check_awaiting(&inv)?;
-    inv.approval = Some(ApprovalDecision {
-        approved: false,
-        by: by.clone(),
-        at: now,
-        note: Some(args.reason.clone()),
-    });
     let reason = format!("rejected by {by}: {}", args.reason);
-    let events = match runtime.project.agent(&inv.agent).cloned() {
-        Some(agent) => {
-            let ended = rt.block_on(runtime.end_with(
-                inv,
-                &agent,
-                Status::Rejected,
-                reason,
-                Some(by.clone()),
-                now,
-            ))?;
-            ended.1
-        }
-        // The agent's manifest is gone: record the rejection without a failure event.
-        None => {
-            runtime.store.write(|tx| {
-                crate::agent::end_in_tx(
-                    tx,
-                    &mut inv,
-                    Status::Rejected,
-                    &reason,
-                    Some(by.clone()),
-                    &[],
-                    now,
-                )
-            })?;
-            Vec::new()
-        }
-    };
+    // Checked and ended in one transaction, so a racing answer cannot also win.
+    let events = runtime.store.write(|tx| {
+        let mut inv = awaiting(tx, &id)?;
+        inv.approval = Some(ApprovalDecision {
+            approved: false,
+            by: by.clone(),
+            at: now,
+            note: Some(args.reason.clone()),
+        });
+        end_in_tx(
+            tx,
+            &runtime.project,
+            &mut inv,
+            Status::Rejected,
+            &reason,
+            Some(by.clone()),
+            now,
+        )
+    })?;
     eprintln!("rejected {id} (by {by})");
     report(&runtime, &id, args.json)?;
     dispatcher.dispatch_emitted(events)?;

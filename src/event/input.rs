@@ -179,7 +179,7 @@ fn read_lines(
             seen_event = true;
             continue;
         }
-        let text = trim_ascii(&line);
+        let text = line.trim_ascii();
         if text.is_empty() {
             continue;
         }
@@ -294,10 +294,6 @@ fn read_line_capped(
             return Ok((read, whole));
         }
     }
-}
-
-fn trim_ascii(bytes: &[u8]) -> &[u8] {
-    bytes.trim_ascii()
 }
 
 fn encoded_len(value: &Value) -> usize {

@@ -73,8 +73,6 @@ pub struct Store {
     /// The open database, while an operation (or a [`Store::hold`]) has it.
     db: Mutex<Option<Database>>,
     lock_timeout: Duration,
-    /// Set while a [`Hold`] keeps the file open between operations.
-    held: AtomicBool,
     /// Said once per process, so a long wait is not silent.
     told_waiting: AtomicBool,
     /// The directory of a dry run's private copy, removed on drop.
@@ -151,7 +149,6 @@ impl Store {
             backing,
             db: Mutex::new(None),
             lock_timeout,
-            held: AtomicBool::new(false),
             told_waiting: AtomicBool::new(false),
             scratch: None,
         }
@@ -188,23 +185,13 @@ impl Store {
         })
     }
 
-    /// Keeps the file open until the guard drops: many short transactions in a row (a fast
-    /// stream) then pay for one open instead of one each. Other processes wait meanwhile.
-    pub fn hold(&self) -> Result<Hold<'_>> {
-        self.held.store(true, Ordering::SeqCst);
-        let hold = Hold { store: self };
-        self.with_db(|_| Ok(()))?;
-        Ok(hold)
-    }
-
     fn with_db<T>(&self, f: impl FnOnce(&Database) -> Result<T>) -> Result<T> {
         let mut guard = self.db.lock().expect("store lock");
         if guard.is_none() {
             *guard = Some(self.acquire()?);
         }
         let result = f(guard.as_ref().expect("opened"));
-        let keep = matches!(self.backing, Backing::Memory) || self.held.load(Ordering::SeqCst);
-        if !keep {
+        if !matches!(self.backing, Backing::Memory) {
             // Closing releases the file lock for the next process.
             *guard = None;
         }
@@ -253,20 +240,6 @@ impl Store {
                 }
                 Err(e) => return Err(redb_err(path, e)),
             }
-        }
-    }
-}
-
-/// Keeps the store open; see [`Store::hold`].
-pub struct Hold<'a> {
-    store: &'a Store,
-}
-
-impl Drop for Hold<'_> {
-    fn drop(&mut self) {
-        self.store.held.store(false, Ordering::SeqCst);
-        if let Backing::File(_) = self.store.backing {
-            *self.store.db.lock().expect("store lock") = None;
         }
     }
 }
@@ -468,13 +441,13 @@ mod tests {
     #[test]
     fn a_store_held_elsewhere_is_waited_for_then_reported() {
         let dir = tempfile::tempdir().unwrap();
-        let holder = Store::open(dir.path()).unwrap();
-        let _hold = holder.hold().unwrap();
+        Store::open(dir.path()).unwrap();
+        let held = Database::create(dir.path().join("state.redb")).unwrap();
         let mut waiter = Store::new(Backing::File(dir.path().join("state.redb")));
         waiter.lock_timeout = Duration::from_millis(50);
         let err = waiter.read(|_| Ok(())).expect_err("locked");
         assert!(matches!(err, Error::Locked { .. }), "{err}");
-        drop(_hold);
+        drop(held);
         waiter.read(|_| Ok(())).expect("free once released");
     }
 }
