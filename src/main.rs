@@ -14,3 +14,6 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -409,11 +409,24 @@ mod tests {
             .write(|tx| {
                 tx.put_ledger(&row("t2", "throttled"))?;
                 tx.put_ledger(&row("t1", "invoked"))?;
+                // Neighbouring keys: a longer id with e1 as prefix, a non-ASCII trigger id.
+                tx.put_ledger(&LedgerRow {
+                    event_id: "e10".into(),
+                    ..row("t1", "invoked")
+                })?;
+                tx.put_ledger(&row("tø", "filtered"))?;
                 Ok(())
             })
             .unwrap();
         let rows = store.read(|r| r.ledger("e1")).unwrap();
-        assert_eq!(rows, vec![row("t1", "invoked"), row("t2", "throttled")]);
+        assert_eq!(
+            rows,
+            vec![
+                row("t1", "invoked"),
+                row("t2", "throttled"),
+                row("tø", "filtered")
+            ]
+        );
         assert!(store.read(|r| r.ledger("e")).unwrap().is_empty());
     }
 

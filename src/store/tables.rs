@@ -7,7 +7,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::{Error, Result, redb_err};
 
 /// Bump when a table's layout changes; an older or newer file is refused at open.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// `schema_version`, and counters (`invocation_seq`, `audit_seq`).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -26,8 +26,10 @@ pub const INVOCATION_ORDER: TableDefinition<u64, &str> = TableDefinition::new("i
 /// (approval deadline, invocation id) → (): finds expired approvals.
 pub const APPROVAL_DEADLINES: TableDefinition<(i64, &str), ()> =
     TableDefinition::new("approval_deadlines");
-/// (event id, trigger id) → (decided_at, depth, outcome, invocation id or "", event type).
-pub const LEDGER: TableDefinition<(&str, &str), LedgerValue> = TableDefinition::new("ledger");
+/// (event id, trigger id) as UTF-8 bytes → (decided_at, depth, outcome, invocation id or "",
+/// event type). Bytes, not `&str`: redb validates a `&str` key as UTF-8 at every comparison,
+/// which was a twentieth of a stream's time (version 2; version 1 had `&str` keys).
+pub const LEDGER: TableDefinition<(&[u8], &[u8]), LedgerValue> = TableDefinition::new("ledger");
 pub type LedgerValue = (i64, u32, &'static str, &'static str, &'static str);
 /// event id → an emitted event (JSON) not yet decided: a crash between an invocation's end
 /// and the decision on what it emitted loses nothing.

@@ -24,7 +24,7 @@ pub struct Tx<'t> {
     invocations: Table<'t, &'static str, &'static [u8]>,
     invocation_order: Table<'t, u64, &'static str>,
     approval_deadlines: Table<'t, (i64, &'static str), ()>,
-    ledger: Table<'t, (&'static str, &'static str), LedgerValue>,
+    ledger: Table<'t, (&'static [u8], &'static [u8]), LedgerValue>,
     audit: Table<'t, u64, &'static [u8]>,
     outbox: Table<'t, &'static str, &'static [u8]>,
 }
@@ -231,7 +231,7 @@ impl<'t> Tx<'t> {
     pub fn put_ledger(&mut self, row: &LedgerRow) -> Result<()> {
         self.ledger
             .insert(
-                (row.event_id.as_str(), row.trigger.as_str()),
+                (row.event_id.as_bytes(), row.trigger.as_bytes()),
                 (
                     row.decided_at,
                     row.depth,
@@ -276,7 +276,7 @@ pub struct Reader {
     path: PathBuf,
     invocations: ReadOnlyTable<&'static str, &'static [u8]>,
     invocation_order: ReadOnlyTable<u64, &'static str>,
-    ledger: ReadOnlyTable<(&'static str, &'static str), LedgerValue>,
+    ledger: ReadOnlyTable<(&'static [u8], &'static [u8]), LedgerValue>,
     audit: ReadOnlyTable<u64, &'static [u8]>,
 }
 
@@ -335,15 +335,16 @@ impl Reader {
         let mut rows = Vec::new();
         let range = self
             .ledger
-            .range((event_id, "")..=(event_id, "\u{10FFFF}"))
+            // No byte of UTF-8 text is 0xFF, so every trigger id sorts below it.
+            .range((event_id.as_bytes(), &b""[..])..(event_id.as_bytes(), &b"\xff"[..]))
             .map_err(|e| redb_err(&self.path, e))?;
         for row in range {
             let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
             let (event_id, trigger) = k.value();
             let (decided_at, depth, outcome, inv, kind) = v.value();
             rows.push(LedgerRow {
-                event_id: event_id.to_owned(),
-                trigger: trigger.to_owned(),
+                event_id: String::from_utf8_lossy(event_id).into_owned(),
+                trigger: String::from_utf8_lossy(trigger).into_owned(),
                 kind: kind.to_owned(),
                 depth,
                 outcome: outcome.to_owned(),
