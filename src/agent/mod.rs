@@ -7,6 +7,8 @@
 pub mod approvals;
 pub mod command;
 pub mod emit;
+mod llm;
+pub mod mcp;
 pub mod output;
 
 use std::sync::Arc;
@@ -49,8 +51,11 @@ impl Runtime {
     /// Runs `id` to its end: every attempt it has left, with backoff between them.
     pub async fn run(&self, id: &str) -> anyhow::Result<RunResult> {
         loop {
-            let (inv, agent) = self.start_attempt(id).await?;
-            let outcome = self.attempt(&inv, &agent).await;
+            let (mut inv, agent) = self.start_attempt(id).await?;
+            let (outcome, transcript) = self.attempt(&inv, &agent).await;
+            if let Some(last) = inv.history.last_mut() {
+                last.transcript = transcript;
+            }
             let now = self.clock.now_ms();
             match outcome {
                 Ok((output, follow_ups)) => {
@@ -112,6 +117,7 @@ impl Runtime {
                     started_at: now,
                     ended_at: None,
                     error: None,
+                    transcript: None,
                 });
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(
@@ -133,31 +139,32 @@ impl Runtime {
         Ok((inv, agent))
     }
 
-    /// One attempt: `Ok((output, follow-up events))` or why it failed.
+    /// One attempt: `Ok((output, follow-up events))` or why it failed, and an LLM agent's
+    /// transcript.
     async fn attempt(
         &self,
         inv: &Invocation,
         agent: &Agent,
-    ) -> Result<(Value, Vec<Event>), Failure> {
-        let (program, args) = match &agent.model {
-            ModelSpec::Command { program, args } => (program, args),
-            ModelSpec::Anthropic(_) | ModelSpec::Openai(_) => {
-                // Retrying cannot help; the attempt fails at once.
-                return Err(Failure {
-                    reason: format!(
-                        "provider `{}` agents cannot run yet: this build runs `command` agents only",
-                        provider_name(&agent.model)
-                    ),
-                    retry: false,
-                });
+    ) -> (
+        Result<(Value, Vec<Event>), Failure>,
+        Option<store::Transcript>,
+    ) {
+        match &agent.model {
+            ModelSpec::Command { program, args } => {
+                let result = self
+                    .run_command(inv, agent, program, args)
+                    .await
+                    .map_err(|reason| Failure {
+                        reason,
+                        retry: true,
+                    });
+                (result, None)
             }
-        };
-        self.run_command(inv, agent, program, args)
-            .await
-            .map_err(|reason| Failure {
-                reason,
-                retry: true,
-            })
+            ModelSpec::Anthropic(_) | ModelSpec::Openai(_) => {
+                let (result, transcript) = llm::attempt(self, inv, agent).await;
+                (result.map(|output| (output, Vec::new())), Some(transcript))
+            }
+        }
     }
 
     async fn run_command(
@@ -377,7 +384,7 @@ fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
 }
 
 /// Why an attempt failed, and whether another attempt could help.
-struct Failure {
+pub(crate) struct Failure {
     reason: String,
     retry: bool,
 }
@@ -386,14 +393,6 @@ struct Failure {
 pub fn backoff(retry: &RetryPolicy, attempt: u32) -> Duration {
     let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
     retry.backoff.saturating_mul(factor)
-}
-
-fn provider_name(model: &ModelSpec) -> &'static str {
-    match model {
-        ModelSpec::Anthropic(_) => "anthropic",
-        ModelSpec::Openai(_) => "openai",
-        ModelSpec::Command { .. } => "command",
-    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,25 @@ pub fn parse(spec: &OutputSpec, stdout: &[u8]) -> Result<Value, String> {
     Ok(value)
 }
 
+/// A model's final answer: like [`parse`], but a JSON answer may come inside a fenced
+/// block (models often wrap it in ```json … ```), which is taken out first.
+pub fn parse_answer(spec: &OutputSpec, text: &str) -> Result<Value, String> {
+    if !spec.structured {
+        return Ok(Value::String(text.trim().to_owned()));
+    }
+    parse(spec, fenced(text).unwrap_or(text).as_bytes())
+}
+
+/// The inside of the first ``` fence, without its language tag.
+fn fenced(text: &str) -> Option<&str> {
+    let start = text.find("```")?;
+    let after = &text[start + 3..];
+    let body_start = after.find('\n')? + 1;
+    let body = &after[body_start..];
+    let end = body.find("```")?;
+    Some(&body[..end])
+}
+
 fn check_fields(
     schema: &std::collections::BTreeMap<String, SchemaType>,
     map: &Map<String, Value>,
@@ -82,6 +101,23 @@ fn article(t: SchemaType) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_fenced_answer_is_taken_out_of_its_fence() {
+        let spec = OutputSpec {
+            structured: true,
+            schema: None,
+        };
+        let text = "Here you go:\n```json\n{\"a\": 1}\n```\nDone.";
+        assert_eq!(parse_answer(&spec, text).unwrap(), json!({"a": 1}));
+        assert_eq!(
+            parse_answer(&spec, " {\"b\": 2} ").unwrap(),
+            json!({"b": 2})
+        );
+        assert!(parse_answer(&spec, "no json here").is_err());
+        let text_spec = OutputSpec::default();
+        assert_eq!(parse_answer(&text_spec, " hi \n").unwrap(), json!("hi"));
+    }
 
     fn spec(fields: &[(&str, SchemaType)]) -> OutputSpec {
         OutputSpec {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{Outcome, context};
 use crate::cli::{Cli, InvocationsArgs, InvocationsCommand};
 use crate::clock::rfc3339_ms;
-use crate::store::{Invocation, Store};
+use crate::store::{Invocation, Store, Transcript};
 use crate::term::Paint;
 
 /// A human listing shows this many unless `--limit` says otherwise.
@@ -89,12 +89,16 @@ pub fn view(inv: &Invocation, detail: bool) -> Value {
             .history
             .iter()
             .map(|a| {
-                json!({
+                let mut row = json!({
                     "attempt": a.attempt,
                     "started_at": rfc3339_ms(a.started_at),
                     "ended_at": opt_time(a.ended_at),
                     "error": a.error,
-                })
+                });
+                if let Some(t) = &a.transcript {
+                    row["transcript"] = serde_json::to_value(t).expect("JSON");
+                }
+                row
             })
             .collect();
         v["event"] = inv.event.clone();
@@ -143,6 +147,74 @@ fn list_human(list: &[Invocation], total: usize, p: Paint, out: &mut String) {
                 list.len()
             ))
         );
+    }
+}
+
+/// An LLM attempt's turns: what the model said, each tool call with its arguments and result.
+fn transcript_human(o: &mut String, t: &Transcript, p: Paint) {
+    let _ = writeln!(
+        o,
+        "    {} {} · {} turns · tokens in {} out {}",
+        t.provider,
+        t.model,
+        t.turns.len(),
+        t.input_tokens,
+        t.output_tokens
+    );
+    for (n, turn) in t.turns.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "    {} {}",
+            p.bold(&format!("turn {}", n + 1)),
+            p.dim(&format!(
+                "{} ms · stop {} · tokens {}/{}",
+                turn.request_ms,
+                turn.stop_reason.as_deref().unwrap_or("-"),
+                turn.input_tokens,
+                turn.output_tokens
+            ))
+        );
+        for line in turn.text.lines() {
+            let _ = writeln!(o, "      {line}");
+        }
+        for c in &turn.tool_calls {
+            let mut tags = Vec::new();
+            if c.external {
+                tags.push("external");
+            }
+            if c.refused {
+                tags.push("refused");
+            } else if c.is_error {
+                tags.push("error");
+            }
+            let tags = if tags.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", tags.join(", "))
+            };
+            let server = if c.server.is_empty() {
+                String::new()
+            } else {
+                format!(" (mcp://{})", c.server)
+            };
+            let _ = writeln!(
+                o,
+                "      → {}{server}{tags} {}",
+                p.bold(&c.tool),
+                p.dim(&format!("{} ms", c.duration_ms))
+            );
+            let _ = writeln!(o, "        args   {}", c.arguments);
+            let result = if c.is_error {
+                p.red(&c.result)
+            } else {
+                c.result.clone()
+            };
+            let _ = writeln!(
+                o,
+                "        result {}",
+                result.replace('\n', "\n               ")
+            );
+        }
     }
 }
 
@@ -204,6 +276,9 @@ fn show_human(inv: &Invocation, p: Paint) -> String {
             &format!("attempt {}", a.attempt),
             format!("{} → {end} {how}", rfc3339_ms(a.started_at)),
         );
+        if let Some(t) = &a.transcript {
+            transcript_human(&mut o, t, p);
+        }
     }
     if let Some(out) = &inv.output {
         let text = match out {

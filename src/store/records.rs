@@ -105,6 +105,55 @@ pub struct Attempt {
     pub ended_at: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What an LLM agent's attempt said and did (none for `command` agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<Transcript>,
+}
+
+/// One LLM attempt: each model turn with its tool calls, token usage and timings. Texts are
+/// truncated (see `agent::llm::transcript`) so a chatty model cannot bloat the store.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Transcript {
+    pub provider: String,
+    pub model: String,
+    #[serde(default)]
+    pub turns: Vec<Turn>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Turn {
+    /// Wall-clock milliseconds of the provider request (retries included).
+    pub request_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// The model's text in this turn (truncated).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ToolCallRecord {
+    /// The provider's call id (the tool result answers it).
+    pub id: String,
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server: String,
+    /// The arguments as the model sent them (truncated).
+    pub arguments: String,
+    /// What went back to the model (truncated).
+    pub result: String,
+    pub is_error: bool,
+    /// ANP 6.1: a call that reaches outside; the user is told of each.
+    pub external: bool,
+    /// Refused by pap before reaching a server (unlisted tool, invalid arguments, no approval).
+    pub refused: bool,
+    pub duration_ms: u64,
 }
 
 /// An idempotency claim: this (event, trigger) was decided, and how.

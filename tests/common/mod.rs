@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod dispatch;
+pub mod fake_llm;
+pub mod llm;
 
 /// The `pap` binary cargo built for these tests.
 pub fn pap() -> Command {

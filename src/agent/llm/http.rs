@@ -1,0 +1,169 @@
+//! One provider request: POST JSON, retried inside the attempt on HTTP 429 and 5xx (and on a
+//! dropped connection), honouring `retry-after`, and never past the attempt's deadline.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use crate::clock::Clock;
+
+/// Retries of one request beyond the first try.
+const MAX_RETRIES: u32 = 5;
+/// The first pause when the server gives no `retry-after`; doubles per retry.
+const FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// Error bodies are quoted in the reason up to this length.
+const BODY_QUOTE: usize = 300;
+
+pub struct Request<'a> {
+    pub client: &'a reqwest::Client,
+    pub url: String,
+    pub headers: HeaderMap,
+    pub body: &'a Value,
+    /// The attempt's end, on the runtime clock.
+    pub deadline_ms: i64,
+    pub clock: &'a Clock,
+}
+
+/// The parsed JSON body of a 2xx answer, and how long the request took.
+pub async fn post(req: Request<'_>) -> Result<(Value, Duration), String> {
+    let started = Instant::now();
+    let mut pause = FIRST_PAUSE;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let sent = req
+            .client
+            .post(&req.url)
+            .headers(req.headers.clone())
+            .json(req.body)
+            .send()
+            .await;
+        let (why, wait) = match sent {
+            Ok(resp) if resp.status().is_success() => {
+                let bytes = resp
+                    .bytes()
+                    .await
+                    .map_err(|e| format!("reading the answer of {}: {e}", req.url))?;
+                let value = serde_json::from_slice(&bytes).map_err(|e| {
+                    format!(
+                        "{} answered with something that is not JSON ({e}): {}",
+                        req.url,
+                        quote(&bytes)
+                    )
+                })?;
+                return Ok((value, started.elapsed()));
+            }
+            Ok(resp) => {
+                let status = resp.status();
+                let wait = retry_after(resp.headers());
+                let body = resp.bytes().await.unwrap_or_default();
+                let why = format!("{} answered HTTP {status}: {}", req.url, quote(&body));
+                if !retryable(status) {
+                    return Err(why);
+                }
+                (why, wait)
+            }
+            Err(e) if e.is_connect() || e.is_timeout() || e.is_request() => {
+                (format!("{}: {}", req.url, error_chain(&e)), None)
+            }
+            Err(e) => return Err(format!("{}: {}", req.url, error_chain(&e))),
+        };
+        let wait = wait.unwrap_or(pause);
+        pause *= 2;
+        let left = req.deadline_ms.saturating_sub(req.clock.now_ms());
+        if tries > MAX_RETRIES {
+            return Err(format!("{why} (gave up after {tries} tries)"));
+        }
+        if wait.as_millis() as i64 >= left {
+            return Err(format!(
+                "{why} (a retry after {} s would pass the runtime limit)",
+                wait.as_secs_f64()
+            ));
+        }
+        req.clock.sleep(wait).await;
+    }
+}
+
+fn retryable(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+}
+
+/// `retry-after` as seconds or an HTTP date (RFC 9110 section 10.2.3); Anthropic and OpenAI
+/// also send `retry-after-ms`, which wins when present.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = text("retry-after")?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
+    let now = jiff::Timestamp::now();
+    Some(Duration::try_from(when.duration_since(now)).unwrap_or(Duration::ZERO))
+}
+
+fn quote(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty body)".into();
+    }
+    let mut cut = text.len().min(BODY_QUOTE);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if cut < text.len() {
+        format!("{}…", &text[..cut])
+    } else {
+        text.to_owned()
+    }
+}
+
+/// reqwest's top-level message is vague ("error sending request"); the causes say why.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_reads_seconds_milliseconds_and_dates() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert("retry-after-ms", HeaderValue::from_static("1500"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        let mut past = HeaderMap::new();
+        past.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&past), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn only_429_and_5xx_are_retried() {
+        assert!(retryable(StatusCode::TOO_MANY_REQUESTS));
+        assert!(retryable(StatusCode::SERVICE_UNAVAILABLE));
+        assert!(!retryable(StatusCode::BAD_REQUEST));
+        assert!(!retryable(StatusCode::UNAUTHORIZED));
+    }
+}

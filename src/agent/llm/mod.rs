@@ -1,0 +1,304 @@
+//! One attempt of an `anthropic` or `openai` agent: the prompt, the model turns, the tool loop
+//! over MCP, the limits, and the final answer checked against `output.schema`.
+
+mod anthropic;
+mod chat;
+mod http;
+mod openai;
+mod prompt;
+mod tools;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use super::{DEFAULT_MAX_RUNTIME, Failure, Runtime, output};
+use crate::manifest::compiled::{Agent, LlmModel, ModelSpec};
+use crate::store::{Invocation, Transcript, Turn};
+use chat::{Reply, Stop};
+
+/// The model's text is kept in the transcript up to this many characters.
+const TEXT_KEEP: usize = 4000;
+
+/// Runs one attempt. The transcript comes back whatever happened, for the invocation record.
+pub async fn attempt(
+    rt: &Runtime,
+    inv: &Invocation,
+    agent: &Agent,
+) -> (Result<Value, Failure>, Transcript) {
+    let (provider, model) = match &agent.model {
+        ModelSpec::Anthropic(m) => (Provider::Anthropic, m),
+        ModelSpec::Openai(m) => (Provider::Openai, m),
+        ModelSpec::Command { .. } => unreachable!("command agents do not come here"),
+    };
+    let transcript = Arc::new(Mutex::new(Transcript {
+        provider: provider.name().into(),
+        model: model.model_id.clone(),
+        ..Transcript::default()
+    }));
+    let limit = agent.max_runtime.unwrap_or(DEFAULT_MAX_RUNTIME);
+    let run = Attempt {
+        rt,
+        inv,
+        agent,
+        model,
+        provider,
+        transcript: transcript.clone(),
+        deadline_ms: rt.clock.now_ms() + limit.as_millis() as i64,
+    };
+    // Wall clock for the whole attempt: connecting servers, every turn and every tool call.
+    let result = match tokio::time::timeout(limit, run.run()).await {
+        Ok(result) => result,
+        Err(_) => Err(Failure {
+            reason: format!(
+                "exceeded limits.max_runtime_seconds ({} s)",
+                limit.as_secs_f64()
+            ),
+            retry: true,
+        }),
+    };
+    let transcript = transcript.lock().expect("transcript").clone();
+    (result, transcript)
+}
+
+#[derive(Clone, Copy)]
+enum Provider {
+    Anthropic,
+    Openai,
+}
+
+impl Provider {
+    fn name(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::Openai => "openai",
+        }
+    }
+}
+
+enum Conversation {
+    Anthropic(anthropic::Conversation),
+    Openai(openai::Conversation),
+}
+
+struct Attempt<'a> {
+    rt: &'a Runtime,
+    inv: &'a Invocation,
+    agent: &'a Agent,
+    model: &'a LlmModel,
+    provider: Provider,
+    transcript: Arc<Mutex<Transcript>>,
+    deadline_ms: i64,
+}
+
+impl Attempt<'_> {
+    async fn run(&self) -> Result<Value, Failure> {
+        // Checked before anything starts: no server is spawned for an attempt that cannot run.
+        let key = std::env::var(&self.model.api_key_env)
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .ok_or_else(|| Failure {
+                reason: format!(
+                    "the API key variable {} is not set (model.api_key_env)",
+                    self.model.api_key_env
+                ),
+                retry: false,
+            })?;
+        let (url, headers, mut conversation) = self.setup(&key)?;
+        let mut session = tools::Session::open(self.rt, self.agent)
+            .await
+            .map_err(retryable)?;
+        let result = self.turns(&url, headers, &mut conversation, &session).await;
+        session.close().await;
+        result
+    }
+
+    fn setup(&self, key: &str) -> Result<(String, HeaderMap, Conversation), Failure> {
+        let first = prompt::first_message(&prompt::Context {
+            trigger: &self.inv.trigger,
+            invocation: &self.inv.id,
+            attempt: self.inv.attempts,
+            event: &self.inv.event,
+            notifications: &[],
+            output: &self.agent.output,
+        });
+        let system = self.agent.system_prompt.as_deref();
+        let mut headers = HeaderMap::new();
+        let secret = |value: String| {
+            let mut v = HeaderValue::from_str(&value).map_err(|_| Failure {
+                reason: format!(
+                    "the API key in {} is not a valid header value",
+                    self.model.api_key_env
+                ),
+                retry: false,
+            })?;
+            v.set_sensitive(true);
+            Ok::<_, Failure>(v)
+        };
+        Ok(match self.provider {
+            Provider::Anthropic => {
+                let base = self
+                    .model
+                    .base_url
+                    .as_deref()
+                    .unwrap_or(anthropic::DEFAULT_BASE_URL);
+                headers.insert("x-api-key", secret(key.to_owned())?);
+                headers.insert(
+                    "anthropic-version",
+                    HeaderValue::from_static(anthropic::API_VERSION),
+                );
+                (
+                    anthropic::url(base),
+                    headers,
+                    Conversation::Anthropic(anthropic::Conversation::new(first)),
+                )
+            }
+            Provider::Openai => {
+                let base = self.model.base_url.as_deref();
+                headers.insert("authorization", secret(format!("Bearer {key}"))?);
+                (
+                    openai::url(base.unwrap_or(openai::DEFAULT_BASE_URL)),
+                    headers,
+                    Conversation::Openai(openai::Conversation::new(system, first, base.is_none())),
+                )
+            }
+        })
+    }
+
+    async fn turns(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        conversation: &mut Conversation,
+        session: &tools::Session,
+    ) -> Result<Value, Failure> {
+        let client = http_client();
+        let max_calls = self.agent.max_tool_calls;
+        let mut calls_made: u64 = 0;
+        loop {
+            let body = match conversation {
+                Conversation::Anthropic(c) => c.request(
+                    &self.model.model_id,
+                    self.model.max_tokens,
+                    self.model.temperature,
+                    self.agent.system_prompt.as_deref(),
+                    session.offered(),
+                ),
+                Conversation::Openai(c) => c.request(
+                    &self.model.model_id,
+                    self.model.max_tokens,
+                    self.model.temperature,
+                    session.offered(),
+                ),
+            };
+            let (answer, took) = http::post(http::Request {
+                client: &client,
+                url: url.to_owned(),
+                headers: headers.clone(),
+                body: &body,
+                deadline_ms: self.deadline_ms,
+                clock: &self.rt.clock,
+            })
+            .await
+            .map_err(retryable)?;
+            let reply = match conversation {
+                Conversation::Anthropic(c) => c.receive(&answer),
+                Conversation::Openai(c) => c.receive(&answer),
+            }
+            .map_err(|e| retryable(format!("{url}: {e}")))?;
+            let turn = self.record_turn(&reply, took);
+            match &reply.stop {
+                Stop::MaxTokens => {
+                    return Err(retryable(format!(
+                        "the model stopped at max_tokens ({}) before finishing",
+                        self.model
+                            .max_tokens
+                            .map_or("provider default".into(), |n| n.to_string())
+                    )));
+                }
+                Stop::Refusal(why) => {
+                    return Err(retryable(format!(
+                        "the model refused: {}",
+                        truncate(why, 300)
+                    )));
+                }
+                _ => {}
+            }
+            if reply.calls.is_empty() {
+                return self.final_answer(&reply);
+            }
+            calls_made += reply.calls.len() as u64;
+            if let Some(max) = max_calls
+                && calls_made > max
+            {
+                return Err(retryable(format!(
+                    "the model asked for more than limits.max_tool_calls ({max}) tool calls; \
+                     the last {} were not made",
+                    reply.calls.len()
+                )));
+            }
+            let (results, records) = session
+                .call_all(self.rt, self.inv, &reply.calls)
+                .await
+                .map_err(retryable)?;
+            self.transcript.lock().expect("transcript").turns[turn].tool_calls = records;
+            match conversation {
+                Conversation::Anthropic(c) => c.answer(&results),
+                Conversation::Openai(c) => c.answer(&results),
+            }
+        }
+    }
+
+    fn record_turn(&self, reply: &Reply, took: Duration) -> usize {
+        let mut t = self.transcript.lock().expect("transcript");
+        t.input_tokens += reply.input_tokens;
+        t.output_tokens += reply.output_tokens;
+        t.turns.push(Turn {
+            request_ms: took.as_millis() as u64,
+            stop_reason: Some(reply.stop.label()),
+            text: truncate(&reply.text, TEXT_KEEP),
+            tool_calls: Vec::new(),
+            input_tokens: reply.input_tokens,
+            output_tokens: reply.output_tokens,
+        });
+        t.turns.len() - 1
+    }
+
+    fn final_answer(&self, reply: &Reply) -> Result<Value, Failure> {
+        if let Stop::Other(why) = &reply.stop
+            && reply.text.trim().is_empty()
+        {
+            return Err(retryable(format!(
+                "the model stopped ({why}) without an answer"
+            )));
+        }
+        output::parse_answer(&self.agent.output, &reply.text).map_err(retryable)
+    }
+}
+
+fn retryable(reason: String) -> Failure {
+    Failure {
+        reason,
+        retry: true,
+    }
+}
+
+/// One client per attempt is enough: a run has few turns, and the limit is enforced around
+/// the whole attempt.
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .user_agent(concat!("pap/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client with default TLS")
+}
+
+/// At most `max` characters, marked when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}… [{} more bytes]", &text[..cut], text.len() - cut),
+    }
+}

@@ -1,0 +1,255 @@
+//! The tools of one attempt: exactly those the manifest lists, found on their MCP servers,
+//! with each call checked before it reaches a server.
+//!
+//! A call is refused (an error result back to the model, never a crash) when the tool is not
+//! offered, its arguments are not an object or do not match the tool's `inputSchema`, or the
+//! tool is `high` risk and the invocation was not approved. Every EXTERNAL call (ANP 6.1) is
+//! written to the audit log before it is made, so no outside effect goes unrecorded.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::chat::{ToolCall, ToolDef, ToolResult};
+use super::truncate;
+use crate::agent::Runtime;
+use crate::agent::mcp;
+use crate::manifest::compiled::RiskLevel;
+use crate::manifest::compiled::{Agent, ToolSpec};
+use crate::pipeline::audit_entry;
+use crate::store::{Invocation, ToolCallRecord};
+
+/// Arguments and results are kept in the transcript up to this many characters.
+const KEEP: usize = 2000;
+
+struct Offered {
+    spec: ToolSpec,
+    validator: Option<jsonschema::Validator>,
+}
+
+pub struct Session {
+    mcp: Option<mcp::Session>,
+    defs: Vec<ToolDef>,
+    offered: HashMap<String, Offered>,
+}
+
+impl Session {
+    /// Connects the servers the manifest's tools name and finds each listed tool on its server.
+    pub async fn open(rt: &Runtime, agent: &Agent) -> Result<Session, String> {
+        if agent.tools.is_empty() {
+            return Ok(Session {
+                mcp: None,
+                defs: Vec::new(),
+                offered: HashMap::new(),
+            });
+        }
+        let names: BTreeSet<String> = agent.tools.iter().map(|t| t.server.clone()).collect();
+        let project = &rt.project;
+        let mut mcp =
+            mcp::Session::connect(&project.root, &project.config.mcp_servers, &names).await?;
+        let listed = match mcp.list_tools().await {
+            Ok(listed) => listed,
+            Err(e) => {
+                mcp.shutdown().await;
+                return Err(e);
+            }
+        };
+        let mut defs = Vec::new();
+        let mut offered = HashMap::new();
+        for spec in &agent.tools {
+            let Some(found) = listed
+                .iter()
+                .find(|t| t.server == spec.server && t.name == spec.name)
+            else {
+                mcp.shutdown().await;
+                return Err(format!(
+                    "MCP server `{}` has no tool `{}` (it lists: {})",
+                    spec.server,
+                    spec.name,
+                    listed
+                        .iter()
+                        .filter(|t| t.server == spec.server)
+                        .map(|t| t.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            };
+            // A schema the validator cannot compile is the server's problem, not a reason to
+            // stop the agent: such a tool's arguments go unchecked.
+            let validator = jsonschema::validator_for(&found.input_schema).ok();
+            defs.push(ToolDef {
+                name: spec.name.clone(),
+                description: found.description.clone(),
+                input_schema: found.input_schema.clone(),
+            });
+            offered.insert(
+                spec.name.clone(),
+                Offered {
+                    spec: spec.clone(),
+                    validator,
+                },
+            );
+        }
+        Ok(Session {
+            mcp: Some(mcp),
+            defs,
+            offered,
+        })
+    }
+
+    pub fn offered(&self) -> &[ToolDef] {
+        &self.defs
+    }
+
+    /// Makes every call of one model turn concurrently. Results come back in the order of the
+    /// calls. `Err` when a server failed (not a tool): that fails the attempt.
+    pub async fn call_all(
+        &self,
+        rt: &Runtime,
+        inv: &Invocation,
+        calls: &[ToolCall],
+    ) -> Result<(Vec<ToolResult>, Vec<ToolCallRecord>), String> {
+        let runs = calls.iter().map(|call| self.call_one(rt, inv, call));
+        let done = futures_util::future::join_all(runs).await;
+        let mut results = Vec::new();
+        let mut records = Vec::new();
+        for outcome in done {
+            let (result, record) = outcome?;
+            results.push(result);
+            records.push(record);
+        }
+        Ok((results, records))
+    }
+
+    async fn call_one(
+        &self,
+        rt: &Runtime,
+        inv: &Invocation,
+        call: &ToolCall,
+    ) -> Result<(ToolResult, ToolCallRecord), String> {
+        let started = Instant::now();
+        let arguments_text = match &call.arguments {
+            Ok(map) => Value::Object(map.clone()).to_string(),
+            Err(raw) => raw.clone(),
+        };
+        let mut record = ToolCallRecord {
+            id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: truncate(&arguments_text, KEEP),
+            ..ToolCallRecord::default()
+        };
+        let refuse = |mut record: ToolCallRecord, why: String| {
+            record.refused = true;
+            record.is_error = true;
+            record.result = why.clone();
+            Ok((
+                ToolResult {
+                    call_id: call.id.clone(),
+                    content: why,
+                    is_error: true,
+                },
+                record,
+            ))
+        };
+        let Some(tool) = self.offered.get(&call.name) else {
+            return refuse(
+                record,
+                format!(
+                    "tool `{}` is not available to this agent; it was not called",
+                    call.name
+                ),
+            );
+        };
+        record.server = tool.spec.server.clone();
+        record.external = tool.spec.external;
+        let arguments = match &call.arguments {
+            Ok(map) => map.clone(),
+            Err(raw) => {
+                return refuse(
+                    record,
+                    format!(
+                        "the arguments for `{}` are not a JSON object: {}",
+                        call.name,
+                        truncate(raw, 200)
+                    ),
+                );
+            }
+        };
+        if let Some(validator) = &tool.validator {
+            let instance = Value::Object(arguments.clone());
+            let problems: Vec<String> = validator
+                .iter_errors(&instance)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .collect();
+            if !problems.is_empty() {
+                return refuse(
+                    record,
+                    format!(
+                        "invalid arguments for `{}`: {}; it was not called",
+                        call.name,
+                        problems.join("; ")
+                    ),
+                );
+            }
+        }
+        if tool.spec.risk == RiskLevel::High && !approved(inv) {
+            return refuse(
+                record,
+                format!(
+                    "`{}` is a high-risk tool and this invocation was not approved; \
+                     it was not called",
+                    call.name
+                ),
+            );
+        }
+        if tool.spec.external {
+            let now = rt.clock.now_ms();
+            let entry = audit_entry(
+                inv,
+                now,
+                "external_tool_call",
+                None,
+                Some(format!(
+                    "{} on mcp://{} with {}",
+                    call.name,
+                    tool.spec.server,
+                    truncate(&arguments_text, 500)
+                )),
+            );
+            rt.write(move |tx| tx.audit(entry))
+                .await
+                .map_err(|e| format!("cannot audit an external tool call: {e:#}"))?;
+        }
+        let mcp = self.mcp.as_ref().expect("offered tools have a session");
+        let outcome = mcp.call(&tool.spec.server, &call.name, arguments).await?;
+        record.is_error = outcome.is_error;
+        record.result = truncate(&outcome.text, KEEP);
+        record.duration_ms = started.elapsed().as_millis() as u64;
+        Ok((
+            ToolResult {
+                call_id: call.id.clone(),
+                content: outcome.text,
+                is_error: outcome.is_error,
+            },
+            record,
+        ))
+    }
+
+    pub async fn close(&mut self) {
+        if let Some(mcp) = self.mcp.as_mut() {
+            mcp.shutdown().await;
+        }
+    }
+}
+
+fn approved(inv: &Invocation) -> bool {
+    inv.approval.as_ref().is_some_and(|a| a.approved)
+}
