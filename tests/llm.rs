@@ -495,3 +495,117 @@ fn external_calls_are_audited_and_a_server_that_does_not_start_names_itself() {
         "{inv}"
     );
 }
+
+#[test]
+fn a_high_risk_tool_is_called_once_the_invocation_is_approved() {
+    let Some(server) = everything_server() else {
+        return;
+    };
+    let fake = FakeLlm::start(vec![
+        Scripted::ok(anthropic_tool_use(&[(
+            "t1",
+            "get-sum",
+            json!({"a": 20, "b": 22}),
+        )])),
+        Scripted::ok(anthropic_text("{\"sum\": 42}")),
+    ]);
+    let tools = "  tools:\n    - name: get-sum\n      source: mcp://everything\n      risk_override: high\n      impact: external\n";
+    let p = project(
+        &agent("anthropic", &fake.url, tools, STRUCTURED),
+        Some(&server),
+    );
+    let run = dispatch(&p, "e1", json!({}), Some("k"), &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.outcome("e1", "t-llm"), "awaiting_approval");
+    assert!(fake.requests().is_empty(), "nothing runs before approval");
+    let id = only_invocation(&p)["id"].as_str().unwrap().to_owned();
+    let out = p
+        .cmd(common::dispatch::T0)
+        .env("ANTHROPIC_API_KEY", "k")
+        .args(["approve", &id, "--by", "alice"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let result = &fake.requests()[1].body["messages"][2]["content"][0];
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(result["content"].as_str().unwrap().contains("42"));
+
+    // The human view shows the transcript.
+    let out = p
+        .cmd(common::dispatch::T0)
+        .args(["invocations", "show", &id])
+        .output()
+        .unwrap();
+    let text = common::stdout(&out);
+    assert!(text.contains("anthropic test-model · 2 turns"), "{text}");
+    assert!(
+        text.contains("→ get-sum (mcp://everything) [external]"),
+        "{text}"
+    );
+}
+
+/// `server-everything` in its streamable HTTP mode on a free port, killed on drop.
+struct HttpServer(std::process::Child, u16);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_server(bin: &std::path::Path) -> HttpServer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new(bin)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start server-everything");
+    let server = HttpServer(child, port);
+    // Poll until it listens (real time: another process is starting).
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return server;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("server-everything did not listen on {port}");
+}
+
+#[test]
+fn a_streamable_http_server_is_reached_by_url() {
+    let Some(bin) = everything_server() else {
+        return;
+    };
+    let server = http_server(&bin);
+    let fake = FakeLlm::start(vec![
+        Scripted::ok(anthropic_tool_use(&[(
+            "t1",
+            "get-sum",
+            json!({"a": 3, "b": 4}),
+        )])),
+        Scripted::ok(anthropic_text("{\"sum\": 7}")),
+    ]);
+    let p = project(&agent("anthropic", &fake.url, SUM_TOOL, STRUCTURED), None);
+    std::fs::write(
+        p.root().join("pap.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nmcp_servers:\n  everything:\n    url: http://127.0.0.1:{}/mcp\n    headers:\n      X-Test-Token: \"${{PAP_TEST_TOKEN}}\"\n",
+            server.1
+        ),
+    )
+    .unwrap();
+    let run = dispatch(&p, "e1", json!({}), Some("k"), &[("PAP_TEST_TOKEN", "t0k")]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let result = &fake.requests()[1].body["messages"][2]["content"][0];
+    assert!(
+        result["content"].as_str().unwrap().contains('7'),
+        "{result}"
+    );
+}

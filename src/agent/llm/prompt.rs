@@ -72,7 +72,8 @@ mod tests {
             output: &OutputSpec::default(),
         });
         assert_eq!(text.matches("</pap_event>").count(), 1);
-        let inside = &text[text.find("<pap_event").unwrap()..text.find("</pap_event>").unwrap()];
+        let inside =
+            &text[text.find("<pap_event invocation").unwrap()..text.find("</pap_event>").unwrap()];
         let json_part = &inside[inside.find('\n').unwrap()..];
         let back: Value = serde_json::from_str(json_part).unwrap();
         assert_eq!(back, event, "the block is the event, losslessly");
