@@ -45,6 +45,15 @@ fn only_invocation(p: &Project) -> Value {
     p.invocation(list[0]["id"].as_str().unwrap())
 }
 
+/// The invocation ended with an error that says `text`.
+fn assert_error(inv: &Value, text: &str) {
+    let error = inv["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(text),
+        "expected an error with {text:?}: {inv}"
+    );
+}
+
 fn tool_names(request: &Value, provider: &str) -> Vec<String> {
     request["tools"]
         .as_array()
@@ -71,13 +80,7 @@ fn a_missing_key_fails_before_any_request() {
     let inv = only_invocation(&p);
     assert_eq!(inv["status"], "failed");
     assert_eq!(inv["attempts"], 1, "a missing key is not retried");
-    assert!(
-        inv["error"]
-            .as_str()
-            .unwrap()
-            .contains("ANTHROPIC_API_KEY is not set"),
-        "{inv}"
-    );
+    assert_error(&inv, "ANTHROPIC_API_KEY is not set");
     assert!(fake.requests().is_empty());
 }
 
@@ -247,13 +250,7 @@ fn the_runtime_limit_cuts_a_slow_provider() {
     );
     assert_eq!(run.code, 4);
     let inv = only_invocation(&p);
-    assert!(
-        inv["error"]
-            .as_str()
-            .unwrap()
-            .contains("max_runtime_seconds (1 s)"),
-        "{inv}"
-    );
+    assert_error(&inv, "max_runtime_seconds (1 s)");
 }
 
 // ---- with the MCP server ----------------------------------------------------------------
@@ -406,13 +403,7 @@ fn more_tool_calls_than_the_limit_fail_the_attempt() {
     let run = dispatch(&p, "e1", json!({}), Some("k"), &[]);
     assert_eq!(run.code, 4);
     let inv = only_invocation(&p);
-    assert!(
-        inv["error"]
-            .as_str()
-            .unwrap()
-            .contains("max_tool_calls (1)"),
-        "{inv}"
-    );
+    assert_error(&inv, "max_tool_calls (1)");
 }
 
 #[test]
@@ -487,13 +478,7 @@ fn external_calls_are_audited_and_a_server_that_does_not_start_names_itself() {
     let run = dispatch(&broken, "e2", json!({}), Some("k"), &[]);
     assert_eq!(run.code, 4);
     let inv = only_invocation(&broken);
-    assert!(
-        inv["error"]
-            .as_str()
-            .unwrap()
-            .contains("MCP server `everything`"),
-        "{inv}"
-    );
+    assert_error(&inv, "MCP server `everything`");
 }
 
 #[test]
