@@ -17,5 +17,6 @@ pub mod pipeline;
 pub mod stages;
 pub mod store;
 pub mod term;
+pub mod text;
 
 pub use cmd::run;

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::yaml_tree::{Located, Node, PathSeg, display_path};
 use crate::diagnostics::{Diagnostic, did_you_mean};
+use crate::text::clip;
 
 /// Walks `tree` against `schema` (a whole generated schema with `$defs`).
 pub fn check(tree: &Located<Node>, schema: &Value, file: &str) -> Vec<Diagnostic> {
@@ -249,7 +250,7 @@ impl<'a> Walker<'a> {
             _ => ("invalid-value", "value"),
         };
         let found = match &node.value {
-            Node::String(s) => format!("`{}`", truncate(s, 40)),
+            Node::String(s) => format!("`{}`", clip(s, 40)),
             other => describe(other),
         };
         let message = if code == "pap-version" {
@@ -336,17 +337,9 @@ fn describe(node: &Node) -> String {
         Node::Null => "null (an empty value)".to_string(),
         Node::Bool(b) => format!("the boolean `{b}`"),
         Node::Number(n) => format!("the number {n}"),
-        Node::String(s) => format!("the string `{}`", truncate(s, 40)),
+        Node::String(s) => format!("the string `{}`", clip(s, 40)),
         Node::Seq(_) => "a list".to_string(),
         Node::Map(_) => "a mapping".to_string(),
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
     }
 }
 

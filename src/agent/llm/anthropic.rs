@@ -127,17 +127,9 @@ fn str_field(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
+/// An unexpected answer, quoted in the failure reason.
 pub(super) fn short(v: &Value) -> String {
-    let text = v.to_string();
-    if text.len() > 200 {
-        let mut cut = 200;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}…", &text[..cut])
-    } else {
-        text
-    }
+    crate::text::clip(&v.to_string(), 200)
 }
 
 #[cfg(test)]

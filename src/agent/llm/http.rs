@@ -115,15 +115,7 @@ fn quote(body: &[u8]) -> String {
     if text.is_empty() {
         return "(empty body)".into();
     }
-    let mut cut = text.len().min(BODY_QUOTE);
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    if cut < text.len() {
-        format!("{}…", &text[..cut])
-    } else {
-        text.to_owned()
-    }
+    crate::text::clip(text, BODY_QUOTE)
 }
 
 /// reqwest's top-level message is vague ("error sending request"); the causes say why.

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::{DEFAULT_MAX_RUNTIME, Failure, Runtime, output};
 use crate::manifest::compiled::{Agent, LlmModel, ModelSpec};
 use crate::store::{Invocation, Transcript, Turn};
+use crate::text::clip as truncate;
 use chat::{Reply, Stop};
 
 /// The model's text is kept in the transcript up to this many characters.
@@ -293,12 +294,4 @@ fn http_client() -> reqwest::Client {
         .connect_timeout(Duration::from_secs(30))
         .build()
         .expect("an HTTP client with default TLS")
-}
-
-/// At most `max` characters, marked when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some((cut, _)) => format!("{}… [{} more bytes]", &text[..cut], text.len() - cut),
-    }
 }

@@ -70,7 +70,7 @@ impl Conversation {
             .get("choices")
             .and_then(|c| c.get(0))
             .ok_or_else(|| format!("the answer has no `choices[0]`: {}", short(body)))?;
-        let message = choice
+        let mut message = choice
             .get("message")
             .cloned()
             .ok_or_else(|| format!("`choices[0]` has no `message`: {}", short(body)))?;
@@ -82,9 +82,9 @@ impl Conversation {
         let refusal = message
             .get("refusal")
             .and_then(Value::as_str)
-            .filter(|r| !r.is_empty());
+            .filter(|r| !r.is_empty())
+            .map(str::to_owned);
         let mut calls = Vec::new();
-        let mut message = message.clone();
         if let Some(list) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
             for (n, call) in list.iter_mut().enumerate() {
                 // A server that omits the id still needs one to match the result to.
@@ -120,7 +120,7 @@ impl Conversation {
         }
         let finish = choice.get("finish_reason").and_then(Value::as_str);
         let stop = if let Some(r) = refusal {
-            Stop::Refusal(r.to_owned())
+            Stop::Refusal(r)
         } else if !calls.is_empty() {
             Stop::ToolUse
         } else {

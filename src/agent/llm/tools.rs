@@ -12,13 +12,13 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::chat::{ToolCall, ToolDef, ToolResult};
-use super::truncate;
 use crate::agent::Runtime;
 use crate::agent::mcp;
 use crate::manifest::compiled::RiskLevel;
 use crate::manifest::compiled::{Agent, ToolSpec};
 use crate::pipeline::audit_entry;
 use crate::store::{Invocation, ToolCallRecord};
+use crate::text::clip as truncate;
 
 /// Arguments and results are kept in the transcript up to this many characters.
 const KEEP: usize = 2000;
@@ -48,54 +48,17 @@ impl Session {
         let project = &rt.project;
         let mut mcp =
             mcp::Session::connect(&project.root, &project.config.mcp_servers, &names).await?;
-        let listed = match mcp.list_tools().await {
-            Ok(listed) => listed,
+        match find_listed(&mcp, agent).await {
+            Ok((defs, offered)) => Ok(Session {
+                mcp: Some(mcp),
+                defs,
+                offered,
+            }),
             Err(e) => {
                 mcp.shutdown().await;
-                return Err(e);
+                Err(e)
             }
-        };
-        let mut defs = Vec::new();
-        let mut offered = HashMap::new();
-        for spec in &agent.tools {
-            let Some(found) = listed
-                .iter()
-                .find(|t| t.server == spec.server && t.name == spec.name)
-            else {
-                mcp.shutdown().await;
-                return Err(format!(
-                    "MCP server `{}` has no tool `{}` (it lists: {})",
-                    spec.server,
-                    spec.name,
-                    listed
-                        .iter()
-                        .filter(|t| t.server == spec.server)
-                        .map(|t| t.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            };
-            // A schema the validator cannot compile is the server's problem, not a reason to
-            // stop the agent: such a tool's arguments go unchecked.
-            let validator = jsonschema::validator_for(&found.input_schema).ok();
-            defs.push(ToolDef {
-                name: spec.name.clone(),
-                description: found.description.clone(),
-                input_schema: found.input_schema.clone(),
-            });
-            offered.insert(
-                spec.name.clone(),
-                Offered {
-                    spec: spec.clone(),
-                    validator,
-                },
-            );
         }
-        Ok(Session {
-            mcp: Some(mcp),
-            defs,
-            offered,
-        })
     }
 
     pub fn offered(&self) -> &[ToolDef] {
@@ -130,7 +93,7 @@ impl Session {
     ) -> Result<(ToolResult, ToolCallRecord), String> {
         let started = Instant::now();
         let arguments_text = match &call.arguments {
-            Ok(map) => Value::Object(map.clone()).to_string(),
+            Ok(map) => serde_json::to_string(map).expect("JSON"),
             Err(raw) => raw.clone(),
         };
         let mut record = ToolCallRecord {
@@ -248,6 +211,50 @@ impl Session {
             mcp.shutdown().await;
         }
     }
+}
+
+/// Each tool the manifest lists, found on its server, with its argument validator.
+async fn find_listed(
+    mcp: &mcp::Session,
+    agent: &Agent,
+) -> Result<(Vec<ToolDef>, HashMap<String, Offered>), String> {
+    let listed = mcp.list_tools().await?;
+    let mut defs = Vec::new();
+    let mut offered = HashMap::new();
+    for spec in &agent.tools {
+        let Some(found) = listed
+            .iter()
+            .find(|t| t.server == spec.server && t.name == spec.name)
+        else {
+            return Err(format!(
+                "MCP server `{}` has no tool `{}` (it lists: {})",
+                spec.server,
+                spec.name,
+                listed
+                    .iter()
+                    .filter(|t| t.server == spec.server)
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        // A schema the validator cannot compile is the server's problem, not a reason to
+        // stop the agent: such a tool's arguments go unchecked.
+        let validator = jsonschema::validator_for(&found.input_schema).ok();
+        defs.push(ToolDef {
+            name: spec.name.clone(),
+            description: found.description.clone(),
+            input_schema: found.input_schema.clone(),
+        });
+        offered.insert(
+            spec.name.clone(),
+            Offered {
+                spec: spec.clone(),
+                validator,
+            },
+        );
+    }
+    Ok((defs, offered))
 }
 
 fn approved(inv: &Invocation) -> bool {
