@@ -98,6 +98,95 @@ pub enum Command {
     /// Show the append-only audit log of medium and high risk invocations.
     #[command(after_help = "Examples:\n  pap audit\n  pap audit --json --limit 100")]
     Audit(AuditArgs),
+
+    /// Run the daemon: claim event files from the spool, run queued invocations and retries,
+    /// expire approvals, fire cron schedules, purge old state.
+    #[command(
+        after_help = "Spool: write an event file under a temporary name (starting with `.` or ending in \
+        `.tmp`), then rename it to `*.json` or `*.ndjson` in <state>/spool (or `spool_dir`). Each file \
+        is decided, then moved to spool/done/ (or spool/failed/ beside a `.error.json` naming each bad \
+        line, while its good lines are still dispatched).\n\n\
+        While serve runs, every other command keeps working on the same state; `pap approve` hands \
+        the run to serve. A second serve on the same state refuses to start.\n\n\
+        Signals: SIGINT/SIGTERM stop claiming, let running agents finish within the grace period, \
+        leave the rest queued and exit 0. SIGHUP reloads the manifests (also reloaded when they \
+        change on disk); an invalid set is logged and the old one keeps running.\n\n\
+        Exit status: 0 clean stop (or --once done); 1 could not start (another serve runs, the \
+        project has errors, the store is unusable).\n\n\
+        Examples:\n  pap serve\n  pap serve --max-concurrent 8 --log-format json 2>> serve.log\n  \
+        pap serve --once          # drain the spool and the due work, fire due schedules, exit\n  \
+        mv /tmp/.alert.json .pap/spool/alert.json   # hand an event to a running serve"
+    )]
+    Serve(ServeArgs),
+
+    /// Cron schedules: list them, or show the next fire times of one.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// How many invocations run at once (default: `serve.max_concurrent` in pap.yaml, else 4).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrent: Option<u32>,
+
+    /// Seconds running agents get to finish after SIGINT/SIGTERM (default: `serve.grace_period`,
+    /// else 10).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace: Option<f64>,
+
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value = "human")]
+    pub log_format: LogFormat,
+
+    /// Do what is due now, then exit: claim every spool file, run the due invocations, fire
+    /// due schedules, purge. For cron-driven setups and tests.
+    #[arg(long)]
+    pub once: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// List the schedules with their next fire time and the last one recorded.
+    #[command(after_help = "Examples:\n  pap schedule list\n  pap schedule list --json")]
+    List(ScheduleListArgs),
+
+    /// Show the next fire times of a schedule, in UTC and in its time zone.
+    #[command(
+        after_help = "Examples:\n  pap schedule next nightly-report\n  pap schedule next nightly-report -n 10 --json"
+    )]
+    Next(ScheduleNextArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ScheduleListArgs {
+    /// One JSON object per schedule, one per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ScheduleNextArgs {
+    /// The schedule id.
+    pub id: String,
+
+    /// How many fire times.
+    #[arg(short = 'n', long = "count", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub count: u32,
+
+    /// Count from this time (RFC 3339) instead of now.
+    #[arg(long, value_name = "TIME")]
+    pub after: Option<String>,
+
+    /// One JSON object per fire time, one per line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -225,7 +314,7 @@ pub enum LintFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct SchemaArgs {
-    /// Which manifest kind (omit with --out to write all three).
+    /// Which manifest kind (omit with --out to write all four).
     #[arg(value_enum, required_unless_present = "out")]
     pub kind: Option<SchemaKind>,
 
@@ -239,6 +328,7 @@ pub enum SchemaKind {
     Trigger,
     Agent,
     Config,
+    Schedule,
 }
 
 impl SchemaKind {
@@ -247,6 +337,7 @@ impl SchemaKind {
             SchemaKind::Trigger => "trigger",
             SchemaKind::Agent => "agent",
             SchemaKind::Config => "config",
+            SchemaKind::Schedule => "schedule",
         }
     }
 }

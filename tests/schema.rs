@@ -55,7 +55,7 @@ fn enums_in_the_schema_match_the_protocol() {
 }
 
 #[test]
-fn out_writes_all_three_files() {
+fn out_writes_a_file_per_kind() {
     let dir = tempfile::tempdir().unwrap();
     let out = pap()
         .args(["schema", "--out"])
@@ -63,7 +63,7 @@ fn out_writes_all_three_files() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0);
-    for kind in ["trigger", "agent", "config"] {
+    for kind in ["trigger", "agent", "config", "schedule"] {
         let text = std::fs::read_to_string(dir.path().join(format!("{kind}.schema.json"))).unwrap();
         serde_json::from_str::<Value>(&text).unwrap();
     }
@@ -77,7 +77,7 @@ fn a_kind_is_required_without_out() {
 #[test]
 fn the_schemas_shipped_with_the_example_project_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for kind in ["trigger", "agent", "config"] {
+    for kind in ["trigger", "agent", "config", "schedule"] {
         let out = pap().args(["schema", kind]).output().unwrap();
         let shipped =
             std::fs::read_to_string(root.join(format!("schemas/{kind}.schema.json"))).unwrap();

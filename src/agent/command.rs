@@ -44,6 +44,9 @@ pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    // If this run is dropped midway (serve stopping after its grace period), the whole
+    // group goes, not only the direct child that `kill_on_drop` covers.
+    let _group = GroupGuard(pgid);
 
     let mut stdin = child.stdin.take().expect("piped");
     let input = spec.stdin;
@@ -104,6 +107,14 @@ pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
         ));
     }
     Ok(out)
+}
+
+struct GroupGuard(Option<Pid>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
 }
 
 fn kill_group(pgid: Option<Pid>) {

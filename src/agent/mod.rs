@@ -38,6 +38,8 @@ pub struct RunResult {
     /// The events themselves, to be dispatched next.
     pub emitted: Vec<Event>,
     pub error: Option<String>,
+    /// A retry is queued for later (only when [`Runtime::queue_retries`]); not ended yet.
+    pub retry_queued: bool,
 }
 
 #[derive(Clone)]
@@ -45,6 +47,10 @@ pub struct Runtime {
     pub project: Arc<Project>,
     pub store: Arc<Store>,
     pub clock: Clock,
+    /// `pap serve`: a failed attempt with retries left goes back to the queue with its due
+    /// time, instead of this task waiting out the backoff (which would hold a concurrency
+    /// slot for as long as the backoff lasts). `pap dispatch` waits: it returns when done.
+    pub queue_retries: bool,
 }
 
 impl Runtime {
@@ -68,7 +74,12 @@ impl Runtime {
                     retry: true,
                 }) if inv.attempts < inv.max_attempts => {
                     let delay = backoff(&agent.retry, inv.attempts);
-                    self.record_retry(inv, reason, now, delay).await?;
+                    let inv = self.record_retry(inv, reason, now, delay).await?;
+                    if self.queue_retries {
+                        let mut r = result(&inv, false, Vec::new());
+                        r.retry_queued = true;
+                        return Ok(r);
+                    }
                     self.clock.sleep(delay).await;
                 }
                 Err(Failure { reason, .. }) => {
@@ -88,6 +99,12 @@ impl Runtime {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
                     store::Error::Conflict(format!("invocation {id} is not in the store"))
                 })?;
+                if let Some(holder) = inv.runner.as_ref().filter(|r| r.is_other_live()) {
+                    return Err(store::Error::Conflict(format!(
+                        "invocation {id} is held by another pap process (pid {})",
+                        holder.pid
+                    )));
+                }
                 match inv.status {
                     Status::Queued => inv.attempts += 1,
                     Status::Running => {
@@ -108,10 +125,7 @@ impl Runtime {
                 inv.status = Status::Running;
                 inv.updated_at = now;
                 inv.next_attempt_at = None;
-                inv.runner = Some(Runner {
-                    pid: std::process::id(),
-                    since: now,
-                });
+                inv.runner = Some(Runner::current(now));
                 inv.history.push(Attempt {
                     attempt: inv.attempts,
                     started_at: now,
@@ -221,11 +235,13 @@ impl Runtime {
         reason: String,
         now: i64,
         delay: Duration,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Invocation> {
+        let keep = !self.queue_retries;
         self.write(move |tx| {
             close_attempt(&mut inv, now, Some(&reason));
             inv.status = Status::Queued;
-            inv.runner = None;
+            // Kept while this process waits out the backoff itself, so nobody else starts it.
+            inv.runner = keep.then(|| Runner::current(now));
             inv.updated_at = now;
             inv.error = Some(reason.clone());
             inv.next_attempt_at = Some(now.saturating_add(delay.as_millis() as i64));
@@ -238,6 +254,31 @@ impl Runtime {
                     Some(reason.clone()),
                 ))?;
             }
+            tx.put_invocation(&inv)?;
+            Ok(inv)
+        })
+        .await
+    }
+
+    /// Puts a `running` invocation this process holds back in the queue under the same
+    /// attempt number: its attempt was cut short by a shutdown, which is not a failure.
+    pub async fn requeue_interrupted(&self, id: &str, why: &str) -> anyhow::Result<()> {
+        let id = id.to_owned();
+        let why = why.to_owned();
+        let now = self.clock.now_ms();
+        self.write(move |tx| {
+            let Some(mut inv) = tx.invocation(&id)? else {
+                return Ok(());
+            };
+            let mine = inv.runner.as_ref().is_some_and(Runner::is_current);
+            if inv.status != Status::Running || !mine {
+                return Ok(());
+            }
+            close_attempt(&mut inv, now, Some(&why));
+            inv.status = Status::Queued;
+            inv.attempts = inv.attempts.saturating_sub(1);
+            inv.runner = None;
+            inv.updated_at = now;
             tx.put_invocation(&inv)
         })
         .await
@@ -273,7 +314,7 @@ impl Runtime {
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(&inv, now, "succeeded", None, None))?;
                 }
-                put_outbox(tx, &events)?;
+                put_outbox(tx, &events, now)?;
                 tx.put_invocation(&inv)?;
                 Ok(inv)
             })
@@ -352,15 +393,17 @@ pub fn end_in_tx(
             Some(reason.to_owned()),
         ))?;
     }
-    put_outbox(tx, &events)?;
+    put_outbox(tx, &events, now)?;
     tx.put_invocation(inv)?;
     Ok(events)
 }
 
 /// Emitted events wait in the outbox until they are decided, so a crash in between loses none.
-fn put_outbox(tx: &mut Tx, events: &[Event]) -> store::Result<()> {
+/// This process decides them next; if it dies first, `pap serve` finds them.
+fn put_outbox(tx: &mut Tx, events: &[Event], now: i64) -> store::Result<()> {
+    let owner = Runner::current(now);
     for e in events {
-        tx.outbox_put(&e.id, &e.value)?;
+        tx.outbox_put(&e.id, &e.value, Some(&owner))?;
     }
     Ok(())
 }
@@ -380,6 +423,7 @@ fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
         emitted_ids: emitted.iter().map(|e| e.id.clone()).collect(),
         emitted,
         error: inv.error.clone(),
+        retry_queued: false,
     }
 }
 

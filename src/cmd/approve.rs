@@ -9,7 +9,8 @@ use crate::agent::{Runtime, end_in_tx};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
 use crate::dispatcher::{Dispatcher, Format};
 use crate::pipeline::{Options, audit_entry};
-use crate::store::{self, ApprovalDecision, Invocation, Status};
+use crate::serve::control;
+use crate::store::{self, ApprovalDecision, Invocation, Runner, Status};
 use crate::term::Paint;
 
 pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
@@ -22,10 +23,15 @@ pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
     let by = context::actor(&args.by);
     let note = args.note.clone();
     let id = args.id.clone();
+    // A running serve takes the run over (contract section 5); else this process runs it,
+    // and holds it so that a serve starting meanwhile leaves it alone.
+    let state_dir = context::state_dir(cli, &runtime.project);
+    let serve = control::running(&state_dir);
     runtime.store.write(|tx| {
         let mut inv = awaiting(tx, &id)?;
         inv.status = Status::Queued;
         inv.updated_at = now;
+        inv.runner = serve.is_none().then(|| Runner::current(now));
         inv.approval = Some(ApprovalDecision {
             approved: true,
             by: by.clone(),
@@ -41,6 +47,15 @@ pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
         ))?;
         tx.put_invocation(&inv)
     })?;
+    if let Some(serve) = serve {
+        control::wake(&state_dir);
+        eprintln!(
+            "approved {id} (by {by}); handed to the running pap serve (pid {}); follow it with `pap invocations show {id}`",
+            serve.pid
+        );
+        report(&runtime, &id, args.json)?;
+        return Ok(Outcome::Success);
+    }
     eprintln!("approved {id} (by {by}); running it");
 
     let result = rt.block_on(runtime.run(&id))?;

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use crate::agent::Runtime;
 use crate::cli::Cli;
 use crate::clock::Clock;
-use crate::diagnostics::{self, HumanStyle, Severity};
+use crate::diagnostics::{self, HumanStyle};
 use crate::manifest::{self, Project};
 use crate::store::Store;
 
@@ -21,12 +21,7 @@ pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
         .canonicalize()
         .with_context(|| format!("project root {}", cli.root.display()))?;
     let loaded = manifest::load(&root, &[]);
-    let errors: Vec<_> = loaded
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .cloned()
-        .collect();
+    let errors = loaded.errors();
     match loaded.project {
         Some(project) if errors.is_empty() => Ok(project),
         _ => {
@@ -73,6 +68,7 @@ pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
         project: Arc::new(project),
         store: Arc::new(store),
         clock: Clock::from_env()?,
+        queue_retries: false,
     })
 }
 

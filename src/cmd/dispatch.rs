@@ -102,6 +102,10 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     reader.join().expect("reader thread");
     progress.finish();
     dispatcher.finish()?;
+    if args.no_run && dispatcher.tally.outcomes.contains_key("queued") {
+        // A running serve picks the queued work up at once instead of at its next scan.
+        crate::serve::control::wake(&context::state_dir(cli, &runtime.project));
+    }
 
     let t = &dispatcher.tally;
     Ok(if unreadable {

@@ -6,7 +6,9 @@ mod context;
 mod dispatch;
 mod invocations;
 mod lint;
+mod schedule;
 mod schema;
+mod serve;
 
 use crate::cli::{Cli, Command};
 
@@ -46,5 +48,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Approve(args) => approve::approve(&cli, args),
         Command::Reject(args) => approve::reject(&cli, args),
         Command::Audit(args) => audit::run(&cli, args),
+        Command::Serve(args) => serve::run(&cli, args),
+        Command::Schedule(command) => schedule::run(&cli, command),
     }
 }

@@ -16,7 +16,12 @@ pub fn run(args: &SchemaArgs) -> anyhow::Result<Outcome> {
     match (&args.out, args.kind) {
         (Some(dir), kinds) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            let all = [SchemaKind::Trigger, SchemaKind::Agent, SchemaKind::Config];
+            let all = [
+                SchemaKind::Trigger,
+                SchemaKind::Agent,
+                SchemaKind::Config,
+                SchemaKind::Schedule,
+            ];
             for kind in kinds.map(|k| vec![k]).unwrap_or(all.to_vec()) {
                 let path = dir.join(format!("{}.schema.json", kind.as_str()));
                 std::fs::write(&path, text(kind))

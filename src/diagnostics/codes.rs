@@ -161,7 +161,15 @@ pub const CODES: &[CodeInfo] = &[
     ),
     error(
         "reserved-event-type",
-        "an agent declares it emits a `pap.` event type, which only the dispatcher may emit",
+        "an agent or schedule declares a `pap.` event type, which only the dispatcher may emit",
+    ),
+    error(
+        "invalid-cron",
+        "a schedule's `cron` that is not a 5-field cron expression, or never fires",
+    ),
+    error(
+        "invalid-timezone",
+        "a schedule's `timezone` that is not an IANA time zone name",
     ),
     error(
         "invalid-duration",
@@ -173,7 +181,14 @@ pub const CODES: &[CodeInfo] = &[
         "an MCP server with neither or both of `command` and `url`",
     ),
     // Across files.
-    error("duplicate-id", "two triggers or two agents share an id"),
+    error(
+        "duplicate-id",
+        "two triggers, two agents or two schedules share an id",
+    ),
+    warning(
+        "schedule-unmatched",
+        "a schedule whose event type no enabled trigger matches",
+    ),
     error(
         "unknown-agent",
         "a trigger's `agent` that no agent manifest defines",

@@ -112,6 +112,9 @@ pub struct Dispatcher<'a> {
     format: Format,
     printer: Printer,
     pub tally: Tally,
+    /// `pap serve`: invocations a decision creates go to its workers (bounded, in the
+    /// background) instead of running before the group's lines are printed.
+    defer: Option<Box<dyn Fn(Vec<String>) + 'a>>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -132,7 +135,13 @@ impl<'a> Dispatcher<'a> {
             format,
             printer: Printer::start(format, out, suspend),
             tally: Tally::default(),
+            defer: None,
         }
+    }
+
+    /// Hands the invocations each group creates to `run` instead of running them here.
+    pub fn defer_runs(&mut self, run: impl Fn(Vec<String>) + 'a) {
+        self.defer = Some(Box::new(run));
     }
 
     fn options(&self) -> Options {
@@ -205,7 +214,15 @@ impl<'a> Dispatcher<'a> {
             .iter()
             .flat_map(|d| d.to_run.iter().cloned())
             .collect();
-        let results = self.run_all(to_run)?;
+        let results = match &self.defer {
+            Some(hand_over) => {
+                if !to_run.is_empty() {
+                    hand_over(to_run);
+                }
+                HashMap::new()
+            }
+            None => self.run_all(to_run)?,
+        };
         let mut next = Vec::new();
         for d in &mut decided {
             for t in &mut d.report.triggers {

@@ -13,6 +13,8 @@ use crate::term::Paint;
 pub enum Format {
     Json,
     Human(Paint),
+    /// `pap serve`: each event becomes a tracing span with one log event per trigger.
+    Log,
 }
 
 impl Format {
@@ -23,6 +25,7 @@ impl Format {
                 out.push('\n');
             }
             Format::Human(p) => human(r, *p, out),
+            Format::Log => log(r),
         }
     }
 
@@ -74,6 +77,35 @@ impl Format {
         }
         s.push('\n');
         Some(s)
+    }
+}
+
+fn log(r: &EventReport) {
+    let span = tracing::info_span!(
+        "event",
+        id = r.event_id.as_deref().unwrap_or("-"),
+        r#type = r.kind.as_deref().unwrap_or("-"),
+        input = %r.input,
+    );
+    let _entered = span.enter();
+    match r.status {
+        "invalid" => tracing::warn!(reason = r.error.as_deref().unwrap_or(""), "invalid event"),
+        "no_match" => tracing::info!("no trigger matches the type"),
+        _ => {
+            for t in &r.triggers {
+                if t.outcome == Outcome::Disabled {
+                    continue;
+                }
+                tracing::info!(
+                    trigger = %t.trigger,
+                    agent = %t.agent,
+                    outcome = t.outcome.as_str(),
+                    invocation = t.invocation_id.as_deref(),
+                    reason = t.reason.as_deref(),
+                    "decided"
+                );
+            }
+        }
     }
 }
 

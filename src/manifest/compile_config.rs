@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 
 use super::compile_agent::{is_http_url, valid_env_name};
-use super::compiled::{Config, MIN_IDEMPOTENCY_TTL, McpServerSpec};
+use super::compiled::{Config, MIN_IDEMPOTENCY_TTL, McpServerSpec, ServeConfig};
 use super::duration;
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, UnknownParentPolicy};
+use super::yaml_tree::PathSeg;
 use crate::path;
 
 pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
@@ -48,6 +49,9 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
             Err(reason) => invalid_duration(ctx, "approval_timeout", text, &reason),
         }
     }
+    if let Some(serve) = &raw.serve {
+        compile_serve(ctx, serve, &mut config.serve);
+    }
     for (name, server) in &raw.mcp_servers {
         if let Some(spec) = compile_server(ctx, name, server) {
             config.mcp_servers.insert(name.clone(), spec);
@@ -56,10 +60,57 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
     config
 }
 
+fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeConfig) {
+    if let Some(n) = raw.max_concurrent {
+        out.max_concurrent = n as usize;
+    }
+    let fields = [
+        (
+            "grace_period",
+            &raw.grace_period,
+            &mut out.grace_period,
+            true,
+        ),
+        (
+            "rescan_interval",
+            &raw.rescan_interval,
+            &mut out.rescan_interval,
+            false,
+        ),
+        (
+            "done_retention",
+            &raw.done_retention,
+            &mut out.done_retention,
+            true,
+        ),
+        (
+            "ledger_retention",
+            &raw.ledger_retention,
+            &mut out.ledger_retention,
+            false,
+        ),
+    ];
+    for (field, text, target, zero_ok) in fields {
+        let Some(text) = text else { continue };
+        let at = path!["serve", field];
+        match duration::parse(text) {
+            Ok(d) if d.is_zero() && !zero_ok => {
+                duration_error(ctx, &at, field, text, "must be longer than zero")
+            }
+            Ok(d) => *target = d,
+            Err(reason) => duration_error(ctx, &at, field, text, &reason),
+        }
+    }
+}
+
 fn invalid_duration(ctx: &mut FileCtx, field: &str, text: &str, reason: &str) {
+    duration_error(ctx, &path![field], field, text, reason);
+}
+
+fn duration_error(ctx: &mut FileCtx, at: &[PathSeg], field: &str, text: &str, reason: &str) {
     ctx.at(
         "invalid-duration",
-        &path![field],
+        at,
         format!("`{field}` `{text}`: {reason}"),
     )
     .help("durations look like 90s, 30m, 24h, 7d or 1h30m");

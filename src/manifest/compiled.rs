@@ -19,11 +19,16 @@ pub struct Project {
     pub config: Config,
     pub triggers: Vec<Trigger>,
     pub agents: Vec<Agent>,
+    pub schedules: Vec<Schedule>,
 }
 
 impl Project {
     pub fn agent(&self, id: &str) -> Option<&Agent> {
         self.agents.iter().find(|a| a.id == id)
+    }
+
+    pub fn schedule(&self, id: &str) -> Option<&Schedule> {
+        self.schedules.iter().find(|s| s.id == id)
     }
 
     pub fn trigger(&self, id: &str) -> Option<&Trigger> {
@@ -196,6 +201,45 @@ pub struct Config {
     pub unknown_triggered_by: UnknownParentPolicy,
     pub max_event_bytes: u64,
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
+    pub serve: ServeConfig,
+}
+
+/// `serve:` in pap.yaml, with defaults applied.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub max_concurrent: usize,
+    pub grace_period: Duration,
+    pub rescan_interval: Duration,
+    pub done_retention: Duration,
+    pub ledger_retention: Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_concurrent: 4,
+            grace_period: Duration::from_secs(10),
+            rescan_interval: Duration::from_secs(5),
+            done_retention: Duration::from_secs(7 * 24 * 3600),
+            ledger_retention: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+/// A checked cron schedule.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub id: String,
+    /// Where it is defined, for messages.
+    pub file: String,
+    pub cron_text: String,
+    pub cron: croner::Cron,
+    pub timezone: jiff::tz::TimeZone,
+    pub timezone_name: String,
+    pub enabled: bool,
+    pub catch_up: u32,
+    pub event_type: String,
+    pub data: serde_json::Map<String, Value>,
 }
 
 pub const MIN_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -211,6 +255,7 @@ impl Default for Config {
             unknown_triggered_by: UnknownParentPolicy::Reject,
             max_event_bytes: 1024 * 1024,
             mcp_servers: BTreeMap::new(),
+            serve: ServeConfig::default(),
         }
     }
 }

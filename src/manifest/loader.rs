@@ -12,10 +12,11 @@ use serde_json::Value;
 use super::cascade_graph;
 use super::compile_agent::{self, AgentEnv};
 use super::compile_config;
+use super::compile_schedule;
 use super::compile_trigger::{self, AgentIds};
-use super::compiled::{Agent, Config, Project, Trigger};
-use super::file_ctx::FileCtx;
-use super::raw::{AgentFile, ProjectConfig, TriggerFile};
+use super::compiled::{Agent, Config, Project, Schedule, Trigger};
+use super::file_ctx::{FileCtx, HelpExt};
+use super::raw::{AgentFile, ProjectConfig, ScheduleFile, TriggerFile};
 use super::schema_check;
 use super::yaml_tree::{self, Located, Node, PathSeg};
 use crate::diagnostics::{self, Diagnostic, Severity};
@@ -30,6 +31,15 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The error diagnostics (warnings left out).
+    pub fn errors(&self) -> Vec<Diagnostic> {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .cloned()
+            .collect()
+    }
+
     pub fn has_errors(&self) -> bool {
         self.diagnostics
             .iter()
@@ -42,6 +52,7 @@ enum Kind {
     Config,
     Trigger,
     Agent,
+    Schedule,
 }
 
 struct SourceFile {
@@ -54,24 +65,27 @@ pub const CONFIG_FILE: &str = "pap.yaml";
 
 /// The JSON Schemas of the three manifest kinds, generated once from the raw types.
 pub fn schema(kind: &str) -> Option<&'static Value> {
-    static SCHEMAS: OnceLock<[Value; 3]> = OnceLock::new();
-    let [trigger, agent, config] = SCHEMAS.get_or_init(|| {
+    static SCHEMAS: OnceLock<[Value; 4]> = OnceLock::new();
+    let [trigger, agent, config, schedule] = SCHEMAS.get_or_init(|| {
         let to_value = |s: schemars::Schema| serde_json::to_value(s).expect("schemas serialise");
         [
             to_value(schemars::schema_for!(TriggerFile)),
             to_value(schemars::schema_for!(AgentFile)),
             to_value(schemars::schema_for!(ProjectConfig)),
+            to_value(schemars::schema_for!(ScheduleFile)),
         ]
     });
     match kind {
         "trigger" => Some(trigger),
         "agent" => Some(agent),
         "config" => Some(config),
+        "schedule" => Some(schedule),
         _ => None,
     }
 }
 
-/// Manifest files of a project in a stable order: pap.yaml, triggers/**, agents/**.
+/// Manifest files of a project in a stable order: pap.yaml, triggers/**, agents/**,
+/// schedules/**.
 pub fn discover(root: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for name in [CONFIG_FILE, "pap.yml"] {
@@ -81,7 +95,7 @@ pub fn discover(root: &Path) -> Vec<PathBuf> {
             break;
         }
     }
-    for dir in ["triggers", "agents"] {
+    for dir in ["triggers", "agents", "schedules"] {
         let mut found = Vec::new();
         walk_yaml(&root.join(dir), &mut found);
         found.sort();
@@ -144,6 +158,10 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
 
     // pap.yaml first: agents need its server names.
     let mut config = Config::default();
+    let mut schedules: Vec<Schedule> = Vec::new();
+    // Where each schedule's id is, to point at duplicates and unmatched types.
+    let mut schedule_at: Vec<(String, Vec<PathSeg>, &Located<Node>)> = Vec::new();
+    let mut schedule_seen: HashMap<String, String> = HashMap::new();
     let mut servers: Option<BTreeSet<String>> = Some(BTreeSet::new());
     for f in files.iter().filter(|f| f.kind == Some(Kind::Config)) {
         let Some(tree) = &f.tree else {
@@ -158,6 +176,29 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
                 diags: &mut diags,
             };
             config = compile_config::compile(&raw, &mut ctx);
+            for (i, raw) in raw.schedules.iter().enumerate() {
+                let base = path!["schedules", i];
+                if let Some(s) = compile_one_schedule(raw, &base, &mut ctx, &mut schedule_seen) {
+                    schedule_at.push((f.display.clone(), base.to_vec(), tree));
+                    schedules.push(s);
+                }
+            }
+        }
+    }
+    for f in files.iter().filter(|f| f.kind == Some(Kind::Schedule)) {
+        let Some(tree) = &f.tree else { continue };
+        let Some(raw) = convert::<ScheduleFile>(f, "schedule", &mut diags) else {
+            continue;
+        };
+        let mut ctx = FileCtx {
+            file: &f.display,
+            tree,
+            diags: &mut diags,
+        };
+        let base = path!["schedule"];
+        if let Some(s) = compile_one_schedule(&raw.schedule, &base, &mut ctx, &mut schedule_seen) {
+            schedule_at.push((f.display.clone(), base.to_vec(), tree));
+            schedules.push(s);
         }
     }
 
@@ -218,6 +259,27 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }
     }
 
+    for (s, (file, base, tree)) in schedules.iter().zip(&schedule_at) {
+        let matched = triggers
+            .iter()
+            .any(|t| t.enabled && t.pattern.matches(&s.event_type));
+        if s.enabled && !matched {
+            let mut at = base.clone();
+            at.extend(path!["event", "type"]);
+            diags.push(
+                Diagnostic::new(
+                    "schedule-unmatched",
+                    file,
+                    tree.locate(&at),
+                    format!(
+                        "schedule `{}` emits `{}`, which no enabled trigger matches: its events would provoke nothing",
+                        s.id, s.event_type
+                    ),
+                )
+                .with_help("add a trigger with this `match.type`, or fix the type"),
+            );
+        }
+    }
     report_cycles(
         &agents,
         &triggers,
@@ -241,6 +303,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
             config,
             triggers,
             agents,
+            schedules,
         }),
         diagnostics: diags,
         sources,
@@ -330,11 +393,16 @@ fn classify(tree: &Located<Node>, path: &Path) -> Option<Kind> {
     if tree.value.get("agent").is_some() {
         return Some(Kind::Agent);
     }
+    if tree.value.get("schedule").is_some() {
+        return Some(Kind::Schedule);
+    }
     let in_dir = |name: &str| path.components().any(|c| c.as_os_str() == name);
     if in_dir("triggers") {
         Some(Kind::Trigger)
     } else if in_dir("agents") {
         Some(Kind::Agent)
+    } else if in_dir("schedules") {
+        Some(Kind::Schedule)
     } else {
         None
     }
@@ -390,6 +458,34 @@ fn server_names(tree: &Located<Node>) -> Option<BTreeSet<String>> {
         Some(Node::Map(entries)) => Some(entries.iter().map(|(k, _)| k.value.clone()).collect()),
         Some(_) => None,
     }
+}
+
+/// Compiles a schedule and checks its id is unique across pap.yaml and schedules/.
+fn compile_one_schedule(
+    raw: &super::raw::Schedule,
+    base: &[PathSeg],
+    ctx: &mut FileCtx,
+    seen: &mut HashMap<String, String>,
+) -> Option<Schedule> {
+    let schedule = compile_schedule::compile(raw, base, ctx)?;
+    let mut at = base.to_vec();
+    at.push(PathSeg::from("id"));
+    let pos = ctx.tree.locate(&at);
+    let here = format!("{}:{}:{}", ctx.file, pos.line, pos.column);
+    if let Some(first) = seen.get(&schedule.id) {
+        ctx.at(
+            "duplicate-id",
+            &at,
+            format!(
+                "schedule id `{}` is defined twice: at {first} and at {here}",
+                schedule.id
+            ),
+        )
+        .help("schedule ids must be unique across the project (they name the events it emits)");
+        return None;
+    }
+    seen.insert(schedule.id.clone(), here);
+    Some(schedule)
 }
 
 fn is_duplicate(

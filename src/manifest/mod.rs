@@ -6,6 +6,7 @@
 pub mod cascade_graph;
 pub mod compile_agent;
 pub mod compile_config;
+pub mod compile_schedule;
 pub mod compile_trigger;
 pub mod compiled;
 pub mod duration;

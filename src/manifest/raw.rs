@@ -370,6 +370,75 @@ pub struct ProjectConfig {
     /// MCP servers by name; agents refer to them as `mcp://NAME`.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServer>,
+    /// Settings of `pap serve`; its command-line options win over them.
+    #[serde(default)]
+    pub serve: Option<ServeSettings>,
+    /// Cron schedules that make `pap serve` emit events (also `schedules/**/*.yaml`).
+    #[serde(default)]
+    pub schedules: Vec<Schedule>,
+}
+
+/// `serve:` in pap.yaml.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ServeSettings {
+    /// How many invocations run at once. Default 4.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_concurrent: Option<u32>,
+    /// How long running agents may finish after SIGINT/SIGTERM, e.g. `10s`. Default `10s`.
+    #[serde(default)]
+    pub grace_period: Option<String>,
+    /// How often the spool is rescanned besides file-system events, e.g. `5s`. Default `5s`.
+    #[serde(default)]
+    pub rescan_interval: Option<String>,
+    /// How long processed files stay in `done/`, e.g. `7d`; `0s` deletes them. Default `7d`.
+    #[serde(default)]
+    pub done_retention: Option<String>,
+    /// How long ledger rows (decisions) are kept, e.g. `30d`. Default `30d`.
+    #[serde(default)]
+    pub ledger_retention: Option<String>,
+}
+
+/// A schedule manifest file: `schedules/**/*.yaml`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(title = "pap schedule manifest")]
+pub struct ScheduleFile {
+    pub pap_version: PapVersion,
+    pub schedule: Schedule,
+}
+
+/// A cron schedule: at each fire time `pap serve` emits `event` as a PAP event.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Schedule {
+    pub id: String,
+    /// Standard 5-field cron: minute hour day-of-month month day-of-week, e.g. `0 6 * * MON-FRI`.
+    pub cron: String,
+    /// IANA time zone the cron fields are read in, e.g. `Europe/Berlin`. Default `UTC`.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// Default true.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Fires missed while serve was stopped that are still emitted at start (the latest
+    /// ones). Default 0: none.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 1000))]
+    pub catch_up: Option<u32>,
+    pub event: ScheduleEvent,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ScheduleEvent {
+    /// The event type, in dot notation (`domain.object.condition`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The event's `data`. Default `{}`.
+    #[serde(default)]
+    pub data: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]

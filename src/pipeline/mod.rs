@@ -11,7 +11,7 @@ use crate::manifest::Project;
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, filter, idempotency, risk, throttle};
-use crate::store::{self, AuditEntry, Claim, Invocation, LedgerRow, Status, Tx};
+use crate::store::{self, AuditEntry, Claim, Invocation, LedgerRow, Runner, Status, Tx};
 use report::{ConditionExplain, EventReport, Explain, StageExplain, TriggerReport};
 pub use trigger_index::TriggerIndex;
 
@@ -318,7 +318,9 @@ impl<'p> Pipeline<'p> {
             approval_deadline: awaiting.then(|| now.saturating_add(timeout)),
             approval: None,
             next_attempt_at: None,
-            runner: None,
+            // Held from the decision on by the process that will run it, so a `pap serve`
+            // watching the queue does not start it too; `--no-run` leaves it to serve.
+            runner: (!awaiting && !self.options.no_run).then(|| Runner::current(now)),
             output: None,
             error: None,
             emitted: Vec::new(),

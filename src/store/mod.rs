@@ -5,6 +5,7 @@
 //! so parallel `pap` processes on one state dir take turns: a process that finds the file
 //! held waits with bounded backoff instead of failing with `DatabaseAlreadyOpen`.
 
+mod migrate;
 mod records;
 mod tables;
 mod tx;
@@ -18,7 +19,7 @@ use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, ReadableDatabase};
 
 pub use records::*;
-pub use tx::{Reader, Tx};
+pub use tx::{LedgerKey, PURGE_BATCH, Reader, Tx};
 
 /// How long to wait for another process to release the store, unless `PAP_LOCK_TIMEOUT`
 /// (seconds) says otherwise.

@@ -91,10 +91,23 @@ pub struct ApprovalDecision {
     pub note: Option<String>,
 }
 
+/// The process that holds an invocation (running it, or about to): no other process may start
+/// it while this one lives. See `crate::liveness`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Runner {
     pub pid: u32,
     pub since: i64,
+    /// The process's start time (Linux: clock ticks after boot), so a reused pid is not
+    /// mistaken for the runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
+}
+
+/// An emitted event waiting for its decision, and the process that will make it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OutboxEntry {
+    pub owner: Option<Runner>,
+    pub event: Value,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -4,10 +4,10 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{Error, Result, redb_err};
+use super::{Error, Result, migrate, redb_err};
 
 /// Bump when a table's layout changes; an older or newer file is refused at open.
-pub const SCHEMA_VERSION: u64 = 2;
+pub const SCHEMA_VERSION: u64 = 3;
 
 /// `schema_version`, and counters (`invocation_seq`, `audit_seq`).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -34,19 +34,30 @@ pub type LedgerValue = (i64, u32, &'static str, &'static str, &'static str);
 /// event id → an emitted event (JSON) not yet decided: a crash between an invocation's end
 /// and the decision on what it emitted loses nothing.
 pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
+/// (due at, invocation id) → (): every `queued` or `running` invocation, so `pap serve` finds
+/// the work that is due without scanning every invocation ever made. A `running` one is due
+/// at 0: it is always looked at, to find runners that died (version 3).
+pub const WORK: TableDefinition<(i64, &str), ()> = TableDefinition::new("work");
+/// schedule id → the last fire time (ms) whose event was recorded: a restart never fires the
+/// same time twice (version 3).
+pub const SCHEDULES: TableDefinition<&str, i64> = TableDefinition::new("schedules");
 /// sequence → AuditEntry (JSON); append-only.
 pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 
 /// Creates the tables of a new file and checks the version of an existing one.
 pub fn init(db: &Database, path: &Path) -> Result<()> {
     // The common case, an existing file of this version, needs only a read.
-    if let Ok(txn) = db.begin_read()
-        && let Ok(meta) = txn.open_table(META)
-        && let Ok(Some(v)) = meta.get("schema_version")
-    {
-        let found = v.value();
+    let stored = (|| {
+        let txn = db.begin_read().ok()?;
+        let meta = txn.open_table(META).ok()?;
+        meta.get("schema_version").ok()?.map(|v| v.value())
+    })();
+    if let Some(found) = stored {
         if found == SCHEMA_VERSION {
             return Ok(());
+        }
+        if found == 2 {
+            return migrate::from_2(db, path);
         }
         return Err(Error::SchemaVersion {
             path: path.to_path_buf(),
@@ -86,7 +97,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
             INVOCATIONS,
             INVOCATION_ORDER
         );
-        create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX);
+        create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
     }
     txn.commit().map_err(|e| redb_err(path, e))
 }

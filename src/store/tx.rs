@@ -8,7 +8,7 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::records::{AuditEntry, Claim, Invocation, LedgerRow, Status};
+use super::records::{AuditEntry, Claim, Invocation, LedgerRow, OutboxEntry, Runner, Status};
 use super::tables::*;
 use super::{Error, Result, redb_err};
 
@@ -27,6 +27,8 @@ pub struct Tx<'t> {
     ledger: Table<'t, (&'static [u8], &'static [u8]), LedgerValue>,
     audit: Table<'t, u64, &'static [u8]>,
     outbox: Table<'t, &'static str, &'static [u8]>,
+    work: Table<'t, (i64, &'static str), ()>,
+    schedules: Table<'t, &'static str, i64>,
 }
 
 impl<'t> Tx<'t> {
@@ -44,6 +46,8 @@ impl<'t> Tx<'t> {
             ledger: txn.open_table(LEDGER).map_err(e)?,
             audit: txn.open_table(AUDIT).map_err(e)?,
             outbox: txn.open_table(OUTBOX).map_err(e)?,
+            work: txn.open_table(WORK).map_err(e)?,
+            schedules: txn.open_table(SCHEDULES).map_err(e)?,
         })
     }
 
@@ -193,18 +197,16 @@ impl<'t> Tx<'t> {
         let new_deadline = Some(inv)
             .filter(|i| i.status == Status::AwaitingApproval)
             .and_then(|i| i.approval_deadline);
-        if old_deadline != new_deadline {
-            if let Some(at) = old_deadline {
-                self.approval_deadlines
-                    .remove((at, inv.id.as_str()))
-                    .map_err(|e| redb_err(&self.path, e))?;
-            }
-            if let Some(at) = new_deadline {
-                self.approval_deadlines
-                    .insert((at, inv.id.as_str()), ())
-                    .map_err(|e| redb_err(&self.path, e))?;
-            }
-        }
+        let id = inv.id.as_str();
+        reindex(
+            &mut self.approval_deadlines,
+            old_deadline,
+            new_deadline,
+            id,
+            &self.path,
+        )?;
+        let old_work = old.as_ref().and_then(work_key);
+        reindex(&mut self.work, old_work, work_key(inv), id, &self.path)?;
         let bytes = encode(inv);
         self.invocations
             .insert(inv.id.as_str(), bytes.as_slice())
@@ -226,6 +228,46 @@ impl<'t> Tx<'t> {
         Ok(due)
     }
 
+    /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
+    /// runner may have died), soonest first, at most `limit`.
+    pub fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
+        let mut due = Vec::new();
+        for row in self
+            .work
+            .range(..=(now, "\u{10FFFF}"))
+            .map_err(|e| redb_err(&self.path, e))?
+            .take(limit)
+        {
+            let (k, _) = row.map_err(|e| redb_err(&self.path, e))?;
+            due.push(k.value().1.to_owned());
+        }
+        Ok(due)
+    }
+
+    /// When the next queued invocation falls due (`None`: nothing is queued).
+    pub fn next_work_at(&self) -> Result<Option<i64>> {
+        let first = self.work.first().map_err(|e| redb_err(&self.path, e))?;
+        Ok(first.map(|(k, _)| k.value().0))
+    }
+
+    // --- schedules ----------------------------------------------------------------------
+
+    /// The last fire time recorded for a schedule.
+    pub fn schedule_last(&self, id: &str) -> Result<Option<i64>> {
+        let found = self
+            .schedules
+            .get(id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.map(|v| v.value()))
+    }
+
+    pub fn set_schedule_last(&mut self, id: &str, at: i64) -> Result<()> {
+        self.schedules
+            .insert(id, at)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
     // --- ledger and audit ---------------------------------------------------------------
 
     pub fn put_ledger(&mut self, row: &LedgerRow) -> Result<()> {
@@ -244,8 +286,17 @@ impl<'t> Tx<'t> {
         Ok(())
     }
 
-    pub fn outbox_put(&mut self, event_id: &str, event: &serde_json::Value) -> Result<()> {
-        let bytes = encode(event);
+    /// Puts an emitted event in the outbox; `owner` is the process that will decide it.
+    pub fn outbox_put(
+        &mut self,
+        event_id: &str,
+        event: &serde_json::Value,
+        owner: Option<&Runner>,
+    ) -> Result<()> {
+        let bytes = encode(&OutboxEntry {
+            owner: owner.cloned(),
+            event: event.clone(),
+        });
         self.outbox
             .insert(event_id, bytes.as_slice())
             .map_err(|e| redb_err(&self.path, e))?;
@@ -258,6 +309,61 @@ impl<'t> Tx<'t> {
             .remove(event_id)
             .map_err(|e| redb_err(&self.path, e))?;
         Ok(())
+    }
+
+    /// Every event waiting in the outbox, by id.
+    pub fn outbox_entries(&self) -> Result<Vec<(String, OutboxEntry)>> {
+        let mut out = Vec::new();
+        for row in self.outbox.iter().map_err(|e| redb_err(&self.path, e))? {
+            let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
+            out.push((k.value().to_owned(), decode(&self.path, v.value())?));
+        }
+        Ok(out)
+    }
+
+    /// Removes up to `limit` ledger rows decided before `cutoff`, scanning from `after` (the
+    /// key where the previous batch stopped). Returns how many went and where to go on from
+    /// (`None`: the scan reached the end). The ledger has no time index, to keep a decision
+    /// at one ledger insert; a background sweep in batches costs less than that would.
+    pub fn purge_ledger(
+        &mut self,
+        cutoff: i64,
+        after: Option<&LedgerKey>,
+        limit: usize,
+    ) -> Result<(usize, Option<LedgerKey>)> {
+        let mut old = Vec::new();
+        let mut last = None;
+        let mut scanned = 0;
+        {
+            let range = match after {
+                Some((e, t)) => self.ledger.range((e.as_slice(), t.as_slice())..),
+                None => self.ledger.range::<(&[u8], &[u8])>(..),
+            }
+            .map_err(|e| redb_err(&self.path, e))?;
+            for row in range {
+                let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
+                let (event, trigger) = k.value();
+                let key = (event.to_vec(), trigger.to_vec());
+                if after.is_some_and(|a| *a == key) {
+                    continue;
+                }
+                scanned += 1;
+                if v.value().0 < cutoff {
+                    old.push(key.clone());
+                }
+                last = Some(key);
+                if scanned >= limit {
+                    break;
+                }
+            }
+        }
+        for (event, trigger) in &old {
+            self.ledger
+                .remove((event.as_slice(), trigger.as_slice()))
+                .map_err(|e| redb_err(&self.path, e))?;
+        }
+        let next = if scanned >= limit { last } else { None };
+        Ok((old.len(), next))
     }
 
     /// Appends to the audit log; `entry.seq` is assigned here.
@@ -278,6 +384,8 @@ pub struct Reader {
     invocation_order: ReadOnlyTable<u64, &'static str>,
     ledger: ReadOnlyTable<(&'static [u8], &'static [u8]), LedgerValue>,
     audit: ReadOnlyTable<u64, &'static [u8]>,
+    schedules: ReadOnlyTable<&'static str, i64>,
+    work: ReadOnlyTable<(i64, &'static str), ()>,
 }
 
 impl Reader {
@@ -289,7 +397,23 @@ impl Reader {
             invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
             ledger: txn.open_table(LEDGER).map_err(e)?,
             audit: txn.open_table(AUDIT).map_err(e)?,
+            schedules: txn.open_table(SCHEDULES).map_err(e)?,
+            work: txn.open_table(WORK).map_err(e)?,
         })
+    }
+
+    /// The last fire time recorded for a schedule.
+    pub fn schedule_last(&self, id: &str) -> Result<Option<i64>> {
+        let found = self
+            .schedules
+            .get(id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.map(|v| v.value()))
+    }
+
+    /// How many invocations are queued or running.
+    pub fn work_len(&self) -> Result<u64> {
+        self.work.len().map_err(|e| redb_err(&self.path, e))
     }
 
     pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
@@ -370,6 +494,38 @@ impl Reader {
             out.push(decode(&self.path, v.value())?);
         }
         Ok((out, total))
+    }
+}
+
+/// Moves `id` in a (time, id) index from `old` to `new` (either may be absent).
+fn reindex(
+    table: &mut Table<'_, (i64, &'static str), ()>,
+    old: Option<i64>,
+    new: Option<i64>,
+    id: &str,
+    path: &Path,
+) -> Result<()> {
+    if old == new {
+        return Ok(());
+    }
+    if let Some(at) = old {
+        table.remove((at, id)).map_err(|e| redb_err(path, e))?;
+    }
+    if let Some(at) = new {
+        table.insert((at, id), ()).map_err(|e| redb_err(path, e))?;
+    }
+    Ok(())
+}
+
+/// A ledger key (event id, trigger id) as owned bytes: where a ledger sweep goes on from.
+pub type LedgerKey = (Vec<u8>, Vec<u8>);
+
+/// Where an invocation sits in the work index: queued ones when due, running ones always.
+pub(super) fn work_key(inv: &Invocation) -> Option<i64> {
+    match inv.status {
+        Status::Queued => Some(inv.next_attempt_at.unwrap_or(0)),
+        Status::Running => Some(0),
+        _ => None,
     }
 }
 

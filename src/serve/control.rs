@@ -1,0 +1,95 @@
+//! The local control socket `<state>/serve.sock`: how other `pap` commands find a running
+//! serve and hand it work. Only the owner may connect (mode 0600). One JSON request per
+//! line, one JSON reply per line:
+//!
+//! - `{"op":"ping"}` → `{"ok":true,"pid":…,"started_at":…,"version":…}`
+//! - `{"op":"wake"}` → `{"ok":true}`: look at the queue now (an approval, `--no-run` work)
+//!
+//! Decisions and state never travel over the socket: every command reads and writes the
+//! store itself (the store takes turns between processes), so a serve that dies mid-request
+//! loses nothing. The socket only makes serve react at once instead of at its next scan.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub const SOCKET_FILE: &str = "serve.sock";
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a running serve says about itself.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServeInfo {
+    pub pid: u32,
+    pub started_at: String,
+}
+
+/// Listens on the socket on its own thread; `on_wake` is called for each wake request.
+pub fn listen(
+    state_dir: &Path,
+    info: Value,
+    on_wake: impl Fn() + Send + 'static,
+) -> std::io::Result<PathBuf> {
+    let path = state_dir.join(SOCKET_FILE);
+    // Serve holds the state lock, so any socket file left here is from a dead serve.
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    std::thread::Builder::new()
+        .name("pap-control".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let _ = answer(conn, &info, &on_wake);
+            }
+        })?;
+    Ok(path)
+}
+
+fn answer(conn: UnixStream, info: &Value, on_wake: &impl Fn()) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut line = String::new();
+    reader.by_ref().take(64 * 1024).read_line(&mut line)?;
+    let request: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+    let reply = match request.get("op").and_then(Value::as_str) {
+        Some("ping") => info.clone(),
+        Some("wake") => {
+            on_wake();
+            json!({"ok": true})
+        }
+        _ => {
+            json!({"ok": false, "error": "unknown request; expected {\"op\":\"ping\"} or {\"op\":\"wake\"}"})
+        }
+    };
+    let mut conn = conn;
+    conn.write_all(format!("{reply}\n").as_bytes())
+}
+
+fn request(state_dir: &Path, op: &str) -> Option<Value> {
+    let conn = UnixStream::connect(state_dir.join(SOCKET_FILE)).ok()?;
+    conn.set_read_timeout(Some(CLIENT_TIMEOUT)).ok()?;
+    conn.set_write_timeout(Some(CLIENT_TIMEOUT)).ok()?;
+    let mut writer = conn.try_clone().ok()?;
+    writer
+        .write_all(format!("{}\n", json!({"op": op})).as_bytes())
+        .ok()?;
+    let mut line = String::new();
+    BufReader::new(conn).read_line(&mut line).ok()?;
+    serde_json::from_str(&line).ok()
+}
+
+/// The serve running on `state_dir`, if one answers.
+pub fn running(state_dir: &Path) -> Option<ServeInfo> {
+    serde_json::from_value(request(state_dir, "ping")?).ok()
+}
+
+/// Asks a running serve to look at its queue now; false when none answered.
+pub fn wake(state_dir: &Path) -> bool {
+    request(state_dir, "wake").is_some_and(|v| v["ok"] == true)
+}

@@ -1,0 +1,29 @@
+//! Logging for `pap serve`: tracing to stderr, human or JSON lines. `PAP_LOG` takes an
+//! env-filter directive (default `info`), e.g. `PAP_LOG=debug`.
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::LogFormat;
+
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_env("PAP_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    let result = match format {
+        LogFormat::Human => {
+            let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            builder.with_ansi(color).try_init()
+        }
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .try_init(),
+    };
+    // Already set (a second call in one process) is harmless.
+    let _ = result;
+}

@@ -1,0 +1,695 @@
+//! `pap serve`: the long-running side (contract section 8).
+//!
+//! One thread owns the decisions: it claims spool files, fires schedules, expires approvals,
+//! picks up events a dead process left in the outbox, and purges old state, deciding with
+//! the same pipeline as `pap dispatch`. The invocations it creates go to the [`work`]er,
+//! which runs them on the async runtime with bounded concurrency. Everything else talks to
+//! this thread through one channel of [`Wake`]s: file-system events, signals, the control
+//! socket, and events that finished runs emitted.
+//!
+//! Every write goes through the store as in any other command (the file is opened per
+//! transaction), so `pap dispatch`, `approve` and the listings keep working beside serve.
+
+pub mod control;
+mod lock;
+mod log;
+mod spool;
+mod watch;
+mod work;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::agent::Runtime;
+use crate::cli::LogFormat;
+use crate::clock::Clock;
+use crate::diagnostics::{self, HumanStyle};
+use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending};
+use crate::event::input::{self, Location, Source};
+use crate::event::{self, Event, Origin};
+use crate::manifest::{self, Project};
+use crate::pipeline::Options;
+use crate::schedule;
+use crate::store::{self, Runner, Store};
+use spool::{Problem, Spool};
+use work::Worker;
+
+/// What wakes the deciding thread.
+pub enum Wake {
+    /// Something may have landed in the spool.
+    Spool,
+    /// A manifest file changed (reloaded after a short quiet period).
+    Manifests,
+    /// SIGHUP.
+    Reload,
+    /// Someone queued work (the control socket).
+    Work,
+    /// A finished run emitted these events; they wait in the outbox.
+    Emitted(Vec<Event>),
+    /// SIGINT/SIGTERM.
+    Stop,
+}
+
+pub struct Settings {
+    pub max_concurrent: usize,
+    pub grace: Duration,
+    pub rescan: Duration,
+    pub done_retention: Duration,
+    pub ledger_retention: Duration,
+    pub once: bool,
+    pub log_format: LogFormat,
+}
+
+/// How many spool files one transaction decides at most.
+const FILE_BATCH: usize = 512;
+/// How long manifests must be quiet before a reload (editors write in several steps).
+const RELOAD_QUIET: Duration = Duration::from_millis(300);
+/// How often expired keys, old ledger rows and old `done/` files are purged.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// Ledger rows one purge looks at.
+const LEDGER_BATCH: usize = 10_000;
+/// The longest the deciding thread sleeps: schedules fire within a second of their time.
+const TICK: Duration = Duration::from_secs(1);
+
+struct Server {
+    root: PathBuf,
+    runtime: Runtime,
+    rt: tokio::runtime::Runtime,
+    spool: Spool,
+    worker: Worker,
+    settings: Settings,
+    wakes: Receiver<Wake>,
+    stop: Arc<AtomicBool>,
+    ledger_cursor: Option<store::LedgerKey>,
+    last_purge: Option<Instant>,
+    last_rescan: Instant,
+    reload_at: Option<Instant>,
+}
+
+/// Starts serve and runs until stopped (or, with `once`, until nothing is due).
+pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Result<()> {
+    log::init(settings.log_format);
+    let clock = Clock::from_env()?;
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
+    let started_at = format!("{:.0}", clock.now());
+    let holder = lock::Holder {
+        pid: std::process::id(),
+        started_at: started_at.clone(),
+        root: project.root.clone(),
+    };
+    let _lock = lock::acquire(state_dir, &holder)?;
+    let store = Arc::new(Store::open(state_dir)?);
+    let spool_dir = match &project.config.spool_dir {
+        Some(dir) => project.root.join(dir),
+        None => state_dir.join("spool"),
+    };
+    let spool = Spool::open(&spool_dir)
+        .with_context(|| format!("creating the spool dir {}", spool_dir.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let root = project.root.clone();
+    let runtime = Runtime {
+        project: Arc::new(project),
+        store,
+        clock,
+        queue_retries: true,
+    };
+    let (wake_tx, wakes) = std::sync::mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = Worker::start(
+        &rt,
+        runtime.clone(),
+        settings.max_concurrent,
+        wake_tx.clone(),
+    );
+
+    let mut _watches = None;
+    if !settings.once {
+        signals(&rt, wake_tx.clone(), stop.clone());
+        let info = json!({
+            "ok": true,
+            "pid": std::process::id(),
+            "started_at": started_at,
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        let poke = wake_tx.clone();
+        match control::listen(state_dir, info, move || {
+            let _ = poke.send(Wake::Work);
+        }) {
+            Ok(path) => tracing::debug!(socket = %path.display(), "control socket ready"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "no control socket: other commands will not hand work to this serve at once (it still finds it within a second)"
+            ),
+        }
+        _watches = Some(watch::start(&root, &spool.dir, wake_tx.clone()));
+    }
+    tracing::info!(
+        pid = std::process::id(),
+        state = %state_dir.display(),
+        spool = %spool.dir.display(),
+        max_concurrent = settings.max_concurrent,
+        triggers = runtime.project.triggers.len(),
+        agents = runtime.project.agents.len(),
+        schedules = runtime.project.schedules.len(),
+        "pap serve started"
+    );
+    let mut server = Server {
+        root,
+        runtime,
+        rt,
+        spool,
+        worker,
+        settings,
+        wakes,
+        stop,
+        ledger_cursor: None,
+        last_purge: None,
+        last_rescan: Instant::now(),
+        reload_at: None,
+    };
+    let result = if server.settings.once {
+        server.once()
+    } else {
+        server.serve()
+    };
+    server.shutdown();
+    result
+}
+
+fn signals(rt: &tokio::runtime::Runtime, wake: Sender<Wake>, stop: Arc<AtomicBool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    rt.spawn(async move {
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        loop {
+            let which = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+                _ = hup.recv() => {
+                    let _ = wake.send(Wake::Reload);
+                    continue;
+                }
+            };
+            tracing::info!(signal = which, "stopping: no new work is claimed");
+            stop.store(true, Ordering::SeqCst);
+            let _ = wake.send(Wake::Stop);
+        }
+    });
+}
+
+impl Server {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// The daemon loop.
+    fn serve(&mut self) -> anyhow::Result<()> {
+        self.resume_spool();
+        self.periodic(true);
+        while !self.stopping() {
+            let wait = match self.reload_at {
+                Some(at) => at.saturating_duration_since(Instant::now()).min(TICK),
+                None => TICK,
+            };
+            let mut spool = false;
+            let mut emitted = Vec::new();
+            match self.wakes.recv_timeout(wait) {
+                Ok(w) => self.note(w, &mut spool, &mut emitted),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // Take everything else that is waiting, so a burst of file events is one pass.
+            while let Ok(w) = self.wakes.try_recv() {
+                self.note(w, &mut spool, &mut emitted);
+            }
+            if self.stopping() {
+                // Emitted events are already safe in the outbox; they are decided at the
+                // next start, or below at shutdown.
+                self.dispatch_emitted(emitted);
+                break;
+            }
+            if self.reload_at.is_some_and(|at| Instant::now() >= at) {
+                self.reload_at = None;
+                self.reload();
+            }
+            self.dispatch_emitted(emitted);
+            let rescan = self.last_rescan.elapsed() >= self.settings.rescan;
+            if spool || rescan {
+                self.spool_pass();
+            }
+            self.periodic(rescan);
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, w: Wake, spool: &mut bool, emitted: &mut Vec<Event>) {
+        match w {
+            Wake::Spool => *spool = true,
+            Wake::Manifests => self.reload_at = Some(Instant::now() + RELOAD_QUIET),
+            Wake::Reload => {
+                tracing::info!("SIGHUP: reloading the manifests");
+                self.reload_at = Some(Instant::now());
+            }
+            Wake::Work => self.worker.scan(),
+            Wake::Emitted(events) => emitted.extend(events),
+            Wake::Stop => self.stop.store(true, Ordering::SeqCst),
+        }
+    }
+
+    /// `--once`: everything due now, until nothing more comes of it.
+    fn once(&mut self) -> anyhow::Result<()> {
+        self.resume_spool();
+        self.periodic(true);
+        loop {
+            self.spool_pass();
+            let worker = self.worker.clone();
+            self.rt.block_on(worker.drain());
+            let mut emitted = Vec::new();
+            while let Ok(w) = self.wakes.try_recv() {
+                if let Wake::Emitted(events) = w {
+                    emitted.extend(events);
+                }
+            }
+            let more = !emitted.is_empty() || !self.spool.ready(1)?.is_empty();
+            self.dispatch_emitted(emitted);
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Work that runs on the clock: schedules every tick; approvals, the outbox and purges
+    /// on the rescan and purge intervals.
+    fn periodic(&mut self, rescan: bool) {
+        self.fire_schedules();
+        if rescan {
+            self.last_rescan = Instant::now();
+            self.expire_approvals();
+            self.outbox_leftovers();
+            self.worker.scan();
+        }
+        let purge_due = self.last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY);
+        if purge_due || self.settings.once {
+            self.last_purge = Some(Instant::now());
+            self.purge();
+        }
+    }
+
+    /// A dispatcher that logs each decision and hands invocations to the worker.
+    fn dispatcher(&self) -> Dispatcher<'_> {
+        let options = Options {
+            no_run: false,
+            dry_run: false,
+            explain: false,
+        };
+        let mut d = Dispatcher::new(
+            &self.runtime,
+            options,
+            &self.rt,
+            1,
+            Format::Log,
+            Box::new(std::io::sink()),
+            Box::new(|f| f()),
+        );
+        let worker = self.worker.clone();
+        d.defer_runs(move |ids| worker.run(ids));
+        d
+    }
+
+    // --- the spool ----------------------------------------------------------------------
+
+    /// Files a crash left in `processing/` are dispatched again first.
+    fn resume_spool(&mut self) {
+        match self.spool.leftovers() {
+            Ok(files) if !files.is_empty() => {
+                tracing::info!(
+                    files = files.len(),
+                    "resuming files left in processing/ by a stop or crash"
+                );
+                self.dispatch_files(files);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "cannot read spool/processing"),
+        }
+    }
+
+    /// Claims and dispatches ready files until none is left (or serve is stopping).
+    fn spool_pass(&mut self) {
+        while !self.stopping() {
+            let ready = match self.spool.ready(FILE_BATCH) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(spool = %self.spool.dir.display(), error = %e, "cannot read the spool");
+                    return;
+                }
+            };
+            let mut claimed = Vec::new();
+            for file in ready {
+                match self.spool.claim(&file) {
+                    Ok(Some(c)) => claimed.push(c),
+                    Ok(None) => {}
+                    Err(e) => tracing::error!(file = %file.display(), error = %e, "cannot claim"),
+                }
+            }
+            if claimed.is_empty() {
+                return;
+            }
+            if !self.dispatch_files(claimed) {
+                return;
+            }
+        }
+    }
+
+    /// Decides every event of the claimed files (one transaction per group), then files each
+    /// away. False when the store failed: the files go back to the spool for a later pass.
+    fn dispatch_files(&mut self, claimed: Vec<PathBuf>) -> bool {
+        let max_bytes = self.runtime.project.config.max_event_bytes;
+        let mut files: Vec<(PathBuf, usize, Vec<Problem>)> = Vec::new();
+        let mut group: Vec<Pending> = Vec::new();
+        let mut result = Ok(());
+        {
+            let mut d = self.dispatcher();
+            for path in &claimed {
+                let name = file_name(path);
+                let mut valid = 0;
+                let mut problems = Vec::new();
+                let consumed = std::sync::atomic::AtomicU64::new(0);
+                let read = input::read(
+                    &Source::File(path.clone()),
+                    max_bytes,
+                    &consumed,
+                    &mut |item| {
+                        let input = located(&name, &item.loc);
+                        match &item.event {
+                            Ok(_) => valid += 1,
+                            Err(bad) => problems.push(Problem {
+                                input: input.clone(),
+                                id: bad.id.clone(),
+                                error: bad.reason.clone(),
+                            }),
+                        }
+                        group.push(Pending {
+                            input,
+                            event: item.event,
+                            emitted: false,
+                        });
+                    },
+                );
+                if let Err(e) = read {
+                    problems.push(Problem {
+                        input: name.clone(),
+                        id: None,
+                        error: format!("cannot read the file: {e}"),
+                    });
+                }
+                files.push((path.clone(), valid, problems));
+                if group.len() >= GROUP_MAX && result.is_ok() {
+                    result = d.process(std::mem::take(&mut group));
+                }
+            }
+            if !group.is_empty() && result.is_ok() {
+                result = d.process(group);
+            }
+            if result.is_ok() {
+                result = d.finish();
+            }
+        }
+        if let Err(e) = result {
+            tracing::error!(error = %format!("{e:#}"), files = claimed.len(), "cannot decide; the files go back to the spool");
+            for path in &claimed {
+                let back = self.spool.dir.join(path.file_name().expect("a file"));
+                let _ = std::fs::rename(path, back);
+            }
+            return false;
+        }
+        let keep = !self.settings.done_retention.is_zero();
+        let now = format!("{:.3}", self.runtime.clock.now());
+        for (path, valid, problems) in files {
+            let name = file_name(&path);
+            match self.spool.finish(&path, valid, &problems, keep, &now) {
+                Ok(_) if problems.is_empty() => {
+                    tracing::info!(file = %name, events = valid, "file dispatched")
+                }
+                Ok(to) => tracing::warn!(
+                    file = %name,
+                    events = valid,
+                    problems = problems.len(),
+                    moved_to = %to.display(),
+                    "file had invalid events; its valid events were dispatched"
+                ),
+                Err(e) => {
+                    tracing::error!(file = %name, error = %e, "dispatched, but cannot file it away")
+                }
+            }
+        }
+        true
+    }
+
+    // --- events from elsewhere ----------------------------------------------------------
+
+    fn dispatch_emitted(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let mut d = self.dispatcher();
+        let result = d.dispatch_emitted(events).and_then(|_| d.finish());
+        if let Err(e) = result {
+            tracing::error!(error = %format!("{e:#}"), "cannot decide emitted events (they stay in the outbox)");
+        }
+    }
+
+    /// Events a process put in the outbox and died before deciding.
+    fn outbox_leftovers(&mut self) {
+        let entries = match self.runtime.store.write(|tx| tx.outbox_entries()) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the outbox");
+                return;
+            }
+        };
+        let max_bytes = self.runtime.project.config.max_event_bytes;
+        let mut events = Vec::new();
+        for (id, entry) in entries {
+            let orphan = entry
+                .owner
+                .as_ref()
+                .is_none_or(|o| !o.is_current() && !o.is_alive());
+            if !orphan {
+                continue;
+            }
+            let len = serde_json::to_vec(&entry.event).map_or(0, |b| b.len());
+            match event::validate(entry.event, len, max_bytes, Origin::Dispatcher) {
+                Ok(e) => events.push(e),
+                Err(bad) => {
+                    tracing::error!(event = %id, reason = %bad.reason, "an outbox event is invalid")
+                }
+            }
+        }
+        if !events.is_empty() {
+            tracing::info!(
+                events = events.len(),
+                "deciding events a stopped process left in the outbox"
+            );
+            self.dispatch_emitted(events);
+        }
+    }
+
+    fn expire_approvals(&mut self) {
+        let mut d = self.dispatcher();
+        if let Err(e) = d.expire_approvals().and_then(|_| d.finish()) {
+            tracing::error!(error = %format!("{e:#}"), "cannot expire approvals");
+        }
+    }
+
+    // --- schedules ----------------------------------------------------------------------
+
+    fn fire_schedules(&mut self) {
+        let now = self.runtime.clock.now();
+        let project = self.runtime.project.clone();
+        let max_bytes = project.config.max_event_bytes;
+        let mut events = Vec::new();
+        for s in project.schedules.iter().filter(|s| s.enabled) {
+            let result = self.runtime.store.write(|tx| {
+                let Some(last) = tx.schedule_last(&s.id)? else {
+                    // First sight: fires count from now on, never from the past.
+                    tx.set_schedule_last(&s.id, now.as_millisecond())?;
+                    return Ok((Vec::new(), 0));
+                };
+                let last = jiff::Timestamp::from_millisecond(last).unwrap_or(now);
+                let plan = schedule::plan(s, last, now);
+                if plan.fire.is_empty() && plan.skipped == 0 {
+                    return Ok((Vec::new(), 0));
+                }
+                let owner = Runner::current(now.as_millisecond());
+                let mut fired = Vec::new();
+                for at in &plan.fire {
+                    let value = schedule::event(s, *at);
+                    let len = serde_json::to_vec(&value).map_or(0, |b| b.len());
+                    match event::validate(value, len, max_bytes, Origin::Outside) {
+                        Ok(e) => {
+                            // In the outbox with the new last-fire time, in one transaction:
+                            // a crash after this commit still decides the fire, and never
+                            // fires it again.
+                            tx.outbox_put(&e.id, &e.value, Some(&owner))?;
+                            fired.push(e);
+                        }
+                        Err(bad) => tracing::error!(schedule = %s.id, reason = %bad.reason, "schedule event is invalid"),
+                    }
+                }
+                tx.set_schedule_last(&s.id, now.as_millisecond())?;
+                Ok::<_, store::Error>((fired, plan.skipped))
+            });
+            match result {
+                Ok((fired, skipped)) => {
+                    if skipped > 0 {
+                        tracing::warn!(
+                            schedule = %s.id,
+                            skipped,
+                            catch_up = s.catch_up,
+                            "fires missed while serve was stopped were skipped"
+                        );
+                    }
+                    for e in &fired {
+                        tracing::info!(schedule = %s.id, event = %e.id, "schedule fired");
+                    }
+                    events.extend(fired);
+                }
+                Err(e) => tracing::error!(schedule = %s.id, error = %e, "cannot fire the schedule"),
+            }
+        }
+        self.dispatch_emitted(events);
+    }
+
+    // --- upkeep -------------------------------------------------------------------------
+
+    fn purge(&mut self) {
+        let now = self.runtime.clock.now_ms();
+        let store = &self.runtime.store;
+        let mut claims = 0;
+        loop {
+            match store.write(|tx| tx.purge_expired_claims(now)) {
+                Ok(n) => {
+                    claims += n;
+                    if n < store::PURGE_BATCH || self.stopping() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot purge expired idempotency keys");
+                    break;
+                }
+            }
+        }
+        let retention =
+            i64::try_from(self.settings.ledger_retention.as_millis()).unwrap_or(i64::MAX);
+        let cutoff = now.saturating_sub(retention);
+        let cursor = self.ledger_cursor.take();
+        match store.write(|tx| tx.purge_ledger(cutoff, cursor.as_ref(), LEDGER_BATCH)) {
+            Ok((removed, next)) => {
+                self.ledger_cursor = next;
+                if removed > 0 {
+                    tracing::info!(rows = removed, "purged old ledger rows");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot purge the ledger"),
+        }
+        if claims > 0 {
+            tracing::info!(keys = claims, "purged expired idempotency keys");
+        }
+        if !self.settings.done_retention.is_zero() {
+            match self.spool.sweep_done(self.settings.done_retention) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(files = n, "removed processed files past their retention"),
+                Err(e) => tracing::error!(error = %e, "cannot sweep spool/done"),
+            }
+        }
+    }
+
+    /// Recompiles the manifests; an invalid set is logged and the running one kept.
+    fn reload(&mut self) {
+        let loaded = manifest::load(&self.root, &[]);
+        let errors = loaded.errors();
+        match loaded.project {
+            Some(project) if errors.is_empty() => {
+                tracing::info!(
+                    triggers = project.triggers.len(),
+                    agents = project.agents.len(),
+                    schedules = project.schedules.len(),
+                    "manifests reloaded"
+                );
+                self.runtime.project = Arc::new(project);
+                self.worker.set_runtime(self.runtime.clone());
+            }
+            _ => {
+                let text = diagnostics::render_human(
+                    &errors,
+                    |f| loaded.sources.get(f).map(String::as_str),
+                    HumanStyle { color: false },
+                );
+                for d in &errors {
+                    tracing::error!(
+                        file = %d.file,
+                        line = d.pos.line,
+                        column = d.pos.column,
+                        code = d.code,
+                        "{}",
+                        d.message
+                    );
+                }
+                tracing::error!(
+                    errors = errors.len(),
+                    "the changed manifests have errors; the previous set keeps running\n{text}"
+                );
+            }
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let worker = self.worker.clone();
+        let grace = self.settings.grace;
+        let requeued = self.rt.block_on(worker.stop(grace));
+        // Whatever finished during the grace period emitted events: decide them now.
+        let mut emitted = Vec::new();
+        while let Ok(w) = self.wakes.try_recv() {
+            if let Wake::Emitted(events) = w {
+                emitted.extend(events);
+            }
+        }
+        self.dispatch_emitted(emitted);
+        tracing::info!(requeued, "pap serve stopped");
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `NAME:LINE` or `NAME[INDEX]`: the spool file's own name, not its processing path.
+fn located(name: &str, loc: &Location) -> String {
+    let mut s = name.to_owned();
+    if let Some(line) = loc.line {
+        s.push_str(&format!(":{line}"));
+    }
+    if let Some(index) = loc.index {
+        s.push_str(&format!("[{index}]"));
+    }
+    s
+}

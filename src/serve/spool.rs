@@ -1,0 +1,208 @@
+//! The spool directory: event files dropped by writers, claimed by serve.
+//!
+//! Layout under the spool dir: ready files at the top, `processing/` (claimed, being
+//! dispatched), `done/` (dispatched), `failed/` (had invalid events or could not be read; a
+//! `NAME.error.json` beside each says why). A claim is a rename, which is atomic: a file is
+//! either still ready or wholly serve's. A crash leaves claimed files in `processing/`, where
+//! the next start picks them up again; idempotency makes dispatching them twice harmless.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+
+pub struct Spool {
+    pub dir: PathBuf,
+    processing: PathBuf,
+    done: PathBuf,
+    failed: PathBuf,
+}
+
+/// A bad event (or the whole file, when it could not be read) and why.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// `NAME:LINE`, `NAME[INDEX]`, or `NAME` for the file itself.
+    pub input: String,
+    pub id: Option<String>,
+    pub error: String,
+}
+
+impl Spool {
+    pub fn open(dir: &Path) -> io::Result<Spool> {
+        let spool = Spool {
+            dir: dir.to_path_buf(),
+            processing: dir.join("processing"),
+            done: dir.join("done"),
+            failed: dir.join("failed"),
+        };
+        for d in [&spool.dir, &spool.processing, &spool.done, &spool.failed] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(spool)
+    }
+
+    /// Files ready to claim, oldest name first: `*.json` and `*.ndjson`, not hidden, not
+    /// `*.tmp` (writers write under such a name, then rename).
+    pub fn ready(&self, limit: usize) -> io::Result<Vec<PathBuf>> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if is_event_file(name) && entry.file_type().is_ok_and(|t| t.is_file()) {
+                found.push(entry.path());
+            }
+        }
+        found.sort();
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    /// Files a crash left claimed.
+    pub fn leftovers(&self) -> io::Result<Vec<PathBuf>> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&self.processing)?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
+    /// Moves a ready file into `processing/`; `None` when it is gone (its writer removed it).
+    pub fn claim(&self, file: &Path) -> io::Result<Option<PathBuf>> {
+        let target = self.processing.join(file.file_name().expect("a file"));
+        match std::fs::rename(file, &target) {
+            Ok(()) => Ok(Some(target)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Files a claimed file away: to `done/` (or deleted, with no retention), or with
+    /// problems to `failed/` beside `NAME.error.json`. The error file is written first, so a
+    /// crash in between leaves the file in `processing/` to be dispatched again.
+    pub fn finish(
+        &self,
+        claimed: &Path,
+        valid: usize,
+        problems: &[Problem],
+        keep_done: bool,
+        now: &str,
+    ) -> io::Result<PathBuf> {
+        let name = claimed.file_name().expect("a file").to_string_lossy();
+        if problems.is_empty() {
+            if !keep_done {
+                std::fs::remove_file(claimed)?;
+                return Ok(claimed.to_path_buf());
+            }
+            let target = free_name(&self.done, &name);
+            std::fs::rename(claimed, &target)?;
+            return Ok(target);
+        }
+        let target = free_name(&self.failed, &name);
+        let report = json!({
+            "file": name,
+            "failed_at": now,
+            "valid_events": valid,
+            "problems": problems.len(),
+            "errors": problems.iter().map(|p| json!({
+                "input": p.input,
+                "id": p.id,
+                "error": p.error,
+            })).collect::<Vec<_>>(),
+        });
+        let mut error_path = target.clone().into_os_string();
+        error_path.push(".error.json");
+        let text = serde_json::to_string_pretty(&report).expect("serialisable") + "\n";
+        write_atomically(Path::new(&error_path), text.as_bytes())?;
+        std::fs::rename(claimed, &target)?;
+        Ok(target)
+    }
+
+    /// Deletes files in `done/` older than `retention`; returns how many.
+    pub fn sweep_done(&self, retention: Duration) -> io::Result<usize> {
+        let cutoff = SystemTime::now() - retention;
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&self.done)? {
+            let entry = entry?;
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < cutoff);
+            if old && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+pub fn is_event_file(name: &str) -> bool {
+    !name.starts_with('.')
+        && !name.ends_with(".tmp")
+        && (name.ends_with(".json") || name.ends_with(".ndjson"))
+}
+
+/// `dir/name`, or `dir/name.N` for the first free N when a file of that name was filed
+/// before (writers may reuse names).
+fn free_name(dir: &Path, name: &str) -> PathBuf {
+    let first = dir.join(name);
+    if !first.exists() {
+        return first;
+    }
+    (1u64..)
+        .map(|n| dir.join(format!("{name}.{n}")))
+        .find(|p| !p.exists())
+        .expect("some number is free")
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_finished_event_files_are_ready() {
+        assert!(is_event_file("a.json"));
+        assert!(is_event_file("batch-1.ndjson"));
+        assert!(!is_event_file(".a.json"));
+        assert!(!is_event_file("a.json.tmp"));
+        assert!(!is_event_file("a.txt"));
+    }
+
+    #[test]
+    fn claims_and_files_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path()).unwrap();
+        std::fs::write(dir.path().join("b.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("a.ndjson"), "{}").unwrap();
+        std::fs::write(dir.path().join(".c.json"), "{}").unwrap();
+        let ready = spool.ready(10).unwrap();
+        let names: Vec<_> = ready.iter().map(|p| p.file_name().unwrap()).collect();
+        assert_eq!(names, ["a.ndjson", "b.json"]);
+        let claimed = spool.claim(&ready[0]).unwrap().unwrap();
+        assert_eq!(spool.leftovers().unwrap(), std::slice::from_ref(&claimed));
+        assert_eq!(spool.claim(&ready[0]).unwrap(), None, "already claimed");
+        let done = spool.finish(&claimed, 1, &[], true, "now").unwrap();
+        assert!(done.ends_with("done/a.ndjson"));
+        // The same name again goes beside it.
+        std::fs::write(dir.path().join("a.ndjson"), "{}").unwrap();
+        let claimed = spool.claim(&dir.path().join("a.ndjson")).unwrap().unwrap();
+        let problem = Problem {
+            input: "a.ndjson:1".into(),
+            id: None,
+            error: "bad".into(),
+        };
+        let failed = spool.finish(&claimed, 0, &[problem], true, "now").unwrap();
+        assert!(failed.ends_with("failed/a.ndjson"));
+        assert!(dir.path().join("failed/a.ndjson.error.json").exists());
+    }
+}

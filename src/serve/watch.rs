@@ -1,0 +1,64 @@
+//! File-system events: new spool files and changed manifests wake serve at once. Events alone
+//! are not reliable (network file systems, overflowing queues), so serve also rescans on a
+//! timer; a watcher that cannot start is logged and the timer does the work.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
+
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+
+use super::Wake;
+
+/// Keeps the watches alive.
+pub struct Watches {
+    _watcher: Option<RecommendedWatcher>,
+}
+
+pub fn start(root: &Path, spool: &Path, wake: Sender<Wake>) -> Watches {
+    let spool_dir = spool.to_path_buf();
+    let manifest_dirs: Vec<PathBuf> = ["triggers", "agents", "schedules"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    let config_files = [root.join("pap.yaml"), root.join("pap.yml")];
+    let dirs = manifest_dirs.clone();
+    let handler = move |res: notify::Result<notify::Event>| {
+        let Ok(event) = res else {
+            // An overflowed queue: rescan everything.
+            let _ = wake.send(Wake::Spool);
+            return;
+        };
+        if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        for path in &event.paths {
+            if path.parent() == Some(spool_dir.as_path()) {
+                let _ = wake.send(Wake::Spool);
+            } else if config_files.iter().any(|c| c == path)
+                || dirs.iter().any(|d| path.starts_with(d))
+            {
+                let _ = wake.send(Wake::Manifests);
+            }
+        }
+    };
+    let watcher = match notify::recommended_watcher(handler) {
+        Ok(mut w) => {
+            let mut watch = |p: &Path, mode| {
+                if let Err(e) = w.watch(p, mode) {
+                    tracing::warn!(path = %p.display(), error = %e, "cannot watch; relying on rescans");
+                }
+            };
+            watch(spool, RecursiveMode::NonRecursive);
+            watch(root, RecursiveMode::NonRecursive);
+            for d in manifest_dirs.iter().filter(|d| d.is_dir()) {
+                watch(d, RecursiveMode::Recursive);
+            }
+            Some(w)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "file-system events unavailable; relying on rescans");
+            None
+        }
+    };
+    Watches { _watcher: watcher }
+}

@@ -1,0 +1,317 @@
+//! The worker: runs queued invocations in the background, at most `max_concurrent` at once.
+//!
+//! Work arrives two ways: serve's own decisions hand over their invocations, and a scan of
+//! the store's work index finds everything else that is due (`--no-run` dispatches,
+//! approvals, retries whose backoff has passed, and invocations whose runner died). Before
+//! running one, the worker claims it in a transaction (records itself as the runner), so a
+//! `pap dispatch` or `pap approve` running beside it never runs the same invocation.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use super::Wake;
+use crate::agent::{RunResult, Runtime};
+use crate::store::{self, Runner, Status};
+
+/// How many due invocations one scan looks at.
+const SCAN_LIMIT: usize = 1024;
+/// How often the store is scanned for due work without being asked.
+const SCAN_EVERY: Duration = Duration::from_secs(1);
+
+enum Msg {
+    Run(Vec<String>),
+    Scan,
+    SetRuntime(Runtime),
+    Drain(oneshot::Sender<()>),
+    Stop(Duration, oneshot::Sender<usize>),
+}
+
+#[derive(Clone)]
+pub struct Worker {
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl Worker {
+    pub fn start(
+        rt: &tokio::runtime::Runtime,
+        runtime: Runtime,
+        max: usize,
+        wake: Sender<Wake>,
+    ) -> Worker {
+        let (tx, rx) = mpsc::unbounded_channel();
+        rt.spawn(work_loop(rx, runtime, max.max(1), wake));
+        Worker { tx }
+    }
+
+    /// Runs these (already held by this process) when there is room.
+    pub fn run(&self, ids: Vec<String>) {
+        let _ = self.tx.send(Msg::Run(ids));
+    }
+
+    /// Looks for due work now.
+    pub fn scan(&self) {
+        let _ = self.tx.send(Msg::Scan);
+    }
+
+    /// New manifests: runs started from now on use them.
+    pub fn set_runtime(&self, runtime: Runtime) {
+        let _ = self.tx.send(Msg::SetRuntime(runtime));
+    }
+
+    /// Waits until nothing runs and nothing is due (for `--once`).
+    pub async fn drain(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Msg::Drain(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Stops taking work, lets running invocations finish within `grace`, then puts the rest
+    /// back in the queue. Returns how many were put back.
+    pub async fn stop(&self, grace: Duration) -> usize {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Msg::Stop(grace, tx)).is_err() {
+            return 0;
+        }
+        rx.await.unwrap_or(0)
+    }
+}
+
+struct State {
+    runtime: Runtime,
+    max: usize,
+    wake: Sender<Wake>,
+    running: JoinSet<(String, anyhow::Result<RunResult>)>,
+    in_flight: HashSet<String>,
+    waiting: VecDeque<String>,
+    /// Invocations whose run errored (not failed: e.g. their agent left the manifests):
+    /// not picked again until the manifests change, so one cannot spin the worker.
+    broken: HashSet<String>,
+    drains: Vec<oneshot::Sender<()>>,
+    /// Whether the last scan found nothing to claim.
+    idle_scan: bool,
+}
+
+async fn work_loop(
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    runtime: Runtime,
+    max: usize,
+    wake: Sender<Wake>,
+) {
+    let mut s = State {
+        runtime,
+        max,
+        wake,
+        running: JoinSet::new(),
+        in_flight: HashSet::new(),
+        waiting: VecDeque::new(),
+        broken: HashSet::new(),
+        drains: Vec::new(),
+        idle_scan: false,
+    };
+    let mut tick = tokio::time::interval(SCAN_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut scan = false;
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                None => return,
+                Some(Msg::Run(ids)) => s.waiting.extend(ids),
+                Some(Msg::Scan) => scan = true,
+                Some(Msg::SetRuntime(r)) => {
+                    s.runtime = r;
+                    s.broken.clear();
+                }
+                Some(Msg::Drain(done)) => {
+                    s.drains.push(done);
+                    scan = true;
+                }
+                Some(Msg::Stop(grace, done)) => {
+                    let _ = done.send(s.stop(grace).await);
+                    return;
+                }
+            },
+            Some(joined) = s.running.join_next(), if !s.running.is_empty() => {
+                s.finished(joined);
+                scan = !s.drains.is_empty();
+            }
+            _ = tick.tick() => scan = true,
+        }
+        s.start_waiting();
+        if scan {
+            s.scan().await;
+            s.start_waiting();
+        }
+        if !s.drains.is_empty() && s.running.is_empty() && s.waiting.is_empty() && s.idle_scan {
+            for d in s.drains.drain(..) {
+                let _ = d.send(());
+            }
+        }
+    }
+}
+
+impl State {
+    fn room(&self) -> usize {
+        self.max.saturating_sub(self.in_flight.len())
+    }
+
+    fn start_waiting(&mut self) {
+        while self.room() > 0 {
+            let Some(id) = self.waiting.pop_front() else {
+                break;
+            };
+            if self.in_flight.contains(&id) {
+                continue;
+            }
+            self.spawn(id);
+        }
+    }
+
+    fn spawn(&mut self, id: String) {
+        self.in_flight.insert(id.clone());
+        let runtime = self.runtime.clone();
+        let span = tracing::info_span!("invocation", id = %id);
+        self.running.spawn(
+            async move {
+                let result = runtime.run(&id).await;
+                (id, result)
+            }
+            .instrument(span),
+        );
+    }
+
+    fn finished(
+        &mut self,
+        joined: Result<(String, anyhow::Result<RunResult>), tokio::task::JoinError>,
+    ) {
+        let Ok((id, result)) = joined else {
+            // A panicked run: its invocation stays `running` under this process; the next
+            // start resumes it.
+            tracing::error!("an invocation task panicked");
+            return;
+        };
+        self.in_flight.remove(&id);
+        let span = tracing::info_span!("invocation", id = %id);
+        let _entered = span.enter();
+        match result {
+            Ok(r) if r.retry_queued => tracing::warn!(
+                attempt = r.attempts,
+                error = r.error.as_deref().unwrap_or(""),
+                "attempt failed; retry queued"
+            ),
+            Ok(r) => {
+                if r.succeeded {
+                    tracing::info!(
+                        attempts = r.attempts,
+                        emitted = r.emitted_ids.len(),
+                        "succeeded"
+                    );
+                } else {
+                    tracing::warn!(
+                        attempts = r.attempts,
+                        error = r.error.as_deref().unwrap_or(""),
+                        "failed"
+                    );
+                }
+                if !r.emitted.is_empty() {
+                    let _ = self.wake.send(Wake::Emitted(r.emitted));
+                }
+            }
+            Err(e) if is_held_elsewhere(&e) => {
+                tracing::debug!(reason = %e, "held by another process; left to it");
+            }
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
+                self.broken.insert(id);
+            }
+        }
+    }
+
+    /// Claims due invocations no live process holds, up to the room there is.
+    async fn scan(&mut self) {
+        let room = self.room().saturating_sub(self.waiting.len());
+        if room == 0 {
+            self.idle_scan = false;
+            return;
+        }
+        let mut skip: HashSet<String> = self.in_flight.clone();
+        skip.extend(self.waiting.iter().cloned());
+        skip.extend(self.broken.iter().cloned());
+        let now = self.runtime.clock.now_ms();
+        let claimed = self
+            .runtime
+            .write(move |tx| {
+                let mut claimed = Vec::new();
+                for id in tx.work_due(now, SCAN_LIMIT)? {
+                    if claimed.len() >= room {
+                        break;
+                    }
+                    if skip.contains(&id) {
+                        continue;
+                    }
+                    let Some(mut inv) = tx.invocation(&id)? else {
+                        continue;
+                    };
+                    let free = inv.runner.as_ref().is_none_or(|r| !r.is_other_live());
+                    if !free || !matches!(inv.status, Status::Queued | Status::Running) {
+                        continue;
+                    }
+                    inv.runner = Some(Runner::current(now));
+                    tx.put_invocation(&inv)?;
+                    claimed.push(id);
+                }
+                Ok::<_, store::Error>(claimed)
+            })
+            .await;
+        match claimed {
+            Ok(ids) => {
+                self.idle_scan = ids.is_empty();
+                for id in ids {
+                    self.spawn(id);
+                }
+            }
+            Err(e) => {
+                self.idle_scan = true;
+                tracing::error!(error = %format!("{e:#}"), "cannot read the work queue");
+            }
+        }
+    }
+
+    async fn stop(&mut self, grace: Duration) -> usize {
+        self.waiting.clear();
+        if !self.running.is_empty() {
+            tracing::info!(
+                running = self.running.len(),
+                grace_seconds = grace.as_secs_f64(),
+                "waiting for running agents"
+            );
+        }
+        let finish = async {
+            while let Some(joined) = self.running.join_next().await {
+                self.finished(joined);
+            }
+        };
+        // Real time even under a fake clock: this waits for real processes.
+        let _ = tokio::time::timeout(grace, finish).await;
+        self.running.abort_all();
+        while self.running.join_next().await.is_some() {}
+        let interrupted: Vec<String> = self.in_flight.drain().collect();
+        for id in &interrupted {
+            let why = "interrupted: pap serve stopped before the attempt finished";
+            match self.runtime.requeue_interrupted(id, why).await {
+                Ok(()) => tracing::warn!(invocation = %id, "stopped mid-attempt; queued again"),
+                Err(e) => tracing::error!(invocation = %id, error = %e, "cannot queue again"),
+            }
+        }
+        interrupted.len()
+    }
+}
+
+fn is_held_elsewhere(e: &anyhow::Error) -> bool {
+    e.to_string().contains("held by another pap process")
+}

@@ -1,0 +1,177 @@
+//! A `pap serve` process on a fixture project, driven through real files and signals.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::dispatch::lines;
+use super::{fixture_copy, pap_at, stdout};
+
+/// Generous: these wait for real processes on a shared machine, and return as soon as the
+/// condition holds.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        Project {
+            dir: fixture_copy("serve"),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn spool(&self) -> PathBuf {
+        self.root().join(".pap/spool")
+    }
+
+    /// `pap --root ROOT` with PAP_TEST_DIR set for the agents.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = pap_at(self.root());
+        cmd.env("PAP_TEST_DIR", self.root())
+            .env_remove("PAP_NOW")
+            .env_remove("PAP_LOG");
+        cmd
+    }
+
+    /// Starts `pap serve EXTRA…` with stderr (the log) in `serve.log`.
+    pub fn serve(&self, extra: &[&str]) -> Serve {
+        self.serve_with(extra, &[])
+    }
+
+    pub fn serve_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
+        let log = self.root().join("serve.log");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let child = self
+            .cmd()
+            .arg("serve")
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start pap serve");
+        let serve = Serve { child, log };
+        serve.wait_log("pap serve started");
+        serve
+    }
+
+    /// Writes `text` under a temporary name, then renames it into the spool, as writers must.
+    pub fn drop_file(&self, name: &str, text: &str) {
+        let spool = self.spool();
+        std::fs::create_dir_all(&spool).unwrap();
+        let tmp = spool.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, spool.join(name)).unwrap();
+    }
+
+    pub fn drop_events(&self, name: &str, events: &[Value]) {
+        let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+        self.drop_file(name, &text);
+    }
+
+    pub fn invocations(&self) -> Vec<Value> {
+        let out = self.cmd().args(["invocations", "--json"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lines(&stdout(&out))
+    }
+
+    /// The invocations of `event_id`.
+    pub fn invocations_of(&self, event_id: &str) -> Vec<Value> {
+        self.invocations()
+            .into_iter()
+            .filter(|i| i["event_id"] == event_id)
+            .collect()
+    }
+
+    /// Lines of runs.log (`start|end INVOCATION ATTEMPT`).
+    pub fn runs(&self) -> Vec<String> {
+        std::fs::read_to_string(self.root().join("runs.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn files_in(&self, sub: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.spool().join(sub))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+}
+
+pub struct Serve {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Serve {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn wait_log(&self, needle: &str) {
+        let log = self.log.clone();
+        wait_until(&format!("`{needle}` in the serve log"), || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains(needle))
+        });
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).unwrap();
+    }
+
+    /// SIGTERM, then waits; returns the exit code and how long the exit took.
+    pub fn terminate(mut self) -> (i32, Duration) {
+        let started = Instant::now();
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        let status = self.child.wait().unwrap();
+        (status.code().unwrap_or(-1), started.elapsed())
+    }
+
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `cond` until it holds, failing the test after [`PATIENCE`].
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
