@@ -138,7 +138,8 @@ async fn work_loop(
             },
             Some(joined) = s.running.join_next(), if !s.running.is_empty() => {
                 s.finished(joined);
-                scan = !s.drains.is_empty();
+                // A slot is free: take more now if the last scan left some behind.
+                scan = !s.idle_scan || !s.drains.is_empty();
             }
             _ = tick.tick() => scan = true,
         }
@@ -257,7 +258,9 @@ impl State {
                     let Some(mut inv) = tx.invocation(&id)? else {
                         continue;
                     };
-                    let free = inv.runner.as_ref().is_none_or(|r| !r.is_other_live());
+                    // Held by this process: a decision of ours handed it over already.
+                    // Held by another live process: that one runs it.
+                    let free = inv.runner.as_ref().is_none_or(|r| !r.is_alive());
                     if !free || !matches!(inv.status, Status::Queued | Status::Running) {
                         continue;
                     }
@@ -270,7 +273,8 @@ impl State {
             .await;
         match claimed {
             Ok(ids) => {
-                self.idle_scan = ids.is_empty();
+                // A full claim may have left due work behind.
+                self.idle_scan = ids.len() < room;
                 for id in ids {
                     self.spawn(id);
                 }
@@ -312,6 +316,8 @@ impl State {
     }
 }
 
+/// Another process took it, or it ended meanwhile: nothing for this worker to do.
 fn is_held_elsewhere(e: &anyhow::Error) -> bool {
-    e.to_string().contains("held by another pap process")
+    let text = e.to_string();
+    text.contains("held by another pap process") || text.contains("not runnable")
 }

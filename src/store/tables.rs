@@ -35,8 +35,8 @@ pub type LedgerValue = (i64, u32, &'static str, &'static str, &'static str);
 /// and the decision on what it emitted loses nothing.
 pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
 /// (due at, invocation id) → (): every `queued` or `running` invocation, so `pap serve` finds
-/// the work that is due without scanning every invocation ever made. A `running` one is due
-/// at 0: it is always looked at, to find runners that died (version 3).
+/// the work that is due without scanning every invocation ever made. A `running` one sorts
+/// first (`i64::MIN`): it is always looked at, to find runners that died (version 3).
 pub const WORK: TableDefinition<(i64, &str), ()> = TableDefinition::new("work");
 /// schedule id → the last fire time (ms) whose event was recorded: a restart never fires the
 /// same time twice (version 3).

@@ -520,11 +520,13 @@ fn reindex(
 /// A ledger key (event id, trigger id) as owned bytes: where a ledger sweep goes on from.
 pub type LedgerKey = (Vec<u8>, Vec<u8>);
 
-/// Where an invocation sits in the work index: queued ones when due, running ones always.
+/// Where an invocation sits in the work index: running ones first (a dead runner's are
+/// resumed before new work starts), then queued ones in the order they fall due: a retry at
+/// its next attempt time, anything else at its creation (first in, first out).
 pub(super) fn work_key(inv: &Invocation) -> Option<i64> {
     match inv.status {
-        Status::Queued => Some(inv.next_attempt_at.unwrap_or(0)),
-        Status::Running => Some(0),
+        Status::Running => Some(i64::MIN),
+        Status::Queued => Some(inv.next_attempt_at.unwrap_or(inv.created_at)),
         _ => None,
     }
 }

@@ -48,6 +48,7 @@ impl Project {
 
     pub fn serve_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let log = self.root().join("serve.log");
+        let before = started_count(&log);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -63,7 +64,9 @@ impl Project {
             .spawn()
             .expect("start pap serve");
         let serve = Serve { child, log };
-        serve.wait_log("pap serve started");
+        // The log is shared by every serve of the project: wait for this one's line.
+        let log = serve.log.clone();
+        wait_until("pap serve started", || started_count(&log) > before);
         serve
     }
 
@@ -165,6 +168,13 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn started_count(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches("pap serve started")
+        .count()
 }
 
 /// Polls `cond` until it holds, failing the test after [`PATIENCE`].
