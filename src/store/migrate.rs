@@ -51,3 +51,62 @@ pub fn from_2(db: &Database, path: &Path) -> Result<()> {
     }
     txn.commit().map_err(|x| redb_err(path, x))
 }
+
+#[cfg(test)]
+mod tests {
+    use redb::backends::InMemoryBackend;
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn version_2_gains_the_work_index_and_outbox_owners() {
+        let db = Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap();
+        let path = Path::new("(memory)");
+        let queued = json!({
+            "id": "inv_1", "seq": 1, "status": "queued", "trigger": "t", "agent": "a",
+            "event_id": "e", "event_type": "a.b.c", "depth": 0, "risk": "low", "attempts": 0,
+            "max_attempts": 1, "created_at": 5, "updated_at": 5, "event": {}
+        });
+        let mut done = queued.clone();
+        done["id"] = json!("inv_2");
+        done["status"] = json!("succeeded");
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert("schema_version", 2).unwrap();
+            let mut invs = txn.open_table(INVOCATIONS).unwrap();
+            for inv in [&queued, &done] {
+                let bytes = serde_json::to_vec(inv).unwrap();
+                invs.insert(inv["id"].as_str().unwrap(), bytes.as_slice())
+                    .unwrap();
+            }
+            let mut outbox = txn.open_table(OUTBOX).unwrap();
+            outbox
+                .insert("evt_1", br#"{"id":"evt_1"}"#.as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+
+        init(&db, path).unwrap();
+
+        let txn = db.begin_read().unwrap();
+        let work = txn.open_table(WORK).unwrap();
+        assert_eq!(work.len().unwrap(), 1);
+        assert!(work.get((5, "inv_1")).unwrap().is_some());
+        let outbox = txn.open_table(OUTBOX).unwrap();
+        let entry: OutboxEntry =
+            serde_json::from_slice(outbox.get("evt_1").unwrap().unwrap().value()).unwrap();
+        assert!(entry.owner.is_none());
+        assert_eq!(entry.event["id"], "evt_1");
+        let meta = txn.open_table(META).unwrap();
+        assert_eq!(
+            meta.get("schema_version").unwrap().unwrap().value(),
+            SCHEMA_VERSION
+        );
+        txn.open_table(SCHEDULES).unwrap();
+    }
+}

@@ -1,0 +1,206 @@
+//! Benchmark of `pap serve` on its spool:
+//!
+//! 1. latency from a file's rename into the spool to its decision being committed (serve
+//!    logs each decision after its transaction committed; the log's timestamp is read), over
+//!    files dropped one at a time;
+//! 2. a burst of 10,000 one-event files renamed into the spool at once: the time until every
+//!    file is filed in done/, next to a baseline in the same run: `pap dispatch --no-run` of
+//!    the same 10,000 events as one NDJSON stream (no files, no renames);
+//! 3. serve's peak memory (VmHWM) during the burst, next to its peak right after start.
+//!
+//! The project has one trigger whose filter the events pass and whose agent is `true`, so
+//! each decision is a full one (claim, throttle window, invocation record, ledger row) and
+//! each run a real process.
+//!
+//! Run: `cargo bench --bench serve` (Linux: reads /proc for memory).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+const LATENCY_FILES: usize = 200;
+const BURST_FILES: usize = 10_000;
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    write_project(root);
+
+    // 1. Latency, one file at a time.
+    let state = root.join("state-latency");
+    let serve = start(root, &state);
+    let spool = state.join("spool");
+    let mut dropped = Vec::new();
+    for i in 0..LATENCY_FILES {
+        let id = format!("lat{i:05}");
+        let at = drop_file(&spool, &id);
+        dropped.push((id, at));
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    wait_done(&spool, LATENCY_FILES);
+    stop(serve);
+    let decided = decision_times(&state.join("serve.log"));
+    let mut latencies: Vec<f64> = dropped
+        .iter()
+        .filter_map(|(id, at)| {
+            let when = decided.iter().find(|(e, _)| e == id)?.1;
+            Some(when.duration_since(*at).unwrap_or_default().as_secs_f64() * 1000.0)
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "latency, rename → decision committed ({} files, one every 25 ms): median {:.1} ms, p99 {:.1} ms",
+        latencies.len(),
+        pct(0.5),
+        pct(0.99)
+    );
+
+    // 2 and 3. The burst.
+    let state = root.join("state-burst");
+    let staging = root.join("staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    let mut stream = String::new();
+    for i in 0..BURST_FILES {
+        let line = event(&format!("burst{i:05}"));
+        std::fs::write(staging.join(format!("b{i:05}.json")), &line).unwrap();
+        stream.push_str(&line);
+        stream.push('\n');
+    }
+    let serve = start(root, &state);
+    let idle_peak = peak_kib(serve.id());
+    let spool = state.join("spool");
+    let started = Instant::now();
+    for i in 0..BURST_FILES {
+        let name = format!("b{i:05}.json");
+        std::fs::rename(staging.join(&name), spool.join(&name)).unwrap();
+    }
+    wait_done(&spool, BURST_FILES);
+    let burst = started.elapsed();
+    let burst_peak = peak_kib(serve.id());
+    stop(serve);
+
+    let events = root.join("burst.ndjson");
+    std::fs::write(&events, &stream).unwrap();
+    let started = Instant::now();
+    let status = pap(root, &root.join("state-baseline"))
+        .args(["dispatch", "--no-run", "--json"])
+        .arg(&events)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let baseline = started.elapsed();
+    println!(
+        "burst of {BURST_FILES} files: all filed in done/ after {:.2} s ({:.0} files/s); baseline `pap dispatch --no-run` of the same events as one stream: {:.2} s; ratio {:.2}x the baseline's time",
+        burst.as_secs_f64(),
+        BURST_FILES as f64 / burst.as_secs_f64(),
+        baseline.as_secs_f64(),
+        burst.as_secs_f64() / baseline.as_secs_f64()
+    );
+    println!(
+        "serve peak memory (VmHWM): {:.1} MiB during the burst, {:.1} MiB right after start",
+        burst_peak as f64 / 1024.0,
+        idle_peak as f64 / 1024.0
+    );
+}
+
+fn write_project(root: &Path) {
+    std::fs::create_dir_all(root.join("triggers")).unwrap();
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    std::fs::write(
+        root.join("triggers/bench.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: bench\n  match:\n    type: bench.event.happened\n  filter:\n    - path: $.data.n\n      operator: gte\n      value: 0\n  agent: noop\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("agents/noop.yaml"),
+        "pap_version: \"0.2\"\nagent:\n  id: noop\n  risk_level: read_only\n  model:\n    provider: command\n    command: [\"true\"]\n",
+    )
+    .unwrap();
+    // Keep processed files: the benchmark counts them in done/.
+    std::fs::write(
+        root.join("pap.yaml"),
+        "pap_version: \"0.2\"\nserve:\n  max_concurrent: 8\n",
+    )
+    .unwrap();
+}
+
+fn event(id: &str) -> String {
+    format!(
+        r#"{{"pap_version":"0.2","id":"{id}","type":"bench.event.happened","source":"bench","time":"2026-03-11T05:59:00Z","data":{{"n":1}}}}"#
+    )
+}
+
+fn pap(root: &Path, state: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
+    cmd.arg("--root").arg(root).arg("--state").arg(state);
+    cmd.env_remove("PAP_NOW");
+    cmd
+}
+
+fn start(root: &Path, state: &Path) -> Child {
+    std::fs::create_dir_all(state.join("spool")).unwrap();
+    let log = std::fs::File::create(state.join("serve.log")).unwrap();
+    let child = pap(root, state)
+        .args(["serve", "--log-format", "json"])
+        .stderr(log)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = state.join("serve.log");
+    wait(|| std::fs::read_to_string(&log).is_ok_and(|t| t.contains("pap serve started")));
+    child
+}
+
+fn stop(mut child: Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
+
+fn drop_file(spool: &Path, id: &str) -> SystemTime {
+    let tmp = spool.join(format!(".{id}.tmp"));
+    std::fs::write(&tmp, event(id)).unwrap();
+    let at = SystemTime::now();
+    std::fs::rename(&tmp, spool.join(format!("{id}.json"))).unwrap();
+    at
+}
+
+fn wait_done(spool: &Path, n: usize) {
+    let done: PathBuf = spool.join("done");
+    wait(|| std::fs::read_dir(&done).map(|d| d.count()).unwrap_or(0) >= n);
+}
+
+fn wait(mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < Duration::from_secs(600), "timed out");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// (event id, when its decision was logged) from serve's JSON log.
+fn decision_times(log: &Path) -> Vec<(String, SystemTime)> {
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["fields"]["message"] == "decided")
+        .filter_map(|r| {
+            let id = r["span"]["id"].as_str()?.to_owned();
+            let ts: jiff::Timestamp = r["timestamp"].as_str()?.parse().ok()?;
+            Some((id, SystemTime::from(ts)))
+        })
+        .collect()
+}
+
+/// Peak resident memory of a process in KiB (Linux), 0 elsewhere.
+fn peak_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
