@@ -464,4 +464,52 @@ mod tests {
         drop(held);
         waiter.read(|_| Ok(())).expect("free once released");
     }
+
+    #[test]
+    fn ledger_purge_sweeps_in_batches_and_keeps_recent_rows() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                for i in 0..25u32 {
+                    tx.put_ledger(&LedgerRow {
+                        event_id: format!("e{i:02}"),
+                        trigger: "t".into(),
+                        kind: "a.b.c".into(),
+                        depth: 0,
+                        outcome: "filtered".into(),
+                        invocation_id: None,
+                        // Odd events are recent, even ones old.
+                        decided_at: if i % 2 == 1 { 1_000 } else { 10 },
+                    })?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        let mut cursor = None;
+        let mut removed = 0;
+        let mut batches = 0;
+        loop {
+            let (n, next) = store
+                .write(|tx| tx.purge_ledger(500, cursor.as_ref(), 10))
+                .unwrap();
+            removed += n;
+            batches += 1;
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        assert_eq!(removed, 13);
+        assert!(batches >= 3, "a batch looks at 10 rows at most");
+        let left = store
+            .read(|r| {
+                Ok((0..25)
+                    .map(|i| r.ledger(&format!("e{i:02}")))
+                    .collect::<Result<Vec<_>>>()?)
+            })
+            .unwrap();
+        for (i, rows) in left.iter().enumerate() {
+            assert_eq!(rows.len(), i % 2, "e{i:02}");
+        }
+    }
 }
