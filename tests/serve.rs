@@ -103,73 +103,51 @@ fn a_bad_file_is_quarantined_with_reasons_and_its_good_lines_still_dispatched() 
     assert_eq!(serve.terminate().0, 0);
 }
 
+/// `pap dispatch --json EXTRA…` of one event, beside the running serve: exit 0 expected;
+/// returns the event's trigger entry.
+fn dispatch_one(p: &Project, id: &str, kind: &str, extra: &[&str]) -> Value {
+    let file = p.root().join(format!("{id}.ndjson"));
+    std::fs::write(&file, format!("{}\n", ev(id, kind, json!({})))).unwrap();
+    let out = p
+        .cmd()
+        .args(["dispatch", "--json"])
+        .args(extra)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    lines(&stdout(&out))[0]["triggers"][0].clone()
+}
+
+/// How many attempts of `id` the agents recorded starting.
+fn starts(p: &Project, id: &str) -> usize {
+    p.runs()
+        .iter()
+        .filter(|l| l.starts_with(&format!("start {id} ")))
+        .count()
+}
+
 #[test]
 fn dispatch_approve_reject_and_listings_work_while_serve_runs() {
     let p = Project::new();
     let serve = p.serve(&[]);
 
     // dispatch: same decisions, output and exit code; the agent runs once, in dispatch.
-    let file = p.root().join("events.ndjson");
-    std::fs::write(
-        &file,
-        format!("{}\n", ev("d1", "test.quick.happened", json!({}))),
-    )
-    .unwrap();
-    let out = p
-        .cmd()
-        .args(["dispatch", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let line = &lines(&stdout(&out))[0];
-    assert_eq!(line["triggers"][0]["outcome"], "invoked");
-    assert_eq!(line["triggers"][0]["result"], "succeeded");
-    let inv = line["triggers"][0]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let starts = |p: &Project, id: &str| {
-        p.runs()
-            .iter()
-            .filter(|l| l.starts_with(&format!("start {id} ")))
-            .count()
-    };
+    let t = dispatch_one(&p, "d1", "test.quick.happened", &[]);
+    assert_eq!(t["outcome"], "invoked");
+    assert_eq!(t["result"], "succeeded");
+    let inv = t["invocation_id"].as_str().unwrap().to_owned();
     assert_eq!(starts(&p, &inv), 1);
 
     // dispatch --no-run: serve runs what was queued.
-    std::fs::write(
-        &file,
-        format!("{}\n", ev("q1", "test.quick.happened", json!({}))),
-    )
-    .unwrap();
-    let out = p
-        .cmd()
-        .args(["dispatch", "--json", "--no-run"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(lines(&stdout(&out))[0]["triggers"][0]["outcome"], "queued");
+    let t = dispatch_one(&p, "q1", "test.quick.happened", &["--no-run"]);
+    assert_eq!(t["outcome"], "queued");
     wait_status(&p, "q1", "succeeded");
 
     // approve: handed to serve, which runs it.
-    std::fs::write(
-        &file,
-        format!("{}\n", ev("h1", "test.gated.happened", json!({}))),
-    )
-    .unwrap();
-    let out = p
-        .cmd()
-        .args(["dispatch", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(
-        lines(&stdout(&out))[0]["triggers"][0]["outcome"],
-        "awaiting_approval"
-    );
-    let gated = p.invocations_of("h1")[0]["id"].as_str().unwrap().to_owned();
+    let t = dispatch_one(&p, "h1", "test.gated.happened", &[]);
+    assert_eq!(t["outcome"], "awaiting_approval");
+    let gated = t["invocation_id"].as_str().unwrap().to_owned();
     let out = p
         .cmd()
         .args(["approve", &gated, "--by", "alice"])
@@ -185,13 +163,8 @@ fn dispatch_approve_reject_and_listings_work_while_serve_runs() {
     assert_eq!(starts(&p, &gated), 1);
 
     // reject and the listings.
-    std::fs::write(
-        &file,
-        format!("{}\n", ev("h2", "test.gated.happened", json!({}))),
-    )
-    .unwrap();
-    p.cmd().args(["dispatch"]).arg(&file).output().unwrap();
-    let other = p.invocations_of("h2")[0]["id"].as_str().unwrap().to_owned();
+    let t = dispatch_one(&p, "h2", "test.gated.happened", &[]);
+    let other = t["invocation_id"].as_str().unwrap().to_owned();
     let out = p
         .cmd()
         .args(["reject", &other, "--reason", "no"])
