@@ -2,22 +2,29 @@
 //! time, so a process that died (crash, SIGKILL) is told from a live one, and a pid the
 //! system reused for another program is not mistaken for the runner.
 
+use std::sync::OnceLock;
+
 use crate::store::Runner;
+
+/// This process's start time, read once: every invocation a dispatch decides records it.
+fn own_start() -> Option<u64> {
+    static START: OnceLock<Option<u64>> = OnceLock::new();
+    *START.get_or_init(|| start_time(std::process::id()))
+}
 
 impl Runner {
     /// This process, from `now` on.
     pub fn current(now: i64) -> Runner {
-        let pid = std::process::id();
         Runner {
-            pid,
+            pid: std::process::id(),
             since: now,
-            started: start_time(pid),
+            started: own_start(),
         }
     }
 
     /// Whether this is the calling process.
     pub fn is_current(&self) -> bool {
-        self.pid == std::process::id() && self.started == start_time(self.pid)
+        self.pid == std::process::id() && self.started == own_start()
     }
 
     /// Whether the process still runs (a zombie does not).

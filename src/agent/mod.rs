@@ -100,7 +100,7 @@ impl Runtime {
                     store::Error::Conflict(format!("invocation {id} is not in the store"))
                 })?;
                 if let Some(holder) = inv.runner.as_ref().filter(|r| r.is_other_live()) {
-                    return Err(store::Error::Conflict(format!(
+                    return Err(store::Error::NotOurs(format!(
                         "invocation {id} is held by another pap process (pid {})",
                         holder.pid
                     )));
@@ -116,7 +116,7 @@ impl Runtime {
                         }
                     }
                     other => {
-                        return Err(store::Error::Conflict(format!(
+                        return Err(store::Error::NotOurs(format!(
                             "invocation {id} is {}, not runnable",
                             other.as_str()
                         )));

@@ -154,6 +154,15 @@ impl<'a> Dispatcher<'a> {
             return Ok(());
         }
         let now = self.runtime.clock.now_ms();
+        // Usually nothing is due: a read then spares a commit (and its sync of the file).
+        if self
+            .runtime
+            .store
+            .read(|r| r.approvals_due(now))?
+            .is_empty()
+        {
+            return Ok(());
+        }
         let project = self.runtime.project.clone();
         let events = self
             .runtime

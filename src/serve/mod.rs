@@ -395,7 +395,12 @@ impl Server {
                     max_bytes,
                     &consumed,
                     &mut |item| {
-                        let input = located(&name, &item.loc);
+                        // Named by the spool file, not its path in processing/.
+                        let input = Location {
+                            source: name.as_str().into(),
+                            ..item.loc.clone()
+                        }
+                        .to_string();
                         match &item.event {
                             Ok(_) => valid += 1,
                             Err(bad) => problems.push(Problem {
@@ -476,7 +481,7 @@ impl Server {
 
     /// Events a process put in the outbox and died before deciding.
     fn outbox_leftovers(&mut self) {
-        let entries = match self.runtime.store.write(|tx| tx.outbox_entries()) {
+        let entries = match self.runtime.store.read(|r| r.outbox_entries()) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the outbox");
@@ -524,18 +529,43 @@ impl Server {
         let project = self.runtime.project.clone();
         let max_bytes = project.config.max_event_bytes;
         let mut events = Vec::new();
-        for s in project.schedules.iter().filter(|s| s.enabled) {
+        let enabled: Vec<_> = project.schedules.iter().filter(|s| s.enabled).collect();
+        if enabled.is_empty() {
+            return;
+        }
+        // Planned on a read, written only when something fires (or a schedule is new): this
+        // runs every second, and each commit syncs the file. Only this serve writes the
+        // schedule table (it holds the serve lock), so the plan cannot go stale.
+        let lasts = self.runtime.store.read(|r| {
+            enabled
+                .iter()
+                .map(|s| r.schedule_last(&s.id))
+                .collect::<store::Result<Vec<_>>>()
+        });
+        let lasts = match lasts {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the schedules' last fire times");
+                return;
+            }
+        };
+        for (s, last) in enabled.into_iter().zip(lasts) {
+            let plan = last.map(|last| {
+                let last = jiff::Timestamp::from_millisecond(last).unwrap_or(now);
+                schedule::plan(s, last, now)
+            });
+            if plan
+                .as_ref()
+                .is_some_and(|p| p.fire.is_empty() && p.skipped == 0)
+            {
+                continue;
+            }
             let result = self.runtime.store.write(|tx| {
-                let Some(last) = tx.schedule_last(&s.id)? else {
+                let Some(plan) = plan else {
                     // First sight: fires count from now on, never from the past.
                     tx.set_schedule_last(&s.id, now.as_millisecond())?;
                     return Ok((Vec::new(), 0));
                 };
-                let last = jiff::Timestamp::from_millisecond(last).unwrap_or(now);
-                let plan = schedule::plan(s, last, now);
-                if plan.fire.is_empty() && plan.skipped == 0 {
-                    return Ok((Vec::new(), 0));
-                }
                 let owner = Runner::current(now.as_millisecond());
                 let mut fired = Vec::new();
                 for at in &plan.fire {
@@ -680,16 +710,4 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// `NAME:LINE` or `NAME[INDEX]`: the spool file's own name, not its processing path.
-fn located(name: &str, loc: &Location) -> String {
-    let mut s = name.to_owned();
-    if let Some(line) = loc.line {
-        s.push_str(&format!(":{line}"));
-    }
-    if let Some(index) = loc.index {
-        s.push_str(&format!("[{index}]"));
-    }
-    s
 }

@@ -244,6 +244,18 @@ impl State {
         skip.extend(self.waiting.iter().cloned());
         skip.extend(self.broken.iter().cloned());
         let now = self.runtime.clock.now_ms();
+        // A read first: an idle serve then never commits (each commit syncs the file).
+        let store = self.runtime.store.clone();
+        let candidates =
+            tokio::task::spawn_blocking(move || store.read(|r| r.work_due(now, SCAN_LIMIT))).await;
+        let anything = match candidates {
+            Ok(Ok(ids)) => ids.iter().any(|id| !skip.contains(id)),
+            _ => true, // the write below reports the problem
+        };
+        if !anything {
+            self.idle_scan = true;
+            return;
+        }
         let claimed = self
             .runtime
             .write(move |tx| {
@@ -318,6 +330,8 @@ impl State {
 
 /// Another process took it, or it ended meanwhile: nothing for this worker to do.
 fn is_held_elsewhere(e: &anyhow::Error) -> bool {
-    let text = e.to_string();
-    text.contains("held by another pap process") || text.contains("not runnable")
+    matches!(
+        e.downcast_ref::<store::Error>(),
+        Some(store::Error::NotOurs(_))
+    )
 }

@@ -49,6 +49,10 @@ pub enum Error {
     /// invocation, say).
     #[error("{0}")]
     Conflict(String),
+    /// The invocation is not this process's to run: another live process holds it, or it is
+    /// no longer queued or running. A worker that meets this simply moves on.
+    #[error("{0}")]
+    NotOurs(String),
     #[error("cannot create the state dir {path}: {source}")]
     Dir {
         path: PathBuf,

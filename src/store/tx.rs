@@ -216,38 +216,13 @@ impl<'t> Tx<'t> {
 
     /// Invocations awaiting approval whose deadline is at or before `now`.
     pub fn approvals_due(&self, now: i64) -> Result<Vec<String>> {
-        let mut due = Vec::new();
-        for row in self
-            .approval_deadlines
-            .range(..=(now, "\u{10FFFF}"))
-            .map_err(|e| redb_err(&self.path, e))?
-        {
-            let (k, _) = row.map_err(|e| redb_err(&self.path, e))?;
-            due.push(k.value().1.to_owned());
-        }
-        Ok(due)
+        ids_due_in(&self.approval_deadlines, now, usize::MAX, &self.path)
     }
 
     /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
-    /// runner may have died), soonest first, at most `limit`.
+    /// runner may have died), running ones first, at most `limit`.
     pub fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
-        let mut due = Vec::new();
-        for row in self
-            .work
-            .range(..=(now, "\u{10FFFF}"))
-            .map_err(|e| redb_err(&self.path, e))?
-            .take(limit)
-        {
-            let (k, _) = row.map_err(|e| redb_err(&self.path, e))?;
-            due.push(k.value().1.to_owned());
-        }
-        Ok(due)
-    }
-
-    /// When the next queued invocation falls due (`None`: nothing is queued).
-    pub fn next_work_at(&self) -> Result<Option<i64>> {
-        let first = self.work.first().map_err(|e| redb_err(&self.path, e))?;
-        Ok(first.map(|(k, _)| k.value().0))
+        ids_due_in(&self.work, now, limit, &self.path)
     }
 
     // --- schedules ----------------------------------------------------------------------
@@ -309,16 +284,6 @@ impl<'t> Tx<'t> {
             .remove(event_id)
             .map_err(|e| redb_err(&self.path, e))?;
         Ok(())
-    }
-
-    /// Every event waiting in the outbox, by id.
-    pub fn outbox_entries(&self) -> Result<Vec<(String, OutboxEntry)>> {
-        let mut out = Vec::new();
-        for row in self.outbox.iter().map_err(|e| redb_err(&self.path, e))? {
-            let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
-            out.push((k.value().to_owned(), decode(&self.path, v.value())?));
-        }
-        Ok(out)
     }
 
     /// Removes up to `limit` ledger rows decided before `cutoff`, scanning from `after` (the
@@ -386,6 +351,8 @@ pub struct Reader {
     audit: ReadOnlyTable<u64, &'static [u8]>,
     schedules: ReadOnlyTable<&'static str, i64>,
     work: ReadOnlyTable<(i64, &'static str), ()>,
+    outbox: ReadOnlyTable<&'static str, &'static [u8]>,
+    approval_deadlines: ReadOnlyTable<(i64, &'static str), ()>,
 }
 
 impl Reader {
@@ -399,6 +366,8 @@ impl Reader {
             audit: txn.open_table(AUDIT).map_err(e)?,
             schedules: txn.open_table(SCHEDULES).map_err(e)?,
             work: txn.open_table(WORK).map_err(e)?,
+            outbox: txn.open_table(OUTBOX).map_err(e)?,
+            approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
         })
     }
 
@@ -411,9 +380,24 @@ impl Reader {
         Ok(found.map(|v| v.value()))
     }
 
-    /// How many invocations are queued or running.
-    pub fn work_len(&self) -> Result<u64> {
-        self.work.len().map_err(|e| redb_err(&self.path, e))
+    /// Ids of due work, as [`Tx::work_due`] (a look before claiming in a write).
+    pub fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
+        ids_due_in(&self.work, now, limit, &self.path)
+    }
+
+    /// As [`Tx::approvals_due`]: a look before expiring in a write.
+    pub fn approvals_due(&self, now: i64) -> Result<Vec<String>> {
+        ids_due_in(&self.approval_deadlines, now, usize::MAX, &self.path)
+    }
+
+    /// Every event waiting in the outbox, by id.
+    pub fn outbox_entries(&self) -> Result<Vec<(String, OutboxEntry)>> {
+        let mut out = Vec::new();
+        for row in self.outbox.iter().map_err(|e| redb_err(&self.path, e))? {
+            let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
+            out.push((k.value().to_owned(), decode(&self.path, v.value())?));
+        }
+        Ok(out)
     }
 
     pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
@@ -495,6 +479,25 @@ impl Reader {
         }
         Ok((out, total))
     }
+}
+
+/// Ids in a (time, id) index with a time at or before `now`, earliest first.
+fn ids_due_in(
+    index: &impl ReadableTable<(i64, &'static str), ()>,
+    now: i64,
+    limit: usize,
+    path: &Path,
+) -> Result<Vec<String>> {
+    let mut due = Vec::new();
+    for row in index
+        .range(..=(now, "\u{10FFFF}"))
+        .map_err(|e| redb_err(path, e))?
+        .take(limit)
+    {
+        let (k, _) = row.map_err(|e| redb_err(path, e))?;
+        due.push(k.value().1.to_owned());
+    }
+    Ok(due)
 }
 
 /// Moves `id` in a (time, id) index from `old` to `new` (either may be absent).
