@@ -122,6 +122,138 @@ pub enum Command {
     /// Cron schedules: list them, or show the next fire times of one.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+
+    /// The human inbox: notifications of outcomes and approval requests, oldest first.
+    #[command(
+        after_help = "Messages are append-only with strictly increasing ids; `--after ID` lists those         strictly after ID (a watermark you keep: reading never moves anything). `status` is the         notification's ANP status: dispatched until you acknowledge it, then delivered.\n\n\
+        Examples:\n  pap inbox\n  pap inbox --after 41 --json | jq -r .content\n  \
+        pap inbox watch                 # follow new messages\n  \
+        pap inbox ack 42 43             # seen: DELIVERED\n  \
+        pap inbox session open incident-db1"
+    )]
+    Inbox(InboxArgs),
+
+    /// Answer an approval request with an ATP response message (a file, or `-` for stdin).
+    #[command(
+        after_help = "The response names the request by the ATP `id` shown in `pap inbox --json`         (`.atp.id`), and picks `approve` or `reject`:\n  \
+        {\"notification_id\": \"…\", \"action_id\": \"approve\", \"response_data\": null,\n   \
+        \"responded_at\": \"2026-11-21T10:35:12Z\", \"responder\": {\"id\": \"alice\", \"type\": \"human\"}}\n\n\
+        Refused (exit 1): a responder that is not human, an unknown action, non-null response_data, \
+        a request already answered or past its deadline (on pap's clock).\n\n\
+        Exit status: as `pap approve` (0 the approved run succeeded or handed to serve, 4 it failed) \
+        and `pap reject` (0); 1 refused or unreadable.\n\n\
+        Example:\n  pap respond answer.json"
+    )]
+    Respond(RespondArgs),
+
+    /// The notification ledger (every notification, also those for agents), or one in full.
+    #[command(
+        after_help = "Examples:\n  pap notifications\n  pap notifications --status escalated --json\n  \
+        pap notifications show ntf_12"
+    )]
+    Notifications(NotificationsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InboxArgs {
+    #[command(subcommand)]
+    pub command: Option<InboxCommand>,
+
+    /// Only messages with an id strictly above this one.
+    #[arg(long, value_name = "ID", default_value_t = 0)]
+    pub after: u64,
+
+    /// At most this many messages (default: all).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+
+    /// Only this session's thread.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+
+    /// One JSON object per message, one per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InboxCommand {
+    /// Mark messages as seen: their notifications become DELIVERED.
+    Ack {
+        /// Inbox message ids.
+        #[arg(required = true)]
+        ids: Vec<u64>,
+        /// Who acknowledges (default: the configured user).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// Follow the inbox: print messages as they arrive (Ctrl-C stops).
+    Watch {
+        /// Start after this id (default: the newest message now).
+        #[arg(long, value_name = "ID")]
+        after: Option<u64>,
+        /// How often to look, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 500)]
+        interval: u64,
+        /// One JSON object per message, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Session threads: notifications addressed to a session go to its thread while it is
+    /// open, and to the user's inbox once it is closed (ANP 2.1).
+    #[command(subcommand)]
+    Session(SessionCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    Open {
+        name: String,
+    },
+    Close {
+        name: String,
+    },
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RespondArgs {
+    /// The ATP response message (JSON); `-` reads stdin.
+    pub file: PathBuf,
+    /// Print the invocation as JSON when done.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NotificationsArgs {
+    #[command(subcommand)]
+    pub command: Option<NotificationsCommand>,
+
+    /// Only notifications with this status.
+    #[arg(long, value_enum)]
+    pub status: Option<crate::store::NotifyStatus>,
+
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Only the last N (default for humans: 20; with --json: all).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotificationsCommand {
+    /// Everything about one notification: routing, status history, leases, sinks.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]

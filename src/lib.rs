@@ -14,6 +14,7 @@ pub mod interpolate;
 pub mod jsonpath;
 pub mod liveness;
 pub mod manifest;
+pub mod notify;
 pub mod pipeline;
 pub mod schedule;
 pub mod serve;

@@ -22,6 +22,15 @@ pub fn expire_due(tx: &mut Tx, project: &Project, now: i64) -> store::Result<Vec
             "approval deadline {} passed without a decision",
             crate::clock::rfc3339_ms(inv.approval_deadline.unwrap_or(now))
         );
+        if let Some(request) = &inv.approval_request {
+            let answer = crate::store::Answer {
+                action_id: "expired".into(),
+                responder: serde_json::json!({"id": "pap", "type": "system"}),
+                responded_at: None,
+                recorded_at: now,
+            };
+            crate::notify::atp::record_answer(tx, request, answer, now)?;
+        }
         events.extend(end_in_tx(
             tx,
             project,

@@ -20,6 +20,8 @@ use crate::clock::Clock;
 use crate::event::Event;
 use crate::manifest::Project;
 use crate::manifest::compiled::{Agent, ModelSpec, RetryPolicy};
+use crate::manifest::compiled_notify::OutcomeKind;
+use crate::notify;
 use crate::pipeline::{audit_entry, audited};
 use crate::store::{self, Attempt, Invocation, Runner, Status, Store, Tx};
 use emit::Ending;
@@ -94,6 +96,7 @@ impl Runtime {
     async fn start_attempt(&self, id: &str) -> anyhow::Result<(Invocation, Agent)> {
         let id = id.to_owned();
         let now = self.clock.now_ms();
+        let project = self.project.clone();
         let inv = self
             .write(move |tx| {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
@@ -126,6 +129,8 @@ impl Runtime {
                 inv.updated_at = now;
                 inv.next_attempt_at = None;
                 inv.runner = Some(Runner::current(now));
+                // The agent's queue is delivered with this attempt (JP RFD 011).
+                notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
                 inv.history.push(Attempt {
                     attempt: inv.attempts,
                     started_at: now,
@@ -200,6 +205,7 @@ impl Runtime {
             "trigger": inv.trigger,
             "agent": inv.agent,
             "event": inv.event,
+            "notifications": inv.notifications,
         }))
         .expect("serialisable");
         let mut env = vec![
@@ -302,6 +308,7 @@ impl Runtime {
         }
         emitted.extend(follow_ups);
         let events = emitted.clone();
+        let project = self.project.clone();
         let inv = self
             .write(move |tx| {
                 close_attempt(&mut inv, now, None);
@@ -316,6 +323,18 @@ impl Runtime {
                 }
                 put_outbox(tx, &events, now)?;
                 tx.put_invocation(&inv)?;
+                if inv.internal {
+                    let output = inv.output.clone().unwrap_or_default();
+                    notify::reply::turn_ended(tx, &project, &inv, Ok(&output), now)?;
+                } else {
+                    notify::outcome::invocation_outcome(
+                        tx,
+                        &project,
+                        &inv,
+                        OutcomeKind::Succeeded,
+                        now,
+                    )?;
+                }
                 Ok(inv)
             })
             .await?;
@@ -395,6 +414,16 @@ pub fn end_in_tx(
     }
     put_outbox(tx, &events, now)?;
     tx.put_invocation(inv)?;
+    if inv.internal {
+        notify::reply::turn_ended(tx, project, inv, Err(reason), now)?;
+    } else {
+        let kind = match status {
+            Status::Rejected => OutcomeKind::Rejected,
+            Status::Expired => OutcomeKind::Expired,
+            _ => OutcomeKind::Failed,
+        };
+        notify::outcome::invocation_outcome(tx, project, inv, kind, now)?;
+    }
     Ok(events)
 }
 

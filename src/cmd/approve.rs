@@ -8,27 +8,44 @@ use super::{Outcome, context, invocations};
 use crate::agent::{Runtime, end_in_tx};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
 use crate::dispatcher::{Dispatcher, Format};
+use crate::notify::atp;
 use crate::pipeline::{Options, audit_entry};
 use crate::serve::control;
-use crate::store::{self, ApprovalDecision, Invocation, Runner, Status};
+use crate::store::{self, Answer, ApprovalDecision, Invocation, Runner, Status};
 use crate::term::Paint;
 
 pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
+    let by = context::actor(&args.by);
+    approve_as(cli, &args.id, by, args.note.clone(), args.json, None)
+}
+
+/// Approves `id` as `by`; `answer` is the ATP response that did it (`pap respond`), else the
+/// short form's answer is recorded on the approval request.
+pub fn approve_as(
+    cli: &Cli,
+    id: &str,
+    by: String,
+    note: Option<String>,
+    json: bool,
+    answer: Option<Answer>,
+) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
-    let mut dispatcher = dispatcher(&runtime, &rt, args.json);
+    let mut dispatcher = dispatcher(&runtime, &rt, json);
     dispatcher.expire_approvals()?;
 
     let now = runtime.clock.now_ms();
-    let by = context::actor(&args.by);
-    let note = args.note.clone();
-    let id = args.id.clone();
+    let id = id.to_owned();
+    let answer = answer.unwrap_or_else(|| short_answer("approve", &by, now));
     // A running serve takes the run over (contract section 5); else this process runs it,
     // and holds it so that a serve starting meanwhile leaves it alone.
     let state_dir = context::state_dir(cli, &runtime.project);
     let serve = control::running(&state_dir);
     runtime.store.write(|tx| {
         let mut inv = awaiting(tx, &id)?;
+        if let Some(request) = &inv.approval_request {
+            atp::record_answer(tx, request, answer.clone(), now)?;
+        }
         inv.status = Status::Queued;
         inv.updated_at = now;
         inv.runner = serve.is_none().then(|| Runner::current(now));
@@ -53,14 +70,15 @@ pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
             "approved {id} (by {by}); handed to the running pap serve (pid {}); follow it with `pap invocations show {id}`",
             serve.pid
         );
-        report(&runtime, &id, args.json)?;
+        report(&runtime, &id, json)?;
         return Ok(Outcome::Success);
     }
     eprintln!("approved {id} (by {by}); running it");
 
     let result = rt.block_on(runtime.run(&id))?;
-    report(&runtime, &id, args.json)?;
+    report(&runtime, &id, json)?;
     dispatcher.dispatch_emitted(result.emitted)?;
+    dispatcher.settle_notifications()?;
     Ok(if result.succeeded {
         Outcome::Success
     } else {
@@ -69,23 +87,39 @@ pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
 }
 
 pub fn reject(cli: &Cli, args: &RejectArgs) -> anyhow::Result<Outcome> {
+    let by = context::actor(&args.by);
+    reject_as(cli, &args.id, by, &args.reason, args.json, None)
+}
+
+/// Rejects `id` as `by` for `why`; `answer` as in [`approve_as`].
+pub fn reject_as(
+    cli: &Cli,
+    id: &str,
+    by: String,
+    why: &str,
+    json: bool,
+    answer: Option<Answer>,
+) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
-    let mut dispatcher = dispatcher(&runtime, &rt, args.json);
+    let mut dispatcher = dispatcher(&runtime, &rt, json);
     dispatcher.expire_approvals()?;
 
     let now = runtime.clock.now_ms();
-    let by = context::actor(&args.by);
-    let id = args.id.clone();
-    let reason = format!("rejected by {by}: {}", args.reason);
+    let id = id.to_owned();
+    let reason = format!("rejected by {by}: {why}");
+    let answer = answer.unwrap_or_else(|| short_answer("reject", &by, now));
     // Checked and ended in one transaction, so a racing answer cannot also win.
     let events = runtime.store.write(|tx| {
         let mut inv = awaiting(tx, &id)?;
+        if let Some(request) = &inv.approval_request {
+            atp::record_answer(tx, request, answer.clone(), now)?;
+        }
         inv.approval = Some(ApprovalDecision {
             approved: false,
             by: by.clone(),
             at: now,
-            note: Some(args.reason.clone()),
+            note: Some(why.to_owned()),
         });
         end_in_tx(
             tx,
@@ -98,9 +132,21 @@ pub fn reject(cli: &Cli, args: &RejectArgs) -> anyhow::Result<Outcome> {
         )
     })?;
     eprintln!("rejected {id} (by {by})");
-    report(&runtime, &id, args.json)?;
+    report(&runtime, &id, json)?;
     dispatcher.dispatch_emitted(events)?;
+    dispatcher.settle_notifications()?;
     Ok(Outcome::Success)
+}
+
+/// What `pap approve`/`pap reject` record on the approval request: the same shape as an ATP
+/// answer, from the `--by` human.
+fn short_answer(action: &str, by: &str, now: i64) -> Answer {
+    Answer {
+        action_id: action.to_owned(),
+        responder: serde_json::json!({"id": by, "type": "human"}),
+        responded_at: None,
+        recorded_at: now,
+    }
 }
 
 fn dispatcher<'a>(

@@ -101,6 +101,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     }
     reader.join().expect("reader thread");
     progress.finish();
+    dispatcher.settle_notifications()?;
     dispatcher.finish()?;
     if args.no_run && dispatcher.tally.outcomes.contains_key("queued") {
         // A running serve picks the queued work up at once instead of at its next scan.

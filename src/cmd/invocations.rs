@@ -83,6 +83,9 @@ pub fn view(inv: &Invocation, detail: bool) -> Value {
         "output": inv.output,
         "error": inv.error,
         "emitted": inv.emitted,
+        "internal": inv.internal,
+        "approval_request": inv.approval_request,
+        "notifications": inv.notifications,
     });
     if detail {
         v["history"] = inv

@@ -4,8 +4,11 @@ mod approve;
 mod audit;
 mod context;
 mod dispatch;
+mod inbox;
 mod invocations;
 mod lint;
+mod notifications;
+mod respond;
 mod schedule;
 mod schema;
 mod serve;
@@ -50,5 +53,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Audit(args) => audit::run(&cli, args),
         Command::Serve(args) => serve::run(&cli, args),
         Command::Schedule(command) => schedule::run(&cli, command),
+        Command::Inbox(args) => inbox::run(&cli, args),
+        Command::Respond(args) => respond::run(&cli, args),
+        Command::Notifications(args) => notifications::run(&cli, args),
     }
 }

@@ -180,6 +180,18 @@ pub const CODES: &[CodeInfo] = &[
         "mcp-server-transport",
         "an MCP server with neither or both of `command` and `url`",
     ),
+    error(
+        "notify-routing",
+        "a `notify` route that cannot be delivered: an agent side without `agent`, a session without its name, an approval request away from the human",
+    ),
+    error(
+        "invalid-template",
+        "a `notify` content, session or deduplication key with an unknown `{placeholder}` or unbalanced braces",
+    ),
+    error(
+        "invalid-sink",
+        "a notification sink without what its type needs (url, command, path), or with a duplicate or invalid name",
+    ),
     // Across files.
     error(
         "duplicate-id",
@@ -191,7 +203,7 @@ pub const CODES: &[CodeInfo] = &[
     ),
     error(
         "unknown-agent",
-        "a trigger's `agent` that no agent manifest defines",
+        "a trigger's `agent`, or a `notify` route's `agent`, that no agent manifest defines",
     ),
     warning(
         "cascade-cycle",

@@ -3,6 +3,7 @@
 //! prints each event's line once its group is committed and its agents have finished.
 
 mod render;
+mod settle;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -253,6 +254,16 @@ impl<'a> Dispatcher<'a> {
 
     /// Runs invocations concurrently, at most `jobs` at a time.
     fn run_all(&self, ids: Vec<String>) -> anyhow::Result<HashMap<String, RunResult>> {
+        self.run_each(ids, false)
+    }
+
+    /// As `run_all`; with `skip_taken`, an invocation another process took first is left out
+    /// instead of being an error.
+    fn run_each(
+        &self,
+        ids: Vec<String>,
+        skip_taken: bool,
+    ) -> anyhow::Result<HashMap<String, RunResult>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -271,7 +282,11 @@ impl<'a> Dispatcher<'a> {
             }
             let mut results = HashMap::new();
             while let Some(joined) = set.join_next().await {
-                let r = joined??;
+                let r = match joined? {
+                    Ok(r) => r,
+                    Err(e) if skip_taken && settle::is_not_ours(&e) => continue,
+                    Err(e) => return Err(e),
+                };
                 results.insert(r.invocation_id.clone(), r);
             }
             Ok(results)

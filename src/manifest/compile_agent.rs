@@ -50,6 +50,16 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         .filter_map(|(_, override_)| *override_)
         .fold(raw.risk_level, RiskLevel::max);
 
+    let notify = super::compile_notify::compile_routes(raw.notify.as_ref(), ctx);
+    let mut flags: Vec<_> = raw
+        .flags
+        .iter()
+        .chain(raw.tools.iter().flat_map(|t| t.flags.iter()))
+        .copied()
+        .collect();
+    flags.sort();
+    flags.dedup();
+
     if ctx.error_count() > errors_before {
         return None;
     }
@@ -72,6 +82,8 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         on_failure_emit,
         retry,
         emits: raw.emits.clone(),
+        flags,
+        notify,
         file: ctx.file.to_string(),
     })
 }
@@ -276,6 +288,7 @@ fn compile_tools(
             server: server.unwrap_or_default().to_string(),
             risk,
             external: !(internal && risk <= RiskLevel::Low),
+            flags: tool.flags.clone(),
         };
         out.push((spec, tool.risk_override));
     }

@@ -52,6 +52,7 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
     if let Some(serve) = &raw.serve {
         compile_serve(ctx, serve, &mut config.serve);
     }
+    config.notify = super::compile_notify::compile_settings(raw.notifications.as_ref(), ctx);
     for (name, server) in &raw.mcp_servers {
         if let Some(spec) = compile_server(ctx, name, server) {
             config.mcp_servers.insert(name.clone(), spec);

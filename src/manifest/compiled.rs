@@ -116,6 +116,10 @@ pub struct Agent {
     pub on_failure_emit: Option<String>,
     pub retry: RetryPolicy,
     pub emits: Vec<String>,
+    /// ATP flags of approving a run (the agent's own and its tools').
+    pub flags: Vec<super::compiled_notify::AtpFlag>,
+    /// What each outcome becomes as a notification; an absent outcome takes the defaults.
+    pub notify: BTreeMap<super::compiled_notify::OutcomeKind, super::compiled_notify::RouteSpec>,
     pub file: String,
 }
 
@@ -164,6 +168,7 @@ pub struct ToolSpec {
     pub risk: RiskLevel,
     /// ANP 6.1: the user must be told of each call to an external tool.
     pub external: bool,
+    pub flags: Vec<super::compiled_notify::AtpFlag>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -202,6 +207,7 @@ pub struct Config {
     pub max_event_bytes: u64,
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
     pub serve: ServeConfig,
+    pub notify: super::compiled_notify::NotifyConfig,
 }
 
 /// `serve:` in pap.yaml, with defaults applied.
@@ -256,6 +262,7 @@ impl Default for Config {
             max_event_bytes: 1024 * 1024,
             mcp_servers: BTreeMap::new(),
             serve: ServeConfig::default(),
+            notify: super::compiled_notify::NotifyConfig::default(),
         }
     }
 }

@@ -238,6 +238,8 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }
     }
 
+    check_route_agents(&agents, &agent_trees, &agent_ids, &mut diags);
+
     let mut triggers: Vec<Trigger> = Vec::new();
     for f in files.iter().filter(|f| f.kind == Some(Kind::Trigger)) {
         let Some(tree) = &f.tree else { continue };
@@ -307,6 +309,37 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }),
         diagnostics: diags,
         sources,
+    }
+}
+
+/// A `notify` route's `agent` must name an agent of the project.
+fn check_route_agents(
+    agents: &[Agent],
+    trees: &[&Located<Node>],
+    known: &AgentIds,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (agent, tree) in agents.iter().zip(trees) {
+        for (kind, route) in &agent.notify {
+            let Some(name) = &route.agent else { continue };
+            if known.contains_key(name) {
+                continue;
+            }
+            let hint = diagnostics::did_you_mean(name, known.keys().map(String::as_str));
+            let mut d = Diagnostic::new(
+                "unknown-agent",
+                &agent.file,
+                tree.locate(&path!["agent", "notify", kind.key(), "agent"]),
+                format!(
+                    "`notify.{}.agent` names `{name}`, which no agent manifest defines",
+                    kind.key()
+                ),
+            );
+            if let Some(h) = hint {
+                d = d.with_help(h);
+            }
+            diags.push(d);
+        }
     }
 }
 

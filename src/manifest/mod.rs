@@ -6,9 +6,11 @@
 pub mod cascade_graph;
 pub mod compile_agent;
 pub mod compile_config;
+pub mod compile_notify;
 pub mod compile_schedule;
 pub mod compile_trigger;
 pub mod compiled;
+pub mod compiled_notify;
 pub mod duration;
 pub mod file_ctx;
 pub mod loader;

@@ -164,6 +164,102 @@ pub struct Agent {
     /// Extension: event types the agent may emit as follow-ups, besides on_complete/on_failure.
     #[serde(default)]
     pub emits: Vec<String>,
+    /// Extension: ATP action flags of approving this agent's run (`destructive`, `costly`, ...).
+    #[serde(default)]
+    pub flags: Vec<AtpFlag>,
+    /// Extension: what each outcome becomes as an ANP notification (routing, level, content).
+    #[serde(default)]
+    pub notify: Option<Notify>,
+}
+
+/// ATP action flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AtpFlag {
+    Destructive,
+    Irreversible,
+    TimeSensitive,
+    AffectsOthers,
+    Costly,
+    Experimental,
+    RequiresConfirmation,
+}
+
+impl AtpFlag {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AtpFlag::Destructive => "destructive",
+            AtpFlag::Irreversible => "irreversible",
+            AtpFlag::TimeSensitive => "time_sensitive",
+            AtpFlag::AffectsOthers => "affects_others",
+            AtpFlag::Costly => "costly",
+            AtpFlag::Experimental => "experimental",
+            AtpFlag::RequiresConfirmation => "requires_confirmation",
+        }
+    }
+}
+
+/// `notify:` in an agent manifest: one entry per outcome; an absent one takes the defaults
+/// (address user, target user, handler system).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Notify {
+    #[serde(default)]
+    pub succeeded: Option<NotifyRoute>,
+    #[serde(default)]
+    pub failed: Option<NotifyRoute>,
+    /// The approval request (always to a human: target user, handler system).
+    #[serde(default)]
+    pub awaiting_approval: Option<NotifyRoute>,
+    #[serde(default)]
+    pub rejected: Option<NotifyRoute>,
+    #[serde(default)]
+    pub expired: Option<NotifyRoute>,
+    /// Each call of an EXTERNAL tool (ANP 6.1: the user must be made aware of it).
+    #[serde(default)]
+    pub external_tool_call: Option<NotifyRoute>,
+}
+
+/// How one outcome is notified.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct NotifyRoute {
+    /// `false`: this outcome makes no notification. Default true.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// `user` (the user's inbox) or `session` (a session thread). Default user.
+    #[serde(default)]
+    pub address: Option<crate::store::Address>,
+    /// The session thread for address `session`; may use placeholders like `{event.data.server}`.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Who must receive it: `user` (guaranteed) or `agent`. Default user.
+    #[serde(default)]
+    pub target: Option<crate::store::Party>,
+    /// Who handles it: `system` (shown as is) or `agent` (narrated by `agent`). Default system.
+    #[serde(default)]
+    pub handler: Option<crate::store::Handler>,
+    /// The agent that handles it (handler agent) or receives it (target agent).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// `info`, `warning`, `error` or `critical`. The default depends on the outcome.
+    #[serde(default)]
+    pub level: Option<crate::store::Level>,
+    /// ANP 7.1: notifications with the same key update each other while undelivered.
+    #[serde(default)]
+    pub deduplication_key: Option<String>,
+    /// The text; placeholders `{agent}`, `{trigger}`, `{error}`, `{event.data.x}`, ...
+    #[serde(default)]
+    pub content: Option<String>,
+    /// ANP agent_instructions.directive, for the handling agent.
+    #[serde(default)]
+    pub directive: Option<String>,
+    /// ANP agent_instructions.tone_hint.
+    #[serde(default)]
+    pub tone_hint: Option<String>,
+    /// How long a handling agent has before the watchdog escalates, e.g. `5m`.
+    #[serde(default)]
+    pub deadline: Option<String>,
 }
 
 /// PAP 0.2 risk levels, lowest first.
@@ -243,6 +339,9 @@ pub struct Tool {
     /// Whether a call reaches outside (the user is told of every external call). Default external.
     #[serde(default)]
     pub impact: Option<Impact>,
+    /// ATP action flags this tool adds to an approval request (`destructive`, `costly`, ...).
+    #[serde(default)]
+    pub flags: Vec<AtpFlag>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -376,6 +475,94 @@ pub struct ProjectConfig {
     /// Cron schedules that make `pap serve` emit events (also `schedules/**/*.yaml`).
     #[serde(default)]
     pub schedules: Vec<Schedule>,
+    /// Notifications: the user, delivery to agents, and sinks besides the inbox.
+    #[serde(default)]
+    pub notifications: Option<NotificationSettings>,
+}
+
+/// `notifications:` in pap.yaml.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct NotificationSettings {
+    /// The user notifications are addressed to. Default `$USER`, else `user`.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The project named in approval requests (ATP `context.project`). Default the root's name.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// How long a handling agent has before the watchdog escalates, e.g. `5m`. Default `5m`.
+    #[serde(default)]
+    pub deadline: Option<String>,
+    /// Which kinds reach agents, by source and name (JP RFD 011): `{tool: {enable: false}}`
+    /// turns a source off, `{invocation: {succeeded: false}}` one kind. Applied at delivery.
+    #[serde(default)]
+    pub kinds: BTreeMap<String, BTreeMap<String, bool>>,
+    /// Where notifications go besides the inbox.
+    #[serde(default)]
+    pub sinks: Vec<Sink>,
+}
+
+/// A delivery channel for notifications shown to the user.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Sink {
+    /// Unique name, used in logs and `pap notifications show`.
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: SinkKind,
+    /// webhook: the URL (POST); `${NAME}` takes NAME from pap's environment.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// webhook: extra headers; `${NAME}` takes NAME from pap's environment.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// webhook: the body: `anp` (the inbox message, default), `slack` or `ntfy`.
+    #[serde(default)]
+    pub format: Option<WebhookFormat>,
+    /// webhook with format ntfy: the topic.
+    #[serde(default)]
+    pub topic: Option<String>,
+    /// command: the program and its arguments (no shell); the message is its stdin.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// ndjson: the file to append to, relative to the root.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only notifications at or above this level. Default info (all).
+    #[serde(default)]
+    pub min_level: Option<crate::store::Level>,
+    /// Only these kinds (`invocation.failed`, `invocation.*`). Default all.
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// Total attempts per notification, the first included. Default 5.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_attempts: Option<u32>,
+    /// Delay before the second attempt; doubles after each. Default 2.
+    #[serde(default)]
+    #[schemars(range(min = 0.0))]
+    pub backoff_seconds: Option<f64>,
+    /// Per attempt. Default 10.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 3600))]
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkKind {
+    Webhook,
+    Command,
+    Ndjson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    #[default]
+    Anp,
+    Slack,
+    Ntfy,
 }
 
 /// `serve:` in pap.yaml.

@@ -22,6 +22,14 @@ pub fn invocation(key: &[u8; 32], decided_at: i64) -> String {
     format!("inv_{}", hex_prefix(&[key, &decided_at.to_le_bytes()], 24))
 }
 
+/// An internal turn started for notification `notification` (the `n`th turn it caused).
+pub fn turn(notification: &str, n: u64) -> String {
+    format!(
+        "inv_{}",
+        hex_prefix(&[b"turn", notification.as_bytes(), &n.to_le_bytes()], 24)
+    )
+}
+
 /// The completion (`complete`) or failure (`failure`) event of an invocation.
 pub fn outcome_event(invocation_id: &str, which: &str) -> String {
     format!(

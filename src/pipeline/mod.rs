@@ -232,7 +232,15 @@ impl<'p> Pipeline<'p> {
             if let Some((key, window_ms)) = &bucket {
                 tx.throttle_record(&trigger.id, key, now, *window_ms)?;
             }
-            let inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
+            let mut inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
+            if outcome == Outcome::AwaitingApproval {
+                inv.approval_request = Some(crate::notify::outcome::approval_request(
+                    tx,
+                    self.project,
+                    &inv,
+                    now,
+                )?);
+            }
             tx.insert_invocation(&inv)?;
             if agent.effective_risk >= RiskLevel::Medium {
                 tx.audit(audit_entry(
@@ -317,6 +325,7 @@ impl<'p> Pipeline<'p> {
             updated_at: now,
             approval_deadline: awaiting.then(|| now.saturating_add(timeout)),
             approval: None,
+            approval_request: None,
             next_attempt_at: None,
             // Held from the decision on by the process that will run it, so a `pap serve`
             // watching the queue does not start it too; `--no-run` leaves it to serve.
@@ -326,6 +335,8 @@ impl<'p> Pipeline<'p> {
             emitted: Vec::new(),
             history: Vec::new(),
             event: event.value.clone(),
+            internal: false,
+            notifications: Vec::new(),
         })
     }
 

@@ -90,6 +90,8 @@ struct Server {
     last_purge: Option<Instant>,
     last_rescan: Instant,
     reload_at: Option<Instant>,
+    /// A notification timer pass is running.
+    pumping: Arc<AtomicBool>,
 }
 
 /// Starts serve and runs until stopped (or, with `once`, until nothing is due).
@@ -176,6 +178,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         last_purge: None,
         last_rescan: Instant::now(),
         reload_at: None,
+        pumping: Arc::new(AtomicBool::new(false)),
     };
     let result = if server.settings.once {
         server.once()
@@ -289,6 +292,8 @@ impl Server {
             let more = !emitted.is_empty() || !self.spool.ready(1)?.is_empty();
             self.dispatch_emitted(emitted);
             if !more {
+                // Sinks and the watchdog for what this pass's runs produced.
+                self.notify_timers();
                 return Ok(());
             }
         }
@@ -298,6 +303,7 @@ impl Server {
     /// on the rescan and purge intervals.
     fn periodic(&mut self, rescan: bool) {
         self.fire_schedules();
+        self.notify_timers();
         if rescan {
             self.last_rescan = Instant::now();
             self.expire_approvals();
@@ -519,6 +525,35 @@ impl Server {
         let mut d = self.dispatcher();
         if let Err(e) = d.expire_approvals().and_then(|_| d.finish()) {
             tracing::error!(error = %format!("{e:#}"), "cannot expire approvals");
+        }
+    }
+
+    /// The ANP watchdog and sink deliveries. A pass runs in the background (a webhook may
+    /// take its timeout), one at a time; `--once` waits for it.
+    fn notify_timers(&mut self) {
+        if self.pumping.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        let (store, project) = (self.runtime.store.clone(), self.runtime.project.clone());
+        let now = self.runtime.clock.now_ms();
+        let flag = self.pumping.clone();
+        let pass = async move {
+            match crate::notify::pump::pump(store, project, now).await {
+                Ok(p) if p.escalated > 0 => {
+                    tracing::warn!(
+                        escalated = p.escalated,
+                        "watchdog escalated notifications past their deadline"
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %format!("{e:#}"), "notification timers failed"),
+            }
+            flag.store(false, std::sync::atomic::Ordering::Release);
+        };
+        if self.settings.once {
+            self.rt.block_on(pass);
+        } else {
+            self.rt.spawn(pass);
         }
     }
 

@@ -46,6 +46,19 @@ pub fn from_2(db: &Database, path: &Path) -> Result<()> {
         }
         txn.open_table(SCHEDULES).map_err(|x| redb_err(path, x))?;
         let mut meta = txn.open_table(META).map_err(|x| redb_err(path, x))?;
+        meta.insert("schema_version", 3)
+            .map_err(|x| redb_err(path, x))?;
+    }
+    txn.commit().map_err(|x| redb_err(path, x))
+}
+
+/// Version 3 → 4: adds the notification tables (ANP ledger, inbox, agent queues, sessions);
+/// nothing older changes.
+pub fn from_3(db: &Database, path: &Path) -> Result<()> {
+    let txn = db.begin_write().map_err(|x| redb_err(path, x))?;
+    create_notify_tables(&txn, path)?;
+    {
+        let mut meta = txn.open_table(META).map_err(|x| redb_err(path, x))?;
         meta.insert("schema_version", SCHEMA_VERSION)
             .map_err(|x| redb_err(path, x))?;
     }
@@ -61,7 +74,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn version_2_gains_the_work_index_and_outbox_owners() {
+    fn version_2_gains_the_work_index_outbox_owners_and_notification_tables() {
         let db = Database::builder()
             .create_with_backend(InMemoryBackend::new())
             .unwrap();
@@ -108,5 +121,7 @@ mod tests {
             SCHEMA_VERSION
         );
         txn.open_table(SCHEDULES).unwrap();
+        txn.open_table(INBOX).unwrap();
+        txn.open_table(NOTIFICATIONS).unwrap();
     }
 }

@@ -6,9 +6,11 @@
 //! held waits with bounded backoff instead of failing with `DatabaseAlreadyOpen`.
 
 mod migrate;
+mod notify_records;
 mod records;
 mod tables;
 mod tx;
+mod tx_notify;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -18,8 +20,10 @@ use std::time::{Duration, Instant};
 use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, ReadableDatabase};
 
+pub use notify_records::*;
 pub use records::*;
 pub use tx::{LedgerKey, PURGE_BATCH, Reader, Tx};
+pub use tx_notify::NotifyReader;
 
 /// How long to wait for another process to release the store, unless `PAP_LOCK_TIMEOUT`
 /// (seconds) says otherwise.
@@ -286,6 +290,7 @@ mod tests {
             updated_at: 0,
             approval_deadline: deadline,
             approval: None,
+            approval_request: None,
             next_attempt_at: None,
             runner: None,
             output: None,
@@ -293,6 +298,8 @@ mod tests {
             emitted: vec![],
             history: vec![],
             event: json!({}),
+            internal: false,
+            notifications: Vec::new(),
         }
     }
 

@@ -64,6 +64,9 @@ pub struct Invocation {
     pub approval_deadline: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalDecision>,
+    /// The notification carrying its approval request (ATP), while or after it awaits one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_request: Option<String>,
     /// When the next attempt is due, after a failed one (persisted so a restart keeps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<i64>,
@@ -80,6 +83,13 @@ pub struct Invocation {
     pub history: Vec<Attempt>,
     /// The whole event, so the invocation can run later (`--no-run`, approvals, retries).
     pub event: Value,
+    /// An internal turn (ANP channel C): started to handle notifications, not by a trigger.
+    /// Its own outcome is the fate of the notifications it handles, not a new notification.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub internal: bool,
+    /// Notifications its prompt carries (handled ones, and those queued for its agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<super::notify_records::Carried>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -7,7 +7,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::{Error, Result, migrate, redb_err};
 
 /// Bump when a table's layout changes; an older or newer file is refused at open.
-pub const SCHEMA_VERSION: u64 = 3;
+pub const SCHEMA_VERSION: u64 = 4;
 
 /// `schema_version`, and counters (`invocation_seq`, `audit_seq`).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -41,6 +41,23 @@ pub const WORK: TableDefinition<(i64, &str), ()> = TableDefinition::new("work");
 /// schedule id → the last fire time (ms) whose event was recorded: a restart never fires the
 /// same time twice (version 3).
 pub const SCHEDULES: TableDefinition<&str, i64> = TableDefinition::new("schedules");
+/// notification id → Notification (JSON) (version 4, as every table below up to AUDIT).
+pub const NOTIFICATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifications");
+/// creation sequence → notification id, for listings in order.
+pub const NOTIFY_ORDER: TableDefinition<u64, &str> = TableDefinition::new("notify_order");
+/// deduplication key → the latest notification carrying it (ANP 7.1).
+pub const NOTIFY_DEDUP: TableDefinition<&str, &str> = TableDefinition::new("notify_dedup");
+/// (due at, job) → (): watchdog deadlines (`watchdog:<id>`) and sink deliveries
+/// (`sink:<sink>:<id>`), so the timers find what is due without scanning every notification.
+pub const NOTIFY_DUE: TableDefinition<(i64, &str), ()> = TableDefinition::new("notify_due");
+/// inbox id → InboxMessage (JSON); append-only, ids strictly increasing.
+pub const INBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("inbox");
+/// (agent id, sequence) → notification id: what waits for the agent's next invocation.
+pub const AGENT_QUEUE: TableDefinition<(&str, u64), &str> = TableDefinition::new("agent_queue");
+/// session name → when it was opened (ms).
+pub const SESSIONS: TableDefinition<&str, i64> = TableDefinition::new("sessions");
+/// ATP notification id (UUID) → the notification carrying the approval request.
+pub const ATP_INDEX: TableDefinition<&str, &str> = TableDefinition::new("atp_index");
 /// sequence → AuditEntry (JSON); append-only.
 pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 
@@ -57,7 +74,11 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
             return Ok(());
         }
         if found == 2 {
-            return migrate::from_2(db, path);
+            migrate::from_2(db, path)?;
+            return migrate::from_3(db, path);
+        }
+        if found == 3 {
+            return migrate::from_3(db, path);
         }
         return Err(Error::SchemaVersion {
             path: path.to_path_buf(),
@@ -98,6 +119,21 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
             INVOCATION_ORDER
         );
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
+        create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))
+}
+
+/// The tables version 4 added (notifications and the inbox).
+pub(super) fn create_notify_tables(txn: &redb::WriteTransaction, path: &Path) -> Result<()> {
+    let e = |e| super::redb_err(path, e);
+    txn.open_table(NOTIFICATIONS).map_err(e)?;
+    txn.open_table(NOTIFY_ORDER).map_err(e)?;
+    txn.open_table(NOTIFY_DEDUP).map_err(e)?;
+    txn.open_table(NOTIFY_DUE).map_err(e)?;
+    txn.open_table(INBOX).map_err(e)?;
+    txn.open_table(AGENT_QUEUE).map_err(e)?;
+    txn.open_table(SESSIONS).map_err(e)?;
+    txn.open_table(ATP_INDEX).map_err(e)?;
+    Ok(())
 }

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::records::{AuditEntry, Claim, Invocation, LedgerRow, OutboxEntry, Runner, Status};
 use super::tables::*;
+use super::tx_notify::{NotifyReader, NotifyTables};
 use super::{Error, Result, redb_err};
 
 /// How many expired claims one purge removes, so a purge never makes one transaction slow.
@@ -17,6 +18,9 @@ pub const PURGE_BATCH: usize = 1000;
 
 pub struct Tx<'t> {
     path: PathBuf,
+    txn: &'t WriteTransaction,
+    /// Opened on first use (see `tx_notify`).
+    notify: Option<NotifyTables<'t>>,
     meta: Table<'t, &'static str, u64>,
     claims: Table<'t, &'static [u8; 32], (i64, i64, &'static str, &'static str)>,
     claim_expiry: Table<'t, (i64, &'static [u8; 32]), ()>,
@@ -36,6 +40,8 @@ impl<'t> Tx<'t> {
         let e = |e| redb_err(path, e);
         Ok(Tx {
             path: path.to_path_buf(),
+            txn,
+            notify: None,
             meta: txn.open_table(META).map_err(e)?,
             claims: txn.open_table(CLAIMS).map_err(e)?,
             claim_expiry: txn.open_table(CLAIM_EXPIRY).map_err(e)?,
@@ -49,6 +55,26 @@ impl<'t> Tx<'t> {
             work: txn.open_table(WORK).map_err(e)?,
             schedules: txn.open_table(SCHEDULES).map_err(e)?,
         })
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(super) fn notify_tables(&mut self) -> Result<&mut NotifyTables<'t>> {
+        if self.notify.is_none() {
+            self.notify = Some(NotifyTables::open(self.txn, &self.path)?);
+        }
+        Ok(self.notify.as_mut().expect("opened"))
+    }
+
+    /// The current value of a counter (0 before its first use).
+    pub(super) fn seq_value(&self, counter: &str) -> Result<u64> {
+        Ok(self
+            .meta
+            .get(counter)
+            .map_err(|e| redb_err(&self.path, e))?
+            .map_or(0, |v| v.value()))
     }
 
     /// The next value of a counter (1, 2, …).
@@ -353,6 +379,7 @@ pub struct Reader {
     work: ReadOnlyTable<(i64, &'static str), ()>,
     outbox: ReadOnlyTable<&'static str, &'static [u8]>,
     approval_deadlines: ReadOnlyTable<(i64, &'static str), ()>,
+    pub(super) notify: NotifyReader,
 }
 
 impl Reader {
@@ -368,6 +395,7 @@ impl Reader {
             work: txn.open_table(WORK).map_err(e)?,
             outbox: txn.open_table(OUTBOX).map_err(e)?,
             approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
+            notify: NotifyReader::open(txn, path)?,
         })
     }
 
@@ -534,11 +562,11 @@ pub(super) fn work_key(inv: &Invocation) -> Option<i64> {
     }
 }
 
-fn encode(value: &impl Serialize) -> Vec<u8> {
+pub(super) fn encode(value: &impl Serialize) -> Vec<u8> {
     serde_json::to_vec(value).expect("records serialise")
 }
 
-fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
+pub(super) fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),

@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 pub mod dispatch;
 pub mod fake_llm;
 pub mod llm;
+pub mod notify;
 pub mod serve;
 
 /// The `pap` binary cargo built for these tests.

@@ -117,12 +117,13 @@ impl Attempt<'_> {
     }
 
     fn setup(&self, key: &str) -> Result<(String, HeaderMap, Conversation), Failure> {
+        let notifications = crate::notify::queue::prompt_block(&self.inv.notifications);
         let first = prompt::first_message(&prompt::Context {
             trigger: &self.inv.trigger,
             invocation: &self.inv.id,
             attempt: self.inv.attempts,
             event: &self.inv.event,
-            notifications: &[],
+            notifications: &notifications,
             output: &self.agent.output,
         });
         let system = self.agent.system_prompt.as_deref();

@@ -13,7 +13,8 @@ pub struct Context<'a> {
     pub invocation: &'a str,
     pub attempt: u32,
     pub event: &'a Value,
-    /// Notifications queued for this agent (the notifications issue fills this), as text lines.
+    /// The notifications this invocation carries, as the lines of their block
+    /// (`notify::queue::prompt_block`).
     pub notifications: &'a [String],
     pub output: &'a OutputSpec,
 }

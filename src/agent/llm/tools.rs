@@ -187,9 +187,18 @@ impl Session {
                     truncate(&arguments_text, 500)
                 )),
             );
-            rt.write(move |tx| tx.audit(entry))
-                .await
-                .map_err(|e| format!("cannot audit an external tool call: {e:#}"))?;
+            // ANP 6.1: the user is made aware of the call, in the same transaction as its
+            // audit line, before the call is made.
+            let (project, about) = (rt.project.clone(), inv.clone());
+            let (tool_name, server) = (call.name.clone(), tool.spec.server.clone());
+            rt.write(move |tx| {
+                tx.audit(entry)?;
+                crate::notify::outcome::external_call(
+                    tx, &project, &about, &tool_name, &server, now,
+                )
+            })
+            .await
+            .map_err(|e| format!("cannot record an external tool call: {e:#}"))?;
         }
         let mcp = self.mcp.as_ref().expect("offered tools have a session");
         let outcome = mcp.call(&tool.spec.server, &call.name, arguments).await?;

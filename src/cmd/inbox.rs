@@ -1,0 +1,216 @@
+//! `pap inbox`: read the human inbox after a watermark, follow it, acknowledge messages,
+//! open and close session threads.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::bail;
+
+use super::{Outcome, context};
+use crate::cli::{Cli, InboxArgs, InboxCommand, SessionCommand};
+use crate::clock::{Clock, rfc3339_ms};
+use crate::notify::inbox::{self, Acked};
+use crate::store::{InboxMessage, Level, Store};
+use crate::term::Paint;
+
+pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
+    let project = context::load_project(cli)?;
+    let dir = context::state_dir(cli, &project);
+    match &args.command {
+        None => {
+            let Some(store) = Store::open_existing(&dir)? else {
+                return Ok(Outcome::Success);
+            };
+            let limit = args.limit.unwrap_or(usize::MAX);
+            let lines = read(&store, args.after, limit, args.session.as_deref())?;
+            print(&lines, args.json)?;
+            Ok(Outcome::Success)
+        }
+        Some(InboxCommand::Ack { ids, by }) => {
+            let store = Store::open(&dir)?;
+            let now = Clock::from_env()?.now_ms();
+            let user = by
+                .clone()
+                .unwrap_or_else(|| project.config.notify.user.clone());
+            // One transaction per id: a bad id is reported and the others still count.
+            let mut failed = false;
+            for id in ids {
+                match store.write(|tx| inbox::ack(tx, *id, &user, now)) {
+                    Ok(Acked::Delivered { notification }) => {
+                        println!("{id}: {notification} delivered")
+                    }
+                    Ok(Acked::Already { notification }) => {
+                        println!("{id}: {notification} was already delivered")
+                    }
+                    Err(e) => {
+                        eprintln!("pap: {e}");
+                        failed = true;
+                    }
+                }
+            }
+            Ok(if failed {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            })
+        }
+        Some(InboxCommand::Watch {
+            after,
+            interval,
+            json,
+        }) => watch(&dir, *after, *interval, *json),
+        Some(InboxCommand::Session(cmd)) => session(&dir, cmd),
+    }
+}
+
+/// Messages after `after`, each with its notification's live status, as JSON views.
+fn read(
+    store: &Store,
+    after: u64,
+    limit: usize,
+    session: Option<&str>,
+) -> anyhow::Result<Vec<(InboxMessage, serde_json::Value)>> {
+    Ok(store.read(|r| {
+        let n = r.notify()?;
+        let msgs = n.inbox_after(after, limit, |m| {
+            session.is_none_or(|s| m.session.as_deref() == Some(s))
+        })?;
+        let mut out = Vec::new();
+        for m in msgs {
+            let ntf = n.notification(&m.notification_id)?;
+            let view = inbox::view(&m, ntf.as_ref());
+            out.push((m, view));
+        }
+        Ok(out)
+    })?)
+}
+
+fn print(lines: &[(InboxMessage, serde_json::Value)], json: bool) -> anyhow::Result<()> {
+    let mut out = String::new();
+    let paint = Paint::for_stdout();
+    for (m, v) in lines {
+        if json {
+            out.push_str(&serde_json::to_string(v)?);
+            out.push('\n');
+        } else {
+            human(m, v, paint, &mut out);
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+fn human(m: &InboxMessage, v: &serde_json::Value, p: Paint, out: &mut String) {
+    let level = match m.level {
+        Level::Critical | Level::Error => p.red(m.level.as_str()),
+        Level::Warning => p.yellow(m.level.as_str()),
+        Level::Info => m.level.as_str().to_owned(),
+    };
+    let status = v["status"].as_str().unwrap_or("");
+    let mut head = format!(
+        "#{} {} {level:<8} {} [{status}]",
+        m.id,
+        rfc3339_ms(m.ts),
+        m.kind
+    );
+    if let Some(s) = &m.session {
+        head.push_str(&format!(" session {s}"));
+    }
+    if m.author != "system" {
+        head.push_str(&format!(" (by {})", m.author));
+    }
+    if let Some(old) = m.supersedes {
+        head.push_str(&format!(" (replaces #{old})"));
+    }
+    out.push_str(&head);
+    out.push('\n');
+    out.push_str(&format!("  {}\n", m.content));
+    if let Some(atp) = &m.atp {
+        let state = v["approval"]["state"].as_str().unwrap_or("open");
+        let inv = atp["context"]["metadata"]["invocation_id"]
+            .as_str()
+            .unwrap_or("");
+        if state == "open" {
+            out.push_str(&format!(
+                "  approval request {} (deadline {}): `pap approve {inv}`, `pap reject {inv} --reason …`, or `pap respond FILE`\n",
+                atp["id"].as_str().unwrap_or(""),
+                atp["deadline"].as_str().unwrap_or("none"),
+            ));
+        } else {
+            out.push_str(&format!("  approval request: {state}\n"));
+        }
+    }
+}
+
+/// Polls the store for messages past the last one printed. Reading never writes, so a
+/// watcher costs a running serve nothing but turns on the file.
+fn watch(
+    dir: &std::path::Path,
+    after: Option<u64>,
+    interval: u64,
+    json: bool,
+) -> anyhow::Result<Outcome> {
+    let store = Store::open(dir)?;
+    let mut mark = match after {
+        Some(a) => a,
+        None => store.read(|r| {
+            Ok(r.notify()?
+                .inbox_after(0, usize::MAX, |_| true)?
+                .last()
+                .map_or(0, |m| m.id))
+        })?,
+    };
+    let pause = Duration::from_millis(interval.max(50));
+    loop {
+        let lines = read(&store, mark, 1000, None)?;
+        if let Some((last, _)) = lines.last() {
+            mark = last.id;
+            print(&lines, json)?;
+        } else {
+            std::thread::sleep(pause);
+        }
+    }
+}
+
+fn session(dir: &std::path::Path, cmd: &SessionCommand) -> anyhow::Result<Outcome> {
+    let store = Store::open(dir)?;
+    let now = Clock::from_env()?.now_ms();
+    match cmd {
+        SessionCommand::Open { name } => {
+            check_name(name)?;
+            let new = store.write(|tx| tx.session_open(name, now))?;
+            println!(
+                "session {name} {}",
+                if new { "opened" } else { "was already open" }
+            );
+        }
+        SessionCommand::Close { name } => {
+            if !store.write(|tx| tx.session_close(name))? {
+                bail!("no open session {name}");
+            }
+            println!("session {name} closed: its notifications go to the user's inbox now");
+        }
+        SessionCommand::List { json } => {
+            for (name, at) in store.read(|r| r.notify()?.sessions())? {
+                if *json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"name": name, "opened_at": rfc3339_ms(at)})
+                    );
+                } else {
+                    println!("{name}  opened {}", rfc3339_ms(at));
+                }
+            }
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+fn check_name(name: &str) -> anyhow::Result<()> {
+    if name.is_empty() || name.chars().any(|c| c.is_control()) {
+        bail!("a session name must be non-empty text without control characters");
+    }
+    Ok(())
+}

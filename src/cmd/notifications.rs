@@ -1,0 +1,139 @@
+//! `pap notifications`: the ANP ledger, every notification whatever its route, and one in
+//! full (routing, lease, status history, sink deliveries).
+
+use std::io::Write;
+
+use anyhow::bail;
+
+use super::{Outcome, context};
+use crate::cli::{Cli, NotificationsArgs, NotificationsCommand};
+use crate::clock::rfc3339_ms;
+use crate::notify::inbox::notification_view;
+use crate::store::{Notification, Store};
+
+const HUMAN_PAGE: usize = 20;
+
+pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
+    let project = context::load_project(cli)?;
+    let store = Store::open_existing(&context::state_dir(cli, &project))?;
+    let mut out = String::new();
+    match &args.command {
+        Some(NotificationsCommand::Show { id, json }) => {
+            let found = match &store {
+                Some(s) => s.read(|r| r.notify()?.notification(id))?,
+                None => None,
+            };
+            let Some(n) = found else {
+                bail!("no notification {id} in this state dir");
+            };
+            if *json {
+                out = format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&notification_view(&n))?
+                );
+            } else {
+                show_human(&n, &mut out);
+            }
+        }
+        None => {
+            let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
+            let status = args.status;
+            let (list, total) = match &store {
+                Some(s) => s.read(|r| {
+                    r.notify()?
+                        .notifications(|n| status.is_none_or(|st| n.status == st), limit)
+                })?,
+                None => (Vec::new(), 0),
+            };
+            for n in &list {
+                if args.json {
+                    out.push_str(&serde_json::to_string(&notification_view(n))?);
+                    out.push('\n');
+                } else {
+                    out.push_str(&line(n));
+                }
+            }
+            if !args.json && total > list.len() {
+                out.push_str(&format!(
+                    "({} of {total} shown; --limit N for more)\n",
+                    list.len()
+                ));
+            }
+        }
+    }
+    std::io::stdout().write_all(out.as_bytes())?;
+    Ok(Outcome::Success)
+}
+
+fn line(n: &Notification) -> String {
+    format!(
+        "{:<10} {:<10} {:<8} {:<30} {}/{}/{} lease {}{}\n",
+        n.id,
+        n.status.as_str(),
+        n.level.as_str(),
+        n.kind,
+        json_word(&n.routing.address),
+        json_word(&n.routing.target),
+        json_word(&n.routing.handler),
+        n.owner_lease,
+        n.agent
+            .as_ref()
+            .map(|a| format!(" agent {a}"))
+            .unwrap_or_default()
+    )
+}
+
+fn json_word(v: &impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn show_human(n: &Notification, out: &mut String) {
+    out.push_str(&line(n));
+    out.push_str(&format!("  {}\n", n.content));
+    out.push_str(&format!(
+        "  owner {}, created {}",
+        n.owner,
+        rfc3339_ms(n.created_at)
+    ));
+    if let Some(d) = n.delivery_deadline {
+        out.push_str(&format!(", deadline {}", rfc3339_ms(d)));
+    }
+    if let Some(a) = n.ack_at {
+        out.push_str(&format!(", acknowledged {}", rfc3339_ms(a)));
+    }
+    out.push('\n');
+    if !n.inbox.is_empty() {
+        let ids: Vec<String> = n.inbox.iter().map(u64::to_string).collect();
+        out.push_str(&format!("  inbox messages {}\n", ids.join(", ")));
+    }
+    for t in &n.history {
+        out.push_str(&format!(
+            "  {} {} → {} (lease {}, {}){}\n",
+            rfc3339_ms(t.at),
+            t.from.map_or("new", |f| f.as_str()),
+            t.to.as_str(),
+            t.lease,
+            t.by,
+            t.note
+                .as_ref()
+                .map(|x| format!(": {x}"))
+                .unwrap_or_default()
+        ));
+    }
+    for s in &n.sinks {
+        out.push_str(&format!(
+            "  sink {} (message {}): {:?} after {} attempt(s){}\n",
+            s.sink,
+            s.message,
+            s.state,
+            s.attempts,
+            s.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ));
+    }
+}

@@ -1,0 +1,27 @@
+//! Outcomes as ANP notifications: the ledger with its state machine and leases, routing to
+//! the inbox, an agent's queue or a handling agent's turn, the watchdog, deduplication,
+//! ATP approval requests and sinks. The store keeps the records (`store::Notification`,
+//! `store::InboxMessage`); this module decides what happens to them.
+//!
+//! Where each part lives:
+//! - `outcome`: what produces a notification (invocation outcomes, external tool calls);
+//! - `produce`: deduplication (ANP 7.1) and routing (ANP 4), escalation (6.2);
+//! - `ledger`: the state machine (5.1) and lease fencing (6.3);
+//! - `queue`: an agent's queue, delivered at its next invocation (JP RFD 011);
+//! - `reply`: a handling agent's acknowledgement, narration or silence;
+//! - `inbox`: human acknowledgement and the JSON views;
+//! - `pump`: the watchdog and sink deliveries, on a timer;
+//! - `sinks`: webhook, command and NDJSON delivery;
+//! - `atp`: approval requests and responses as ATP messages;
+//! - `template`: `{placeholder}` templates from manifests.
+
+pub mod atp;
+pub mod inbox;
+pub mod ledger;
+pub mod outcome;
+pub mod produce;
+pub mod pump;
+pub mod queue;
+pub mod reply;
+pub mod sinks;
+pub mod template;

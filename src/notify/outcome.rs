@@ -1,0 +1,212 @@
+//! What produces notifications: each invocation outcome (succeeded, failed, awaiting
+//! approval, rejected, expired) and each EXTERNAL tool call (ANP 6.1), shaped by the agent's
+//! `notify:` routes.
+
+use serde_json::{Map, Value, json};
+
+use super::atp;
+use super::produce::{Draft, produce};
+use crate::manifest::Project;
+use crate::manifest::compiled_notify::{OutcomeKind, RouteSpec};
+use crate::store::{self, Handler, Invocation, Party, Routing, Tx};
+
+/// The notification of an invocation's outcome, written in the transaction that records the
+/// outcome. An internal turn's outcome is the fate of what it handled (see `reply`), not a
+/// notification of its own.
+pub fn invocation_outcome(
+    tx: &mut Tx,
+    project: &Project,
+    inv: &Invocation,
+    kind: OutcomeKind,
+    now: i64,
+) -> store::Result<()> {
+    if inv.internal {
+        return Ok(());
+    }
+    if kind == OutcomeKind::AwaitingApproval {
+        return approval_request(tx, project, inv, now).map(|_| ());
+    }
+    let route = route_of(project, &inv.agent, kind);
+    if !route.enabled {
+        return Ok(());
+    }
+    let draft = draft(project, inv, kind, &route, &[]);
+    produce(tx, project, draft, now)?;
+    Ok(())
+}
+
+/// The approval request of an invocation awaiting approval: always shown to a human (target
+/// user, handler system), carrying the ATP notification object.
+pub fn approval_request(
+    tx: &mut Tx,
+    project: &Project,
+    inv: &Invocation,
+    now: i64,
+) -> store::Result<String> {
+    let kind = OutcomeKind::AwaitingApproval;
+    let mut route = route_of(project, &inv.agent, kind);
+    // Lint refuses an agent side here; a manifest that slipped through still reaches a human.
+    route.routing.target = Party::User;
+    route.routing.handler = Handler::System;
+    // Disabling it would leave a decision nobody is asked for: the request is always made.
+    let mut draft = draft(project, inv, kind, &route, &[]);
+    draft.agent = None;
+    draft.atp = Some(atp::request(project, inv, &draft.content, now));
+    produce(tx, project, draft, now)
+}
+
+/// ANP 6.1: the user is made aware of every call of an EXTERNAL tool. Written before the call
+/// is made. A call made in an internal turn goes to the user directly (6.1.2 point 5).
+pub fn external_call(
+    tx: &mut Tx,
+    project: &Project,
+    inv: &Invocation,
+    tool: &str,
+    server: &str,
+    now: i64,
+) -> store::Result<()> {
+    let kind = OutcomeKind::ExternalToolCall;
+    let mut route = route_of(project, &inv.agent, kind);
+    if !route.enabled {
+        return Ok(());
+    }
+    if inv.internal {
+        route.routing.target = Party::User;
+        route.routing.handler = Handler::System;
+        route.agent = None;
+    }
+    let mut draft = draft(
+        project,
+        inv,
+        kind,
+        &route,
+        &[("tool", tool), ("server", server)],
+    );
+    if inv.internal {
+        draft.agent = None;
+    }
+    produce(tx, project, draft, now)?;
+    Ok(())
+}
+
+fn route_of(project: &Project, agent: &str, kind: OutcomeKind) -> RouteSpec {
+    project
+        .agent(agent)
+        .and_then(|a| a.notify.get(&kind))
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn draft(
+    project: &Project,
+    inv: &Invocation,
+    kind: OutcomeKind,
+    route: &RouteSpec,
+    extra: &[(&str, &str)],
+) -> Draft {
+    let mut metadata = Map::new();
+    metadata.insert("invocation_id".into(), json!(inv.id));
+    metadata.insert("trigger".into(), json!(inv.trigger));
+    metadata.insert("agent".into(), json!(inv.agent));
+    metadata.insert("event_id".into(), json!(inv.event_id));
+    metadata.insert("event_type".into(), json!(inv.event_type));
+    metadata.insert("risk".into(), json!(inv.risk));
+    metadata.insert("status".into(), json!(inv.status.as_str()));
+    metadata.insert("attempts".into(), json!(inv.attempts));
+    if let Some(e) = &inv.error {
+        metadata.insert("error".into(), json!(crate::text::clip(e, 2000)));
+    }
+    for (k, v) in extra {
+        metadata.insert((*k).into(), json!(v));
+    }
+    let lookup = |name: &str| -> Option<String> {
+        match name {
+            "output" => inv.output.as_ref().map(|o| match o {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }),
+            "tool" | "server" => extra
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned()),
+            other => metadata.get(other).map(|v| match v {
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            }),
+        }
+    };
+    let content = match &route.content {
+        Some(t) => t.render(lookup, &inv.event),
+        None => default_content(kind, inv, extra),
+    };
+    let session = route.session.as_ref().map(|t| t.render(lookup, &inv.event));
+    let deduplication_key = route
+        .deduplication_key
+        .as_ref()
+        .map(|t| t.render(lookup, &inv.event))
+        .filter(|k| !k.is_empty());
+    let level = route.level.unwrap_or(kind.default_level());
+    // With handler system and target user, the agent the route names (else the agent whose
+    // outcome it is) is made aware at its next turn (ANP 4.1, "ambient awareness").
+    let agent = route.agent.clone().or_else(|| Some(inv.agent.clone()));
+    Draft {
+        kind: kind.kind().to_owned(),
+        level,
+        content,
+        deduplication_key,
+        metadata,
+        routing: Routing {
+            address: route.routing.address,
+            target: route.routing.target,
+            handler: route.routing.handler,
+        },
+        session,
+        agent,
+        instructions: route.instructions.clone(),
+        deadline: route.deadline.unwrap_or(project.config.notify.deadline),
+        atp: None,
+        depth: inv.depth,
+    }
+}
+
+fn default_content(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) -> String {
+    let error = inv.error.as_deref().unwrap_or("no reason given");
+    let about = format!(
+        "{} (event {}, trigger {})",
+        inv.event_type, inv.event_id, inv.trigger
+    );
+    match kind {
+        OutcomeKind::Succeeded => format!(
+            "{} succeeded on {about} after {} attempt(s)",
+            inv.agent, inv.attempts
+        ),
+        OutcomeKind::Failed => format!(
+            "{} failed on {about} after {} attempt(s): {}",
+            inv.agent,
+            inv.attempts,
+            crate::text::clip(error, 500)
+        ),
+        OutcomeKind::AwaitingApproval => format!(
+            "{} (risk {}) waits for approval to handle {about}: `pap approve {}` or `pap reject {} --reason …`",
+            inv.agent, inv.risk, inv.id, inv.id
+        ),
+        OutcomeKind::Rejected => format!("{} was not run on {about}: {error}", inv.agent),
+        OutcomeKind::Expired => format!("{} was not run on {about}: {error}", inv.agent),
+        OutcomeKind::ExternalToolCall => {
+            let get = |k: &str| {
+                extra
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map_or("", |(_, v)| *v)
+                    .to_owned()
+            };
+            format!(
+                "{} called the external tool `{}` on `{}` (invocation {})",
+                inv.agent,
+                get("tool"),
+                get("server"),
+                inv.id
+            )
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! From a drafted notification to its first owner: deduplication (ANP 7.1), then routing
+//! (ANP 4): the inbox for the system channel, an agent's queue, or a handling agent's turn.
+//! All of it happens inside the caller's transaction, beside the outcome that caused it.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::ledger::{self, Refused};
+use crate::manifest::Project;
+use crate::pipeline::ids;
+use crate::store::{
+    self, Address, AgentInstructions, Carried, Handler, InboxMessage, Invocation, Level,
+    Notification, NotifyStatus, Party, Routing, SinkDelivery, SinkState, Status, Transition, Tx,
+};
+
+/// A notification before it has an id.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub kind: String,
+    pub level: Level,
+    pub content: String,
+    pub deduplication_key: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub routing: Routing,
+    pub session: Option<String>,
+    /// The handling or receiving agent; with handler system and target user, the agent made
+    /// aware of it at its next turn (none for no one).
+    pub agent: Option<String>,
+    pub instructions: Option<AgentInstructions>,
+    pub deadline: Duration,
+    pub atp: Option<Value>,
+    /// Cascade depth of the invocation it is about (a handling turn runs one deeper).
+    pub depth: u32,
+}
+
+/// Records `draft` (or folds it into an undelivered notification with the same key) and
+/// routes it. Returns the notification's id.
+pub fn produce(tx: &mut Tx, project: &Project, draft: Draft, now: i64) -> store::Result<String> {
+    if let Some(key) = &draft.deduplication_key
+        && let Some(id) = tx.dedup_lookup(key)?
+        && let Some(mut existing) = tx.notification(&id)?
+        && matches!(
+            existing.status,
+            NotifyStatus::Pending | NotifyStatus::Dispatched | NotifyStatus::Locked
+        )
+    {
+        overwrite(tx, project, &mut existing, draft, now)?;
+        tx.put_notification(&existing)?;
+        return Ok(existing.id);
+    }
+    let seq = tx.next_seq("notification_seq")?;
+    let mut n = Notification {
+        id: format!("ntf_{seq}"),
+        seq,
+        kind: draft.kind,
+        level: draft.level,
+        content: draft.content,
+        deduplication_key: draft.deduplication_key,
+        metadata: draft.metadata,
+        routing: draft.routing,
+        user: project.config.notify.user.clone(),
+        session: draft.session,
+        agent: draft.agent,
+        agent_instructions: draft.instructions,
+        status: NotifyStatus::Pending,
+        owner_lease: 1,
+        owner: "system".into(),
+        created_at: now,
+        updated_at: now,
+        ack_at: None,
+        delivery_deadline: None,
+        inbox: Vec::new(),
+        turn: None,
+        delivered_with: None,
+        sinks: Vec::new(),
+        atp: draft.atp,
+        answer: None,
+        history: vec![Transition {
+            at: now,
+            from: None,
+            to: NotifyStatus::Pending,
+            lease: 1,
+            by: "system".into(),
+            note: None,
+        }],
+    };
+    if let Some(key) = &n.deduplication_key {
+        tx.set_dedup(key, &n.id)?;
+    }
+    if let Some(atp_id) = n.atp.as_ref().and_then(|a| a["id"].as_str()) {
+        tx.atp_put(atp_id, &n.id)?;
+    }
+    route(tx, project, &mut n, draft.deadline, draft.depth, now)?;
+    tx.put_notification(&n)?;
+    Ok(n.id)
+}
+
+/// ANP 7.1: a match on an undelivered notification takes the new content and metadata and
+/// resets the deadline; an inbox entry already shown is superseded by a new message.
+fn overwrite(
+    tx: &mut Tx,
+    project: &Project,
+    n: &mut Notification,
+    draft: Draft,
+    now: i64,
+) -> store::Result<()> {
+    n.content = draft.content;
+    n.metadata = draft.metadata;
+    n.updated_at = now;
+    n.history.push(Transition {
+        at: now,
+        from: Some(n.status),
+        to: n.status,
+        lease: n.owner_lease,
+        by: "system".into(),
+        note: Some("deduplicated: content and metadata replaced by a newer notification".into()),
+    });
+    if let Some(old) = n.delivery_deadline {
+        let new = now.saturating_add(millis(draft.deadline));
+        tx.remove_job(old, &watchdog_job(&n.id))?;
+        tx.add_job(new, &watchdog_job(&n.id))?;
+        n.delivery_deadline = Some(new);
+    }
+    if let Some(&last) = n.inbox.last() {
+        append_to_inbox(tx, project, n, "system", None, Some(last), now)?;
+    }
+    Ok(())
+}
+
+/// ANP section 4: who gets it first, by target and handler.
+fn route(
+    tx: &mut Tx,
+    project: &Project,
+    n: &mut Notification,
+    deadline: Duration,
+    depth: u32,
+    now: i64,
+) -> store::Result<()> {
+    match (n.routing.target, n.routing.handler) {
+        (Party::User, Handler::System) => {
+            dispatch_to_inbox(tx, project, n, now)?;
+            // "Ambient awareness: added to the ledger, seen in the next turn."
+            if let Some(agent) = n.agent.clone().filter(|a| project.agent(a).is_some()) {
+                tx.queue_push(&agent, &n.id)?;
+            }
+        }
+        (Party::Agent, Handler::System) => {
+            let Some(agent) = n.agent.clone().filter(|a| project.agent(a).is_some()) else {
+                return escalate_unroutable(tx, project, n, now);
+            };
+            tx.queue_push(&agent, &n.id)?;
+            // JP RFD 011: a critical notification does not wait for the next natural turn.
+            if n.level == Level::Critical {
+                new_turn(tx, project, &agent, n, Vec::new(), depth, now)?;
+            }
+        }
+        (_, Handler::Agent) => {
+            let Some(agent) = n.agent.clone().filter(|a| project.agent(a).is_some()) else {
+                return escalate_unroutable(tx, project, n, now);
+            };
+            let carried = vec![carried(n, true, tx.inbox_mark()?)];
+            let turn = new_turn(tx, project, &agent, n, carried, depth, now)?;
+            let lease = n.owner_lease;
+            ledger::transition(
+                n,
+                lease,
+                NotifyStatus::Dispatched,
+                "system",
+                Some(format!("handed to agent {agent} (invocation {turn})")),
+                now,
+            )
+            .map_err(conflict)?;
+            n.owner = format!("agent:{turn}");
+            n.turn = Some(turn);
+            let due = now.saturating_add(millis(deadline));
+            n.delivery_deadline = Some(due);
+            tx.add_job(due, &watchdog_job(&n.id))?;
+        }
+    }
+    Ok(())
+}
+
+/// Channel A or B: PENDING → DISPATCHED with a system-authored inbox entry.
+fn dispatch_to_inbox(
+    tx: &mut Tx,
+    project: &Project,
+    n: &mut Notification,
+    now: i64,
+) -> store::Result<()> {
+    let lease = n.owner_lease;
+    ledger::transition(n, lease, NotifyStatus::Dispatched, "system", None, now)
+        .map_err(conflict)?;
+    append_to_inbox(tx, project, n, "system", None, None, now)?;
+    Ok(())
+}
+
+/// The agent a notification names is gone from the project: nobody can take it, so the
+/// system does (as the watchdog would at the deadline).
+fn escalate_unroutable(
+    tx: &mut Tx,
+    project: &Project,
+    n: &mut Notification,
+    now: i64,
+) -> store::Result<()> {
+    let lease = n.owner_lease;
+    ledger::transition(n, lease, NotifyStatus::Dispatched, "system", None, now)
+        .map_err(conflict)?;
+    let why = format!(
+        "no agent `{}` in the project to take it",
+        n.agent.as_deref().unwrap_or("")
+    );
+    escalate(tx, project, n, lease, "system", &why, now)
+}
+
+/// ANP 6.2 from step 3: take ownership (lease + 1), strip the handler to system, promote the
+/// target to user, mark ESCALATED and put it in the inbox. The inbox append is part of the
+/// same transaction, so it cannot fail on its own: FAILED comes from the sinks.
+pub fn escalate(
+    tx: &mut Tx,
+    project: &Project,
+    n: &mut Notification,
+    lease: u64,
+    by: &str,
+    why: &str,
+    now: i64,
+) -> store::Result<()> {
+    let new = ledger::take_over(n, lease, by, now).map_err(conflict)?;
+    n.routing.handler = Handler::System;
+    if n.routing.target == Party::Agent {
+        n.routing.target = Party::User;
+    }
+    ledger::transition(
+        n,
+        new,
+        NotifyStatus::Escalated,
+        by,
+        Some(why.to_owned()),
+        now,
+    )
+    .map_err(conflict)?;
+    if let Some(due) = n.delivery_deadline.take() {
+        tx.remove_job(due, &watchdog_job(&n.id))?;
+    }
+    append_to_inbox(tx, project, n, "system", None, None, now)
+}
+
+/// Appends an inbox message for `n` (its content, or `narration` by an agent) and schedules
+/// it on every sink that wants it. ANP 2.1: a session that is no longer open sends it to the
+/// user's scope instead.
+pub fn append_to_inbox(
+    tx: &mut Tx,
+    project: &Project,
+    n: &mut Notification,
+    author: &str,
+    narration: Option<String>,
+    supersedes: Option<u64>,
+    now: i64,
+) -> store::Result<()> {
+    if n.routing.address == Address::Session {
+        let open = match &n.session {
+            Some(s) => tx.session_is_open(s)?,
+            None => false,
+        };
+        if !open {
+            n.history.push(Transition {
+                at: now,
+                from: Some(n.status),
+                to: n.status,
+                lease: n.owner_lease,
+                by: "system".into(),
+                note: Some(format!(
+                    "session {} is not open: address set to user (ANP 2.1)",
+                    n.session.as_deref().unwrap_or("(none)")
+                )),
+            });
+            n.routing.address = Address::User;
+        }
+    }
+    let session = (n.routing.address == Address::Session)
+        .then(|| n.session.clone())
+        .flatten();
+    let mut metadata = n.metadata.clone();
+    if author != "system" {
+        metadata.insert("narrated_by".into(), json!(author));
+    }
+    let id = tx.inbox_append(InboxMessage {
+        id: 0,
+        ts: now,
+        notification_id: n.id.clone(),
+        author: if author == "system" {
+            "system".into()
+        } else {
+            "assistant".into()
+        },
+        kind: n.kind.clone(),
+        level: n.level,
+        content: narration.unwrap_or_else(|| n.content.clone()),
+        routing: n.routing,
+        user: n.user.clone(),
+        session,
+        metadata,
+        deduplication_key: n.deduplication_key.clone(),
+        supersedes,
+        atp: n.atp.clone(),
+    })?;
+    n.inbox.push(id);
+    for sink in project
+        .config
+        .notify
+        .sinks
+        .iter()
+        .filter(|s| s.wants(&n.kind, n.level))
+    {
+        n.sinks.push(SinkDelivery {
+            sink: sink.name.clone(),
+            state: SinkState::Pending,
+            attempts: 0,
+            next_at: Some(now),
+            error: None,
+            message: id,
+        });
+        tx.add_job(now, &sink_job(&sink.name, &n.id, id))?;
+    }
+    Ok(())
+}
+
+/// An internal turn of `agent` (ANP channel C): an invocation without a trigger, carrying
+/// the notifications it handles; those queued for the agent join at its start.
+fn new_turn(
+    tx: &mut Tx,
+    project: &Project,
+    agent_id: &str,
+    n: &Notification,
+    carried: Vec<Carried>,
+    depth: u32,
+    now: i64,
+) -> store::Result<String> {
+    let agent = project.agent(agent_id).expect("checked by the caller");
+    let seq = tx.next_seq("invocation_seq")?;
+    let id = ids::turn(&n.id, seq);
+    let awaiting = agent.requires_approval();
+    let timeout = millis(project.config.approval_timeout);
+    let kind = if carried.iter().any(|c| c.handle) {
+        "handle"
+    } else {
+        "critical"
+    };
+    let event = json!({
+        "pap_version": "0.2",
+        "id": n.id,
+        "type": format!("pap.notification.{kind}"),
+        "source": "pap/notify",
+        "time": crate::clock::rfc3339_ms(now),
+        "data": {
+            "notification_id": n.id,
+            "kind": n.kind,
+            "level": n.level.as_str(),
+            "content": n.content,
+        },
+    });
+    let mut inv = Invocation {
+        id: id.clone(),
+        seq,
+        status: if awaiting {
+            Status::AwaitingApproval
+        } else {
+            Status::Queued
+        },
+        trigger: "pap.notify".into(),
+        agent: agent.id.clone(),
+        event_id: n.id.clone(),
+        event_type: format!("pap.notification.{kind}"),
+        depth: depth.saturating_add(1),
+        risk: agent.effective_risk.as_str().to_owned(),
+        attempts: 0,
+        max_attempts: agent.retry.max_attempts,
+        created_at: now,
+        updated_at: now,
+        approval_deadline: awaiting.then(|| now.saturating_add(timeout)),
+        approval: None,
+        approval_request: None,
+        next_attempt_at: None,
+        // Unheld: whichever pap process looks first runs it (serve's worker, or the command
+        // that caused it); the claim at its start keeps it to one.
+        runner: None,
+        output: None,
+        error: None,
+        emitted: Vec::new(),
+        history: Vec::new(),
+        event,
+        internal: true,
+        notifications: carried,
+    };
+    if awaiting {
+        inv.approval_request = Some(super::outcome::approval_request(tx, project, &inv, now)?);
+    }
+    tx.insert_invocation(&inv)?;
+    Ok(id)
+}
+
+/// What an invocation's prompt shows of `n`.
+pub fn carried(n: &Notification, handle: bool, inbox_mark: u64) -> Carried {
+    Carried {
+        id: n.id.clone(),
+        kind: n.kind.clone(),
+        level: n.level,
+        content: n.content.clone(),
+        lease: handle.then_some(n.owner_lease),
+        handle,
+        seen_by_user: n.status == NotifyStatus::Delivered && n.routing.target == Party::User,
+        directive: n
+            .agent_instructions
+            .as_ref()
+            .and_then(|i| i.directive.clone()),
+        tone_hint: n
+            .agent_instructions
+            .as_ref()
+            .and_then(|i| i.tone_hint.clone()),
+        inbox_mark,
+    }
+}
+
+pub fn watchdog_job(id: &str) -> String {
+    format!("watchdog:{id}")
+}
+
+pub fn sink_job(sink: &str, id: &str, message: u64) -> String {
+    format!("sink:{sink}:{id}:{message}")
+}
+
+pub fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A refused transition inside pap's own bookkeeping is a bug or a race lost; it aborts
+/// the transaction rather than writing a half-routed notification.
+pub fn conflict(r: Refused) -> store::Error {
+    store::Error::Conflict(r.to_string())
+}

@@ -1,0 +1,160 @@
+//! Sinks beyond the inbox (pap.yaml `notifications.sinks`): a webhook (POST JSON, 2xx is
+//! delivered), a command (the message on stdin, exit 0 is delivered) and an NDJSON file.
+//!
+//! A webhook URL often is the secret (Slack's is); it is expanded from `${NAME}` only here,
+//! at the moment of sending, and errors never quote it.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::agent::command;
+use crate::interpolate;
+use crate::manifest::compiled_notify::{SinkSpec, SinkTarget, WebhookFormat};
+use crate::store::Level;
+
+/// Sends one inbox message (as `pap inbox --json` shows it) to `sink`.
+pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<(), String> {
+    match &sink.target {
+        SinkTarget::Webhook {
+            url,
+            headers,
+            format,
+            topic,
+        } => webhook(sink, url, headers, *format, topic.as_deref(), message).await,
+        SinkTarget::Command { program, args } => {
+            let program = crate::manifest::compile_notify::resolve_program(root, program);
+            let stdin = [serde_json::to_vec(message).expect("JSON"), b"\n".to_vec()].concat();
+            command::run(command::Spec {
+                program: &program,
+                args,
+                cwd: root,
+                stdin,
+                env: vec![(
+                    "PAP_NOTIFICATION_ID".into(),
+                    message["notification_id"].as_str().unwrap_or("").into(),
+                )],
+                timeout: sink.timeout,
+                max_output: 64 * 1024,
+            })
+            .await
+            .map(|_| ())
+        }
+        SinkTarget::Ndjson { path } => {
+            let path = if path.is_absolute() {
+                path.clone()
+            } else {
+                root.join(path)
+            };
+            let line = [serde_json::to_vec(message).expect("JSON"), b"\n".to_vec()].concat();
+            tokio::task::spawn_blocking(move || append_line(&path, &line))
+                .await
+                .map_err(|e| e.to_string())?
+        }
+    }
+}
+
+/// One `write` of a whole line on an O_APPEND file: concurrent writers never interleave
+/// inside a line.
+fn append_line(path: &Path, line: &[u8]) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.write_all(line)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+async fn webhook(
+    sink: &SinkSpec,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    format: WebhookFormat,
+    topic: Option<&str>,
+    message: &Value,
+) -> Result<(), String> {
+    let env = |name: &str| std::env::var(name).ok();
+    let url = interpolate::expand(url, env).map_err(|e| format!("url: {e}"))?;
+    let client = reqwest::Client::builder()
+        .timeout(sink.timeout)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut req = client.post(&url).json(&body(format, topic, message));
+    for (name, value) in headers {
+        let value = interpolate::expand(value, env).map_err(|e| format!("header {name}: {e}"))?;
+        let mut value = reqwest::header::HeaderValue::from_str(&value)
+            .map_err(|_| format!("header {name}: not a valid header value"))?;
+        value.set_sensitive(true);
+        req = req.header(name.as_str(), value);
+    }
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| format!("request failed: {}", e.without_url()))?;
+    let status = resp.status();
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("the webhook answered HTTP {}", status.as_u16()))
+    }
+}
+
+/// The body for each webhook format. `anp` is the inbox message with a one-line `text`
+/// beside it, which is also what a Slack incoming webhook shows.
+pub fn body(format: WebhookFormat, topic: Option<&str>, message: &Value) -> Value {
+    let level = message["level"].as_str().unwrap_or("info");
+    let kind = message["kind"].as_str().unwrap_or("");
+    let content = message["content"].as_str().unwrap_or("");
+    let line = format!("[{level}] {kind}: {content}");
+    match format {
+        WebhookFormat::Anp => {
+            let mut v = message.clone();
+            v["text"] = json!(line);
+            v
+        }
+        WebhookFormat::Slack => json!({"text": line}),
+        WebhookFormat::Ntfy => json!({
+            "topic": topic.unwrap_or(""),
+            "title": format!("pap: {kind}"),
+            "message": content,
+            "priority": ntfy_priority(level),
+            "tags": [level],
+        }),
+    }
+}
+
+fn ntfy_priority(level: &str) -> u8 {
+    match level {
+        l if l == Level::Critical.as_str() => 5,
+        l if l == Level::Error.as_str() || l == Level::Warning.as_str() => 4,
+        _ => 3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_follow_each_format() {
+        let msg =
+            json!({"level": "error", "kind": "invocation.failed", "content": "boom", "id": 3});
+        assert_eq!(
+            body(WebhookFormat::Slack, None, &msg),
+            json!({"text": "[error] invocation.failed: boom"})
+        );
+        let ntfy = body(WebhookFormat::Ntfy, Some("ops"), &msg);
+        assert_eq!(
+            (ntfy["topic"].as_str(), ntfy["priority"].as_u64()),
+            (Some("ops"), Some(4))
+        );
+        let anp = body(WebhookFormat::Anp, None, &msg);
+        assert_eq!(anp["id"], 3);
+        assert_eq!(anp["text"], "[error] invocation.failed: boom");
+    }
+}

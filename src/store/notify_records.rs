@@ -1,0 +1,273 @@
+//! What the store keeps for ANP notifications and the inbox, as plain serde types. The state
+//! machine itself (which transition is allowed, leases) lives in `crate::notify`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// ANP 5.1 states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum NotifyStatus {
+    Pending,
+    Dispatched,
+    Locked,
+    Delivered,
+    Escalated,
+    Failed,
+}
+
+impl NotifyStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyStatus::Pending => "pending",
+            NotifyStatus::Dispatched => "dispatched",
+            NotifyStatus::Locked => "locked",
+            NotifyStatus::Delivered => "delivered",
+            NotifyStatus::Escalated => "escalated",
+            NotifyStatus::Failed => "failed",
+        }
+    }
+
+    /// ANP 5.1: DELIVERED and FAILED are immutable.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, NotifyStatus::Delivered | NotifyStatus::Failed)
+    }
+}
+
+/// JP RFD 011 levels, lowest first.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    #[default]
+    Info,
+    Warning,
+    Error,
+    Critical,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warning => "warning",
+            Level::Error => "error",
+            Level::Critical => "critical",
+        }
+    }
+}
+
+/// ANP 2.1.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Address {
+    #[default]
+    User,
+    Session,
+}
+
+/// ANP 2.2 (target) and 2.3 (handler) share the two values.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Party {
+    #[default]
+    User,
+    Agent,
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Handler {
+    #[default]
+    System,
+    Agent,
+}
+
+/// The three ANP flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routing {
+    pub address: Address,
+    pub target: Party,
+    pub handler: Handler,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentInstructions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directive: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tone_hint: Option<String>,
+}
+
+/// One notification (ANP 8.1 plus pap's fields).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Notification {
+    pub id: String,
+    /// Creation order, for listings.
+    pub seq: u64,
+    /// `source.name` (JP RFD 011), e.g. `invocation.failed`.
+    pub kind: String,
+    pub level: Level,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deduplication_key: Option<String>,
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    pub routing: Routing,
+    /// The user it is addressed to.
+    pub user: String,
+    /// The session thread, for address `session`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The agent that handles it (handler agent), receives it (target agent), or is made
+    /// aware of it (handler system, target user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_instructions: Option<AgentInstructions>,
+    pub status: NotifyStatus,
+    pub owner_lease: u64,
+    /// Who holds it now: `system`, `agent:<invocation>`, `watchdog`, `user:<name>`.
+    pub owner: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_deadline: Option<i64>,
+    /// Inbox messages that carry it, oldest first.
+    #[serde(default)]
+    pub inbox: Vec<u64>,
+    /// The invocation handling it (handler agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+    /// The invocation whose prompt carried it (target agent, handler system).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_with: Option<String>,
+    /// Deliveries to the sinks of pap.yaml.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<SinkDelivery>,
+    /// An approval request's ATP notification object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atp: Option<Value>,
+    /// The answer to an approval request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answer>,
+    /// Every transition, oldest first (the compliance trail of ANP 5).
+    #[serde(default)]
+    pub history: Vec<Transition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    pub at: i64,
+    /// `None` for the creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<NotifyStatus>,
+    pub to: NotifyStatus,
+    pub lease: u64,
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkState {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SinkDelivery {
+    pub sink: String,
+    pub state: SinkState,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The inbox message it sends.
+    pub message: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    pub action_id: String,
+    pub responder: Value,
+    /// As the response message says (recorded, not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responded_at: Option<String>,
+    pub recorded_at: i64,
+}
+
+/// One inbox message: immutable once appended (chat-inbox spec). The notification's live
+/// status is joined in when it is read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InboxMessage {
+    pub id: u64,
+    pub ts: i64,
+    pub notification_id: String,
+    /// `system` (the notification itself) or `assistant` (an agent's narration).
+    pub author: String,
+    pub kind: String,
+    pub level: Level,
+    pub content: String,
+    pub routing: Routing,
+    pub user: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deduplication_key: Option<String>,
+    /// An earlier message of the same notification this one replaces (deduplication).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atp: Option<Value>,
+}
+
+/// What an invocation's prompt carried: one queued or handled notification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Carried {
+    pub id: String,
+    pub kind: String,
+    pub level: Level,
+    pub content: String,
+    /// The lease the handling agent acts with (handled notifications only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<u64>,
+    /// This invocation handles it (handler agent), rather than just being told.
+    #[serde(default)]
+    pub handle: bool,
+    /// The user already acknowledged it (ANP 5.2): context, not news.
+    #[serde(default)]
+    pub seen_by_user: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directive: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tone_hint: Option<String>,
+    /// The inbox high-water mark when it was delivered (every system entry at or below it
+    /// was already in the inbox: ANP 6.4).
+    pub inbox_mark: u64,
+}
