@@ -464,6 +464,19 @@ fn external_calls_are_audited_and_a_server_that_does_not_start_names_itself() {
     let audit = common::stdout(&out);
     assert!(audit.contains("external_tool_call"), "{audit}");
     assert!(audit.contains("echo on mcp://everything"), "{audit}");
+    // ANP 6.1: the user is made aware of the call, in the inbox, before the outcome.
+    let out = p
+        .cmd(common::dispatch::T0)
+        .args(["inbox", "--json"])
+        .output()
+        .unwrap();
+    let kinds: Vec<Value> = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    assert_eq!(kinds[0]["kind"], "tool.external_call", "{kinds:#?}");
+    assert_eq!(kinds[0]["metadata"]["tool"], "echo");
+    assert_eq!(kinds[1]["kind"], "invocation.succeeded");
     let inv = only_invocation(&p);
     assert_eq!(
         inv["history"][0]["transcript"]["turns"][0]["tool_calls"][0]["external"],

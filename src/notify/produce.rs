@@ -438,3 +438,72 @@ pub fn millis(d: Duration) -> i64 {
 pub fn conflict(r: Refused) -> store::Error {
     store::Error::Conflict(r.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::compiled::Config;
+    use crate::store::Store;
+
+    fn project() -> Project {
+        Project {
+            root: std::path::PathBuf::from("."),
+            config: Config::default(),
+            triggers: vec![],
+            agents: vec![],
+            schedules: vec![],
+        }
+    }
+
+    fn draft(content: &str) -> Draft {
+        Draft {
+            kind: "invocation.failed".into(),
+            level: Level::Error,
+            content: content.into(),
+            deduplication_key: Some("k".into()),
+            metadata: Map::new(),
+            routing: Routing::default(),
+            session: None,
+            agent: None,
+            instructions: None,
+            deadline: Duration::from_secs(60),
+            atp: None,
+            depth: 0,
+        }
+    }
+
+    /// ANP 7.1 for every state the earlier notification can be in.
+    #[test]
+    fn a_key_match_overwrites_while_undelivered_and_starts_anew_after() {
+        let p = project();
+        for (status, overwrites) in [
+            (NotifyStatus::Pending, true),
+            (NotifyStatus::Dispatched, true),
+            (NotifyStatus::Locked, true),
+            (NotifyStatus::Delivered, false),
+            (NotifyStatus::Escalated, false),
+            (NotifyStatus::Failed, false),
+        ] {
+            let store = Store::in_memory().unwrap();
+            store
+                .write(|tx| {
+                    let first = produce(tx, &p, draft("old"), 1)?;
+                    let mut n = tx.notification(&first)?.unwrap();
+                    n.status = status;
+                    tx.put_notification(&n)?;
+                    let second = produce(tx, &p, draft("new"), 2)?;
+                    let old = tx.notification(&first)?.unwrap();
+                    if overwrites {
+                        assert_eq!(second, first, "{status:?}");
+                        assert_eq!((old.content.as_str(), old.status), ("new", status));
+                    } else {
+                        assert_ne!(second, first, "{status:?}");
+                        assert_eq!((old.content.as_str(), old.status), ("old", status));
+                        assert_eq!(tx.dedup_lookup("k")?, Some(second));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+    }
+}
