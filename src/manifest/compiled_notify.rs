@@ -194,3 +194,24 @@ pub enum SinkTarget {
         path: std::path::PathBuf,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_filters_switch_off_a_source_or_single_names() {
+        let mut f = KindFilter::default();
+        assert!(f.allows("invocation.failed"));
+        f.0.insert("tool".into(), [("enable".to_owned(), false)].into());
+        f.0.insert(
+            "invocation".into(),
+            [("succeeded".to_owned(), false)].into(),
+        );
+        assert!(!f.allows("tool.external_call"));
+        assert!(!f.allows("invocation.succeeded"));
+        assert!(f.allows("invocation.failed"));
+        assert!(kind_matches("invocation.*", "invocation.failed"));
+        assert!(!kind_matches("invocation.*", "tool.external_call.x"));
+    }
+}
