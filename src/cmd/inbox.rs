@@ -155,12 +155,7 @@ fn watch(
     let store = Store::open(dir)?;
     let mut mark = match after {
         Some(a) => a,
-        None => store.read(|r| {
-            Ok(r.notify()?
-                .inbox_after(0, usize::MAX, |_| true)?
-                .last()
-                .map_or(0, |m| m.id))
-        })?,
+        None => store.read(|r| r.notify()?.inbox_last())?,
     };
     let pause = Duration::from_millis(interval.max(50));
     loop {

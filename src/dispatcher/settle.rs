@@ -4,6 +4,7 @@
 //! still gets its failure narrated and its webhook posted before it returns.
 
 use crate::notify::pump::{Pumped, pump};
+use crate::pipeline::ids;
 use crate::store::{self, Status};
 
 use super::Dispatcher;
@@ -39,12 +40,17 @@ impl Dispatcher<'_> {
         self.rt.block_on(pump(store, project, now))
     }
 
-    /// Queued internal turns nobody holds (a live holder runs its own).
+    /// Queued internal turns nobody holds (a live holder runs its own). Turns are told from
+    /// other due work by their id, so a backlog of queued work is not decoded at every exit.
     fn waiting_turns(&self) -> anyhow::Result<Vec<String>> {
         let now = self.runtime.clock.now_ms();
         Ok(self.runtime.store.read(|r| {
             let mut out = Vec::new();
-            for id in r.work_due(now, 10_000)? {
+            let due = r.work_due(now, usize::MAX)?;
+            for id in due
+                .into_iter()
+                .filter(|id| id.starts_with(ids::TURN_PREFIX))
+            {
                 let Some(inv) = r.invocation(&id)? else {
                     continue;
                 };

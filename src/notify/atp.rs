@@ -115,14 +115,8 @@ pub fn record_answer(
     n.answer = Some(answer);
     if human {
         let lease = n.owner_lease;
-        let steps: &[NotifyStatus] = match n.status {
-            NotifyStatus::Dispatched => &[NotifyStatus::Locked, NotifyStatus::Delivered],
-            NotifyStatus::Escalated => &[NotifyStatus::Delivered],
-            _ => &[],
-        };
-        if !steps.is_empty()
-            && ledger::walk(&mut n, lease, steps, &by, Some("answered".into()), now).is_ok()
-        {
+        let note = Some("answered".into());
+        if ledger::finish(&mut n, lease, NotifyStatus::Delivered, &by, note, now).is_ok() {
             n.ack_at = Some(now);
         }
     }

@@ -34,14 +34,10 @@ pub fn ack(tx: &mut Tx, message: u64, user: &str, now: i64) -> store::Result<Ack
     }
     let by = format!("user:{user}");
     let lease = n.owner_lease;
-    let steps: &[NotifyStatus] = match n.status {
-        NotifyStatus::Escalated => &[NotifyStatus::Delivered],
-        _ => &[NotifyStatus::Locked, NotifyStatus::Delivered],
-    };
-    ledger::walk(
+    ledger::finish(
         &mut n,
         lease,
-        steps,
+        NotifyStatus::Delivered,
         &by,
         Some(format!("acknowledged in the inbox (message {message})")),
         now,

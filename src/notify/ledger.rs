@@ -94,6 +94,24 @@ pub fn walk(
     Ok(())
 }
 
+/// Ends `n` in DELIVERED or FAILED from where it is: DISPATCHED passes through LOCKED,
+/// LOCKED and ESCALATED go straight there. The one way acknowledgements, answers and sinks
+/// finish a notification.
+pub fn finish(
+    n: &mut Notification,
+    lease: u64,
+    to: NotifyStatus,
+    by: &str,
+    note: Option<String>,
+    now: i64,
+) -> Result<(), Refused> {
+    let steps: &[NotifyStatus] = match n.status {
+        NotifyStatus::Dispatched => &[NotifyStatus::Locked, to],
+        _ => &[to],
+    };
+    walk(n, lease, steps, by, note, now)
+}
+
 /// The watchdog's claim (ANP 6.2): LOCKED under a new lease, one above the old, with `by` as
 /// owner. Anyone still acting with the old lease is refused from now on.
 pub fn take_over(n: &mut Notification, lease: u64, by: &str, now: i64) -> Result<u64, Refused> {
@@ -133,7 +151,8 @@ pub fn record_refusal(n: &mut Notification, lease: u64, by: &str, why: &Refused,
     });
 }
 
-fn check(n: &Notification, lease: u64) -> Result<(), Refused> {
+/// Whether `lease` may act on `n` at all: not final, and the current lease.
+pub fn check(n: &Notification, lease: u64) -> Result<(), Refused> {
     if n.status.is_terminal() {
         return Err(Refused::Terminal {
             id: n.id.clone(),

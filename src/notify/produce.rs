@@ -188,11 +188,14 @@ fn dispatch_to_inbox(
     n: &mut Notification,
     now: i64,
 ) -> store::Result<()> {
+    mark_dispatched(n, now)?;
+    append_to_inbox(tx, project, n, "system", None, None, now)
+}
+
+/// PENDING → DISPATCHED, by the system, under the current lease.
+fn mark_dispatched(n: &mut Notification, now: i64) -> store::Result<()> {
     let lease = n.owner_lease;
-    ledger::transition(n, lease, NotifyStatus::Dispatched, "system", None, now)
-        .map_err(conflict)?;
-    append_to_inbox(tx, project, n, "system", None, None, now)?;
-    Ok(())
+    ledger::transition(n, lease, NotifyStatus::Dispatched, "system", None, now).map_err(conflict)
 }
 
 /// The agent a notification names is gone from the project: nobody can take it, so the
@@ -203,9 +206,8 @@ fn escalate_unroutable(
     n: &mut Notification,
     now: i64,
 ) -> store::Result<()> {
+    mark_dispatched(n, now)?;
     let lease = n.owner_lease;
-    ledger::transition(n, lease, NotifyStatus::Dispatched, "system", None, now)
-        .map_err(conflict)?;
     let why = format!(
         "no agent `{}` in the project to take it",
         n.agent.as_deref().unwrap_or("")

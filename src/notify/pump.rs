@@ -169,16 +169,10 @@ fn record(
                 d.next_at = None;
                 d.error = None;
                 let lease = n.owner_lease;
-                let steps: &[NotifyStatus] = match n.status {
-                    NotifyStatus::Dispatched => &[NotifyStatus::Locked, NotifyStatus::Delivered],
-                    NotifyStatus::Escalated => &[NotifyStatus::Delivered],
-                    _ => &[],
-                };
-                if !steps.is_empty() {
-                    let note = Some(format!("delivered to sink {}", c.sink));
-                    if ledger::walk(&mut n, lease, steps, &by, note, now).is_ok() {
-                        n.ack_at = Some(now);
-                    }
+                let note = Some(format!("delivered to sink {}", c.sink));
+                // Already delivered (by the human, another sink) or failed: nothing to do.
+                if ledger::finish(&mut n, lease, NotifyStatus::Delivered, &by, note, now).is_ok() {
+                    n.ack_at = Some(now);
                 }
             }
             Err(error) => {
@@ -203,18 +197,15 @@ fn record(
                         .iter()
                         .filter(|d| d.message == message)
                         .all(|d| d.state == SinkState::Failed);
-                    let steps: &[NotifyStatus] = match n.status {
-                        NotifyStatus::Dispatched => &[NotifyStatus::Locked, NotifyStatus::Failed],
-                        NotifyStatus::Escalated => &[NotifyStatus::Failed],
-                        _ => &[],
-                    };
-                    if all_failed && !steps.is_empty() {
-                        let lease = n.owner_lease;
-                        let note = Some(format!(
-                            "every sink gave up (last: {} after {} attempt(s): {error})",
-                            c.sink, max
-                        ));
-                        let _ = ledger::walk(&mut n, lease, steps, "system", note, now);
+                    let lease = n.owner_lease;
+                    let note = Some(format!(
+                        "every sink gave up (last: {} after {} attempt(s): {error})",
+                        c.sink, max
+                    ));
+                    if all_failed
+                        && ledger::finish(&mut n, lease, NotifyStatus::Failed, "system", note, now)
+                            .is_ok()
+                    {
                         tracing::warn!(notification = %n.id, "notification FAILED: every sink gave up");
                     }
                 }

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::ledger::{self, Refused};
+use super::ledger;
 use super::produce::{append_to_inbox, escalate};
 use crate::manifest::Project;
 use crate::store::{self, Invocation, Notification, NotifyStatus, Party, Tx};
@@ -160,20 +160,12 @@ fn fallback(
     why: &str,
     now: i64,
 ) -> store::Result<()> {
-    if n.status != NotifyStatus::Dispatched || n.owner_lease != lease {
-        let refused = if n.status.is_terminal() {
-            Refused::Terminal {
-                id: n.id.clone(),
-                status: n.status,
-            }
-        } else {
-            Refused::StaleLease {
-                id: n.id.clone(),
-                given: lease,
-                current: n.owner_lease,
-            }
-        };
+    // Someone else already took it (the watchdog, the human): a stale action.
+    if let Err(refused) = ledger::check(n, lease) {
         ledger::record_refusal(n, lease, by, &refused, now);
+        return Ok(());
+    }
+    if n.status != NotifyStatus::Dispatched {
         return Ok(());
     }
     escalate(tx, project, n, lease, "system", why, now)

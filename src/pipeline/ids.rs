@@ -22,10 +22,14 @@ pub fn invocation(key: &[u8; 32], decided_at: i64) -> String {
     format!("inv_{}", hex_prefix(&[key, &decided_at.to_le_bytes()], 24))
 }
 
+/// Internal turns' ids start with this (ordinary ones are `inv_` and hex), so they can be
+/// told apart in the work index by key alone.
+pub const TURN_PREFIX: &str = "inv_turn_";
+
 /// An internal turn started for notification `notification` (the `n`th turn it caused).
 pub fn turn(notification: &str, n: u64) -> String {
     format!(
-        "inv_{}",
+        "{TURN_PREFIX}{}",
         hex_prefix(&[b"turn", notification.as_bytes(), &n.to_le_bytes()], 24)
     )
 }

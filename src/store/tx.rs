@@ -443,27 +443,11 @@ impl Reader {
         keep: impl Fn(&Invocation) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Invocation>, usize)> {
-        let mut out = std::collections::VecDeque::new();
-        let mut total = 0;
-        for row in self
+        let rows = self
             .invocation_order
             .iter()
-            .map_err(|e| redb_err(&self.path, e))?
-        {
-            let (_, id) = row.map_err(|e| redb_err(&self.path, e))?;
-            let Some(inv) = self.invocation(id.value())? else {
-                continue;
-            };
-            if !keep(&inv) {
-                continue;
-            }
-            total += 1;
-            out.push_back(inv);
-            if last.is_some_and(|n| out.len() > n) {
-                out.pop_front();
-            }
-        }
-        Ok((out.into(), total))
+            .map_err(|e| redb_err(&self.path, e))?;
+        keep_last(rows, |id| self.invocation(id), keep, last, &self.path)
     }
 
     /// Every decision recorded for `event_id`, by trigger id.
@@ -507,6 +491,35 @@ impl Reader {
         }
         Ok((out, total))
     }
+}
+
+/// Walks an order index (sequence → id), loads each record with `load`, keeps those `keep`
+/// accepts and, with `last`, only the last that many. Returns them and how many were kept in
+/// all (for "N of M shown").
+pub(super) fn keep_last<T>(
+    rows: redb::Range<'_, u64, &'static str>,
+    load: impl Fn(&str) -> Result<Option<T>>,
+    keep: impl Fn(&T) -> bool,
+    last: Option<usize>,
+    path: &Path,
+) -> Result<(Vec<T>, usize)> {
+    let mut out = std::collections::VecDeque::new();
+    let mut total = 0;
+    for row in rows {
+        let (_, id) = row.map_err(|e| redb_err(path, e))?;
+        let Some(item) = load(id.value())? else {
+            continue;
+        };
+        if !keep(&item) {
+            continue;
+        }
+        total += 1;
+        out.push_back(item);
+        if last.is_some_and(|n| out.len() > n) {
+            out.pop_front();
+        }
+    }
+    Ok((out.into(), total))
 }
 
 /// Ids in a (time, id) index with a time at or before `now`, earliest first.

@@ -6,7 +6,7 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransactio
 
 use super::notify_records::{InboxMessage, Notification};
 use super::tables::*;
-use super::tx::{Reader, Tx, decode, encode};
+use super::tx::{Reader, Tx, decode, encode, keep_last};
 use super::{Result, redb_err};
 
 pub(super) struct NotifyTables<'t> {
@@ -238,23 +238,8 @@ impl NotifyReader {
         keep: impl Fn(&Notification) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Notification>, usize)> {
-        let mut out = std::collections::VecDeque::new();
-        let mut total = 0;
-        for row in self.order.iter().map_err(|e| redb_err(&self.path, e))? {
-            let (_, id) = row.map_err(|e| redb_err(&self.path, e))?;
-            let Some(n) = self.notification(id.value())? else {
-                continue;
-            };
-            if !keep(&n) {
-                continue;
-            }
-            total += 1;
-            out.push_back(n);
-            if last.is_some_and(|l| out.len() > l) {
-                out.pop_front();
-            }
-        }
-        Ok((out.into(), total))
+        let rows = self.order.iter().map_err(|e| redb_err(&self.path, e))?;
+        keep_last(rows, |id| self.notification(id), keep, last, &self.path)
     }
 
     /// Inbox messages with an id strictly above `after`, oldest first, those `keep` accepts,
@@ -288,6 +273,12 @@ impl NotifyReader {
             }
         }
         Ok(out)
+    }
+
+    /// The newest inbox id (0 when the inbox is empty).
+    pub fn inbox_last(&self) -> Result<u64> {
+        let last = self.inbox.last().map_err(|e| redb_err(&self.path, e))?;
+        Ok(last.map_or(0, |(k, _)| k.value()))
     }
 
     pub fn inbox_message(&self, id: u64) -> Result<Option<InboxMessage>> {
