@@ -728,6 +728,43 @@ fn stdin_and_several_files_and_arrays() {
     );
 }
 
+/// A pipeline that trickles events gets each line while its stdin is still open: events are
+/// read and decided in batches, but a batch never waits for input that is not there yet.
+#[test]
+fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
+    use std::io::{BufRead, BufReader, Write};
+    let p = Project::new();
+    let mut child = p
+        .cmd(T0)
+        .args(["dispatch", "--json", "--no-run", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines, got) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    for id in ["t1", "t2", "t3"] {
+        writeln!(stdin, "{}", ev(id, "test.basic.happened", json!({}))).unwrap();
+        stdin.flush().unwrap();
+        // Generous: the line comes at once; only a stall (waiting for more input) fails.
+        let line = got
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no line for {id} while stdin stays open"));
+        let line: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(line["event_id"], id);
+        assert_eq!(line["triggers"][0]["outcome"], "queued");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+}
+
 #[test]
 fn an_unreadable_file_exits_1_and_the_others_still_count() {
     let p = Project::new();

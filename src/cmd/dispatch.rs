@@ -11,13 +11,54 @@ use super::Outcome;
 use super::context;
 use crate::cli::{Cli, DispatchArgs};
 use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending, Suspend};
-use crate::event::input::{self, Item, Source};
-use crate::pipeline::Options;
+use crate::event::input::{self, Item, Sink, Source};
+use crate::pipeline::{Options, Pipeline};
 use crate::term::Paint;
 
 enum Message {
-    Item(Item),
+    Events(Vec<Pending>),
     Unreadable(String, std::io::Error),
+}
+
+/// Events travel from the reading thread in batches of at most this many: one channel
+/// hand-off per batch, and few enough in flight that memory is reused while still warm.
+const BATCH: usize = 256;
+
+/// Parses, checks and prepares events on the reading thread (see [`Pipeline::prepare`]),
+/// handing them over in batches; a batch goes as soon as the input has nothing more ready.
+struct Batcher<'p> {
+    pipeline: Pipeline<'p>,
+    batch: Vec<Pending>,
+    tx: mpsc::SyncSender<Message>,
+}
+
+impl Batcher<'_> {
+    fn flush(&mut self) {
+        if !self.batch.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+            // A closed channel means the deciding thread stopped; its error is reported there.
+            let _ = self.tx.send(Message::Events(batch));
+        }
+    }
+}
+
+impl Sink for Batcher<'_> {
+    fn item(&mut self, item: Item) {
+        let prepared = item.event.as_ref().ok().map(|e| self.pipeline.prepare(e));
+        self.batch.push(Pending {
+            input: item.loc.to_string(),
+            event: item.event,
+            emitted: false,
+            prepared,
+        });
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    fn caught_up(&mut self) {
+        self.flush();
+    }
 }
 
 pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
@@ -52,18 +93,24 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     );
 
     let consumed = Arc::new(AtomicU64::new(0));
-    let (tx, rx) = mpsc::sync_channel::<Message>(GROUP_MAX * 2);
+    let (tx, rx) = mpsc::sync_channel::<Message>(8);
     let max_bytes = runtime.project.config.max_event_bytes;
     let reader = {
         let consumed = consumed.clone();
+        let project = runtime.project.clone();
         std::thread::spawn(move || {
-            // Parsing and validation happen here, beside the thread that decides.
+            // Parsing, validation and the store-free stages happen here, beside the thread
+            // that decides.
+            let mut batcher = Batcher {
+                pipeline: Pipeline::new(&project, options),
+                batch: Vec::with_capacity(BATCH),
+                tx,
+            };
             for source in &sources {
-                let mut send = |item| {
-                    let _ = tx.send(Message::Item(item));
-                };
-                if let Err(err) = input::read(source, max_bytes, &consumed, &mut send) {
-                    let _ = tx.send(Message::Unreadable(source.name(), err));
+                let read = input::read(source, max_bytes, &consumed, &mut batcher);
+                batcher.flush();
+                if let Err(err) = read {
+                    let _ = batcher.tx.send(Message::Unreadable(source.name(), err));
                 }
             }
         })
@@ -73,31 +120,33 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     let mut unreadable = false;
     while let Ok(first) = rx.recv() {
         // A group is whatever is ready now, up to GROUP_MAX: a burst commits together, a
-        // trickle commits event by event.
-        let mut group = Vec::new();
-        let take = |group: &mut Vec<Pending>, unreadable: &mut bool, m: Message| match m {
-            Message::Item(item) => group.push(Pending {
-                input: item.loc.to_string(),
-                event: item.event,
-                emitted: false,
-            }),
-            Message::Unreadable(name, err) => {
-                *unreadable = true;
-                eprintln!("error: cannot read {name}: {err}");
+        // trickle commits event by event. It is pulled from the channel inside the
+        // transaction, so each event is dropped once decided.
+        let mut events = 0;
+        let mut next = Some(first);
+        let mut batch = Vec::new().into_iter();
+        let group = std::iter::from_fn(|| {
+            loop {
+                if let Some(p) = batch.next() {
+                    events += 1;
+                    return Some(p);
+                }
+                let message = match next.take() {
+                    Some(m) => m,
+                    None if events >= GROUP_MAX => return None,
+                    None => rx.try_recv().ok()?,
+                };
+                match message {
+                    Message::Events(b) => batch = b.into_iter(),
+                    Message::Unreadable(name, err) => {
+                        unreadable = true;
+                        eprintln!("error: cannot read {name}: {err}");
+                    }
+                }
             }
-        };
-        take(&mut group, &mut unreadable, first);
-        while group.len() < GROUP_MAX {
-            match rx.try_recv() {
-                Ok(m) => take(&mut group, &mut unreadable, m),
-                Err(_) => break,
-            }
-        }
-        let n = group.len();
-        if n > 0 {
-            dispatcher.process(group)?;
-        }
-        progress.step(n as u64, consumed.load(Ordering::Relaxed));
+        });
+        dispatcher.process(group)?;
+        progress.step(events as u64, consumed.load(Ordering::Relaxed));
     }
     reader.join().expect("reader thread");
     progress.finish();

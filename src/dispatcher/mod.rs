@@ -15,15 +15,16 @@ use tokio::task::JoinSet;
 use crate::agent::{RunResult, Runtime, approvals};
 use crate::event::{Event, Invalid};
 use crate::pipeline::report::EventReport;
-use crate::pipeline::{Decided, Options, Pipeline};
+use crate::pipeline::{Decided, Options, Pipeline, Prepared};
 use crate::stages::Outcome;
 use crate::store;
 pub use render::Format;
 
-/// How many events one transaction decides at most. Larger groups amortise the commit
-/// (an fsync); a slow producer still gets a commit per event, since a group never waits for
-/// more input.
-pub const GROUP_MAX: usize = 8192;
+/// How many events one transaction decides at most. Larger groups amortise the commit (an
+/// fsync, and the copy of every B-tree page the group touched); a slow producer still gets a
+/// commit per event, since a group never waits for more input. The events themselves are
+/// dropped as they are decided; a group holds only its report lines until the commit.
+pub const GROUP_MAX: usize = 32_768;
 
 /// An event waiting to be decided, with where it came from.
 pub struct Pending {
@@ -31,6 +32,8 @@ pub struct Pending {
     pub event: Result<Event, Invalid>,
     /// Emitted by an invocation: it waits in the store's outbox until decided.
     pub emitted: bool,
+    /// The store-free part of the decision, when the reading thread computed it already.
+    pub prepared: Option<Prepared>,
 }
 
 /// Counts for the summary and the exit status.
@@ -183,14 +186,16 @@ impl<'a> Dispatcher<'a> {
                 input: "emitted".into(),
                 event: Ok(e),
                 emitted: true,
+                prepared: None,
             })
-            .collect();
+            .collect::<Vec<_>>();
         self.process(group)
     }
 
     /// Decides one group in one transaction, runs what it invoked, prints its lines, then
-    /// does the same for whatever those runs emitted.
-    pub fn process(&mut self, group: Vec<Pending>) -> anyhow::Result<()> {
+    /// does the same for whatever those runs emitted. The group is pulled inside the
+    /// transaction, so a caller can hand over events as they arrive.
+    pub fn process(&mut self, group: impl IntoIterator<Item = Pending>) -> anyhow::Result<()> {
         let now = self.runtime.clock.now_ms();
         let pipeline = &self.pipeline;
         let decide = |tx: &mut store::Tx| -> store::Result<Vec<Decided>> {
@@ -202,7 +207,7 @@ impl<'a> Dispatcher<'a> {
                         if p.emitted {
                             tx.outbox_remove(&event.id)?;
                         }
-                        pipeline.decide(tx, event, p.input, now)
+                        pipeline.decide(tx, event, p.prepared, p.input, now)
                     }
                     Err(bad) => Ok(Decided {
                         report: EventReport::invalid(

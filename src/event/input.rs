@@ -74,6 +74,21 @@ pub struct Item {
     pub event: Result<Event, Invalid>,
 }
 
+/// Where [`read`] hands what it finds. A closure taking an [`Item`] is a sink.
+pub trait Sink {
+    fn item(&mut self, item: Item);
+
+    /// Everything read so far has been handed over, and reading on may wait for the writer
+    /// (a pipe that trickles): a sink that batches items passes its batch on now.
+    fn caught_up(&mut self) {}
+}
+
+impl<F: FnMut(Item)> Sink for F {
+    fn item(&mut self, item: Item) {
+        self(item)
+    }
+}
+
 /// Reads one input to its end, handing each event (valid or not) to `sink` in order.
 /// An `Err` means the input itself could not be read (then no more items come from it).
 /// `consumed` counts bytes read, for progress.
@@ -81,7 +96,7 @@ pub fn read(
     source: &Source,
     max_bytes: u64,
     consumed: &AtomicU64,
-    sink: &mut dyn FnMut(Item),
+    sink: &mut dyn Sink,
 ) -> io::Result<()> {
     let name: Arc<str> = source.name().into();
     let reader: Box<dyn Read> = match source {
@@ -113,7 +128,7 @@ fn read_array(
     name: Arc<str>,
     max_bytes: u64,
     consumed: &AtomicU64,
-    sink: &mut dyn FnMut(Item),
+    sink: &mut dyn Sink,
 ) -> io::Result<()> {
     let mut text = Vec::new();
     reader.read_to_end(&mut text)?;
@@ -127,13 +142,13 @@ fn read_array(
         Ok(values) => {
             for (i, value) in values.into_iter().enumerate() {
                 let len = encoded_len(&value);
-                sink(Item {
+                sink.item(Item {
                     loc: loc(Some(i)),
                     event: validate(value, len, max_bytes, Origin::Outside),
                 });
             }
         }
-        Err(err) => sink(Item {
+        Err(err) => sink.item(Item {
             loc: loc(None),
             event: Err(Invalid::new(format!(
                 "not a JSON array of events: {err} (nothing in this input was dispatched)"
@@ -144,11 +159,11 @@ fn read_array(
 }
 
 fn read_lines(
-    mut reader: impl BufRead,
+    mut reader: BufReader<impl Read>,
     name: Arc<str>,
     max_bytes: u64,
     consumed: &AtomicU64,
-    sink: &mut dyn FnMut(Item),
+    sink: &mut dyn Sink,
 ) -> io::Result<()> {
     // A little slack over the limit so the size error can give the real figure for lines
     // just over it; longer lines are skipped unread.
@@ -157,6 +172,9 @@ fn read_lines(
     let mut number = 0u64;
     let mut seen_event = false;
     loop {
+        if reader.buffer().is_empty() {
+            sink.caught_up();
+        }
         line.clear();
         let (read, whole) = read_line_capped(&mut reader, &mut line, cap)?;
         if read == 0 {
@@ -170,7 +188,7 @@ fn read_lines(
             index: None,
         };
         if !whole {
-            sink(Item {
+            sink.item(Item {
                 loc,
                 event: Err(Invalid::new(format!(
                     "line is {read} bytes, more than the {max_bytes} an event may have (max_event_bytes)"
@@ -184,7 +202,7 @@ fn read_lines(
             continue;
         }
         match serde_json::from_slice::<Value>(text) {
-            Ok(value) => sink(Item {
+            Ok(value) => sink.item(Item {
                 loc,
                 event: validate(value, text.len(), max_bytes, Origin::Outside),
             }),
@@ -195,7 +213,7 @@ fn read_lines(
                 consumed.fetch_add((rest.len() - line.len()) as u64, Ordering::Relaxed);
                 return read_document(&rest, name, number, max_bytes, sink);
             }
-            Err(err) => sink(Item {
+            Err(err) => sink.item(Item {
                 loc,
                 event: Err(Invalid::new(format!(
                     "not valid JSON: {}",
@@ -213,7 +231,7 @@ fn read_document(
     name: Arc<str>,
     first_line: u64,
     max_bytes: u64,
-    sink: &mut dyn FnMut(Item),
+    sink: &mut dyn Sink,
 ) -> io::Result<()> {
     let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<Value>();
     loop {
@@ -234,7 +252,7 @@ fn read_document(
             None => return Ok(()),
             Some(Ok(value)) => {
                 let len = encoded_len(&value);
-                sink(Item {
+                sink.item(Item {
                     loc,
                     event: validate(value, len, max_bytes, Origin::Outside),
                 });
@@ -242,7 +260,7 @@ fn read_document(
             Some(Err(err)) => {
                 // A syntax error inside a multi-line document cannot be stepped over safely.
                 let line = first_line - 1 + err.line() as u64;
-                sink(Item {
+                sink.item(Item {
                     loc: Location {
                         line: Some(line),
                         ..loc
@@ -320,7 +338,7 @@ mod tests {
         let source = Source::File(file.path().to_path_buf());
         let prefix = source.name();
         let mut out = Vec::new();
-        read(&source, 2048, &AtomicU64::new(0), &mut |item| {
+        read(&source, 2048, &AtomicU64::new(0), &mut |item: Item| {
             out.push((
                 item.loc.to_string().replacen(&prefix, "f", 1),
                 item.event.map(|e| e.id).map_err(|e| e.reason),

@@ -3,6 +3,7 @@
 //! audit) is written in the caller's transaction, so it commits (or not) as one.
 
 pub mod ids;
+mod prepare;
 pub mod report;
 mod trigger_index;
 
@@ -10,9 +11,10 @@ use crate::event::Event;
 use crate::manifest::Project;
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
-use crate::stages::{Outcome, Verdict, cascade, filter, idempotency, risk, throttle};
+use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
 use crate::store::{self, AuditEntry, Claim, Invocation, LedgerRow, Runner, Status, Tx};
-use report::{ConditionExplain, EventReport, Explain, StageExplain, TriggerReport};
+pub use prepare::{Considered, Prepared};
+use report::{EventReport, Explain, StageExplain, TriggerReport};
 pub use trigger_index::TriggerIndex;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,15 +48,17 @@ impl<'p> Pipeline<'p> {
         }
     }
 
-    /// Decides `event` at `now` (ms) inside `tx`.
+    /// Decides `event` at `now` (ms) inside `tx`; `prepared` is [`Pipeline::prepare`]'s
+    /// result for it (computed here when the caller has none).
     pub fn decide(
         &self,
         tx: &mut Tx,
         event: &Event,
+        prepared: Option<Prepared>,
         input: String,
         now: i64,
     ) -> store::Result<Decided> {
-        let matching = self.index.matching(self.project, &event.kind);
+        let prepared = prepared.unwrap_or_else(|| self.prepare(event));
         let mut report = EventReport {
             event_id: Some(event.id.clone()),
             kind: Some(event.kind.clone()),
@@ -68,8 +72,8 @@ impl<'p> Pipeline<'p> {
         let mut to_run = Vec::new();
         // The depth needs a store read; only events that reach the cascade stage pay for it.
         let mut depth: Option<Depth> = None;
-        for i in matching {
-            let trigger = &self.project.triggers[i];
+        for considered in prepared.triggers {
+            let trigger = &self.project.triggers[considered.index];
             if !trigger.enabled {
                 if self.options.explain {
                     report.triggers.push(self.disabled(trigger));
@@ -77,7 +81,7 @@ impl<'p> Pipeline<'p> {
                 continue;
             }
             report.status = "dispatched";
-            let decided = self.decide_trigger(tx, event, trigger, now, &mut depth)?;
+            let decided = self.decide_trigger(tx, event, considered, now, &mut depth)?;
             if decided.outcome == Outcome::Invoked && !self.options.dry_run {
                 to_run.extend(decided.invocation_id.clone());
             }
@@ -110,10 +114,11 @@ impl<'p> Pipeline<'p> {
         &self,
         tx: &mut Tx,
         event: &Event,
-        trigger: &Trigger,
+        considered: Considered,
         now: i64,
         depth: &mut Option<Depth>,
     ) -> store::Result<TriggerReport> {
+        let trigger = &self.project.triggers[considered.index];
         let agent = &self.project.agents[trigger.agent];
         let config = &self.project.config;
         let mut explain = self.options.explain.then(|| Explain {
@@ -139,28 +144,21 @@ impl<'p> Pipeline<'p> {
             }
         }
 
-        // filter
-        let mut verdict = filter::check(trigger, &event.value);
+        // filter (evaluated in `prepare`)
+        let mut verdict = considered.filter;
         if let Some(ex) = explain.as_mut() {
-            ex.conditions = trigger
-                .filter
-                .iter()
-                .map(|c| {
-                    let checked = filter::evaluate(c, &event.value);
-                    ConditionExplain {
-                        condition: filter::describe(c),
-                        holds: checked.holds,
-                        saw: checked.saw.into_iter().cloned().collect(),
-                    }
-                })
-                .collect();
+            ex.conditions = considered.conditions;
         }
         note(&mut explain, "filter", &verdict, || {
             format!("{} condition(s) hold", trigger.filter.len())
         });
 
-        // idempotency
-        let key = idempotency::key(&event.id, &trigger.id);
+        // idempotency (a filtered trigger has no key: it never gets this far)
+        let key = match considered.key {
+            Some(key) => key,
+            None if verdict == Verdict::Continue => idempotency::key(&event.id, &trigger.id),
+            None => [0; 32],
+        };
         let mut claimed = false;
         if verdict == Verdict::Continue {
             let claim = tx.claim(&key, now)?;
@@ -192,7 +190,9 @@ impl<'p> Pipeline<'p> {
         if verdict == Verdict::Continue
             && let Some(t) = &trigger.throttle
         {
-            let key = throttle::window_key(t, &event.value);
+            let key = considered
+                .window_key
+                .unwrap_or_else(|| throttle::window_key(t, &event.value));
             let times = tx.throttle_times(&trigger.id, &key)?;
             verdict = throttle::check(t, &key, &times, now);
             let used = times

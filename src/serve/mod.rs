@@ -400,7 +400,7 @@ impl Server {
                     &Source::File(path.clone()),
                     max_bytes,
                     &consumed,
-                    &mut |item| {
+                    &mut |item: input::Item| {
                         // Named by the spool file, not its path in processing/.
                         let input = Location {
                             source: name.as_str().into(),
@@ -419,6 +419,7 @@ impl Server {
                             input,
                             event: item.event,
                             emitted: false,
+                            prepared: None,
                         });
                     },
                 );
