@@ -343,6 +343,9 @@ fn a_notification_queued_before_a_kill_is_delivered_once_after_restart() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
+    // The killed pap's agent outlives it (as after a real crash): let it finish, so the test
+    // leaves no process behind.
+    std::fs::write(p.log_dir().join("go"), "").unwrap();
 
     std::fs::remove_file(p.log_dir().join("hold-observer")).unwrap();
     p.run(&["serve", "--once"], 0);

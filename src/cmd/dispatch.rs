@@ -11,6 +11,7 @@ use super::Outcome;
 use super::context;
 use crate::cli::{Cli, DispatchArgs};
 use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending, Suspend};
+use crate::event::Event;
 use crate::event::input::{self, Item, Sink, Source};
 use crate::pipeline::{Options, Pipeline};
 use crate::term::Paint;
@@ -30,6 +31,8 @@ struct Batcher<'p> {
     pipeline: Pipeline<'p>,
     batch: Vec<Pending>,
     tx: mpsc::SyncSender<Message>,
+    /// Decided events coming back, to be freed here (see `Dispatcher::recycle_events`).
+    back: mpsc::Receiver<Vec<Event>>,
 }
 
 impl Batcher<'_> {
@@ -38,6 +41,9 @@ impl Batcher<'_> {
             let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
             // A closed channel means the deciding thread stopped; its error is reported there.
             let _ = self.tx.send(Message::Events(batch));
+        }
+        while let Ok(done) = self.back.try_recv() {
+            drop(done);
         }
     }
 }
@@ -94,6 +100,16 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
 
     let consumed = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel::<Message>(8);
+    let (back_tx, back_rx) = mpsc::sync_channel::<Vec<Event>>(16);
+    let mut done = Vec::with_capacity(BATCH);
+    dispatcher.recycle_events(move |event| {
+        done.push(event);
+        if done.len() >= BATCH {
+            let full = std::mem::replace(&mut done, Vec::with_capacity(BATCH));
+            // When the reader is behind (or gone), these are freed here instead.
+            let _ = back_tx.try_send(full);
+        }
+    });
     let max_bytes = runtime.project.config.max_event_bytes;
     let reader = {
         let consumed = consumed.clone();
@@ -105,6 +121,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
                 pipeline: Pipeline::new(&project, options),
                 batch: Vec::with_capacity(BATCH),
                 tx,
+                back: back_rx,
             };
             for source in &sources {
                 let read = input::read(source, max_bytes, &consumed, &mut batcher);

@@ -24,7 +24,8 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
         grace,
         rescan: config.rescan_interval,
         done_retention: config.done_retention,
-        ledger_retention: config.ledger_retention,
+        // A live claim's reason reads its ledger row, so rows last at least as long.
+        ledger_retention: config.ledger_retention.max(project.config.idempotency_ttl),
         once: args.once,
         log_format: args.log_format,
     };

@@ -101,7 +101,7 @@ fn log(r: &EventReport) {
                     agent = %t.agent,
                     outcome = t.outcome.as_str(),
                     invocation = t.invocation_id.as_deref(),
-                    reason = t.reason.as_deref(),
+                    reason = t.reason.as_ref().map(tracing::field::display),
                     "decided"
                 );
             }

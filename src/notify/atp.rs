@@ -130,7 +130,7 @@ pub fn uuid_v4() -> String {
     getrandom::fill(&mut b).expect("the OS random source");
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = crate::text::hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &h[0..8],

@@ -12,7 +12,7 @@ use crate::manifest::Project;
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
-use crate::store::{self, AuditEntry, Claim, Invocation, LedgerRow, Runner, Status, Tx};
+use crate::store::{self, AuditEntry, Claimed, Invocation, RowRef, Runner, Status, Tx};
 pub use prepare::{Considered, Prepared};
 use report::{EventReport, Explain, StageExplain, TriggerReport};
 pub use trigger_index::TriggerIndex;
@@ -64,7 +64,7 @@ impl<'p> Pipeline<'p> {
             kind: Some(event.kind.clone()),
             status: "no_match",
             depth: None,
-            triggers: Vec::new(),
+            triggers: Vec::with_capacity(prepared.triggers.len()),
             error: None,
             input,
             triggered_by: event.triggered_by.clone(),
@@ -134,7 +134,7 @@ impl<'p> Pipeline<'p> {
             if let Some(ex) = explain.as_mut() {
                 let (passed, note) = match verdict {
                     Verdict::Continue => (true, ok()),
-                    Verdict::Stop(_, why) => (false, why.clone()),
+                    Verdict::Stop(_, why) => (false, why.to_string()),
                 };
                 ex.stages.push(StageExplain {
                     stage,
@@ -159,11 +159,14 @@ impl<'p> Pipeline<'p> {
             None if verdict == Verdict::Continue => idempotency::key(&event.id, &trigger.id),
             None => [0; 32],
         };
-        let mut claimed = false;
+        // The row number of this decision in the ledger, once the key is claimed.
+        let mut ledger_row = None;
         if verdict == Verdict::Continue {
-            let claim = tx.claim(&key, now)?;
-            verdict = idempotency::check(claim.as_ref());
-            claimed = verdict == Verdict::Continue;
+            let ttl = i64::try_from(config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+            match tx.claim(&key, now, now.saturating_add(ttl))? {
+                Claimed::New { row } => ledger_row = Some(row),
+                Claimed::Live(claim) => verdict = idempotency::check(Some(&claim)),
+            }
             note(&mut explain, "idempotency", &verdict, || {
                 format!("new key {}", idempotency::hex(&key))
             });
@@ -253,25 +256,17 @@ impl<'p> Pipeline<'p> {
             }
             invocation_id = Some(id);
         }
-        if claimed {
-            let d = depth.as_ref().map_or(0, Depth::value);
-            tx.put_ledger(&LedgerRow {
-                event_id: event.id.clone(),
-                trigger: trigger.id.clone(),
-                kind: event.kind.clone(),
-                depth: d,
-                outcome: outcome.as_str().to_owned(),
-                invocation_id: invocation_id.clone(),
-                decided_at: now,
-            })?;
-            let ttl = i64::try_from(config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
-            tx.put_claim(
-                &key,
-                &Claim {
-                    expires_at: now.saturating_add(ttl),
+        if let Some(row) = ledger_row {
+            tx.put_ledger(
+                row,
+                RowRef {
+                    event_id: &event.id,
+                    trigger: &trigger.id,
+                    kind: &event.kind,
+                    depth: depth.as_ref().map_or(0, Depth::value),
+                    outcome: outcome.as_str(),
+                    invocation_id: invocation_id.as_deref(),
                     decided_at: now,
-                    outcome: outcome.as_str().to_owned(),
-                    invocation_id: invocation_id.clone(),
                 },
             )?;
         }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::stages::Outcome;
+use crate::stages::{Outcome, Reason};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EventReport {
@@ -28,7 +28,7 @@ pub struct TriggerReport {
     pub trigger: String,
     pub agent: String,
     pub outcome: Outcome,
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     pub invocation_id: Option<String>,
     pub risk: &'static str,
     /// `succeeded` or `failed`, once an invoked agent has run.

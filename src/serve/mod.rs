@@ -72,8 +72,8 @@ const FILE_BATCH: usize = 512;
 const RELOAD_QUIET: Duration = Duration::from_millis(300);
 /// How often expired keys, old ledger rows and old `done/` files are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
-/// Ledger rows one purge looks at.
-const LEDGER_BATCH: usize = 10_000;
+/// Ledger blocks (of up to 1,024 rows) one purge looks at.
+const LEDGER_BATCH: usize = 16;
 /// The longest the deciding thread sleeps: schedules fire within a second of their time.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -86,7 +86,7 @@ struct Server {
     settings: Settings,
     wakes: Receiver<Wake>,
     stop: Arc<AtomicBool>,
-    ledger_cursor: Option<store::LedgerKey>,
+    ledger_cursor: Option<u64>,
     last_purge: Option<Instant>,
     last_rescan: Instant,
     reload_at: Option<Instant>,
@@ -666,7 +666,7 @@ impl Server {
             i64::try_from(self.settings.ledger_retention.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now.saturating_sub(retention);
         let cursor = self.ledger_cursor.take();
-        match store.write(|tx| tx.purge_ledger(cutoff, cursor.as_ref(), LEDGER_BATCH)) {
+        match store.write(|tx| tx.purge_ledger(cutoff, cursor, LEDGER_BATCH)) {
             Ok((removed, next)) => {
                 self.ledger_cursor = next;
                 if removed > 0 {

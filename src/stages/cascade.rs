@@ -50,14 +50,16 @@ pub fn check(depth: &Depth, max_depth: u32, unknown: UnknownParentPolicy) -> Ver
             format!(
                 "triggered_by {parent:?} names no invocation this dispatcher knows \
                  (unknown_triggered_by: reject)"
-            ),
+            )
+            .into(),
         ),
         _ if depth.value() >= max_depth => Verdict::Stop(
             Outcome::CascadeRejected,
             format!(
                 "cascade depth {} reaches max_cascade_depth {max_depth}",
                 depth.value()
-            ),
+            )
+            .into(),
         ),
         _ => Verdict::Continue,
     }
@@ -86,7 +88,7 @@ mod tests {
         else {
             panic!()
         };
-        assert!(why.contains("depth 3"), "{why}");
+        assert!(why.to_string().contains("depth 3"), "{why}");
         assert!(matches!(check(&Depth::Root, 0, Reject), Verdict::Stop(..)));
     }
 
@@ -96,7 +98,7 @@ mod tests {
         let Verdict::Stop(_, why) = check(&d, 3, Reject) else {
             panic!()
         };
-        assert!(why.contains("inv_forged"));
+        assert!(why.to_string().contains("inv_forged"));
         assert_eq!(check(&d, 3, Accept), Verdict::Continue);
         assert!(matches!(check(&d, 1, Accept), Verdict::Stop(..)));
     }

@@ -20,7 +20,7 @@ pub fn check(trigger: &Trigger, event: &Value) -> Verdict {
     for cond in &trigger.filter {
         let checked = evaluate(cond, event);
         if !checked.holds {
-            return Verdict::Stop(Outcome::Filtered, describe_failure(cond, &checked));
+            return Verdict::Stop(Outcome::Filtered, describe_failure(cond, &checked).into());
         }
     }
     Verdict::Continue

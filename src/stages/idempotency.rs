@@ -18,7 +18,7 @@ pub fn key(event_id: &str, trigger_id: &str) -> [u8; 32] {
 }
 
 pub fn hex(key: &[u8; 32]) -> String {
-    key.iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(key)
 }
 
 /// `claim` is the live claim for the key, if any.
@@ -31,14 +31,19 @@ pub fn check(claim: Option<&Claim>) -> Verdict {
                 .as_deref()
                 .map(|id| format!(" ({id})"))
                 .unwrap_or_default();
+            let how = c
+                .outcome
+                .as_deref()
+                .map(|o| format!(": {o}{inv}"))
+                .unwrap_or_default();
             Verdict::Stop(
                 Outcome::Duplicate,
                 format!(
-                    "already decided at {}: {}{inv}; the key is kept until {}",
+                    "already decided at {}{how}; the key is kept until {}",
                     rfc3339_ms(c.decided_at),
-                    c.outcome,
                     rfc3339_ms(c.expires_at)
-                ),
+                )
+                .into(),
             )
         }
     }
@@ -63,12 +68,12 @@ mod tests {
         let claim = Claim {
             expires_at: 86_400_000,
             decided_at: 0,
-            outcome: "invoked".into(),
+            outcome: Some("invoked".into()),
             invocation_id: Some("inv_1".into()),
         };
         let Verdict::Stop(Outcome::Duplicate, reason) = check(Some(&claim)) else {
             panic!()
         };
-        assert!(reason.contains("invoked (inv_1)"), "{reason}");
+        assert!(reason.to_string().contains("invoked (inv_1)"), "{reason}");
     }
 }

@@ -44,5 +44,65 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     Continue,
-    Stop(Outcome, String),
+    Stop(Outcome, Reason),
+}
+
+/// Why a stage stopped a trigger. The throttle's reason stays data until it is printed: in a
+/// burst nearly every event is throttled, and formatting its sentence (durations, a
+/// timestamp) on the deciding thread cost more than the throttle lookup itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    Text(String),
+    Throttled {
+        used: usize,
+        max: u64,
+        window: std::time::Duration,
+        /// The window key (JSON), empty for the single bucket of a trigger without one.
+        key: String,
+        /// When the oldest invocation in the window leaves it (ms).
+        next: i64,
+    },
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::Text(text) => f.write_str(text),
+            Reason::Throttled {
+                used,
+                max,
+                window,
+                key,
+                next,
+            } => {
+                write!(
+                    f,
+                    "{used} of {max} invocations used in the last {}",
+                    crate::manifest::duration::format(*window)
+                )?;
+                if !key.is_empty() {
+                    write!(f, " for window key {key}")?;
+                }
+                write!(f, "; next slot at {}", crate::clock::rfc3339_ms(*next))
+            }
+        }
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl From<String> for Reason {
+    fn from(text: String) -> Reason {
+        Reason::Text(text)
+    }
+}
+
+impl From<&str> for Reason {
+    fn from(text: &str) -> Reason {
+        Reason::Text(text.to_owned())
+    }
 }

@@ -21,6 +21,6 @@ pub fn check(agent: &Agent) -> Verdict {
     };
     Verdict::Stop(
         Outcome::AwaitingApproval,
-        format!("effective risk high ({why}): waits for `pap approve` or `pap reject`"),
+        format!("effective risk high ({why}): waits for `pap approve` or `pap reject`").into(),
     )
 }

@@ -4,8 +4,7 @@
 
 use serde_json::Value;
 
-use super::{Outcome, Verdict};
-use crate::clock::rfc3339_ms;
+use super::{Outcome, Reason, Verdict};
 use crate::manifest::compiled::Throttle;
 
 /// The bucket an event falls in: the selected value as JSON, `""` when missing (or when the
@@ -33,20 +32,15 @@ pub fn check(throttle: &Throttle, key: &str, times: &[i64], now: i64) -> Verdict
         return Verdict::Continue;
     }
     let next = in_window.iter().min().map_or(now, |t| t + window);
-    let bucket = if key.is_empty() {
-        String::new()
-    } else {
-        format!(" for window key {key}")
-    };
     Verdict::Stop(
         Outcome::Throttled,
-        format!(
-            "{} of {} invocations used in the last {}{bucket}; next slot at {}",
-            in_window.len(),
-            throttle.max_per_window,
-            crate::manifest::duration::format(throttle.window),
-            rfc3339_ms(next)
-        ),
+        Reason::Throttled {
+            used: in_window.len(),
+            max: throttle.max_per_window,
+            window: throttle.window,
+            key: key.to_owned(),
+            next,
+        },
     )
 }
 
@@ -101,7 +95,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            why,
+            why.to_string(),
             "1 of 1 invocations used in the last 1h for window key \"NO1\"; next slot at 1970-01-01T01:00:00.000Z"
         );
     }

@@ -5,11 +5,13 @@
 //! so parallel `pap` processes on one state dir take turns: a process that finds the file
 //! held waits with bounded backoff instead of failing with `DatabaseAlreadyOpen`.
 
+mod ledger_block;
 mod migrate;
 mod notify_records;
 mod records;
 mod tables;
 mod tx;
+mod tx_claims;
 mod tx_notify;
 
 use std::path::{Path, PathBuf};
@@ -20,9 +22,11 @@ use std::time::{Duration, Instant};
 use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, ReadableDatabase};
 
+pub use ledger_block::RowRef;
 pub use notify_records::*;
 pub use records::*;
-pub use tx::{LedgerKey, PURGE_BATCH, Reader, Tx};
+pub use tx::{Reader, Tx};
+pub use tx_claims::{Claimed, PURGE_BATCH};
 pub use tx_notify::NotifyReader;
 
 /// How long to wait for another process to release the store, unless `PAP_LOCK_TIMEOUT`
@@ -177,7 +181,9 @@ impl Store {
             let txn = db.begin_write().map_err(|e| redb_err(&path, e))?;
             let value = {
                 let mut tx = Tx::open(&txn, &path)?;
-                f(&mut tx)?
+                let value = f(&mut tx)?;
+                tx.finish()?;
+                value
             };
             txn.commit().map_err(|e| redb_err(&path, e))?;
             Ok(value)
@@ -303,59 +309,6 @@ mod tests {
         }
     }
 
-    fn claim(expires_at: i64) -> Claim {
-        Claim {
-            expires_at,
-            decided_at: 0,
-            outcome: "invoked".into(),
-            invocation_id: None,
-        }
-    }
-
-    #[test]
-    fn expired_claims_read_as_absent_and_are_purged_in_batches() {
-        let store = Store::in_memory().unwrap();
-        store
-            .write(|tx| {
-                for i in 0..2500u32 {
-                    let mut key = [0u8; 32];
-                    key[..4].copy_from_slice(&i.to_le_bytes());
-                    tx.put_claim(&key, &claim(if i < 2400 { 100 } else { 10_000 }))?;
-                }
-                Ok(())
-            })
-            .unwrap();
-        store
-            .write(|tx| {
-                assert!(tx.claim(&[0; 32], 99)?.is_some());
-                assert!(tx.claim(&[0; 32], 100)?.is_none(), "expired at 100");
-                assert_eq!(tx.purge_expired_claims(100)?, tx::PURGE_BATCH);
-                assert_eq!(tx.purge_expired_claims(100)?, tx::PURGE_BATCH);
-                assert_eq!(tx.purge_expired_claims(100)?, 400);
-                assert_eq!(tx.purge_expired_claims(100)?, 0);
-                let mut live = [0u8; 32];
-                live[..4].copy_from_slice(&2450u32.to_le_bytes());
-                assert!(tx.claim(&live, 100)?.is_some());
-                Ok(())
-            })
-            .unwrap();
-    }
-
-    #[test]
-    fn a_renewed_claim_moves_in_the_expiry_index() {
-        let store = Store::in_memory().unwrap();
-        store
-            .write(|tx| {
-                tx.put_claim(&[7; 32], &claim(100))?;
-                tx.put_claim(&[7; 32], &claim(500))?;
-                // The old index entry is gone: purging at 100 must not delete the new claim.
-                assert_eq!(tx.purge_expired_claims(100)?, 0);
-                assert!(tx.claim(&[7; 32], 200)?.is_some());
-                Ok(())
-            })
-            .unwrap();
-    }
-
     #[test]
     fn approval_deadlines_follow_the_status() {
         let store = Store::in_memory().unwrap();
@@ -406,43 +359,6 @@ mod tests {
     }
 
     #[test]
-    fn the_ledger_keeps_one_row_per_event_and_trigger() {
-        let store = Store::in_memory().unwrap();
-        let row = |trigger: &str, outcome: &str| LedgerRow {
-            event_id: "e1".into(),
-            trigger: trigger.into(),
-            kind: "a.b.c".into(),
-            depth: 1,
-            outcome: outcome.into(),
-            invocation_id: (outcome == "invoked").then(|| "inv_1".to_owned()),
-            decided_at: 5,
-        };
-        store
-            .write(|tx| {
-                tx.put_ledger(&row("t2", "throttled"))?;
-                tx.put_ledger(&row("t1", "invoked"))?;
-                // Neighbouring keys: a longer id with e1 as prefix, a non-ASCII trigger id.
-                tx.put_ledger(&LedgerRow {
-                    event_id: "e10".into(),
-                    ..row("t1", "invoked")
-                })?;
-                tx.put_ledger(&row("tø", "filtered"))?;
-                Ok(())
-            })
-            .unwrap();
-        let rows = store.read(|r| r.ledger("e1")).unwrap();
-        assert_eq!(
-            rows,
-            vec![
-                row("t1", "invoked"),
-                row("t2", "throttled"),
-                row("tø", "filtered")
-            ]
-        );
-        assert!(store.read(|r| r.ledger("e")).unwrap().is_empty());
-    }
-
-    #[test]
     fn another_schema_version_is_refused_at_open() {
         let dir = tempfile::tempdir().unwrap();
         Store::open(dir.path()).unwrap();
@@ -474,53 +390,5 @@ mod tests {
         assert!(matches!(err, Error::Locked { .. }), "{err}");
         drop(held);
         waiter.read(|_| Ok(())).expect("free once released");
-    }
-
-    #[test]
-    fn ledger_purge_sweeps_in_batches_and_keeps_recent_rows() {
-        let store = Store::in_memory().unwrap();
-        store
-            .write(|tx| {
-                for i in 0..25u32 {
-                    tx.put_ledger(&LedgerRow {
-                        event_id: format!("e{i:02}"),
-                        trigger: "t".into(),
-                        kind: "a.b.c".into(),
-                        depth: 0,
-                        outcome: "filtered".into(),
-                        invocation_id: None,
-                        // Odd events are recent, even ones old.
-                        decided_at: if i % 2 == 1 { 1_000 } else { 10 },
-                    })?;
-                }
-                Ok(())
-            })
-            .unwrap();
-        let mut cursor = None;
-        let mut removed = 0;
-        let mut batches = 0;
-        loop {
-            let (n, next) = store
-                .write(|tx| tx.purge_ledger(500, cursor.as_ref(), 10))
-                .unwrap();
-            removed += n;
-            batches += 1;
-            cursor = next;
-            if cursor.is_none() {
-                break;
-            }
-        }
-        assert_eq!(removed, 13);
-        assert!(batches >= 3, "a batch looks at 10 rows at most");
-        let left = store
-            .read(|r| {
-                (0..25)
-                    .map(|i| r.ledger(&format!("e{i:02}")))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .unwrap();
-        for (i, rows) in left.iter().enumerate() {
-            assert_eq!(rows.len(), i % 2, "e{i:02}");
-        }
     }
 }

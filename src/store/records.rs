@@ -179,18 +179,19 @@ pub struct ToolCallRecord {
     pub duration_ms: u64,
 }
 
-/// An idempotency claim: this (event, trigger) was decided, and how.
+/// An idempotency claim: this (event, trigger) was decided, and how (from its ledger row;
+/// `None` if that row is gone).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
     pub expires_at: i64,
     pub decided_at: i64,
-    pub outcome: String,
+    pub outcome: Option<String>,
     pub invocation_id: Option<String>,
 }
 
 /// The event ledger: one row per (event, trigger) the dispatcher decided (beyond the filter),
-/// with the event's cascade depth and the outcome. Written once per decision, never read on
-/// the hot path, so a long stream pays one small insert per decision.
+/// with the event's cascade depth and the outcome. Written once per decision and stored in
+/// blocks (see `ledger_block`); read only for a duplicate's reason and by the sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LedgerRow {
     pub event_id: String,

@@ -7,16 +7,20 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use super::{Error, Result, migrate, redb_err};
 
 /// Bump when a table's layout changes; an older or newer file is refused at open.
-pub const SCHEMA_VERSION: u64 = 4;
+pub const SCHEMA_VERSION: u64 = 5;
 
-/// `schema_version`, and counters (`invocation_seq`, `audit_seq`).
+/// `schema_version`, and counters (`invocation_seq`, `audit_seq`, `ledger_seq`: the number
+/// of the next ledger row).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-/// SHA-256(event.id ‖ trigger.id) → (expires_at, decided_at, outcome, invocation id or "").
-pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, &str, &str)> =
-    TableDefinition::new("claims");
-/// (expires_at, key) → (): finds expired claims without scanning them all.
-pub const CLAIM_EXPIRY: TableDefinition<(i64, &[u8; 32]), ()> =
-    TableDefinition::new("claim_expiry");
+/// SHA-256(event.id ‖ trigger.id) → (expires_at, decided_at, number of the decision's ledger
+/// row) (version 5; the outcome lives in the ledger row, so a claim is written once, at the
+/// idempotency stage, in the same B-tree descent that finds an earlier one).
+pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> = TableDefinition::new("claims_v5");
+/// (expires_at, number of the first key's ledger row) → the 32-byte keys that expire then,
+/// concatenated: the index by expiry time, one row per transaction and expiry time instead of
+/// one per key (version 5). A key renewed later stays listed here; the purge checks the claim.
+pub const CLAIM_EXPIRY: TableDefinition<(i64, u64), &[u8]> =
+    TableDefinition::new("claim_expiry_v5");
 /// (trigger id, window key as JSON) → invocation times in the window, i64 little-endian.
 pub const THROTTLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("throttle");
 /// invocation id → Invocation (JSON).
@@ -26,11 +30,10 @@ pub const INVOCATION_ORDER: TableDefinition<u64, &str> = TableDefinition::new("i
 /// (approval deadline, invocation id) → (): finds expired approvals.
 pub const APPROVAL_DEADLINES: TableDefinition<(i64, &str), ()> =
     TableDefinition::new("approval_deadlines");
-/// (event id, trigger id) as UTF-8 bytes → (decided_at, depth, outcome, invocation id or "",
-/// event type). Bytes, not `&str`: redb validates a `&str` key as UTF-8 at every comparison,
-/// which was a twentieth of a stream's time (version 2; version 1 had `&str` keys).
-pub const LEDGER: TableDefinition<(&[u8], &[u8]), LedgerValue> = TableDefinition::new("ledger");
-pub type LedgerValue = (i64, u32, &'static str, &'static str, &'static str);
+/// Number of a block's first row → a block of consecutive ledger rows (event id, trigger id,
+/// type, depth, outcome, invocation id, decision time): see `ledger_block` (version 5; before,
+/// one row per (event id, trigger id) key).
+pub const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger_blocks");
 /// event id → an emitted event (JSON) not yet decided: a crash between an invocation's end
 /// and the decision on what it emitted loses nothing.
 pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
@@ -73,12 +76,15 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         if found == SCHEMA_VERSION {
             return Ok(());
         }
-        if found == 2 {
-            migrate::from_2(db, path)?;
-            return migrate::from_3(db, path);
-        }
-        if found == 3 {
-            return migrate::from_3(db, path);
+        if (2..SCHEMA_VERSION).contains(&found) {
+            // Each step is one transaction: a crash between steps leaves a valid older file.
+            if found == 2 {
+                migrate::from_2(db, path)?;
+            }
+            if found <= 3 {
+                migrate::from_3(db, path)?;
+            }
+            return migrate::from_4(db, path);
         }
         return Err(Error::SchemaVersion {
             path: path.to_path_buf(),

@@ -8,27 +8,28 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::records::{AuditEntry, Claim, Invocation, LedgerRow, OutboxEntry, Runner, Status};
+use super::ledger_block::Block;
+use super::records::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
 use super::tables::*;
+use super::tx_claims::Decisions;
 use super::tx_notify::{NotifyReader, NotifyTables};
 use super::{Error, Result, redb_err};
 
-/// How many expired claims one purge removes, so a purge never makes one transaction slow.
-pub const PURGE_BATCH: usize = 1000;
-
 pub struct Tx<'t> {
-    path: PathBuf,
+    pub(super) path: PathBuf,
     txn: &'t WriteTransaction,
     /// Opened on first use (see `tx_notify`).
     notify: Option<NotifyTables<'t>>,
-    meta: Table<'t, &'static str, u64>,
-    claims: Table<'t, &'static [u8; 32], (i64, i64, &'static str, &'static str)>,
-    claim_expiry: Table<'t, (i64, &'static [u8; 32]), ()>,
+    pub(super) meta: Table<'t, &'static str, u64>,
+    pub(super) claims: Table<'t, &'static [u8; 32], (i64, i64, u64)>,
+    pub(super) claim_expiry: Table<'t, (i64, u64), &'static [u8]>,
+    /// Ledger rows and expiry-index entries of this transaction, written at [`Tx::finish`].
+    pub(super) decisions: Decisions,
     throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
     invocations: Table<'t, &'static str, &'static [u8]>,
     invocation_order: Table<'t, u64, &'static str>,
     approval_deadlines: Table<'t, (i64, &'static str), ()>,
-    ledger: Table<'t, (&'static [u8], &'static [u8]), LedgerValue>,
+    pub(super) ledger: Table<'t, u64, &'static [u8]>,
     audit: Table<'t, u64, &'static [u8]>,
     outbox: Table<'t, &'static str, &'static [u8]>,
     work: Table<'t, (i64, &'static str), ()>,
@@ -45,6 +46,7 @@ impl<'t> Tx<'t> {
             meta: txn.open_table(META).map_err(e)?,
             claims: txn.open_table(CLAIMS).map_err(e)?,
             claim_expiry: txn.open_table(CLAIM_EXPIRY).map_err(e)?,
+            decisions: Decisions::default(),
             throttle: txn.open_table(THROTTLE).map_err(e)?,
             invocations: txn.open_table(INVOCATIONS).map_err(e)?,
             invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
@@ -59,6 +61,12 @@ impl<'t> Tx<'t> {
 
     pub(super) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Writes what this transaction kept in memory (ledger blocks, the expiry index, the
+    /// ledger counter); called once, before the commit.
+    pub(super) fn finish(&mut self) -> Result<()> {
+        self.finish_decisions()
     }
 
     pub(super) fn notify_tables(&mut self) -> Result<&mut NotifyTables<'t>> {
@@ -89,75 +97,6 @@ impl<'t> Tx<'t> {
             .insert(counter, next)
             .map_err(|e| redb_err(&self.path, e))?;
         Ok(next)
-    }
-
-    // --- idempotency claims -------------------------------------------------------------
-
-    /// The live claim for `key`; an expired one reads as absent.
-    pub fn claim(&self, key: &[u8; 32], now: i64) -> Result<Option<Claim>> {
-        let found = self.claims.get(key).map_err(|e| redb_err(&self.path, e))?;
-        Ok(found.and_then(|v| {
-            let (expires_at, decided_at, outcome, inv) = v.value();
-            (expires_at > now).then(|| Claim {
-                expires_at,
-                decided_at,
-                outcome: outcome.to_owned(),
-                invocation_id: (!inv.is_empty()).then(|| inv.to_owned()),
-            })
-        }))
-    }
-
-    pub fn put_claim(&mut self, key: &[u8; 32], claim: &Claim) -> Result<()> {
-        let inv = claim.invocation_id.as_deref().unwrap_or("");
-        let old = self
-            .claims
-            .insert(
-                key,
-                (
-                    claim.expires_at,
-                    claim.decided_at,
-                    claim.outcome.as_str(),
-                    inv,
-                ),
-            )
-            .map_err(|e| redb_err(&self.path, e))?
-            .map(|v| v.value().0);
-        if let Some(old_expiry) = old {
-            self.claim_expiry
-                .remove((old_expiry, key))
-                .map_err(|e| redb_err(&self.path, e))?;
-        }
-        self.claim_expiry
-            .insert((claim.expires_at, key), ())
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(())
-    }
-
-    /// Removes up to [`PURGE_BATCH`] expired claims; returns how many.
-    pub fn purge_expired_claims(&mut self, now: i64) -> Result<usize> {
-        let mut expired = Vec::new();
-        for row in self
-            .claim_expiry
-            .range(..(now + 1, &[0u8; 32]))
-            .map_err(|e| redb_err(&self.path, e))?
-            .take(PURGE_BATCH)
-        {
-            let (k, _) = row.map_err(|e| redb_err(&self.path, e))?;
-            let (at, key) = k.value();
-            if at > now {
-                break;
-            }
-            expired.push((at, *key));
-        }
-        for (at, key) in &expired {
-            self.claim_expiry
-                .remove((*at, key))
-                .map_err(|e| redb_err(&self.path, e))?;
-            self.claims
-                .remove(key)
-                .map_err(|e| redb_err(&self.path, e))?;
-        }
-        Ok(expired.len())
     }
 
     // --- throttle windows ---------------------------------------------------------------
@@ -271,22 +210,6 @@ impl<'t> Tx<'t> {
 
     // --- ledger and audit ---------------------------------------------------------------
 
-    pub fn put_ledger(&mut self, row: &LedgerRow) -> Result<()> {
-        self.ledger
-            .insert(
-                (row.event_id.as_bytes(), row.trigger.as_bytes()),
-                (
-                    row.decided_at,
-                    row.depth,
-                    row.outcome.as_str(),
-                    row.invocation_id.as_deref().unwrap_or(""),
-                    row.kind.as_str(),
-                ),
-            )
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(())
-    }
-
     /// Puts an emitted event in the outbox; `owner` is the process that will decide it.
     pub fn outbox_put(
         &mut self,
@@ -312,51 +235,6 @@ impl<'t> Tx<'t> {
         Ok(())
     }
 
-    /// Removes up to `limit` ledger rows decided before `cutoff`, scanning from `after` (the
-    /// key where the previous batch stopped). Returns how many went and where to go on from
-    /// (`None`: the scan reached the end). The ledger has no time index, to keep a decision
-    /// at one ledger insert; a background sweep in batches costs less than that would.
-    pub fn purge_ledger(
-        &mut self,
-        cutoff: i64,
-        after: Option<&LedgerKey>,
-        limit: usize,
-    ) -> Result<(usize, Option<LedgerKey>)> {
-        let mut old = Vec::new();
-        let mut last = None;
-        let mut scanned = 0;
-        {
-            let range = match after {
-                Some((e, t)) => self.ledger.range((e.as_slice(), t.as_slice())..),
-                None => self.ledger.range::<(&[u8], &[u8])>(..),
-            }
-            .map_err(|e| redb_err(&self.path, e))?;
-            for row in range {
-                let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
-                let (event, trigger) = k.value();
-                let key = (event.to_vec(), trigger.to_vec());
-                if after.is_some_and(|a| *a == key) {
-                    continue;
-                }
-                scanned += 1;
-                if v.value().0 < cutoff {
-                    old.push(key.clone());
-                }
-                last = Some(key);
-                if scanned >= limit {
-                    break;
-                }
-            }
-        }
-        for (event, trigger) in &old {
-            self.ledger
-                .remove((event.as_slice(), trigger.as_slice()))
-                .map_err(|e| redb_err(&self.path, e))?;
-        }
-        let next = if scanned >= limit { last } else { None };
-        Ok((old.len(), next))
-    }
-
     /// Appends to the audit log; `entry.seq` is assigned here.
     pub fn audit(&mut self, mut entry: AuditEntry) -> Result<()> {
         entry.seq = self.next_seq("audit_seq")?;
@@ -373,7 +251,7 @@ pub struct Reader {
     path: PathBuf,
     invocations: ReadOnlyTable<&'static str, &'static [u8]>,
     invocation_order: ReadOnlyTable<u64, &'static str>,
-    ledger: ReadOnlyTable<(&'static [u8], &'static [u8]), LedgerValue>,
+    ledger: ReadOnlyTable<u64, &'static [u8]>,
     audit: ReadOnlyTable<u64, &'static [u8]>,
     schedules: ReadOnlyTable<&'static str, i64>,
     work: ReadOnlyTable<(i64, &'static str), ()>,
@@ -450,27 +328,20 @@ impl Reader {
         keep_last(rows, |id| self.invocation(id), keep, last, &self.path)
     }
 
-    /// Every decision recorded for `event_id`, by trigger id.
+    /// Every decision recorded for `event_id`, in the order they were made. The ledger has
+    /// no index by event (it is written for cheap appends), so this reads all of it: for
+    /// tests and inspection, not for a hot path.
     pub fn ledger(&self, event_id: &str) -> Result<Vec<LedgerRow>> {
         let mut rows = Vec::new();
-        let range = self
-            .ledger
-            // No byte of UTF-8 text is 0xFF, so every trigger id sorts below it.
-            .range((event_id.as_bytes(), &b""[..])..(event_id.as_bytes(), &b"\xff"[..]))
-            .map_err(|e| redb_err(&self.path, e))?;
-        for row in range {
-            let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
-            let (event_id, trigger) = k.value();
-            let (decided_at, depth, outcome, inv, kind) = v.value();
-            rows.push(LedgerRow {
-                event_id: String::from_utf8_lossy(event_id).into_owned(),
-                trigger: String::from_utf8_lossy(trigger).into_owned(),
-                kind: kind.to_owned(),
-                depth,
-                outcome: outcome.to_owned(),
-                invocation_id: (!inv.is_empty()).then(|| inv.to_owned()),
-                decided_at,
-            });
+        for block in self.ledger.iter().map_err(|e| redb_err(&self.path, e))? {
+            let (_, bytes) = block.map_err(|e| redb_err(&self.path, e))?;
+            let block = Block::new(bytes.value()).map_err(|_| malformed(&self.path))?;
+            for row in block.rows() {
+                let row = row.map_err(|_| malformed(&self.path))?;
+                if row.event_id == event_id {
+                    rows.push(row);
+                }
+            }
         }
         Ok(rows)
     }
@@ -561,8 +432,13 @@ fn reindex(
     Ok(())
 }
 
-/// A ledger key (event id, trigger id) as owned bytes: where a ledger sweep goes on from.
-pub type LedgerKey = (Vec<u8>, Vec<u8>);
+/// The error for a ledger block that does not follow its layout.
+pub(super) fn malformed(path: &Path) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        message: "a ledger block does not follow its layout".into(),
+    }
+}
 
 /// Where an invocation sits in the work index: running ones first (a dead runner's are
 /// resumed before new work starts), then queued ones in the order they fall due: a retry at

@@ -1,0 +1,466 @@
+//! Idempotency claims, their index by expiry time, and the event ledger: what every decision
+//! past the filter writes. This is the hot path of a stream, so each piece is laid out for
+//! the fewest B-tree operations:
+//!
+//! - a claim is one insert that also returns the earlier claim under the same key (a live
+//!   one is put back: a duplicate); its value points at the decision's ledger row;
+//! - ledger rows are appended to an in-memory block and stored a block at a time;
+//! - the expiry index gets one entry per transaction and expiry time, listing its keys.
+
+use super::ledger_block::{BLOCK_ROWS, Block, Builder, RowRef};
+use super::records::{Claim, LedgerRow};
+use super::tx::{Tx, malformed};
+use super::{Result, redb_err};
+use redb::ReadableTable;
+
+/// How many expiry-index keys one purge goes through, so a purge never makes one
+/// transaction slow.
+pub const PURGE_BATCH: usize = 1000;
+
+/// Keys per expiry-index entry at most (128 KiB): a long stream writes several.
+const EXPIRY_KEYS: usize = 4096;
+
+/// What a claim found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claimed {
+    /// The key was free (or its claim had expired): it is claimed now, and the decision's
+    /// ledger row must be the next one written, as row `row`.
+    New { row: u64 },
+    /// A live claim holds the key: the event is a duplicate for this trigger.
+    Live(Claim),
+}
+
+/// This transaction's ledger rows and expiry-index entries, not yet stored.
+#[derive(Debug, Default)]
+pub struct Decisions {
+    /// The number of the next ledger row (read from `meta` on first use).
+    next_row: Option<u64>,
+    stored_next_row: u64,
+    /// The block being filled; `open` says whether it holds this transaction's rows.
+    block: Option<Builder>,
+    open: bool,
+    expiring: Vec<Expiring>,
+}
+
+/// Keys claimed in this transaction that expire at `at`.
+#[derive(Debug)]
+struct Expiring {
+    at: i64,
+    first_row: u64,
+    keys: Vec<u8>,
+}
+
+impl Tx<'_> {
+    pub(super) fn next_row(&mut self) -> Result<u64> {
+        if let Some(n) = self.decisions.next_row {
+            return Ok(n);
+        }
+        let n = self.seq_value("ledger_seq")?;
+        self.decisions.next_row = Some(n);
+        self.decisions.stored_next_row = n;
+        Ok(n)
+    }
+
+    /// Claims `key` from `now` until `expires_at`, unless a live claim holds it.
+    pub fn claim(&mut self, key: &[u8; 32], now: i64, expires_at: i64) -> Result<Claimed> {
+        let row = self.next_row()?;
+        let old = self
+            .claims
+            .insert(key, (expires_at, now, row))
+            .map_err(|e| redb_err(&self.path, e))?
+            .map(|v| v.value());
+        if let Some(old) = old.filter(|(old_expiry, _, _)| *old_expiry > now) {
+            self.claims
+                .insert(key, old)
+                .map_err(|e| redb_err(&self.path, e))?;
+            return Ok(Claimed::Live(self.claim_from(old)?));
+        }
+        let entry = match self.decisions.expiring.last_mut() {
+            Some(e) if e.at == expires_at && e.keys.len() < EXPIRY_KEYS * 32 => e,
+            _ => {
+                self.decisions.expiring.push(Expiring {
+                    at: expires_at,
+                    first_row: row,
+                    keys: Vec::with_capacity(EXPIRY_KEYS * 32),
+                });
+                self.decisions.expiring.last_mut().expect("just pushed")
+            }
+        };
+        entry.keys.extend_from_slice(key);
+        Ok(Claimed::New { row })
+    }
+
+    /// The live claim on `key` at `now`, without claiming (an expired one reads as absent).
+    pub fn live_claim(&self, key: &[u8; 32], now: i64) -> Result<Option<Claim>> {
+        let found = self
+            .claims
+            .get(key)
+            .map_err(|e| redb_err(&self.path, e))?
+            .map(|v| v.value());
+        match found {
+            Some(value) if value.0 > now => Ok(Some(self.claim_from(value)?)),
+            _ => Ok(None),
+        }
+    }
+
+    fn claim_from(&self, (expires_at, decided_at, row): (i64, i64, u64)) -> Result<Claim> {
+        // The row is gone only if the ledger was swept while the claim lived (the sweep
+        // keeps rows at least as long as claims, so only after a change of configuration).
+        let decision = self.ledger_row(row)?;
+        Ok(Claim {
+            expires_at,
+            decided_at,
+            outcome: decision.as_ref().map(|d| d.outcome.clone()),
+            invocation_id: decision.and_then(|d| d.invocation_id),
+        })
+    }
+
+    /// Records a decision as ledger row `row`, which [`Tx::claim`] just handed out.
+    pub fn put_ledger(&mut self, row: u64, decision: RowRef) -> Result<()> {
+        let next = self.next_row()?;
+        debug_assert_eq!(row, next, "a ledger row follows its claim");
+        let d = &mut self.decisions;
+        let block = d.block.get_or_insert_with(|| Builder::new(next));
+        if !d.open {
+            block.reset(next);
+            d.open = true;
+        }
+        block.push(decision);
+        let full = block.len() >= BLOCK_ROWS;
+        self.decisions.next_row = Some(next + 1);
+        if full {
+            self.store_block()?;
+        }
+        Ok(())
+    }
+
+    fn store_block(&mut self) -> Result<()> {
+        if !self.decisions.open {
+            return Ok(());
+        }
+        self.decisions.open = false;
+        let block = self.decisions.block.as_mut().expect("open");
+        let first = block.first;
+        self.ledger
+            .insert(first, block.finish())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Ledger row `row`, whether stored or still in this transaction's block.
+    pub fn ledger_row(&self, row: u64) -> Result<Option<LedgerRow>> {
+        if let Some(block) = &self.decisions.block
+            && self.decisions.open
+            && row >= block.first
+        {
+            let index = (row - block.first) as usize;
+            return (index < block.len())
+                .then(|| block.row(index))
+                .transpose()
+                .map_err(|_| malformed(&self.path));
+        }
+        let found = self
+            .ledger
+            .range(..=row)
+            .map_err(|e| redb_err(&self.path, e))?
+            .next_back()
+            .transpose()
+            .map_err(|e| redb_err(&self.path, e))?;
+        let Some((first, bytes)) = found else {
+            return Ok(None);
+        };
+        let block = Block::new(bytes.value()).map_err(|_| malformed(&self.path))?;
+        let index = (row - first.value()) as usize;
+        if index >= block.len() {
+            return Ok(None);
+        }
+        block
+            .row(index)
+            .map(Some)
+            .map_err(|_| malformed(&self.path))
+    }
+
+    /// Stores the open ledger block, the expiry-index entries and the ledger counter.
+    pub(super) fn finish_decisions(&mut self) -> Result<()> {
+        self.store_block()?;
+        for e in std::mem::take(&mut self.decisions.expiring) {
+            self.claim_expiry
+                .insert((e.at, e.first_row), e.keys.as_slice())
+                .map_err(|x| redb_err(&self.path, x))?;
+        }
+        if let Some(next) = self.decisions.next_row
+            && next != self.decisions.stored_next_row
+        {
+            self.meta
+                .insert("ledger_seq", next)
+                .map_err(|e| redb_err(&self.path, e))?;
+            self.decisions.stored_next_row = next;
+        }
+        Ok(())
+    }
+
+    /// Goes through up to [`PURGE_BATCH`] keys of the expiry index that are due at `now`,
+    /// removing each claim that is still expired (one renewed since is left alone). Returns
+    /// how many keys it went through: fewer than the batch means nothing more is due.
+    pub fn purge_expired_claims(&mut self, now: i64) -> Result<usize> {
+        let mut due = Vec::new();
+        let mut budget = PURGE_BATCH;
+        for entry in self
+            .claim_expiry
+            .range(..=(now, u64::MAX))
+            .map_err(|e| redb_err(&self.path, e))?
+        {
+            if budget == 0 {
+                break;
+            }
+            let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
+            let keys = v.value();
+            let take = (keys.len() / 32).min(budget);
+            budget -= take;
+            due.push((k.value(), keys.to_vec(), take));
+        }
+        let mut went_through = 0;
+        for ((at, first_row), keys, take) in due {
+            let (done, rest) = keys.split_at(take * 32);
+            for key in done.chunks_exact(32) {
+                let key: &[u8; 32] = key.try_into().expect("32 bytes");
+                let expired = self
+                    .claims
+                    .get(key)
+                    .map_err(|e| redb_err(&self.path, e))?
+                    .is_some_and(|v| v.value().0 <= now);
+                if expired {
+                    self.claims
+                        .remove(key)
+                        .map_err(|e| redb_err(&self.path, e))?;
+                }
+            }
+            went_through += take;
+            if rest.is_empty() {
+                self.claim_expiry
+                    .remove((at, first_row))
+                    .map_err(|e| redb_err(&self.path, e))?;
+            } else {
+                self.claim_expiry
+                    .insert((at, first_row), rest)
+                    .map_err(|e| redb_err(&self.path, e))?;
+            }
+        }
+        Ok(went_through)
+    }
+
+    /// Removes up to `limit` ledger blocks whose every row was decided before `cutoff`,
+    /// scanning from block `after` on. Returns how many rows went and where the next batch
+    /// goes on (`None`: the scan reached the end).
+    pub fn purge_ledger(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(usize, Option<u64>)> {
+        let mut old = Vec::new();
+        let mut scanned = 0;
+        let mut last = None;
+        {
+            let start = after.map_or(0, |a| a.saturating_add(1));
+            for block in self
+                .ledger
+                .range(start..)
+                .map_err(|e| redb_err(&self.path, e))?
+            {
+                let (first, bytes) = block.map_err(|e| redb_err(&self.path, e))?;
+                let block = Block::new(bytes.value()).map_err(|_| malformed(&self.path))?;
+                if block.max_decided_at() < cutoff {
+                    old.push((first.value(), block.len()));
+                }
+                last = Some(first.value());
+                scanned += 1;
+                if scanned >= limit {
+                    break;
+                }
+            }
+        }
+        let mut removed = 0;
+        for (first, rows) in old {
+            self.ledger
+                .remove(first)
+                .map_err(|e| redb_err(&self.path, e))?;
+            removed += rows;
+        }
+        Ok((removed, if scanned >= limit { last } else { None }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn key(i: u32) -> [u8; 32] {
+        let mut key = [0u8; 32];
+        key[..4].copy_from_slice(&i.to_le_bytes());
+        key
+    }
+
+    /// What the pipeline does for a decision past the filter: claim, then the ledger row.
+    fn decide(tx: &mut Tx, i: u32, now: i64, expires_at: i64) -> Result<Claimed> {
+        let claimed = tx.claim(&key(i), now, expires_at)?;
+        if let Claimed::New { row } = claimed {
+            let event_id = format!("e{i}");
+            let inv = format!("inv_{i}");
+            tx.put_ledger(
+                row,
+                RowRef {
+                    event_id: &event_id,
+                    trigger: "t",
+                    kind: "a.b.c",
+                    depth: 0,
+                    outcome: if i.is_multiple_of(2) {
+                        "invoked"
+                    } else {
+                        "throttled"
+                    },
+                    invocation_id: i.is_multiple_of(2).then_some(inv.as_str()),
+                    decided_at: now,
+                },
+            )?;
+        }
+        Ok(claimed)
+    }
+
+    #[test]
+    fn expired_claims_read_as_absent_and_are_purged_in_batches() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                for i in 0..2500 {
+                    decide(tx, i, 0, if i < 2400 { 100 } else { 10_000 })?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        store
+            .write(|tx| {
+                assert!(tx.live_claim(&key(0), 99)?.is_some());
+                assert!(tx.live_claim(&key(0), 100)?.is_none(), "expired at 100");
+                assert_eq!(tx.purge_expired_claims(100)?, PURGE_BATCH);
+                assert_eq!(tx.purge_expired_claims(100)?, PURGE_BATCH);
+                assert_eq!(tx.purge_expired_claims(100)?, 400);
+                assert_eq!(tx.purge_expired_claims(100)?, 0);
+                assert!(
+                    tx.claims.get(&key(5)).unwrap().is_none(),
+                    "removed, not just hidden"
+                );
+                assert!(tx.live_claim(&key(2450), 100)?.is_some());
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_live_claim_is_a_duplicate_with_the_first_decision() {
+        let store = Store::in_memory().unwrap();
+        // More than a block, so rows come from stored blocks and from the open one.
+        let n = BLOCK_ROWS as u32 + 10;
+        store
+            .write(|tx| {
+                for i in 0..n {
+                    assert!(matches!(decide(tx, i, 5, 100)?, Claimed::New { .. }));
+                }
+                let Claimed::Live(dup) = decide(tx, n - 1, 6, 200)? else {
+                    panic!("the same key in the same transaction is a duplicate")
+                };
+                assert_eq!(dup.outcome.as_deref(), Some("throttled"));
+                Ok(())
+            })
+            .unwrap();
+        store
+            .write(|tx| {
+                let Claimed::Live(dup) = decide(tx, 2, 50, 200)? else {
+                    panic!("live across transactions")
+                };
+                assert_eq!(
+                    dup,
+                    Claim {
+                        expires_at: 100,
+                        decided_at: 5,
+                        outcome: Some("invoked".into()),
+                        invocation_id: Some("inv_2".into()),
+                    }
+                );
+                // The duplicate left the first claim as it was.
+                assert_eq!(tx.live_claim(&key(2), 99)?, Some(dup));
+                Ok(())
+            })
+            .unwrap();
+        let rows = store.read(|r| r.ledger("e1030")).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].outcome, "invoked");
+    }
+
+    #[test]
+    fn a_claim_renewed_after_expiry_survives_the_purge_of_its_old_entry() {
+        let store = Store::in_memory().unwrap();
+        store.write(|tx| decide(tx, 7, 0, 100)).unwrap();
+        store
+            .write(|tx| {
+                assert!(matches!(decide(tx, 7, 150, 500)?, Claimed::New { .. }));
+                Ok(())
+            })
+            .unwrap();
+        store
+            .write(|tx| {
+                // The old entry (due at 100) is gone through; the renewed claim stays.
+                assert_eq!(tx.purge_expired_claims(200)?, 1);
+                assert!(tx.live_claim(&key(7), 200)?.is_some());
+                assert_eq!(tx.purge_expired_claims(500)?, 1);
+                assert!(tx.live_claim(&key(7), 200)?.is_none());
+                Ok(())
+            })
+            .unwrap();
+        // Both decisions are in the ledger.
+        assert_eq!(store.read(|r| r.ledger("e7")).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_ledger_sweep_drops_old_blocks_in_batches() {
+        let store = Store::in_memory().unwrap();
+        // Three full blocks decided at 10, one block at 1_000 (separate transactions).
+        for (first, now) in [(0, 10), (1, 10), (2, 10), (3, 1_000)] {
+            store
+                .write(|tx| {
+                    for i in 0..BLOCK_ROWS as u32 {
+                        decide(tx, first * BLOCK_ROWS as u32 + i, now, i64::MAX)?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+        let mut cursor = None;
+        let mut removed = 0;
+        let mut batches = 0;
+        loop {
+            let (n, next) = store.write(|tx| tx.purge_ledger(500, cursor, 2)).unwrap();
+            removed += n;
+            batches += 1;
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        assert_eq!(removed, 3 * BLOCK_ROWS);
+        assert!(batches >= 2, "a batch looks at 2 blocks at most");
+        assert!(store.read(|r| r.ledger("e5")).unwrap().is_empty());
+        assert_eq!(store.read(|r| r.ledger("e3500")).unwrap().len(), 1);
+        // A claim whose row was swept still reads as a duplicate, without the outcome.
+        store
+            .write(|tx| {
+                let Claimed::Live(dup) = decide(tx, 5, 2_000, i64::MAX)? else {
+                    panic!("still claimed")
+                };
+                assert_eq!(dup.outcome, None);
+                Ok(())
+            })
+            .unwrap();
+    }
+}
