@@ -52,7 +52,7 @@ impl Sink for Batcher<'_> {
     fn item(&mut self, item: Item) {
         let prepared = item.event.as_ref().ok().map(|e| self.pipeline.prepare(e));
         self.batch.push(Pending {
-            input: item.loc.to_string(),
+            input: item.loc,
             event: item.event,
             emitted: false,
             prepared,
@@ -99,7 +99,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     );
 
     let consumed = Arc::new(AtomicU64::new(0));
-    let (tx, rx) = mpsc::sync_channel::<Message>(8);
+    let (tx, rx) = mpsc::sync_channel::<Message>(32);
     let (back_tx, back_rx) = mpsc::sync_channel::<Vec<Event>>(16);
     let mut done = Vec::with_capacity(BATCH);
     dispatcher.recycle_events(move |event| {

@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::agent::{RunResult, Runtime, approvals};
+use crate::event::input::Location;
 use crate::event::{Event, Invalid};
 use crate::pipeline::report::EventReport;
 use crate::pipeline::{Decided, Options, Pipeline, Prepared};
@@ -28,7 +29,7 @@ pub const GROUP_MAX: usize = 32_768;
 
 /// An event waiting to be decided, with where it came from.
 pub struct Pending {
-    pub input: String,
+    pub input: Location,
     pub event: Result<Event, Invalid>,
     /// Emitted by an invocation: it waits in the store's outbox until decided.
     pub emitted: bool,
@@ -194,7 +195,7 @@ impl<'a> Dispatcher<'a> {
         let group = events
             .into_iter()
             .map(|e| Pending {
-                input: "emitted".into(),
+                input: Location::emitted(),
                 event: Ok(e),
                 emitted: true,
                 prepared: None,

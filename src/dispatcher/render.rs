@@ -141,7 +141,7 @@ fn human(r: &EventReport, p: Paint, out: &mut String) {
                 ),
                 _ => String::new(),
             };
-            let from = if r.input == "emitted" {
+            let from = if r.input.is_emitted() {
                 " emitted".to_owned()
             } else {
                 String::new()

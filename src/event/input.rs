@@ -55,6 +55,29 @@ pub struct Location {
     pub index: Option<usize>,
 }
 
+impl Location {
+    /// Where an event an invocation emitted "comes from".
+    pub fn emitted() -> Location {
+        Location {
+            source: "emitted".into(),
+            line: None,
+            index: None,
+        }
+    }
+
+    /// Whether this is [`Location::emitted`].
+    pub fn is_emitted(&self) -> bool {
+        self.line.is_none() && self.index.is_none() && &*self.source == "emitted"
+    }
+}
+
+/// Written as its text (`file:LINE`); formatted only when printed, not per event read.
+impl serde::Serialize for Location {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.source)?;

@@ -8,6 +8,7 @@ pub mod report;
 mod trigger_index;
 
 use crate::event::Event;
+use crate::event::input::Location;
 use crate::manifest::Project;
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
@@ -55,7 +56,7 @@ impl<'p> Pipeline<'p> {
         tx: &mut Tx,
         event: &Event,
         prepared: Option<Prepared>,
-        input: String,
+        input: Location,
         now: i64,
     ) -> store::Result<Decided> {
         let prepared = prepared.unwrap_or_else(|| self.prepare(event));

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::event::input::Location;
 use crate::stages::{Outcome, Reason};
 
 #[derive(Debug, Clone, Serialize)]
@@ -19,7 +20,7 @@ pub struct EventReport {
     pub error: Option<String>,
     /// Where the event came from (`file:LINE`, `file[INDEX]`), or `emitted` for events an
     /// agent run produced.
-    pub input: String,
+    pub input: Location,
     pub triggered_by: Option<String>,
 }
 
@@ -63,7 +64,7 @@ pub struct StageExplain {
 
 impl EventReport {
     pub fn invalid(
-        input: String,
+        input: Location,
         id: Option<String>,
         kind: Option<String>,
         reason: String,

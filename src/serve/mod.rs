@@ -404,13 +404,12 @@ impl Server {
                         // Named by the spool file, not its path in processing/.
                         let input = Location {
                             source: name.as_str().into(),
-                            ..item.loc.clone()
-                        }
-                        .to_string();
+                            ..item.loc
+                        };
                         match &item.event {
                             Ok(_) => valid += 1,
                             Err(bad) => problems.push(Problem {
-                                input: input.clone(),
+                                input: input.to_string(),
                                 id: bad.id.clone(),
                                 error: bad.reason.clone(),
                             }),
