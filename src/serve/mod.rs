@@ -30,7 +30,7 @@ use crate::agent::Runtime;
 use crate::cli::LogFormat;
 use crate::clock::Clock;
 use crate::diagnostics::{self, HumanStyle};
-use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending};
+use crate::dispatcher::{Dispatcher, Format, Pending};
 use crate::event::input::{self, Location, Source};
 use crate::event::{self, Event, Origin};
 use crate::manifest::{self, Project};
@@ -68,6 +68,10 @@ pub struct Settings {
 
 /// How many spool files one transaction decides at most.
 const FILE_BATCH: usize = 512;
+/// Events per transaction at most. Smaller than `pap dispatch`'s groups: serve reads a batch
+/// of files whole before deciding it, so a group's parsed events are all held at once, and a
+/// daemon should stay small.
+const GROUP_MAX: usize = 8192;
 /// How long manifests must be quiet before a reload (editors write in several steps).
 const RELOAD_QUIET: Duration = Duration::from_millis(300);
 /// How often expired keys, old ledger rows and old `done/` files are purged.
