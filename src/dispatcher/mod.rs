@@ -62,18 +62,31 @@ impl Printer {
     fn start(format: Format, mut out: Box<dyn Write + Send>, suspend: Suspend) -> Printer {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<EventReport>>(4);
         let thread = std::thread::spawn(move || {
-            let mut text = String::new();
-            for reports in rx {
-                text.clear();
-                for r in &reports {
-                    format.line(r, &mut text);
-                }
+            // Written in pieces of about 64 KiB: a group of 32,768 lines never sits in memory
+            // as one text.
+            const PIECE: usize = 64 * 1024;
+            let mut text = String::with_capacity(PIECE + 4096);
+            let mut write = |text: &mut String, flush: bool| {
                 let mut result = Ok(());
                 suspend(&mut || {
-                    result = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+                    result = out.write_all(text.as_bytes());
+                    if flush && result.is_ok() {
+                        result = out.flush();
+                    }
                 });
-                result?;
+                text.clear();
+                result
+            };
+            for reports in rx {
+                for r in &reports {
+                    format.line(r, &mut text);
+                    if text.len() >= PIECE {
+                        write(&mut text, false)?;
+                    }
+                }
+                write(&mut text, true)?;
             }
+            drop(write);
             Ok(out)
         });
         Printer {
