@@ -86,7 +86,6 @@ impl Printer {
                 }
                 write(&mut text, true)?;
             }
-            drop(write);
             Ok(out)
         });
         Printer {
