@@ -174,3 +174,49 @@ fn unknown_invocations_are_a_clear_error() {
     let reject = p.cmd(T0).args(["reject", "inv_nope"]).output().unwrap();
     assert_eq!(code(&reject), 2, "--reason is required");
 }
+
+/// The listings only read the state: a trigger broken mid-edit does not hide what happened,
+/// and the state dir named in pap.yaml is still found. A broken pap.yaml (which names the
+/// state dir) still stops them, with its diagnostics.
+#[test]
+fn listings_read_the_state_while_a_trigger_manifest_is_broken() {
+    let p = Project::new();
+    let config = p.root().join("pap.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}state_dir: elsewhere\n")).unwrap();
+    let file = p.events("e.ndjson", &[ev("m1", "test.medium.happened", json!({}))]);
+    let run = p.dispatch(T0, &file, &["--no-run"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(p.root().join("elsewhere/state.redb").exists());
+
+    p.write(
+        "triggers/broken.yaml",
+        "pap_version: \"0.2\"\nkind: [unclosed\n",
+    );
+    for args in [
+        &["invocations", "--json"][..],
+        &["audit", "--json"],
+        &["notifications", "--json"],
+        &["inbox", "--json"],
+    ] {
+        let out = p.cmd(T0).args(args).output().unwrap();
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("error(s) (`pap lint` shows them); reading the state anyway"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = p.cmd(T0).args(["invocations", "--json"]).output().unwrap();
+    let listed = lines(&stdout(&out));
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["event_id"], "m1");
+    // Deciding still refuses a broken project.
+    let out = p.cmd(T0).arg("dispatch").arg(&file).output().unwrap();
+    assert_ne!(code(&out), 0);
+
+    std::fs::write(&config, "pap_version: [\n").unwrap();
+    let out = p.cmd(T0).args(["invocations", "--json"]).output().unwrap();
+    assert_ne!(code(&out), 0);
+    assert!(stderr(&out).contains("pap.yaml"), "{}", stderr(&out));
+}

@@ -14,8 +14,7 @@ use crate::term::Paint;
 const HUMAN_PAGE: usize = 50;
 
 pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
-    let project = context::load_project(cli)?;
-    let store = Store::open_existing(&context::state_dir(cli, &project))?;
+    let store = Store::open_existing(&context::state_dir_to_read(cli)?)?;
     let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
     let (entries, total) = match &store {
         Some(s) => s.read(|r| r.audit(limit))?,

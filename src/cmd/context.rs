@@ -40,6 +40,35 @@ pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
     }
 }
 
+/// The state dir for a command that only reads the state (a listing, the inbox). Such a
+/// command works while a trigger or agent manifest is broken (mid-edit, say), as long as
+/// pap.yaml, which may name the state dir, is sound; it says so on stderr.
+pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &cli.state {
+        return Ok(dir.clone());
+    }
+    let root = cli
+        .root
+        .canonicalize()
+        .with_context(|| format!("project root {}", cli.root.display()))?;
+    let loaded = manifest::load(&root, &[]);
+    if let Some(project) = &loaded.project {
+        return Ok(state_dir(cli, project));
+    }
+    match &loaded.config {
+        Some(config) => {
+            eprintln!(
+                "warning: the project under {} has {} error(s) (`pap lint` shows them); reading the state anyway",
+                root.display(),
+                loaded.errors().len()
+            );
+            Ok(root.join(&config.state_dir))
+        }
+        // pap.yaml itself is broken: where the state is cannot be known.
+        None => load_project(cli).map(|project| state_dir(cli, &project)),
+    }
+}
+
 /// `--state`, else `state_dir` from pap.yaml (relative to the root), else `<root>/.pap`.
 pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
     match &cli.state {

@@ -14,10 +14,9 @@ use crate::store::{InboxMessage, Level, Store};
 use crate::term::Paint;
 
 pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
-    let project = context::load_project(cli)?;
-    let dir = context::state_dir(cli, &project);
     match &args.command {
         None => {
+            let dir = context::state_dir_to_read(cli)?;
             let Some(store) = Store::open_existing(&dir)? else {
                 return Ok(Outcome::Success);
             };
@@ -27,7 +26,8 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
             Ok(Outcome::Success)
         }
         Some(InboxCommand::Ack { ids, by }) => {
-            let store = Store::open(&dir)?;
+            let project = context::load_project(cli)?;
+            let store = Store::open(&context::state_dir(cli, &project))?;
             let now = Clock::from_env()?.now_ms();
             let user = by
                 .clone()
@@ -58,8 +58,11 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
             after,
             interval,
             json,
-        }) => watch(&dir, *after, *interval, *json),
-        Some(InboxCommand::Session(cmd)) => session(&dir, cmd),
+        }) => watch(&context::state_dir_to_read(cli)?, *after, *interval, *json),
+        Some(InboxCommand::Session(cmd)) => {
+            let project = context::load_project(cli)?;
+            session(&context::state_dir(cli, &project), cmd)
+        }
     }
 }
 

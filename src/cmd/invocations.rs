@@ -16,8 +16,7 @@ use crate::term::Paint;
 const HUMAN_PAGE: usize = 20;
 
 pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
-    let project = context::load_project(cli)?;
-    let store = Store::open_existing(&context::state_dir(cli, &project))?;
+    let store = Store::open_existing(&context::state_dir_to_read(cli)?)?;
     match &args.command {
         Some(InvocationsCommand::Show { id, json }) => {
             let found = match &store {

@@ -14,8 +14,7 @@ use crate::store::{Notification, Store};
 const HUMAN_PAGE: usize = 20;
 
 pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
-    let project = context::load_project(cli)?;
-    let store = Store::open_existing(&context::state_dir(cli, &project))?;
+    let store = Store::open_existing(&context::state_dir_to_read(cli)?)?;
     let mut out = String::new();
     match &args.command {
         Some(NotificationsCommand::Show { id, json }) => {

@@ -25,6 +25,9 @@ use crate::path;
 /// The result of loading: the project when there is no error, and everything found.
 pub struct Loaded {
     pub project: Option<Project>,
+    /// pap.yaml's settings when pap.yaml itself is sound, even if other manifests are not:
+    /// commands that only read the state need no more (it may name the state dir).
+    pub config: Option<Config>,
     pub diagnostics: Vec<Diagnostic>,
     /// Every file read, by display name (relative to the root), with its text for snippets.
     pub sources: BTreeMap<String, String>,
@@ -299,7 +302,12 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
     }
     diagnostics::sort(&mut diags);
     let ok = !diags.iter().any(|d| d.severity == Severity::Error);
+    let config_name = config_path.as_ref().map(|p| display_name(root, p));
+    let config_ok = !diags
+        .iter()
+        .any(|d| d.severity == Severity::Error && Some(&d.file) == config_name.as_ref());
     Loaded {
+        config: config_ok.then(|| config.clone()),
         project: ok.then(|| Project {
             root: root.to_path_buf(),
             config,
