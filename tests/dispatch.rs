@@ -760,7 +760,30 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
         assert_eq!(line["event_id"], id);
         assert_eq!(line["triggers"][0]["outcome"], "queued");
     }
+    // An event whose line is only half written does not hold back the one before it.
+    let (whole, half) = (
+        ev("t4", "test.basic.happened", json!({})).to_string(),
+        ev("t5", "test.basic.happened", json!({})).to_string(),
+    );
+    let (head, tail) = half.split_at(half.len() / 2);
+    write!(stdin, "{whole}\n{head}").unwrap();
+    stdin.flush().unwrap();
+    let line = got
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("t4's line while t5 is half written");
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap()["event_id"],
+        "t4"
+    );
+    writeln!(stdin, "{tail}").unwrap();
     drop(stdin);
+    let line = got
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap()["event_id"],
+        "t5"
+    );
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
 }

@@ -136,29 +136,31 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     dispatcher.expire_approvals()?;
     let mut unreadable = false;
     while let Ok(first) = rx.recv() {
+        let first = match first {
+            Message::Events(batch) => batch,
+            Message::Unreadable(name, err) => {
+                // Nothing to decide: no transaction for it.
+                unreadable = report_unreadable(&name, &err);
+                continue;
+            }
+        };
         // A group is whatever is ready now, up to GROUP_MAX: a burst commits together, a
         // trickle commits event by event. It is pulled from the channel inside the
         // transaction, so each event is dropped once decided.
         let mut events = 0;
-        let mut next = Some(first);
-        let mut batch = Vec::new().into_iter();
+        let mut batch = first.into_iter();
         let group = std::iter::from_fn(|| {
             loop {
                 if let Some(p) = batch.next() {
                     events += 1;
                     return Some(p);
                 }
-                let message = match next.take() {
-                    Some(m) => m,
-                    None if events >= GROUP_MAX => return None,
-                    None => rx.try_recv().ok()?,
-                };
-                match message {
+                if events >= GROUP_MAX {
+                    return None;
+                }
+                match rx.try_recv().ok()? {
                     Message::Events(b) => batch = b.into_iter(),
-                    Message::Unreadable(name, err) => {
-                        unreadable = true;
-                        eprintln!("error: cannot read {name}: {err}");
-                    }
+                    Message::Unreadable(name, err) => unreadable = report_unreadable(&name, &err),
                 }
             }
         });
@@ -184,6 +186,12 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// Says an input could not be read (its events so far still count); returns true.
+fn report_unreadable(name: &str, err: &std::io::Error) -> bool {
+    eprintln!("error: cannot read {name}: {err}");
+    true
 }
 
 /// A progress bar on stderr for long streams: only on a terminal, and only once a stream has

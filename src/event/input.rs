@@ -195,11 +195,8 @@ fn read_lines(
     let mut number = 0u64;
     let mut seen_event = false;
     loop {
-        if reader.buffer().is_empty() {
-            sink.caught_up();
-        }
         line.clear();
-        let (read, whole) = read_line_capped(&mut reader, &mut line, cap)?;
+        let (read, whole) = read_line_capped(&mut reader, &mut line, cap, sink)?;
         if read == 0 {
             return Ok(());
         }
@@ -302,14 +299,19 @@ fn read_document(
 
 /// Reads through the next `\n` (included in the count), storing at most `cap` bytes.
 /// Returns (bytes read, whether the whole line fit).
+/// Before any read that may wait for the writer, `sink` is told it has everything so far.
 fn read_line_capped(
-    reader: &mut impl BufRead,
+    reader: &mut BufReader<impl Read>,
     out: &mut Vec<u8>,
     cap: usize,
+    sink: &mut dyn Sink,
 ) -> io::Result<(usize, bool)> {
     let mut read = 0;
     let mut whole = true;
     loop {
+        if reader.buffer().is_empty() {
+            sink.caught_up();
+        }
         let buf = match reader.fill_buf() {
             Ok(buf) => buf,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,

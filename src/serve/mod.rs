@@ -679,7 +679,8 @@ impl Server {
             Err(e) => tracing::error!(error = %e, "cannot purge the ledger"),
         }
         if claims > 0 {
-            tracing::info!(keys = claims, "purged expired idempotency keys");
+            // Keys claimed again since their entry was made are counted too, but kept.
+            tracing::info!(keys = claims, "went through expired idempotency keys");
         }
         if !self.settings.done_retention.is_zero() {
             match self.spool.sweep_done(self.settings.done_retention) {

@@ -20,6 +20,10 @@ use super::records::LedgerRow;
 /// per-insert cost of redb vanishes.
 pub const BLOCK_ROWS: usize = 1024;
 
+/// A block is also stored once its rows take this many bytes (event ids and types can be
+/// long when `max_event_bytes` is raised): offsets are `u32`, and a block stays small.
+pub const BLOCK_BYTES: usize = 16 * 1024 * 1024;
+
 const FOOTER: usize = 4 + 8;
 
 /// One decision as written: borrowed, so recording it allocates nothing per field.
@@ -81,22 +85,35 @@ impl Builder {
         self.offsets.len()
     }
 
-    pub fn push(&mut self, row: RowRef) {
-        self.offsets.push(self.rows.len() as u32);
-        self.rows.extend_from_slice(&row.decided_at.to_le_bytes());
-        self.rows.extend_from_slice(&row.depth.to_le_bytes());
-        for text in [
+    /// Appends a row; refused (the block unchanged) if its offsets would no longer fit in
+    /// `u32`, which only a row of gigabytes can cause.
+    pub fn push(&mut self, row: RowRef) -> Result<(), Malformed> {
+        let texts = [
             row.event_id,
             row.trigger,
             row.kind,
             row.outcome,
             row.invocation_id.unwrap_or(""),
-        ] {
+        ];
+        let size = 12 + texts.iter().map(|t| 4 + t.len()).sum::<usize>();
+        let start = u32::try_from(self.rows.len()).map_err(|_| Malformed)?;
+        u32::try_from(self.rows.len() + size + (self.offsets.len() + 2) * 4 + FOOTER)
+            .map_err(|_| Malformed)?;
+        self.offsets.push(start);
+        self.rows.extend_from_slice(&row.decided_at.to_le_bytes());
+        self.rows.extend_from_slice(&row.depth.to_le_bytes());
+        for text in texts {
             self.rows
                 .extend_from_slice(&(text.len() as u32).to_le_bytes());
             self.rows.extend_from_slice(text.as_bytes());
         }
         self.max_decided_at = self.max_decided_at.max(row.decided_at);
+        Ok(())
+    }
+
+    /// Whether the block should be stored now.
+    pub fn is_full(&self) -> bool {
+        self.offsets.len() >= BLOCK_ROWS || self.rows.len() >= BLOCK_BYTES
     }
 
     /// Row `index` of this block (0-based), before it is stored.
@@ -253,7 +270,7 @@ mod tests {
     fn encode(rows: &[LedgerRow]) -> Vec<u8> {
         let mut b = Builder::new(0);
         for r in rows {
-            b.push(r.into());
+            b.push(r.into()).unwrap();
         }
         b.finish().to_vec()
     }
@@ -263,7 +280,7 @@ mod tests {
         let rows: Vec<LedgerRow> = (0..50).map(row).collect();
         let mut builder = Builder::new(7);
         for r in &rows {
-            builder.push(r.into());
+            builder.push(r.into()).unwrap();
         }
         assert_eq!(
             builder.row(17).unwrap(),
@@ -280,7 +297,7 @@ mod tests {
         assert_eq!(all, rows);
         assert!(block.row(50).is_err());
         builder.reset(100);
-        builder.push((&rows[3]).into());
+        builder.push((&rows[3]).into()).unwrap();
         let again = Block::new(builder.finish()).unwrap();
         assert_eq!((again.len(), again.row(0).unwrap()), (1, rows[3].clone()));
     }

@@ -293,4 +293,50 @@ mod tests {
         );
         assert!(read.open_table(V4_LEDGER).is_err());
     }
+
+    #[test]
+    fn version_4_claims_with_many_expiry_times_migrate_one_by_one() {
+        use crate::stages::idempotency::key;
+        let db = Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap();
+        let path = Path::new("(memory)");
+        let n = 3_000i64;
+        let txn = db.begin_write().unwrap();
+        {
+            txn.open_table(META)
+                .unwrap()
+                .insert("schema_version", 4)
+                .unwrap();
+            let mut ledger = txn.open_table(V4_LEDGER).unwrap();
+            let mut claims = txn.open_table(V4_CLAIMS).unwrap();
+            for i in 0..n {
+                // A trickled stream: every decision at its own time.
+                let event = format!("e{i}");
+                ledger
+                    .insert(
+                        (event.as_bytes(), b"t".as_slice()),
+                        (i, 0, "throttled", "", "a.b.c"),
+                    )
+                    .unwrap();
+                claims
+                    .insert(&key(&event, "t"), (1_000 + i, i, "throttled", ""))
+                    .unwrap();
+            }
+        }
+        txn.commit().unwrap();
+
+        init(&db, path).unwrap();
+
+        let txn = db.begin_write().unwrap();
+        let mut tx = Tx::open(&txn, path).unwrap();
+        for i in [0, n / 2, n - 1] {
+            let claim = tx.live_claim(&key(&format!("e{i}"), "t"), 999).unwrap();
+            assert_eq!(claim.unwrap().outcome.as_deref(), Some("throttled"));
+        }
+        // Expired up to 1_000 + 499: the first 500 keys, one entry each.
+        assert_eq!(tx.purge_expired_claims(1_499).unwrap(), 500);
+        assert!(tx.live_claim(&key("e499", "t"), 0).unwrap().is_none());
+        assert!(tx.live_claim(&key("e500", "t"), 0).unwrap().is_some());
+    }
 }

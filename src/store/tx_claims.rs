@@ -7,10 +7,10 @@
 //! - ledger rows are appended to an in-memory block and stored a block at a time;
 //! - the expiry index gets one entry per transaction and expiry time, listing its keys.
 
-use super::ledger_block::{BLOCK_ROWS, Block, Builder, RowRef};
+use super::ledger_block::{Block, Builder, RowRef};
 use super::records::{Claim, LedgerRow};
 use super::tx::{Tx, malformed};
-use super::{Result, redb_err};
+use super::{Error, Result, redb_err};
 use redb::ReadableTable;
 
 /// How many expiry-index keys one purge goes through, so a purge never makes one
@@ -81,7 +81,8 @@ impl Tx<'_> {
                 self.decisions.expiring.push(Expiring {
                     at: expires_at,
                     first_row: row,
-                    keys: Vec::with_capacity(EXPIRY_KEYS * 32),
+                    // Small: a migration makes one entry per old expiry time.
+                    keys: Vec::with_capacity(64 * 32),
                 });
                 self.decisions.expiring.last_mut().expect("just pushed")
             }
@@ -106,7 +107,8 @@ impl Tx<'_> {
     fn claim_from(&self, (expires_at, decided_at, row): (i64, i64, u64)) -> Result<Claim> {
         // The row is gone only if the ledger was swept while the claim lived (the sweep
         // keeps rows at least as long as claims, so only after a change of configuration).
-        let decision = self.ledger_row(row)?;
+        // A damaged block costs the reason its detail, never the decision: the claim stands.
+        let decision = self.ledger_row(row).ok().flatten();
         Ok(Claim {
             expires_at,
             decided_at,
@@ -118,15 +120,24 @@ impl Tx<'_> {
     /// Records a decision as ledger row `row`, which [`Tx::claim`] just handed out.
     pub fn put_ledger(&mut self, row: u64, decision: RowRef) -> Result<()> {
         let next = self.next_row()?;
-        debug_assert_eq!(row, next, "a ledger row follows its claim");
+        if row != next {
+            // A claim would point at another decision's row: refuse rather than mislead.
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                message: format!("ledger row {row} written where row {next} was due"),
+            });
+        }
         let d = &mut self.decisions;
         let block = d.block.get_or_insert_with(|| Builder::new(next));
         if !d.open {
             block.reset(next);
             d.open = true;
         }
-        block.push(decision);
-        let full = block.len() >= BLOCK_ROWS;
+        block.push(decision).map_err(|_| Error::Corrupt {
+            path: self.path.clone(),
+            message: format!("the ledger row of event {} is too large", decision.event_id),
+        })?;
+        let full = block.is_full();
         self.decisions.next_row = Some(next + 1);
         if full {
             self.store_block()?;
@@ -269,8 +280,10 @@ impl Tx<'_> {
                 .map_err(|e| redb_err(&self.path, e))?
             {
                 let (first, bytes) = block.map_err(|e| redb_err(&self.path, e))?;
-                let block = Block::new(bytes.value()).map_err(|_| malformed(&self.path))?;
-                if block.max_decided_at() < cutoff {
+                // A damaged block is stepped over (and kept): the sweep must not stall on it.
+                if let Ok(block) = Block::new(bytes.value())
+                    && block.max_decided_at() < cutoff
+                {
                     old.push((first.value(), block.len()));
                 }
                 last = Some(first.value());
@@ -295,6 +308,7 @@ impl Tx<'_> {
 mod tests {
     use super::*;
     use crate::store::Store;
+    use crate::store::ledger_block::BLOCK_ROWS;
 
     fn key(i: u32) -> [u8; 32] {
         let mut key = [0u8; 32];
@@ -462,5 +476,58 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn a_damaged_block_costs_a_duplicate_its_detail_not_its_decision() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                for i in 0..10 {
+                    decide(tx, i, 5, 1_000)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        store
+            .write(|tx| {
+                tx.ledger.insert(0, b"junk".as_slice()).unwrap();
+                Ok(())
+            })
+            .unwrap();
+        store
+            .write(|tx| {
+                let Claimed::Live(dup) = decide(tx, 3, 6, 2_000)? else {
+                    panic!("still a duplicate")
+                };
+                assert_eq!((dup.outcome, dup.decided_at), (None, 5));
+                // The sweep steps over the block instead of failing on it forever.
+                assert_eq!(tx.purge_ledger(i64::MAX, None, 10)?, (0, None));
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_ledger_row_out_of_turn_is_refused() {
+        let store = Store::in_memory().unwrap();
+        let err = store
+            .write(|tx| {
+                let Claimed::New { row } = tx.claim(&key(1), 0, 100)? else {
+                    panic!()
+                };
+                let row_ref = RowRef {
+                    event_id: "e",
+                    trigger: "t",
+                    kind: "a.b.c",
+                    depth: 0,
+                    outcome: "queued",
+                    invocation_id: None,
+                    decided_at: 0,
+                };
+                tx.put_ledger(row + 1, row_ref)
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("was due"), "{err}");
     }
 }
