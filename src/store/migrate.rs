@@ -175,12 +175,16 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn version_2_gains_the_work_index_outbox_owners_and_notification_tables() {
+    fn memory_db() -> (Database, &'static Path) {
         let db = Database::builder()
             .create_with_backend(InMemoryBackend::new())
             .unwrap();
-        let path = Path::new("(memory)");
+        (db, Path::new("(memory)"))
+    }
+
+    #[test]
+    fn version_2_gains_the_work_index_outbox_owners_and_notification_tables() {
+        let (db, path) = memory_db();
         let queued = json!({
             "id": "inv_1", "seq": 1, "status": "queued", "trigger": "t", "agent": "a",
             "event_id": "e", "event_type": "a.b.c", "depth": 0, "risk": "low", "attempts": 0,
@@ -230,10 +234,7 @@ mod tests {
     #[test]
     fn version_4_claims_point_at_ledger_rows_in_blocks() {
         use crate::stages::idempotency::key;
-        let db = Database::builder()
-            .create_with_backend(InMemoryBackend::new())
-            .unwrap();
-        let path = Path::new("(memory)");
+        let (db, path) = memory_db();
         let (k1, k2, orphan) = (key("e1", "t1"), key("e2", "t1"), [9u8; 32]);
         let txn = db.begin_write().unwrap();
         {
@@ -297,10 +298,7 @@ mod tests {
     #[test]
     fn version_4_claims_with_many_expiry_times_migrate_one_by_one() {
         use crate::stages::idempotency::key;
-        let db = Database::builder()
-            .create_with_backend(InMemoryBackend::new())
-            .unwrap();
-        let path = Path::new("(memory)");
+        let (db, path) = memory_db();
         let n = 3_000i64;
         let txn = db.begin_write().unwrap();
         {
