@@ -11,7 +11,6 @@ use super::Outcome;
 use super::context;
 use crate::cli::{Cli, DispatchArgs};
 use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending, Suspend};
-use crate::event::Event;
 use crate::event::input::{self, Item, Sink, Source};
 use crate::pipeline::{Options, Pipeline};
 use crate::term::Paint;
@@ -32,7 +31,7 @@ struct Batcher<'p> {
     batch: Vec<Pending>,
     tx: mpsc::SyncSender<Message>,
     /// Decided events coming back, to be freed here (see `Dispatcher::recycle_events`).
-    back: mpsc::Receiver<Vec<Event>>,
+    back: mpsc::Receiver<Vec<serde_json::Value>>,
 }
 
 impl Batcher<'_> {
@@ -100,7 +99,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
 
     let consumed = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel::<Message>(32);
-    let (back_tx, back_rx) = mpsc::sync_channel::<Vec<Event>>(16);
+    let (back_tx, back_rx) = mpsc::sync_channel::<Vec<serde_json::Value>>(16);
     let mut done = Vec::with_capacity(BATCH);
     dispatcher.recycle_events(move |event| {
         done.push(event);

@@ -132,8 +132,8 @@ pub struct Dispatcher<'a> {
     /// `pap serve`: invocations a decision creates go to its workers (bounded, in the
     /// background) instead of running before the group's lines are printed.
     defer: Option<Box<dyn Fn(Vec<String>) + 'a>>,
-    /// Takes each event once it is decided (see [`Dispatcher::recycle_events`]).
-    recycle: Option<Box<dyn FnMut(Event) + 'a>>,
+    /// Takes each event's body once it is decided (see [`Dispatcher::recycle_events`]).
+    recycle: Option<Box<dyn FnMut(serde_json::Value) + 'a>>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -164,11 +164,11 @@ impl<'a> Dispatcher<'a> {
         self.defer = Some(Box::new(run));
     }
 
-    /// Hands each decided event to `take` instead of dropping it here. `pap dispatch` sends
-    /// them back to the thread that parsed them: freeing memory on the thread that allocated
-    /// it is several times cheaper (mimalloc), and this thread is the one that bounds a
-    /// stream's rate.
-    pub fn recycle_events(&mut self, take: impl FnMut(Event) + 'a) {
+    /// Hands each decided event's body to `take` instead of dropping it here. `pap dispatch`
+    /// sends them back to the thread that parsed them: freeing memory on the thread that
+    /// allocated it is several times cheaper (mimalloc), and this thread is the one that
+    /// bounds a stream's rate.
+    pub fn recycle_events(&mut self, take: impl FnMut(serde_json::Value) + 'a) {
         self.recycle = Some(Box::new(take));
     }
 
@@ -233,9 +233,9 @@ impl<'a> Dispatcher<'a> {
                         if p.emitted {
                             tx.outbox_remove(&event.id)?;
                         }
-                        let d = pipeline.decide(tx, &event, p.prepared, p.input, now)?;
+                        let (d, body) = pipeline.decide(tx, event, p.prepared, p.input, now)?;
                         if let Some(take) = recycle.as_mut() {
-                            take(event);
+                            take(body);
                         }
                         d
                     }

@@ -10,6 +10,8 @@ mod trigger_index;
 use crate::event::Event;
 use crate::event::input::Location;
 use crate::manifest::Project;
+use std::sync::Arc;
+
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
@@ -31,6 +33,9 @@ pub struct Pipeline<'p> {
     pub project: &'p Project,
     index: TriggerIndex,
     pub options: Options,
+    /// Each trigger's id and its agent's id, shared by every report line instead of copied
+    /// into each.
+    names: Vec<(Arc<str>, Arc<str>)>,
 }
 
 /// One event decided: its report line, and the invocations this process should now run.
@@ -42,33 +47,45 @@ pub struct Decided {
 
 impl<'p> Pipeline<'p> {
     pub fn new(project: &'p Project, options: Options) -> Pipeline<'p> {
+        let names = project
+            .triggers
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str().into(),
+                    project.agents[t.agent].id.as_str().into(),
+                )
+            })
+            .collect();
         Pipeline {
             project,
             index: TriggerIndex::new(project),
             options,
+            names,
         }
     }
 
     /// Decides `event` at `now` (ms) inside `tx`; `prepared` is [`Pipeline::prepare`]'s
-    /// result for it (computed here when the caller has none).
+    /// result for it (computed here when the caller has none). The event's id, type and
+    /// `triggered_by` move into the report; its body is handed back for the caller to free.
     pub fn decide(
         &self,
         tx: &mut Tx,
-        event: &Event,
+        event: Event,
         prepared: Option<Prepared>,
         input: Location,
         now: i64,
-    ) -> store::Result<Decided> {
-        let prepared = prepared.unwrap_or_else(|| self.prepare(event));
+    ) -> store::Result<(Decided, serde_json::Value)> {
+        let prepared = prepared.unwrap_or_else(|| self.prepare(&event));
         let mut report = EventReport {
-            event_id: Some(event.id.clone()),
-            kind: Some(event.kind.clone()),
+            event_id: None,
+            kind: None,
             status: "no_match",
             depth: None,
             triggers: Vec::with_capacity(prepared.triggers.len()),
             error: None,
             input,
-            triggered_by: event.triggered_by.clone(),
+            triggered_by: None,
         };
         let mut to_run = Vec::new();
         // The depth needs a store read; only events that reach the cascade stage pay for it.
@@ -77,12 +94,12 @@ impl<'p> Pipeline<'p> {
             let trigger = &self.project.triggers[considered.index];
             if !trigger.enabled {
                 if self.options.explain {
-                    report.triggers.push(self.disabled(trigger));
+                    report.triggers.push(self.disabled(considered.index));
                 }
                 continue;
             }
             report.status = "dispatched";
-            let decided = self.decide_trigger(tx, event, considered, now, &mut depth)?;
+            let decided = self.decide_trigger(tx, &event, considered, now, &mut depth)?;
             if decided.outcome == Outcome::Invoked && !self.options.dry_run {
                 to_run.extend(decided.invocation_id.clone());
             }
@@ -91,7 +108,7 @@ impl<'p> Pipeline<'p> {
         if report.status == "dispatched" {
             let depth = match &depth {
                 Some(d) => d.clone(),
-                None => self.depth_of(tx, event)?,
+                None => self.depth_of(tx, &event)?,
             };
             report.depth = Some(depth.value());
         }
@@ -100,7 +117,10 @@ impl<'p> Pipeline<'p> {
                 t.invocation_id = None;
             }
         }
-        Ok(Decided { report, to_run })
+        report.event_id = Some(event.id);
+        report.kind = Some(event.kind);
+        report.triggered_by = event.triggered_by;
+        Ok((Decided { report, to_run }, event.value))
     }
 
     fn depth_of(&self, tx: &Tx, event: &Event) -> store::Result<Depth> {
@@ -119,7 +139,8 @@ impl<'p> Pipeline<'p> {
         now: i64,
         depth: &mut Option<Depth>,
     ) -> store::Result<TriggerReport> {
-        let trigger = &self.project.triggers[considered.index];
+        let considered_index = considered.index;
+        let trigger = &self.project.triggers[considered_index];
         let agent = &self.project.agents[trigger.agent];
         let config = &self.project.config;
         let mut explain = self.options.explain.then(|| Explain {
@@ -199,11 +220,11 @@ impl<'p> Pipeline<'p> {
                 .unwrap_or_else(|| throttle::window_key(t, &event.value));
             let times = tx.throttle_times(&trigger.id, &key)?;
             verdict = throttle::check(t, &key, &times, now);
-            let used = times
-                .iter()
-                .filter(|x| **x > now - throttle::window_ms(t))
-                .count();
             note(&mut explain, "throttle", &verdict, || {
+                let used = times
+                    .iter()
+                    .filter(|x| **x > now - throttle::window_ms(t))
+                    .count();
                 format!(
                     "{used} of {} invocations used in the window",
                     t.max_per_window
@@ -272,9 +293,10 @@ impl<'p> Pipeline<'p> {
             )?;
         }
 
+        let (trigger_name, agent_name) = &self.names[considered_index];
         Ok(TriggerReport {
-            trigger: trigger.id.clone(),
-            agent: agent.id.clone(),
+            trigger: trigger_name.clone(),
+            agent: agent_name.clone(),
             outcome,
             reason,
             invocation_id,
@@ -336,11 +358,12 @@ impl<'p> Pipeline<'p> {
         })
     }
 
-    fn disabled(&self, trigger: &Trigger) -> TriggerReport {
+    fn disabled(&self, index: usize) -> TriggerReport {
+        let trigger = &self.project.triggers[index];
         let agent = &self.project.agents[trigger.agent];
         TriggerReport {
-            trigger: trigger.id.clone(),
-            agent: agent.id.clone(),
+            trigger: self.names[index].0.clone(),
+            agent: self.names[index].1.clone(),
             outcome: Outcome::Disabled,
             reason: Some("the trigger has `enabled: false`".into()),
             invocation_id: None,

@@ -1,6 +1,8 @@
 //! What `pap dispatch` reports per event: the `--json` line of contract section 4, which the
 //! human format renders too.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -26,8 +28,8 @@ pub struct EventReport {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TriggerReport {
-    pub trigger: String,
-    pub agent: String,
+    pub trigger: Arc<str>,
+    pub agent: Arc<str>,
     pub outcome: Outcome,
     pub reason: Option<Reason>,
     pub invocation_id: Option<String>,

@@ -23,19 +23,16 @@ pub fn window_key(throttle: &Throttle, event: &Value) -> String {
 /// `times` are the invocation times recorded for this bucket (ms).
 pub fn check(throttle: &Throttle, key: &str, times: &[i64], now: i64) -> Verdict {
     let window = window_ms(throttle);
-    let in_window: Vec<i64> = times
-        .iter()
-        .copied()
-        .filter(|t| *t > now - window)
-        .collect();
-    if (in_window.len() as u64) < throttle.max_per_window {
+    let in_window = || times.iter().copied().filter(|t| *t > now - window);
+    let used = in_window().count();
+    if (used as u64) < throttle.max_per_window {
         return Verdict::Continue;
     }
-    let next = in_window.iter().min().map_or(now, |t| t + window);
+    let next = in_window().min().map_or(now, |t| t + window);
     Verdict::Stop(
         Outcome::Throttled,
         Reason::Throttled {
-            used: in_window.len(),
+            used,
             max: throttle.max_per_window,
             window: throttle.window,
             key: key.to_owned(),
