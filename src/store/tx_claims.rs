@@ -40,6 +40,8 @@ pub struct Decisions {
     block: Option<Builder>,
     open: bool,
     expiring: Vec<Expiring>,
+    /// How duplicate-heavy the claims so far were (0 ..= 8; see [`Tx::claim`]).
+    duplicates: u8,
 }
 
 /// Keys claimed in this transaction that expire at `at`.
@@ -64,6 +66,16 @@ impl Tx<'_> {
     /// Claims `key` from `now` until `expires_at`, unless a live claim holds it.
     pub fn claim(&mut self, key: &[u8; 32], now: i64, expires_at: i64) -> Result<Claimed> {
         let row = self.next_row()?;
+        // Two ways to the same result. A fresh stream is cheapest with one insert that also
+        // returns any earlier claim (put back when live). A stream sent again (a re-run CI
+        // job) is all duplicates, and for those a read alone avoids rewriting the claim's
+        // page; so after a run of duplicates, look first.
+        if self.decisions.duplicates > 4
+            && let Some(live) = self.live_claim(key, now)?
+        {
+            self.decisions.duplicates = (self.decisions.duplicates + 1).min(8);
+            return Ok(Claimed::Live(live));
+        }
         let old = self
             .claims
             .insert(key, (expires_at, now, row))
@@ -73,8 +85,10 @@ impl Tx<'_> {
             self.claims
                 .insert(key, old)
                 .map_err(|e| redb_err(&self.path, e))?;
+            self.decisions.duplicates = (self.decisions.duplicates + 1).min(8);
             return Ok(Claimed::Live(self.claim_from(old)?));
         }
+        self.decisions.duplicates = self.decisions.duplicates.saturating_sub(1);
         let entry = match self.decisions.expiring.last_mut() {
             Some(e) if e.at == expires_at && e.keys.len() < EXPIRY_KEYS * 32 => e,
             _ => {
@@ -529,5 +543,34 @@ mod tests {
             })
             .unwrap_err();
         assert!(err.to_string().contains("was due"), "{err}");
+    }
+
+    #[test]
+    fn a_run_of_duplicates_switches_to_looking_first_with_the_same_answers() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                for i in 0..20 {
+                    decide(tx, i, 0, if i == 19 { 50 } else { 1_000 })?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        store
+            .write(|tx| {
+                for i in 0..19 {
+                    let Claimed::Live(dup) = decide(tx, i, 100, 2_000)? else {
+                        panic!("{i} is a duplicate")
+                    };
+                    assert_eq!(dup.expires_at, 1_000, "the first claim stands");
+                }
+                assert!(tx.decisions.duplicates > 4, "looking first by now");
+                // Expired, and never seen: both claimed, in the same mode.
+                assert!(matches!(decide(tx, 19, 100, 2_000)?, Claimed::New { .. }));
+                assert!(matches!(decide(tx, 77, 100, 2_000)?, Claimed::New { .. }));
+                assert_eq!(tx.live_claim(&key(19), 100)?.unwrap().expires_at, 2_000);
+                Ok(())
+            })
+            .unwrap();
     }
 }
