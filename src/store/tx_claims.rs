@@ -86,7 +86,7 @@ impl Tx<'_> {
                 .insert(key, old)
                 .map_err(|e| redb_err(&self.path, e))?;
             self.decisions.duplicates = (self.decisions.duplicates + 1).min(8);
-            return Ok(Claimed::Live(self.claim_from(old)?));
+            return Ok(Claimed::Live(self.claim_from(old)));
         }
         self.decisions.duplicates = self.decisions.duplicates.saturating_sub(1);
         let entry = match self.decisions.expiring.last_mut() {
@@ -113,22 +113,22 @@ impl Tx<'_> {
             .map_err(|e| redb_err(&self.path, e))?
             .map(|v| v.value());
         match found {
-            Some(value) if value.0 > now => Ok(Some(self.claim_from(value)?)),
+            Some(value) if value.0 > now => Ok(Some(self.claim_from(value))),
             _ => Ok(None),
         }
     }
 
-    fn claim_from(&self, (expires_at, decided_at, row): (i64, i64, u64)) -> Result<Claim> {
+    fn claim_from(&self, (expires_at, decided_at, row): (i64, i64, u64)) -> Claim {
         // The row is gone only if the ledger was swept while the claim lived (the sweep
         // keeps rows at least as long as claims, so only after a change of configuration).
         // A damaged block costs the reason its detail, never the decision: the claim stands.
         let decision = self.ledger_row(row).ok().flatten();
-        Ok(Claim {
+        Claim {
             expires_at,
             decided_at,
             outcome: decision.as_ref().map(|d| d.outcome.clone()),
             invocation_id: decision.and_then(|d| d.invocation_id),
-        })
+        }
     }
 
     /// Records a decision as ledger row `row`, which [`Tx::claim`] just handed out.
