@@ -59,11 +59,8 @@ pub fn from_2(db: &Database, path: &Path) -> Result<()> {
                 .map_err(|x| redb_err(path, x))?;
         }
         txn.open_table(SCHEDULES).map_err(|x| redb_err(path, x))?;
-        let mut meta = txn.open_table(META).map_err(|x| redb_err(path, x))?;
-        meta.insert("schema_version", 3)
-            .map_err(|x| redb_err(path, x))?;
     }
-    txn.commit().map_err(|x| redb_err(path, x))
+    commit_as(txn, 3, path)
 }
 
 /// Version 3 → 4: adds the notification tables (ANP ledger, inbox, agent queues, sessions);
@@ -71,11 +68,15 @@ pub fn from_2(db: &Database, path: &Path) -> Result<()> {
 pub fn from_3(db: &Database, path: &Path) -> Result<()> {
     let txn = db.begin_write().map_err(|x| redb_err(path, x))?;
     create_notify_tables(&txn, path)?;
-    {
-        let mut meta = txn.open_table(META).map_err(|x| redb_err(path, x))?;
-        meta.insert("schema_version", 4)
-            .map_err(|x| redb_err(path, x))?;
-    }
+    commit_as(txn, 4, path)
+}
+
+/// Ends a step: the file says `version`, in the same transaction as the step's changes.
+fn commit_as(txn: redb::WriteTransaction, version: u64, path: &Path) -> Result<()> {
+    txn.open_table(META)
+        .map_err(|x| redb_err(path, x))?
+        .insert("schema_version", version)
+        .map_err(|x| redb_err(path, x))?;
     txn.commit().map_err(|x| redb_err(path, x))
 }
 
@@ -160,11 +161,8 @@ pub fn from_4(db: &Database, path: &Path) -> Result<()> {
             }
         }
         tx.finish()?;
-        tx.meta
-            .insert("schema_version", SCHEMA_VERSION)
-            .map_err(|x| redb_err(path, x))?;
     }
-    txn.commit().map_err(|x| redb_err(path, x))
+    commit_as(txn, SCHEMA_VERSION, path)
 }
 
 #[cfg(test)]

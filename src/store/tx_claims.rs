@@ -36,9 +36,9 @@ pub struct Decisions {
     /// The number of the next ledger row (read from `meta` on first use).
     next_row: Option<u64>,
     stored_next_row: u64,
-    /// The block being filled; `open` says whether it holds this transaction's rows.
+    /// The block being filled: its first row plus its length is always the next row (it
+    /// starts over, keeping its buffers, each time it is stored).
     block: Option<Builder>,
-    open: bool,
     expiring: Vec<Expiring>,
     /// How duplicate-heavy the claims so far were (0 ..= 8; see [`Tx::claim`]).
     duplicates: u8,
@@ -141,12 +141,10 @@ impl Tx<'_> {
                 message: format!("ledger row {row} written where row {next} was due"),
             });
         }
-        let d = &mut self.decisions;
-        let block = d.block.get_or_insert_with(|| Builder::new(next));
-        if !d.open {
-            block.reset(next);
-            d.open = true;
-        }
+        let block = self
+            .decisions
+            .block
+            .get_or_insert_with(|| Builder::new(next));
         block.push(decision).map_err(|_| Error::Corrupt {
             path: self.path.clone(),
             message: format!("the ledger row of event {} is too large", decision.event_id),
@@ -160,22 +158,20 @@ impl Tx<'_> {
     }
 
     fn store_block(&mut self) -> Result<()> {
-        if !self.decisions.open {
+        let Some(block) = self.decisions.block.as_mut().filter(|b| b.len() > 0) else {
             return Ok(());
-        }
-        self.decisions.open = false;
-        let block = self.decisions.block.as_mut().expect("open");
-        let first = block.first;
+        };
+        let (first, next) = (block.first, block.first + block.len() as u64);
         self.ledger
             .insert(first, block.finish())
             .map_err(|e| redb_err(&self.path, e))?;
+        block.reset(next);
         Ok(())
     }
 
     /// Ledger row `row`, whether stored or still in this transaction's block.
     pub fn ledger_row(&self, row: u64) -> Result<Option<LedgerRow>> {
         if let Some(block) = &self.decisions.block
-            && self.decisions.open
             && row >= block.first
         {
             let index = (row - block.first) as usize;
