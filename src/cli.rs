@@ -69,6 +69,7 @@ pub enum Command {
         Examples:\n  pap dispatch examples/events/energy-price-spike.json\n  \
         pap dispatch events.ndjson --json | jq -c 'select(.status != \"dispatched\")'\n  \
         pap dispatch event.json --dry-run --explain     # test rules: what would happen, and why\n  \
+        pap dispatch event.json --dry-run --at 2026-03-11T06:00:00Z --explain   # ... at another moment\n  \
         tail -F alerts.ndjson | pap dispatch - --no-run  # record only; `pap serve` runs them"
     )]
     Dispatch(DispatchArgs),
@@ -122,6 +123,10 @@ pub enum Command {
     /// Cron schedules: list them, or show the next fire times of one.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+
+    /// The state store: verify it, or copy it consistently while others use it.
+    #[command(subcommand)]
+    Store(StoreCommand),
 
     /// The human inbox: notifications of outcomes and approval requests, oldest first.
     #[command(
@@ -296,6 +301,44 @@ pub enum ScheduleCommand {
     Next(ScheduleNextArgs),
 }
 
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Verify the store: every page checksum, then every record decoded.
+    #[command(
+        after_help = "Exit status: 0 the store is sound; 1 it is damaged (or was repaired: \
+        take a backup and look at what changed); 2 usage error.\n\n\
+        Examples:\n  pap store check\n  pap store check --json | jq .ok"
+    )]
+    Check(StoreCheckArgs),
+
+    /// Copy the store to FILE while other pap processes keep using it; the copy is consistent
+    /// (taken between transactions) and verified.
+    #[command(
+        after_help = "Restore by stopping every pap on the state dir and copying FILE \
+        over <state>/state.redb.\n\n\
+        Examples:\n  pap store backup /backups/pap-$(date +%F).redb\n  \
+        pap store backup state.copy --force    # replace an earlier copy"
+    )]
+    Backup(StoreBackupArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StoreCheckArgs {
+    /// The result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StoreBackupArgs {
+    /// Where the copy goes.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Replace FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ScheduleListArgs {
     /// One JSON object per schedule, one per line.
@@ -342,6 +385,11 @@ pub struct DispatchArgs {
     /// Show every trigger considered and each condition with the value it saw.
     #[arg(long)]
     pub explain: bool,
+
+    /// With --dry-run: decide as if it were this moment (RFC 3339), against the real state
+    /// (throttle windows, idempotency keys and their expiry as they would be then).
+    #[arg(long, value_name = "TIME", requires = "dry_run", value_parser = parse_timestamp)]
+    pub at: Option<jiff::Timestamp>,
 
     /// How many agents may run at once.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
@@ -398,8 +446,8 @@ pub struct ApproveArgs {
 pub struct RejectArgs {
     /// The invocation id (`inv_…`).
     pub id: String,
-    /// Why; recorded and carried in the failure event.
-    #[arg(long, value_name = "TEXT", required = true)]
+    /// Why; recorded and carried in the failure event (not empty).
+    #[arg(long, value_name = "TEXT", required = true, value_parser = non_blank)]
     pub reason: String,
     /// Who rejects (default: $USER).
     #[arg(long, value_name = "NAME")]
@@ -471,5 +519,20 @@ impl SchemaKind {
             SchemaKind::Config => "config",
             SchemaKind::Schedule => "schedule",
         }
+    }
+}
+
+/// An RFC 3339 timestamp argument (`2026-03-11T06:00:00Z`, `2026-03-11T07:00:00+01:00`).
+fn parse_timestamp(text: &str) -> Result<jiff::Timestamp, String> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not an RFC 3339 time such as 2026-03-11T06:00:00Z"))
+}
+
+/// A free-text argument that must say something (a rejection's reason).
+fn non_blank(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        Err("must not be empty: say why, for the audit log and the agent's failure event".into())
+    } else {
+        Ok(text.to_owned())
     }
 }

@@ -4,6 +4,13 @@
 //! deadlines, retry backoff) goes through [`Clock`], so a test can move through a 24-hour TTL
 //! or a throttle window without sleeping. The fake clock starts at `PAP_NOW` (RFC 3339) and
 //! only moves when pap waits: a backoff of 5 s advances it by 5 s at once.
+//!
+//! `PAP_NOW` is read only by builds with the `test-clock` feature, which the test suite turns
+//! on (a dev-dependency of the crate on itself) and `cargo build --release` or `cargo install`
+//! never do: in a production binary an environment variable must not be able to move time,
+//! since that would let a decided event be decided again or a claim be stored "until 2099".
+//! A person testing rules for another moment uses `pap dispatch --dry-run --at TIME`, which
+//! writes nothing.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +27,9 @@ pub enum Clock {
 }
 
 impl Clock {
-    /// The fake clock when `PAP_NOW` is set (an error names a bad value), else the system clock.
+    /// In test builds, the fake clock when `PAP_NOW` is set (an error names a bad value);
+    /// otherwise, and always in production builds, the system clock.
+    #[cfg(feature = "test-clock")]
     pub fn from_env() -> anyhow::Result<Clock> {
         match std::env::var(FAKE_NOW_ENV) {
             Ok(text) if !text.is_empty() => {
@@ -31,6 +40,17 @@ impl Clock {
             }
             _ => Ok(Clock::System),
         }
+    }
+
+    /// Production builds: the system clock, whatever the environment says.
+    #[cfg(not(feature = "test-clock"))]
+    pub fn from_env() -> anyhow::Result<Clock> {
+        Ok(Clock::System)
+    }
+
+    /// Whether this build lets `PAP_NOW` replace the clock (only test builds do).
+    pub const fn honours_env() -> bool {
+        cfg!(feature = "test-clock")
     }
 
     pub fn fake(at: Timestamp) -> Clock {

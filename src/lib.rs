@@ -15,6 +15,7 @@ pub mod jsonpath;
 pub mod liveness;
 pub mod manifest;
 pub mod notify;
+pub mod panic_report;
 pub mod pipeline;
 pub mod schedule;
 pub mod serve;

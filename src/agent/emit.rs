@@ -69,6 +69,9 @@ pub fn outcome_event(
     )
 }
 
+/// Blank lines are skipped, but not without end.
+const MAX_BLANK_LINES: usize = 10_000;
+
 /// Reads the follow-up events an attempt wrote (NDJSON, each `{"type": …, "data": {…}}`).
 /// Every type must be one the manifest declares in `emits`.
 pub fn read_follow_ups(
@@ -78,18 +81,47 @@ pub fn read_follow_ups(
     now: i64,
     max_bytes: u64,
 ) -> Result<Vec<Event>, String> {
-    let text = match std::fs::read(path) {
-        Ok(t) => t,
+    // An agent writes this file: it may be huge, or not a file at all (a FIFO would block
+    // the read for ever, a link could point anywhere). Only a regular file is read, a line
+    // at a time, and no line past max_event_bytes is held in memory.
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot read PAP_EMIT_FILE: {e}")),
     };
+    if !meta.file_type().is_file() {
+        return Err(
+            "PAP_EMIT_FILE is not a regular file (a link, FIFO or device is refused)".into(),
+        );
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read PAP_EMIT_FILE: {e}"))?;
+    let mut reader = std::io::BufReader::new(file);
     let mut events = Vec::new();
-    for (i, line) in text.split(|b| *b == b'\n').enumerate() {
-        let line = line.trim_ascii();
-        if line.is_empty() {
-            continue;
+    let mut buffer = Vec::new();
+    for i in 0.. {
+        buffer.clear();
+        let read = std::io::BufRead::read_until(
+            &mut std::io::Read::take(&mut reader, max_bytes.saturating_add(2)),
+            b'\n',
+            &mut buffer,
+        )
+        .map_err(|e| format!("cannot read PAP_EMIT_FILE: {e}"))?;
+        if read == 0 {
+            break;
         }
         let at = |msg: String| format!("PAP_EMIT_FILE line {}: {msg}", i + 1);
+        if buffer.last() != Some(&b'\n') && read as u64 > max_bytes {
+            return Err(at(format!(
+                "longer than {max_bytes} bytes (max_event_bytes); the rest was not read"
+            )));
+        }
+        let line = buffer.trim_ascii();
+        if line.is_empty() {
+            if i > MAX_BLANK_LINES {
+                return Err(at(format!("more than {MAX_BLANK_LINES} lines")));
+            }
+            continue;
+        }
         if events.len() == MAX_FOLLOW_UPS {
             return Err(at(format!("more than {MAX_FOLLOW_UPS} events")));
         }

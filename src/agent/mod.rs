@@ -60,6 +60,13 @@ impl Runtime {
     pub async fn run(&self, id: &str) -> anyhow::Result<RunResult> {
         loop {
             let (mut inv, agent) = self.start_attempt(id).await?;
+            let Some(agent) = agent else {
+                // Its manifest was removed after the decision: nothing can run it, and left
+                // `running` it would stay so for ever.
+                let reason = format!("agent {} is no longer in the project", inv.agent);
+                let now = self.clock.now_ms();
+                return self.finish_failure(inv, reason, now).await;
+            };
             let (outcome, transcript) = self.attempt(&inv, &agent).await;
             if let Some(last) = inv.history.last_mut() {
                 last.transcript = transcript;
@@ -93,7 +100,7 @@ impl Runtime {
 
     /// Marks the invocation running and counts the attempt (a `running` one left by a crash
     /// keeps its number).
-    async fn start_attempt(&self, id: &str) -> anyhow::Result<(Invocation, Agent)> {
+    async fn start_attempt(&self, id: &str) -> anyhow::Result<(Invocation, Option<Agent>)> {
         let id = id.to_owned();
         let now = self.clock.now_ms();
         let project = self.project.clone();
@@ -151,10 +158,7 @@ impl Runtime {
                 Ok(inv)
             })
             .await?;
-        let agent =
-            self.project.agent(&inv.agent).cloned().ok_or_else(|| {
-                anyhow::anyhow!("agent {} is no longer in the project", inv.agent)
-            })?;
+        let agent = self.project.agent(&inv.agent).cloned();
         Ok((inv, agent))
     }
 

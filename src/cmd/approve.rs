@@ -66,14 +66,14 @@ pub fn approve_as(
     })?;
     if let Some(serve) = serve {
         control::wake(&state_dir);
-        eprintln!(
+        crate::say!(
             "approved {id} (by {by}); handed to the running pap serve (pid {}); follow it with `pap invocations show {id}`",
             serve.pid
         );
         report(&runtime, &id, json)?;
         return Ok(Outcome::Success);
     }
-    eprintln!("approved {id} (by {by}); running it");
+    crate::say!("approved {id} (by {by}); running it");
 
     let result = rt.block_on(runtime.run(&id))?;
     report(&runtime, &id, json)?;
@@ -131,7 +131,7 @@ pub fn reject_as(
             now,
         )
     })?;
-    eprintln!("rejected {id} (by {by})");
+    crate::say!("rejected {id} (by {by})");
     report(&runtime, &id, json)?;
     dispatcher.dispatch_emitted(events)?;
     dispatcher.settle_notifications()?;

@@ -16,18 +16,29 @@ const HUMAN_PAGE: usize = 50;
 pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
     let store = Store::open_existing(&context::state_dir_to_read(cli)?)?;
     let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
+    // Each entry with the idempotency key of its invocation's pair (contract section 3).
     let (entries, total) = match &store {
-        Some(s) => s.read(|r| r.audit(limit))?,
+        Some(s) => s.read(|r| {
+            let (entries, total) = r.audit(limit)?;
+            let mut keyed = Vec::with_capacity(entries.len());
+            for e in entries {
+                let key = r
+                    .invocation(&e.invocation_id)?
+                    .and_then(|inv| super::invocations::idempotency_key(&inv));
+                keyed.push((e, key));
+            }
+            Ok((keyed, total))
+        })?,
         None => (Vec::new(), 0),
     };
     let p = Paint::for_stdout();
     let mut out = String::new();
-    for e in &entries {
+    for (e, key) in &entries {
         if args.json {
             let line = json!({
                 "seq": e.seq, "at": rfc3339_ms(e.at), "action": e.action,
                 "invocation_id": e.invocation_id, "trigger": e.trigger, "agent": e.agent,
-                "risk": e.risk, "actor": e.actor, "detail": e.detail,
+                "risk": e.risk, "actor": e.actor, "detail": e.detail, "idempotency_key": key,
             });
             out.push_str(&line.to_string());
             out.push('\n');
@@ -42,20 +53,26 @@ pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
                 .as_deref()
                 .map(|d| format!(": {d}"))
                 .unwrap_or_default();
+            let key = key
+                .as_deref()
+                .map(|k| format!(" key {k}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{:>6} {} {:<16} {} ({} → {}, {}){actor}{detail}",
+                "{:>6} {} {:<16} {} ({} → {}, {}){actor}{detail}{}",
                 e.seq,
                 p.dim(&rfc3339_ms(e.at)),
                 e.action,
                 e.invocation_id,
                 e.trigger,
                 e.agent,
-                e.risk
+                e.risk,
+                p.dim(&key)
             );
         }
     }
     if !args.json {
+        crate::term::escape_from(&mut out, 0);
         if entries.is_empty() {
             out.push_str("the audit log is empty\n");
         } else if total > entries.len() {

@@ -30,7 +30,7 @@ pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
                 |f| loaded.sources.get(f).map(String::as_str),
                 HumanStyle { color: false },
             );
-            eprint!("{text}");
+            crate::say!("{}", text.trim_end_matches('\n'));
             bail!(
                 "the project under {} has {} error(s); `pap lint` shows them all",
                 root.display(),
@@ -57,7 +57,7 @@ pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
     }
     match &loaded.config {
         Some(config) => {
-            eprintln!(
+            crate::say!(
                 "warning: the project under {} has {} error(s) (`pap lint` shows them); reading the state anyway",
                 root.display(),
                 loaded.errors().len()

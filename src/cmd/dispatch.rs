@@ -67,7 +67,11 @@ impl Sink for Batcher<'_> {
 }
 
 pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
-    let runtime = context::runtime(cli, args.dry_run)?;
+    let mut runtime = context::runtime(cli, args.dry_run)?;
+    if let Some(at) = args.at {
+        // Only with --dry-run (clap enforces it): nothing decided "at" another time is kept.
+        runtime.clock = crate::clock::Clock::fake(at);
+    }
     let rt = context::tokio_runtime()?;
     let options = Options {
         no_run: args.no_run,
@@ -189,7 +193,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
 
 /// Says an input could not be read (its events so far still count); returns true.
 fn report_unreadable(name: &str, err: &std::io::Error) -> bool {
-    eprintln!("error: cannot read {name}: {err}");
+    crate::say!("error: cannot read {name}: {err}");
     true
 }
 

@@ -37,13 +37,13 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
             for id in ids {
                 match store.write(|tx| inbox::ack(tx, *id, &user, now)) {
                     Ok(Acked::Delivered { notification }) => {
-                        println!("{id}: {notification} delivered")
+                        crate::out!("{id}: {notification} delivered")?
                     }
                     Ok(Acked::Already { notification }) => {
-                        println!("{id}: {notification} was already delivered")
+                        crate::out!("{id}: {notification} was already delivered")?
                     }
                     Err(e) => {
-                        eprintln!("pap: {e}");
+                        crate::say!("pap: {e}");
                         failed = true;
                     }
                 }
@@ -96,7 +96,9 @@ fn print(lines: &[(InboxMessage, serde_json::Value)], json: bool) -> anyhow::Res
             out.push_str(&serde_json::to_string(v)?);
             out.push('\n');
         } else {
+            let start = out.len();
             human(m, v, paint, &mut out);
+            crate::term::escape_from(&mut out, start);
         }
     }
     let mut stdout = std::io::stdout().lock();
@@ -179,26 +181,26 @@ fn session(dir: &std::path::Path, cmd: &SessionCommand) -> anyhow::Result<Outcom
         SessionCommand::Open { name } => {
             check_name(name)?;
             let new = store.write(|tx| tx.session_open(name, now))?;
-            println!(
+            crate::out!(
                 "session {name} {}",
                 if new { "opened" } else { "was already open" }
-            );
+            )?;
         }
         SessionCommand::Close { name } => {
             if !store.write(|tx| tx.session_close(name))? {
                 bail!("no open session {name}");
             }
-            println!("session {name} closed: its notifications go to the user's inbox now");
+            crate::out!("session {name} closed: its notifications go to the user's inbox now")?;
         }
         SessionCommand::List { json } => {
             for (name, at) in store.read(|r| r.notify()?.sessions())? {
                 if *json {
-                    println!(
+                    crate::out!(
                         "{}",
                         serde_json::json!({"name": name, "opened_at": rfc3339_ms(at)})
-                    );
+                    )?;
                 } else {
-                    println!("{name}  opened {}", rfc3339_ms(at));
+                    crate::out!("{name}  opened {}", rfc3339_ms(at))?;
                 }
             }
         }

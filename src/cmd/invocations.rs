@@ -29,7 +29,7 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
             let text = if *json {
                 format!("{}\n", serde_json::to_string_pretty(&view(&inv, true))?)
             } else {
-                show_human(&inv, Paint::for_stdout())
+                crate::term::for_humans(&show_human(&inv, Paint::for_stdout())).into_owned()
             };
             std::io::stdout().write_all(text.as_bytes())?;
         }
@@ -50,6 +50,7 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
                 }
             } else {
                 list_human(&list, total, Paint::for_stdout(), &mut out);
+                crate::term::escape_from(&mut out, 0);
             }
             std::io::stdout().write_all(out.as_bytes())?;
         }
@@ -87,6 +88,7 @@ pub fn view(inv: &Invocation, detail: bool) -> Value {
         "notifications": inv.notifications,
     });
     if detail {
+        v["idempotency_key"] = json!(idempotency_key(inv));
         v["history"] = inv
             .history
             .iter()
@@ -106,6 +108,15 @@ pub fn view(inv: &Invocation, detail: bool) -> Value {
         v["event"] = inv.event.clone();
     }
     v
+}
+
+/// The PAP idempotency key of the invocation's (event, trigger) pair, in hex (contract
+/// section 3); internal notification turns have none.
+pub fn idempotency_key(inv: &Invocation) -> Option<String> {
+    (!inv.internal).then(|| {
+        let key = crate::stages::idempotency::key(&inv.event_id, &inv.trigger);
+        crate::stages::idempotency::hex(&key)
+    })
 }
 
 fn status_painted(inv: &Invocation, p: Paint) -> String {
@@ -227,6 +238,9 @@ fn show_human(inv: &Invocation, p: Paint) -> String {
         let _ = writeln!(o, "  {:<10}{v}", k);
     };
     row(&mut o, "trigger", inv.trigger.clone());
+    if let Some(key) = idempotency_key(inv) {
+        row(&mut o, "key", key);
+    }
     row(
         &mut o,
         "agent",

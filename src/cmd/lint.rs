@@ -24,7 +24,7 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
         let mut files = Vec::new();
         for p in &args.paths {
             let Ok(abs) = p.canonicalize() else {
-                eprintln!("error: {}: no such file or directory", p.display());
+                crate::say!("error: {}: no such file or directory", p.display());
                 return Ok(Outcome::Usage);
             };
             if abs.is_dir() {

@@ -12,6 +12,7 @@ mod respond;
 mod schedule;
 mod schema;
 mod serve;
+mod store;
 
 use crate::cli::{Cli, Command};
 
@@ -53,6 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Audit(args) => audit::run(&cli, args),
         Command::Serve(args) => serve::run(&cli, args),
         Command::Schedule(command) => schedule::run(&cli, command),
+        Command::Store(command) => store::run(&cli, command),
         Command::Inbox(args) => inbox::run(&cli, args),
         Command::Respond(args) => respond::run(&cli, args),
         Command::Notifications(args) => notifications::run(&cli, args),

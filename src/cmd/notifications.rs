@@ -32,6 +32,7 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
                 );
             } else {
                 show_human(&n, &mut out);
+                crate::term::escape_from(&mut out, 0);
             }
         }
         None => {
@@ -49,7 +50,7 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
                     out.push_str(&serde_json::to_string(&notification_view(n))?);
                     out.push('\n');
                 } else {
-                    out.push_str(&line(n));
+                    out.push_str(&crate::term::for_humans(&line(n)));
                 }
             }
             if !args.json && total > list.len() {

@@ -23,7 +23,7 @@ fn list(cli: &Cli, args: &ScheduleListArgs) -> anyhow::Result<Outcome> {
     let now = Clock::from_env()?.now();
     let store = Store::open_existing(&context::state_dir(cli, &project))?;
     if project.schedules.is_empty() && !args.json {
-        eprintln!(
+        crate::say!(
             "no schedules (define them under `schedules:` in pap.yaml or in schedules/*.yaml)"
         );
     }
@@ -47,10 +47,10 @@ fn list(cli: &Cli, args: &ScheduleListArgs) -> anyhow::Result<Outcome> {
                 "last_fire": last_utc,
                 "file": s.file,
             });
-            println!("{row}");
+            crate::out!("{row}")?;
         } else {
             let state = if s.enabled { "" } else { " (disabled)" };
-            println!(
+            crate::out!(
                 "{}{state}  `{}` {}  emits {}  next {}  last {}",
                 s.id,
                 s.cron_text,
@@ -58,7 +58,7 @@ fn list(cli: &Cli, args: &ScheduleListArgs) -> anyhow::Result<Outcome> {
                 s.event_type,
                 next_utc.as_deref().unwrap_or("never"),
                 last_utc.as_deref().unwrap_or("never"),
-            );
+            )?;
         }
     }
     Ok(Outcome::Success)
@@ -85,12 +85,12 @@ fn next(cli: &Cli, args: &ScheduleNextArgs) -> anyhow::Result<Outcome> {
         None => Clock::from_env()?.now(),
     };
     for z in schedule::next_fires(s, after, args.count as usize) {
-        print_fire(s, &z, args.json);
+        print_fire(s, &z, args.json)?;
     }
     Ok(Outcome::Success)
 }
 
-fn print_fire(s: &Schedule, z: &jiff::Zoned, json: bool) {
+fn print_fire(s: &Schedule, z: &jiff::Zoned, json: bool) -> std::io::Result<()> {
     let utc = format!("{:.0}", z.timestamp());
     let local = z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string();
     if json {
@@ -101,8 +101,9 @@ fn print_fire(s: &Schedule, z: &jiff::Zoned, json: bool) {
             "timezone": s.timezone_name,
             "event_id": schedule::event_id(&s.id, z.timestamp()),
         });
-        println!("{row}");
+        crate::out!("{row}")?;
     } else {
-        println!("{utc}  {local} {}", s.timezone_name);
+        crate::out!("{utc}  {local} {}", s.timezone_name)?;
     }
+    Ok(())
 }

@@ -26,7 +26,7 @@ pub fn run(args: &SchemaArgs) -> anyhow::Result<Outcome> {
                 let path = dir.join(format!("{}.schema.json", kind.as_str()));
                 std::fs::write(&path, text(kind))
                     .with_context(|| format!("writing {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
+                crate::say!("wrote {}", path.display());
             }
         }
         (None, Some(kind)) => print!("{}", text(kind)),

@@ -198,6 +198,10 @@ pub const CODES: &[CodeInfo] = &[
         "two triggers, two agents or two schedules share an id",
     ),
     warning(
+        "trigger-id-suffix",
+        "a trigger id that ends with another trigger's id, so PAP idempotency keys of different pairs coincide",
+    ),
+    warning(
         "schedule-unmatched",
         "a schedule whose event type no enabled trigger matches",
     ),

@@ -354,12 +354,20 @@ impl<'a> Dispatcher<'a> {
     }
 
     /// The closing summary (human format only).
+    ///
+    /// A reader that went away (`pap dispatch … | head -1`) is not an error: every event was
+    /// still decided and committed, and the exit code still says how the runs went.
     pub fn finish(&mut self) -> anyhow::Result<()> {
-        let mut out = self.printer.finish()?;
-        if let Some(text) = self.format.summary(&self.tally, self.options()) {
-            out.write_all(text.as_bytes())?;
+        let written = self.printer.finish().and_then(|mut out| {
+            if let Some(text) = self.format.summary(&self.tally, self.options()) {
+                out.write_all(text.as_bytes())?;
+            }
+            out.flush()?;
+            Ok(())
+        });
+        match written {
+            Err(err) if crate::panic_report::is_broken_pipe(&err) => Ok(()),
+            other => other,
         }
-        out.flush()?;
-        Ok(())
     }
 }

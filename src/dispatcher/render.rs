@@ -24,7 +24,11 @@ impl Format {
                 out.push_str(&serde_json::to_string(r).expect("reports serialise"));
                 out.push('\n');
             }
-            Format::Human(p) => human(r, *p, out),
+            Format::Human(p) => {
+                let start = out.len();
+                human(r, *p, out);
+                crate::term::escape_from(out, start);
+            }
             Format::Log => log(r),
         }
     }

@@ -111,6 +111,7 @@ pub fn validate(
 fn check_fields(map: &Map<String, Value>, origin: Origin) -> Result<(), String> {
     for field in ["id", "type", "source"] {
         non_empty_string(map, field)?;
+        no_control_characters(map, field)?;
     }
     let kind = map["type"].as_str().expect("checked");
     if let Err(problem) = event_type::check(kind, false) {
@@ -139,8 +140,22 @@ fn check_fields(map: &Map<String, Value>, origin: Origin) -> Result<(), String> 
     }
     if map.contains_key("triggered_by") {
         non_empty_string(map, "triggered_by")?;
+        no_control_characters(map, "triggered_by")?;
     }
     Ok(())
+}
+
+/// Identity fields are printed, logged and used in file names and keys: a control character
+/// in one (an escape sequence, a newline, NUL) is never legitimate, so the event is invalid.
+fn no_control_characters(map: &Map<String, Value>, field: &str) -> Result<(), String> {
+    let text = map[field].as_str().expect("checked");
+    match text.char_indices().find(|(_, c)| c.is_control()) {
+        Some((at, c)) => Err(format!(
+            "`{field}` has the control character {} at byte {at}",
+            c.escape_unicode()
+        )),
+        None => Ok(()),
+    }
 }
 
 fn non_empty_string(map: &Map<String, Value>, field: &str) -> Result<(), String> {
@@ -260,6 +275,11 @@ mod tests {
     fn refuses_each_broken_field_with_its_name() {
         assert!(reason(with("pap_version", json!("0.1"))).contains("pap_version"));
         assert!(reason(with("id", json!(""))).contains("`id` is empty"));
+        assert!(
+            reason(with("id", json!("e\u{1b}]8;;x\u{7}")))
+                .contains("`id` has the control character \\u{1b} at byte 1")
+        );
+        assert!(reason(with("source", json!("a\nb"))).contains("`source` has the control"));
         assert!(reason(with("source", json!(3))).contains("`source` must be"));
         assert!(reason(with("type", json!("energy.price"))).contains("at least three"));
         assert!(reason(with("type", json!("a..b.c"))).contains("empty segment"));

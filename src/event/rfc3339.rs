@@ -1,14 +1,20 @@
 //! Strict RFC 3339 `date-time` (section 5.6): a full date, `T`, a full time and an offset.
 //!
-//! jiff's parser alone is more lenient (a space for `T`, hour-only offsets, bracketed zone
-//! annotations), so the shape is checked here and jiff then checks the ranges (month 13,
-//! February 30, an offset of 25 hours).
+//! Checked here in full, shape and ranges, without a date library: a library's own limits
+//! (fractions of at most 9 digits, years up to 9999-12-30 in jiff) are not RFC 3339's, and
+//! its messages are not ours. The RFC allows any number of fraction digits, a leap second
+//! (`:60`), and offsets with hours 00-23 and minutes 00-59.
 
 pub fn check(text: &str) -> Result<(), String> {
     let b = text.as_bytes();
     let digits = |range: std::ops::Range<usize>| {
         b.get(range.clone())
             .is_some_and(|s| s.len() == range.len() && s.iter().all(u8::is_ascii_digit))
+    };
+    let number = |range: std::ops::Range<usize>| {
+        b[range]
+            .iter()
+            .fold(0u32, |n, d| n * 10 + u32::from(d - b'0'))
     };
     let at = |i: usize, c: u8| b.get(i) == Some(&c);
     let shape = digits(0..4)
@@ -36,19 +42,46 @@ pub fn check(text: &str) -> Result<(), String> {
             return Err("a fraction needs digits after the `.`".into());
         }
     }
-    let offset_ok = match b.get(i) {
-        Some(b'Z' | b'z') => i + 1 == b.len(),
-        Some(b'+' | b'-') => {
-            digits(i + 1..i + 3) && at(i + 3, b':') && digits(i + 4..i + 6) && i + 6 == b.len()
+    let offset = match b.get(i) {
+        Some(b'Z' | b'z') if i + 1 == b.len() => Some(None),
+        Some(b'+' | b'-')
+            if digits(i + 1..i + 3)
+                && at(i + 3, b':')
+                && digits(i + 4..i + 6)
+                && i + 6 == b.len() =>
+        {
+            Some(Some((number(i + 1..i + 3), number(i + 4..i + 6))))
         }
-        _ => false,
+        _ => None,
     };
-    if !offset_ok {
+    let Some(offset) = offset else {
         return Err("the time needs an offset, `Z` or `±hh:mm`".into());
+    };
+    let (year, month, day) = (number(0..4), number(5..7), number(8..10));
+    let (hour, minute, second) = (number(11..13), number(14..16), number(17..19));
+    if !(1..=12).contains(&month) {
+        return Err(format!("month {month:02} is not 01-12"));
     }
-    text.parse::<jiff::Timestamp>()
-        .map(|_| ())
-        .map_err(|err| err.to_string())
+    let last_day = match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if day == 0 || day > last_day {
+        return Err(format!("day {day:02} is not in {year:04}-{month:02}"));
+    }
+    if hour > 23 || minute > 59 || second > 60 {
+        return Err(format!(
+            "{hour:02}:{minute:02}:{second:02} is not a time of day"
+        ));
+    }
+    if let Some((h, m)) = offset
+        && (h > 23 || m > 59)
+    {
+        return Err(format!("the offset {h:02}:{m:02} is not -23:59 to +23:59"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -62,6 +95,11 @@ mod tests {
             "2026-03-11t06:00:00z",
             "2026-03-11T06:00:00.123456789+01:00",
             "2026-03-11T06:00:00-05:30",
+            "2026-03-11T06:00:00.123456789012Z",
+            "9999-12-31T23:59:59Z",
+            "0000-01-01T00:00:00+23:59",
+            "2016-12-31T23:59:60Z",
+            "2024-02-29T00:00:00Z",
         ] {
             assert_eq!(check(ok), Ok(()), "{ok}");
         }
@@ -77,6 +115,11 @@ mod tests {
             "2026-03-11T06:00:00.Z",
             "2026-13-11T06:00:00Z",
             "2026-02-30T06:00:00Z",
+            "2025-02-29T06:00:00Z",
+            "2026-03-11T06:00:00+25:00",
+            "2026-03-11T06:00:00+01:60",
+            "2026-03-11T24:00:00Z",
+            "2026-03-00T06:00:00Z",
             "2026-03-11T06:00:00Z[Europe/Oslo]",
             "2026-03-11T06:00:00Z ",
             "11/03/2026",

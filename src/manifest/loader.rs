@@ -244,6 +244,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
     check_route_agents(&agents, &agent_trees, &agent_ids, &mut diags);
 
     let mut triggers: Vec<Trigger> = Vec::new();
+    let mut trigger_at: Vec<(&str, &Located<Node>)> = Vec::new();
     for f in files.iter().filter(|f| f.kind == Some(Kind::Trigger)) {
         let Some(tree) = &f.tree else { continue };
         let duplicate = tree_id(tree, "trigger").is_some_and(|id| {
@@ -261,8 +262,10 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
             && !duplicate
         {
             triggers.push(trigger);
+            trigger_at.push((&f.display, tree));
         }
     }
+    check_id_suffixes(&triggers, &trigger_at, &mut diags);
 
     for (s, (file, base, tree)) in schedules.iter().zip(&schedule_at) {
         let matched = triggers
@@ -317,6 +320,35 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }),
         diagnostics: diags,
         sources,
+    }
+}
+
+/// PAP's idempotency key hashes the event id and the trigger id with nothing between them,
+/// so when one trigger id ends with another (`tx`, `x`) two different pairs share a key
+/// (`e1`+`tx`, `e1t`+`x`). pap tells them apart, but a reader of the keys may not.
+fn check_id_suffixes(
+    triggers: &[Trigger],
+    at: &[(&str, &Located<Node>)],
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (long, (file, tree)) in triggers.iter().zip(at) {
+        for short in triggers {
+            if short.id.len() < long.id.len() && long.id.ends_with(short.id.as_str()) {
+                let head = &long.id[..long.id.len() - short.id.len()];
+                diags.push(
+                    Diagnostic::new(
+                        "trigger-id-suffix",
+                        file,
+                        tree.locate(&path!["trigger", "id"]),
+                        format!(
+                            "trigger id `{}` ends with trigger id `{}`: PAP's idempotency key is the same for event `e1` with `{}` and event `e1{head}` with `{}`",
+                            long.id, short.id, long.id, short.id
+                        ),
+                    )
+                    .with_help("pap keeps such pairs apart, but other tools reading the keys may not: a separator-free suffix is best avoided (rename one trigger)"),
+                );
+            }
+        }
     }
 }
 

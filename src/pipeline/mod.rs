@@ -183,15 +183,36 @@ impl<'p> Pipeline<'p> {
         };
         // The row number of this decision in the ledger, once the key is claimed.
         let mut ledger_row = None;
+        // The key the claim was taken under: PAP's, or the pair's own after a collision.
+        // Invocation ids derive from it, so two colliding pairs never share an id.
+        let mut claimed_key = key;
         if verdict == Verdict::Continue {
             let ttl = i64::try_from(config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
-            match tx.claim(&key, now, now.saturating_add(ttl))? {
+            let expires_at = now.saturating_add(ttl);
+            let mut claimed = tx.claim(&key, now, expires_at)?;
+            if let Claimed::Live(claim) = &claimed
+                && claim.is_for_another_pair(&event.id, &trigger.id)
+            {
+                let own = idempotency::pair_key(&event.id, &trigger.id);
+                claimed = tx.claim(&own, now, expires_at)?;
+                claimed_key = own;
+                if matches!(claimed, Claimed::New { .. }) {
+                    tx.extend_claim(&key, expires_at)?;
+                }
+            }
+            match claimed {
                 Claimed::New { row } => ledger_row = Some(row),
                 Claimed::Live(claim) => verdict = idempotency::check(Some(&claim)),
             }
             note(&mut explain, "idempotency", &verdict, || {
                 format!("new key {}", idempotency::hex(&key))
             });
+            if let (Verdict::Stop(..), Some(ex)) = (&verdict, explain.as_mut())
+                && let Some(last) = ex.stages.last_mut()
+            {
+                // A duplicate's reason names the first decision; --explain adds the key.
+                last.note = format!("{} (key {})", last.note, idempotency::hex(&key));
+            }
         }
 
         // cascade
@@ -223,7 +244,7 @@ impl<'p> Pipeline<'p> {
             note(&mut explain, "throttle", &verdict, || {
                 let used = times
                     .iter()
-                    .filter(|x| **x > now - throttle::window_ms(t))
+                    .filter(|x| throttle::counts(**x, now, throttle::window_ms(t)))
                     .count();
                 format!(
                     "{used} of {} invocations used in the window",
@@ -253,7 +274,7 @@ impl<'p> Pipeline<'p> {
         );
         let mut invocation_id = None;
         if creates_invocation {
-            let id = ids::invocation(&key, now);
+            let id = ids::invocation(&claimed_key, now);
             if let Some((key, window_ms)) = &bucket {
                 tx.throttle_record(&trigger.id, key, now, *window_ms)?;
             }

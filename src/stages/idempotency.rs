@@ -3,6 +3,10 @@
 //! The key is SHA-256 over the UTF-8 of `event.id` followed by `trigger.id`. The claim is
 //! written by the pipeline with the final outcome, in the same transaction as the rest of
 //! the decision, and lives at least 24 hours (an expired claim reads as absent).
+//!
+//! Since that concatenation is ambiguous (`e1`+`tx` and `e1t`+`x` share a key), a live
+//! claim counts only for the pair it was made for; another pair whose PAP key collides is
+//! claimed under [`pair_key`] instead, so no decision is ever lost as a false duplicate.
 
 use sha2::{Digest, Sha256};
 
@@ -14,6 +18,19 @@ pub fn key(event_id: &str, trigger_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(event_id.as_bytes());
     hasher.update(trigger_id.as_bytes());
+    hasher.finalize().into()
+}
+
+/// The key a pair is claimed under when PAP's key is already held by another pair (see
+/// [`Claim::is_for_another_pair`]): each id length-prefixed, so no two pairs share it, and
+/// under its own prefix, so it cannot meet a PAP key either.
+pub fn pair_key(event_id: &str, trigger_id: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"pap-claim-pair\0");
+    for part in [event_id, trigger_id] {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
     hasher.finalize().into()
 }
 
@@ -70,6 +87,7 @@ mod tests {
             decided_at: 0,
             outcome: Some("invoked".into()),
             invocation_id: Some("inv_1".into()),
+            decided_pair: None,
         };
         let Verdict::Stop(Outcome::Duplicate, reason) = check(Some(&claim)) else {
             panic!()

@@ -23,7 +23,7 @@ pub fn window_key(throttle: &Throttle, event: &Value) -> String {
 /// `times` are the invocation times recorded for this bucket (ms).
 pub fn check(throttle: &Throttle, key: &str, times: &[i64], now: i64) -> Verdict {
     let window = window_ms(throttle);
-    let in_window = || times.iter().copied().filter(|t| *t > now - window);
+    let in_window = || times.iter().copied().filter(|t| counts(*t, now, window));
     let used = in_window().count();
     if (used as u64) < throttle.max_per_window {
         return Verdict::Continue;
@@ -39,6 +39,13 @@ pub fn check(throttle: &Throttle, key: &str, times: &[i64], now: i64) -> Verdict
             next,
         },
     )
+}
+
+/// Whether an invocation at `t` counts in the window ending at `now`. A time after `now` was
+/// recorded before the clock was stepped back; counting it would keep the trigger throttled
+/// for the whole step, so it does not count (and the next record drops it).
+pub fn counts(t: i64, now: i64, window_ms: i64) -> bool {
+    t > now.saturating_sub(window_ms) && t <= now
 }
 
 pub fn window_ms(throttle: &Throttle) -> i64 {
@@ -58,6 +65,18 @@ mod tests {
             window: Duration::from_secs(secs),
             window_key: key.map(|k| JsonPath::parse(k).unwrap()),
         }
+    }
+
+    #[test]
+    fn times_from_a_clock_since_stepped_back_do_not_count() {
+        let t = throttle(1, 3600, None);
+        // Recorded at 10:00, then the clock went back to 09:00.
+        let times = [36_000_000];
+        assert_eq!(check(&t, "", &times, 32_400_000), Verdict::Continue);
+        assert!(matches!(
+            check(&t, "", &times, 36_000_001),
+            Verdict::Stop(..)
+        ));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! so parallel `pap` processes on one state dir take turns: a process that finds the file
 //! held waits with bounded backoff instead of failing with `DatabaseAlreadyOpen`.
 
+mod check;
 mod ledger_block;
 mod migrate;
 mod notify_records;
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 use redb::backends::InMemoryBackend;
 use redb::{Database, DatabaseError, ReadableDatabase};
 
+pub use check::CheckReport;
 pub use ledger_block::RowRef;
 pub use notify_records::*;
 pub use records::*;
@@ -51,8 +53,16 @@ pub enum Error {
     },
     #[error("state store {path}: {source}")]
     Redb { path: PathBuf, source: redb::Error },
-    #[error("state store {path}: a record is corrupt: {message}")]
+    #[error(
+        "state store {path}: a record is corrupt: {message} (`pap store check` lists the \
+         damage; a copy made by `pap store backup` can replace the file)"
+    )]
     Corrupt { path: PathBuf, message: String },
+    /// The file itself is damaged (not a redb file any more, checksums wrong, truncated).
+    #[error(
+        "the state store {path} is damaged: {what}. Stop every pap using this state dir, then          restore a copy made by `pap store backup`, or move the file aside to start with an          empty state (every idempotency key and invocation is then forgotten); `pap store          check` verifies a store"
+    )]
+    Damaged { path: PathBuf, what: String },
     /// The store is fine but the request does not fit its state (approving a finished
     /// invocation, say).
     #[error("{0}")]
@@ -201,13 +211,23 @@ impl Store {
     }
 
     fn with_db<T>(&self, f: impl FnOnce(&Database) -> Result<T>) -> Result<T> {
-        let mut guard = self.db.lock().expect("store lock");
+        self.with_db_mut(|db| f(db))
+    }
+
+    /// Runs `f` on the open database (opening it first if needed), with it to itself
+    /// (redb's integrity check needs that); a file store is closed again afterwards, which
+    /// releases the file lock for the next process.
+    fn with_db_mut<T>(&self, f: impl FnOnce(&mut Database) -> Result<T>) -> Result<T> {
+        let mut guard = self
+            .db
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if guard.is_none() {
             *guard = Some(self.acquire()?);
         }
-        let result = f(guard.as_ref().expect("opened"));
+        let db = guard.as_mut().expect("opened");
+        let result = quietly(|| f(db)).unwrap_or_else(|panic| Err(damaged(&self.path(), panic)));
         if !matches!(self.backing, Backing::Memory) {
-            // Closing releases the file lock for the next process.
             *guard = None;
         }
         result
@@ -225,12 +245,22 @@ impl Store {
             }
             Backing::File(path) => path,
         };
+        if !path.exists() {
+            create_new(path)?;
+        }
         let started = Instant::now();
         let mut pause = Duration::from_millis(2);
         loop {
-            match Database::builder().set_cache_size(CACHE_BYTES).create(path) {
+            // A store is only ever created whole (see `create_new`), so an empty file was
+            // truncated: opening it would silently start afresh and forget every claim.
+            if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+                return Err(damaged(path, "the file is empty (0 bytes)".into()));
+            }
+            let opened = quietly(|| Database::builder().set_cache_size(CACHE_BYTES).open(path))
+                .map_err(|panic| damaged(path, panic))?;
+            match opened {
                 Ok(db) => {
-                    tables::init(&db, path)?;
+                    quietly(|| tables::init(&db, path)).map_err(|panic| damaged(path, panic))??;
                     return Ok(db);
                 }
                 Err(DatabaseError::DatabaseAlreadyOpen) => {
@@ -244,7 +274,7 @@ impl Store {
                     if waited > Duration::from_secs(2)
                         && !self.told_waiting.swap(true, Ordering::Relaxed)
                     {
-                        eprintln!(
+                        crate::say!(
                             "pap: waiting for the state store {} (in use by another pap process)",
                             path.display()
                         );
@@ -268,9 +298,61 @@ fn jitter() -> Duration {
 }
 
 fn redb_err(path: &Path, e: impl Into<redb::Error>) -> Error {
-    Error::Redb {
+    match e.into() {
+        redb::Error::Corrupted(what) => damaged(path, what),
+        source => Error::Redb {
+            path: path.to_path_buf(),
+            source,
+        },
+    }
+}
+
+fn damaged(path: &Path, what: String) -> Error {
+    Error::Damaged {
         path: path.to_path_buf(),
-        source: e.into(),
+        what: crate::text::clip(&what, 300),
+    }
+}
+
+/// redb may panic on a damaged file: that is an error about the file, not a bug in pap. A
+/// panic anywhere else (pap's own code inside a transaction) is a bug and unwinds as one.
+fn quietly<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    crate::panic_report::quietly(f).map_err(|caught| {
+        if !caught.inside("/redb-") {
+            caught.resume();
+        }
+        format!("the storage engine failed on it ({})", caught.message)
+    })
+}
+
+/// Creates the store whole: initialised in a private file beside it, then linked into place
+/// (`link` fails if another process got there first, and then its file is used). So
+/// `state.redb` never exists half made, and an empty one can only be a damaged one.
+fn create_new(path: &Path) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let io = |source: std::io::Error| Error::Dir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let fresh = tempfile::Builder::new()
+        .prefix(".state.redb.new-")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    {
+        let db = Database::builder()
+            .create(fresh.path())
+            .map_err(|e| redb_err(fresh.path(), e))?;
+        tables::init(&db, fresh.path())?;
+    }
+    match std::fs::hard_link(fresh.path(), path) {
+        Ok(()) => {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io(e)),
     }
 }
 

@@ -187,6 +187,19 @@ pub struct Claim {
     pub decided_at: i64,
     pub outcome: Option<String>,
     pub invocation_id: Option<String>,
+    /// The (event id, trigger id) the claim was made for, from its ledger row; `None` when
+    /// that row is gone or predates the ids (then the claim is taken at its word).
+    pub decided_pair: Option<(String, String)>,
+}
+
+impl Claim {
+    /// Whether this claim is known to belong to another (event id, trigger id) pair: PAP's
+    /// key hashes the two ids with nothing between them, so `e1t`+`x` and `e1`+`tx` share it.
+    pub fn is_for_another_pair(&self, event_id: &str, trigger_id: &str) -> bool {
+        self.decided_pair
+            .as_ref()
+            .is_some_and(|(e, t)| e != event_id || t != trigger_id)
+    }
 }
 
 /// The event ledger: one row per (event, trigger) the dispatcher decided (beyond the filter),

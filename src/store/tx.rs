@@ -119,7 +119,8 @@ impl<'t> Tx<'t> {
         window_ms: i64,
     ) -> Result<()> {
         let mut times = self.throttle_times(trigger, key)?;
-        times.retain(|t| *t > now - window_ms);
+        // Times after `now` come from before a step back of the clock: they no longer count.
+        times.retain(|t| *t > now.saturating_sub(window_ms) && *t <= now);
         times.push(now);
         let bytes: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
         self.throttle
@@ -326,6 +327,30 @@ impl Reader {
             .iter()
             .map_err(|e| redb_err(&self.path, e))?;
         keep_last(rows, |id| self.invocation(id), keep, last, &self.path)
+    }
+
+    /// Every invocation id in creation order (for `store check`).
+    pub(super) fn invocation_ids(&self) -> Result<Vec<String>> {
+        let mut ids = Vec::new();
+        for row in self
+            .invocation_order
+            .iter()
+            .map_err(|e| redb_err(&self.path, e))?
+        {
+            let (_, id) = row.map_err(|e| redb_err(&self.path, e))?;
+            ids.push(id.value().to_owned());
+        }
+        Ok(ids)
+    }
+
+    /// Every stored ledger block with its first row number (for `store check`).
+    pub(super) fn ledger_blocks(&self) -> Result<Vec<(u64, Vec<u8>)>> {
+        let mut blocks = Vec::new();
+        for row in self.ledger.iter().map_err(|e| redb_err(&self.path, e))? {
+            let (first, bytes) = row.map_err(|e| redb_err(&self.path, e))?;
+            blocks.push((first.value(), bytes.value().to_vec()));
+        }
+        Ok(blocks)
     }
 
     /// Every decision recorded for `event_id`, in the order they were made. The ledger has

@@ -89,6 +89,12 @@ impl Tx<'_> {
             return Ok(Claimed::Live(self.claim_from(old)));
         }
         self.decisions.duplicates = self.decisions.duplicates.saturating_sub(1);
+        self.index_expiry(key, expires_at, row);
+        Ok(Claimed::New { row })
+    }
+
+    /// Lists `key` in the expiry index under `expires_at` (stored by `finish_decisions`).
+    fn index_expiry(&mut self, key: &[u8; 32], expires_at: i64, row: u64) {
         let entry = match self.decisions.expiring.last_mut() {
             Some(e) if e.at == expires_at && e.keys.len() < EXPIRY_KEYS * 32 => e,
             _ => {
@@ -102,7 +108,30 @@ impl Tx<'_> {
             }
         };
         entry.keys.extend_from_slice(key);
-        Ok(Claimed::New { row })
+    }
+
+    /// Keeps the claim on `key` (if any) until at least `expires_at`, pointing at the same
+    /// decision. Used when another pair collides with this key: that pair's own claim must
+    /// not outlive this one, or once this one expired the other pair would find the PAP key
+    /// free and be decided again. Claims are kept "at least" their TTL, so this is allowed.
+    pub fn extend_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()> {
+        let found = self
+            .claims
+            .get(key)
+            .map_err(|e| redb_err(&self.path, e))?
+            .map(|v| v.value());
+        let Some((old_expiry, decided_at, row)) = found else {
+            return Ok(());
+        };
+        if old_expiry >= expires_at {
+            return Ok(());
+        }
+        self.claims
+            .insert(key, (expires_at, decided_at, row))
+            .map_err(|e| redb_err(&self.path, e))?;
+        let next = self.next_row()?;
+        self.index_expiry(key, expires_at, next);
+        Ok(())
     }
 
     /// The live claim on `key` at `now`, without claiming (an expired one reads as absent).
@@ -122,12 +151,23 @@ impl Tx<'_> {
         // The row is gone only if the ledger was swept while the claim lived (the sweep
         // keeps rows at least as long as claims, so only after a change of configuration).
         // A damaged block costs the reason its detail, never the decision: the claim stands.
-        let decision = self.ledger_row(row).ok().flatten();
+        let Some(decision) = self.ledger_row(row).ok().flatten() else {
+            return Claim {
+                expires_at,
+                decided_at,
+                outcome: None,
+                invocation_id: None,
+                decided_pair: None,
+            };
+        };
+        // Rows kept by the v4 -> v5 migration for claims whose decision was swept have no ids.
+        let known = !decision.event_id.is_empty() && !decision.trigger.is_empty();
         Claim {
             expires_at,
             decided_at,
-            outcome: decision.as_ref().map(|d| d.outcome.clone()),
-            invocation_id: decision.and_then(|d| d.invocation_id),
+            outcome: Some(decision.outcome),
+            invocation_id: decision.invocation_id,
+            decided_pair: known.then_some((decision.event_id, decision.trigger)),
         }
     }
 
@@ -410,6 +450,7 @@ mod tests {
                         decided_at: 5,
                         outcome: Some("invoked".into()),
                         invocation_id: Some("inv_2".into()),
+                        decided_pair: Some(("e2".into(), "t".into())),
                     }
                 );
                 // The duplicate left the first claim as it was.

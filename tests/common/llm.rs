@@ -27,10 +27,10 @@ pub fn everything_server() -> Option<PathBuf> {
         "PAP_TEST_REQUIRE_MCP is set but {} (or node) is missing; `bash .ci/run` installs it",
         path.display()
     );
-    eprintln!(
-        "skipped: the MCP server {} is not installed (`bash .ci/run` installs it)",
+    super::skip_note(&format!(
+        "the MCP server {} is not installed (`bash .ci/run` installs it)",
         path.display()
-    );
+    ));
     None
 }
 

@@ -58,6 +58,14 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Says on the terminal that a test skipped part of its work, and why. Written to stderr
+/// directly, not with `eprintln!`, so that `cargo test` shows it even though the test passes
+/// (the test harness captures only the print macros).
+pub fn skip_note(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "note: skipped: {why}");
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -1,0 +1,138 @@
+//! Time cannot be moved from the environment of a production binary; `--dry-run --at` tests
+//! rules for another moment without writing anything.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::dispatch::{Project, T0, ev, run_of};
+use crate::common::{code, stderr};
+use serde_json::json;
+
+#[test]
+fn dry_run_at_decides_for_that_moment_and_writes_nothing() {
+    let p = Project::new();
+    let first = p.events(
+        "first.ndjson",
+        &[
+            ev("e1", "test.throttle.hit", json!({"host": "a"})),
+            ev("e2", "test.throttle.hit", json!({"host": "a"})),
+        ],
+    );
+    let run = p.dispatch(T0, &first, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let third = p.events(
+        "third.ndjson",
+        &[ev("e3", "test.throttle.hit", json!({"host": "a"}))],
+    );
+    // `--at` needs --dry-run.
+    let out = p
+        .cmd(T0)
+        .args(["dispatch", "--at", "2026-03-11T06:00:30Z"])
+        .arg(&third)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+
+    let dry = |at: &str| {
+        // Without PAP_NOW: --at alone sets the moment.
+        let out = p
+            .cmd(T0)
+            .env_remove("PAP_NOW")
+            .args(["dispatch", "--json", "--dry-run", "--at", at])
+            .arg(&third)
+            .output()
+            .unwrap();
+        run_of(&out)
+    };
+    let inside = dry("2026-03-11T06:00:30Z");
+    assert_eq!(inside.code, 0, "{}", inside.stderr);
+    assert_eq!(inside.outcome("e3", "t-throttle"), "throttled");
+    let after = dry("2026-03-11T06:01:01+00:00");
+    assert_ne!(
+        after.outcome("e3", "t-throttle"),
+        "throttled",
+        "{}",
+        after.stdout
+    );
+
+    // Nothing was kept: e3 is decided afresh (not a duplicate), still inside the window.
+    let real = p.dispatch("2026-03-11T06:00:40Z", &third, &[]);
+    assert_eq!(real.outcome("e3", "t-throttle"), "throttled");
+
+    let bad = p
+        .cmd(T0)
+        .args(["dispatch", "--dry-run", "--at", "yesterday"])
+        .arg(&third)
+        .output()
+        .unwrap();
+    assert_eq!(code(&bad), 2);
+    assert!(stderr(&bad).contains("RFC 3339"), "{}", stderr(&bad));
+}
+
+/// The release binary: `PAP_TEST_RELEASE_BIN`, else `target/release/pap` beside this
+/// checkout. CI builds it (`.ci/run`) and sets PAP_TEST_REQUIRE_RELEASE, so there a missing
+/// binary fails instead of skipping.
+fn release_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("PAP_TEST_RELEASE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/pap"));
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("PAP_TEST_REQUIRE_RELEASE").is_none(),
+        "PAP_TEST_REQUIRE_RELEASE is set but there is no release binary at {}",
+        path.display()
+    );
+    crate::common::skip_note(&format!(
+        "the release-build check: no release binary at {} (`cargo build --release`, or `bash .ci/run`)",
+        path.display()
+    ));
+    None
+}
+
+#[test]
+fn release_build_ignores_the_test_clock() {
+    let Some(bin) = release_binary() else { return };
+    let p = Project::new();
+    let file = p.events("e.ndjson", &[ev("r1", "test.basic.happened", json!({}))]);
+    let release = |now: &str| {
+        let out = Command::new(&bin)
+            .arg("--root")
+            .arg(p.root())
+            .env("NO_COLOR", "1")
+            .env("PAP_NOW", now)
+            .env("PAP_TEST_DIR", p.root())
+            .args(["dispatch", "--json", "--no-run"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        run_of(&out)
+    };
+    let first = release("2099-01-01T00:00:00Z");
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(
+        first.outcome("r1", "t-echo"),
+        "dispatched",
+        "{}",
+        first.stdout
+    );
+    // Years later by PAP_NOW, still inside the real idempotency TTL: a duplicate.
+    let again = release("2101-06-01T00:00:00Z");
+    assert_eq!(
+        again.outcome("r1", "t-echo"),
+        "duplicate",
+        "{}",
+        again.stdout
+    );
+    // The invocation was created at the real time, not in 2099.
+    let out = Command::new(&bin)
+        .arg("--root")
+        .arg(p.root())
+        .args(["invocations", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("2099-"), "{text}");
+}

@@ -1,0 +1,18 @@
+//! Regression tests for the hardening issue: each drives the real binary against a fixture
+//! project and failed on the main branch before its fix.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+/// A fresh copy of tests/fixtures/hardening.
+fn project() -> common::dispatch::Project {
+    common::dispatch::Project {
+        dir: common::fixture_copy("hardening"),
+    }
+}
+
+mod clock;
+mod keys;
+mod smaller;
+mod store;
+mod terminal;
