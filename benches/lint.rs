@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use pap::manifest::loader;
 use pap::manifest::raw::{AgentFile, TriggerFile};
+use pap::manifest::{discover, loader};
 
 const PAIRS: usize = 500;
 const ROUNDS: usize = 7;
@@ -54,9 +54,13 @@ fn main() {
 fn baseline(root: &Path) {
     for (dir, is_trigger) in [("triggers", true), ("agents", false)] {
         let mut files = Vec::new();
-        loader::walk_yaml(&root.join(dir), &mut files);
+        let rules = discover::Rules {
+            root,
+            follow_outside: false,
+        };
+        discover::walk_yaml(&root.join(dir), rules, &mut files);
         for f in files {
-            let text = std::fs::read_to_string(&f).expect("read");
+            let text = std::fs::read_to_string(f.path()).expect("read");
             if is_trigger {
                 serde_saphyr::from_str::<TriggerFile>(&text).expect("trigger parses");
             } else {

@@ -28,8 +28,16 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
                 return Ok(Outcome::Usage);
             };
             if abs.is_dir() {
+                // Files only; what is refused is reported by the project's own discovery
+                // when it lies under the project, and named here otherwise.
                 let mut found = Vec::new();
-                loader::walk_yaml(&abs, &mut found);
+                let rules = crate::manifest::discover::Rules {
+                    root: &root,
+                    follow_outside: true,
+                };
+                crate::manifest::discover::walk_yaml(&abs, rules, &mut found);
+                let mut found: Vec<PathBuf> =
+                    found.iter().map(|f| f.path().to_path_buf()).collect();
                 found.sort();
                 files.extend(found);
             } else {

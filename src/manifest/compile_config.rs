@@ -90,6 +90,12 @@ fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeCon
             &mut out.ledger_retention,
             false,
         ),
+        (
+            "spool_settle",
+            &raw.spool_settle,
+            &mut out.spool_settle,
+            true,
+        ),
     ];
     for (field, text, target, zero_ok) in fields {
         let Some(text) = text else { continue };

@@ -218,6 +218,7 @@ pub struct ServeConfig {
     pub rescan_interval: Duration,
     pub done_retention: Duration,
     pub ledger_retention: Duration,
+    pub spool_settle: Duration,
 }
 
 impl Default for ServeConfig {
@@ -228,6 +229,7 @@ impl Default for ServeConfig {
             rescan_interval: Duration::from_secs(5),
             done_retention: Duration::from_secs(7 * 24 * 3600),
             ledger_retention: Duration::from_secs(30 * 24 * 3600),
+            spool_settle: Duration::from_secs(1),
         }
     }
 }

@@ -15,6 +15,7 @@ use super::compile_config;
 use super::compile_schedule;
 use super::compile_trigger::{self, AgentIds};
 use super::compiled::{Agent, Config, Project, Schedule, Trigger};
+use super::discover::{self, Found};
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{AgentFile, ProjectConfig, ScheduleFile, TriggerFile};
 use super::schema_check;
@@ -87,48 +88,6 @@ pub fn schema(kind: &str) -> Option<&'static Value> {
     }
 }
 
-/// Manifest files of a project in a stable order: pap.yaml, triggers/**, agents/**,
-/// schedules/**.
-pub fn discover(root: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for name in [CONFIG_FILE, "pap.yml"] {
-        let p = root.join(name);
-        if p.is_file() {
-            files.push(p);
-            break;
-        }
-    }
-    for dir in ["triggers", "agents", "schedules"] {
-        let mut found = Vec::new();
-        walk_yaml(&root.join(dir), &mut found);
-        found.sort();
-        files.extend(found);
-    }
-    files
-}
-
-/// Every `*.yaml`/`*.yml` under `dir`, skipping hidden entries.
-pub fn walk_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if hidden {
-            continue;
-        }
-        if path.is_dir() {
-            walk_yaml(&path, out);
-        } else if matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml")
-        ) {
-            out.push(path);
-        }
-    }
-}
-
 /// How a file is named in diagnostics: relative to the root with `/`, else as given.
 pub fn display_name(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
@@ -138,10 +97,32 @@ pub fn display_name(root: &Path, path: &Path) -> String {
 
 /// Loads the project at `root`, plus `extra` files (from `pap lint PATH...`) outside it.
 pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
-    let mut paths = discover(root);
+    let follow = discover::config_follows_symlinks(root);
+    let mut found = discover::discover(root, follow);
+    let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let rules = discover::Rules {
+        root: &canonical,
+        follow_outside: follow,
+    };
     for p in extra {
-        if !paths.contains(p) {
-            paths.push(p.clone());
+        if !found.iter().any(|f| f.path() == p) {
+            found.push(discover::check_file(p, rules));
+        }
+    }
+    let mut diags = Vec::new();
+    let mut paths = Vec::new();
+    for f in found {
+        match f {
+            Found::File(path) => paths.push(path),
+            Found::Refused { path, why } => diags.push(
+                Diagnostic::new(
+                    "unreadable-file",
+                    &display_name(root, &path),
+                    yaml_tree::Pos::START,
+                    why,
+                )
+                .with_help("pap reads manifests from regular files inside the project only; nothing of this one was read"),
+            ),
         }
     }
     let config_path = paths
@@ -149,7 +130,6 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         .find(|p| p.parent() == Some(root) && is_config_name(p))
         .cloned();
 
-    let mut diags = Vec::new();
     let mut sources = BTreeMap::new();
     let mut files = Vec::new();
     for path in &paths {
@@ -402,7 +382,7 @@ fn read_file(
         kind: is_config.then_some(Kind::Config),
         tree: None,
     };
-    let text = match std::fs::read(path) {
+    let text = match read_regular(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(_) => {
@@ -456,6 +436,23 @@ fn read_file(
     }
     file.tree = Some(tree);
     file
+}
+
+/// A file's bytes, if it is (still) a regular file: opened without blocking (a FIFO swapped
+/// in since discovery would otherwise hang the open) and checked on the open handle.
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// A file's kind comes from its content (`trigger:`/`agent:`), else from its folder.

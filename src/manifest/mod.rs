@@ -11,6 +11,7 @@ pub mod compile_schedule;
 pub mod compile_trigger;
 pub mod compiled;
 pub mod compiled_notify;
+pub mod discover;
 pub mod duration;
 pub mod file_ctx;
 pub mod loader;

@@ -449,6 +449,10 @@ pub struct ProjectConfig {
     /// Spool directory watched by `pap serve`. Default `<state_dir>/spool`.
     #[serde(default)]
     pub spool_dir: Option<String>,
+    /// Follow symbolic links under triggers/, agents/ and schedules/ that lead outside the
+    /// project root (links inside it are always followed). Default false.
+    #[serde(default)]
+    pub follow_symlinks: Option<bool>,
     /// How long idempotency keys are kept, e.g. `48h` (never below 24h). Default `24h`.
     #[serde(default)]
     pub idempotency_ttl: Option<String>,
@@ -582,6 +586,10 @@ pub struct ServeSettings {
     /// How long processed files stay in `done/`, e.g. `7d`; `0s` deletes them. Default `7d`.
     #[serde(default)]
     pub done_retention: Option<String>,
+    /// How long a spool file written in place (not renamed in) must be closed and unchanged
+    /// before serve claims it, e.g. `1s`. Default `1s`.
+    #[serde(default)]
+    pub spool_settle: Option<String>,
     /// How long ledger rows (decisions) are kept, e.g. `30d`. Default `30d`.
     #[serde(default)]
     pub ledger_retention: Option<String>,

@@ -1,0 +1,197 @@
+//! Finding a project's manifest files without trusting the file system: only regular files
+//! are read; a symbolic link is followed only to a regular file or directory inside the
+//! project root (unless `follow_symlinks: true`); FIFOs, sockets and devices are refused
+//! (opening a FIFO would hang every command); a directory reached twice (a link loop) is
+//! read once. Each refusal is one diagnostic that quotes nothing of the target: a link to
+//! `~/.ssh/id_rsa` named `triggers/x.yaml` in an untrusted pull request must not end up in a
+//! CI log.
+
+use std::collections::HashSet;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// A manifest file found, or a path that looked like one and was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    File(PathBuf),
+    Refused { path: PathBuf, why: String },
+}
+
+impl Found {
+    pub fn path(&self) -> &Path {
+        match self {
+            Found::File(p) | Found::Refused { path: p, .. } => p,
+        }
+    }
+}
+
+/// How far links may lead.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules<'a> {
+    /// The canonical project root.
+    pub root: &'a Path,
+    /// `follow_symlinks: true`: links may lead outside the root.
+    pub follow_outside: bool,
+}
+
+/// Manifest files of a project in a stable order: pap.yaml, triggers/**, agents/**,
+/// schedules/**.
+pub fn discover(root: &Path, follow_outside: bool) -> Vec<Found> {
+    let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let rules = Rules {
+        root: &canonical,
+        follow_outside,
+    };
+    let mut files = Vec::new();
+    for name in [super::loader::CONFIG_FILE, "pap.yml"] {
+        let p = root.join(name);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            files.push(check_file(&p, rules));
+            break;
+        }
+    }
+    for dir in ["triggers", "agents", "schedules"] {
+        let mut found = Vec::new();
+        walk_yaml(&root.join(dir), rules, &mut found);
+        found.sort_by(|a, b| a.path().cmp(b.path()));
+        files.extend(found);
+    }
+    files
+}
+
+/// Every `*.yaml`/`*.yml` under `dir`, skipping hidden entries.
+pub fn walk_yaml(dir: &Path, rules: Rules, out: &mut Vec<Found>) {
+    let mut seen = HashSet::new();
+    if let Ok(meta) = std::fs::metadata(dir) {
+        seen.insert((meta.dev(), meta.ino()));
+    }
+    walk(dir, rules, &mut seen, out);
+}
+
+fn walk(dir: &Path, rules: Rules, seen: &mut HashSet<(u64, u64)>, out: &mut Vec<Found>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let yaml = is_yaml_name(&path);
+        if kind.is_dir()
+            || (kind.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_dir()))
+        {
+            let target = match kind.is_symlink() {
+                true => match followable(&path, rules) {
+                    Ok(()) => std::fs::metadata(&path),
+                    Err(why) => {
+                        out.push(Found::Refused { path, why });
+                        continue;
+                    }
+                },
+                false => std::fs::metadata(&path),
+            };
+            let Ok(meta) = target else { continue };
+            if !seen.insert((meta.dev(), meta.ino())) {
+                out.push(Found::Refused {
+                    path,
+                    why: "a link back to a directory already read (a loop): skipped".into(),
+                });
+                continue;
+            }
+            walk(&path, rules, seen, out);
+        } else if yaml {
+            out.push(check_file(&path, rules));
+        }
+    }
+}
+
+/// A path named like a manifest: a regular file, or a link allowed to lead to one.
+pub fn check_file(path: &Path, rules: Rules) -> Found {
+    let refuse = |why: String| Found::Refused {
+        path: path.to_path_buf(),
+        why,
+    };
+    let Ok(own) = std::fs::symlink_metadata(path) else {
+        return refuse("cannot be read".into());
+    };
+    if own.file_type().is_symlink()
+        && let Err(why) = followable(path, rules)
+    {
+        return refuse(why);
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Found::File(path.to_path_buf()),
+        Ok(meta) => refuse(format!(
+            "not a regular file ({}): pap reads manifests only from regular files",
+            kind_name(&meta.file_type())
+        )),
+        Err(e) => refuse(format!("cannot be read: {e}")),
+    }
+}
+
+/// Whether the link at `path` may be followed: its target resolves (no loop, not dangling)
+/// and lies inside the root, unless links may lead outside.
+fn followable(path: &Path, rules: Rules) -> Result<(), String> {
+    let target = path.canonicalize().map_err(|e| {
+        if e.raw_os_error() == Some(nix::libc::ELOOP) {
+            "a symbolic link loop".to_string()
+        } else {
+            "a symbolic link whose target does not exist".to_string()
+        }
+    })?;
+    if rules.follow_outside || target.starts_with(rules.root) {
+        Ok(())
+    } else {
+        Err("a symbolic link to outside the project root: not followed (`follow_symlinks: true` in pap.yaml allows it)".into())
+    }
+}
+
+fn kind_name(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
+}
+
+fn is_yaml_name(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    )
+}
+
+/// Whether pap.yaml (a regular file inside the root) says `follow_symlinks: true`. Read
+/// before the rest, since it decides how the rest is found; a full check comes with the
+/// project's load.
+pub fn config_follows_symlinks(root: &Path) -> bool {
+    let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let rules = Rules {
+        root: &canonical,
+        follow_outside: false,
+    };
+    for name in [super::loader::CONFIG_FILE, "pap.yml"] {
+        let p = root.join(name);
+        if let Found::File(path) = check_file(&p, rules) {
+            let Ok(text) = std::fs::read_to_string(path) else {
+                return false;
+            };
+            return super::yaml_tree::parse(&text).is_ok_and(|tree| {
+                tree.value
+                    .get("follow_symlinks")
+                    .is_some_and(|v| v.value == super::yaml_tree::Node::Bool(true))
+            });
+        }
+    }
+    false
+}
