@@ -24,6 +24,7 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
         grace,
         rescan: config.rescan_interval,
         done_retention: config.done_retention,
+        spool_settle: config.spool_settle,
         // A live claim's reason reads its ledger row, so rows last at least as long.
         ledger_retention: config.ledger_retention.max(project.config.idempotency_ttl),
         once: args.once,

@@ -13,6 +13,7 @@
 pub mod control;
 mod lock;
 mod log;
+mod settle;
 mod spool;
 mod watch;
 mod work;
@@ -44,6 +45,8 @@ use work::Worker;
 pub enum Wake {
     /// Something may have landed in the spool.
     Spool,
+    /// A file arrived in the spool by a rename: finished, claimable at once.
+    Arrived(PathBuf),
     /// A manifest file changed (reloaded after a short quiet period).
     Manifests,
     /// SIGHUP.
@@ -62,6 +65,8 @@ pub struct Settings {
     pub rescan: Duration,
     pub done_retention: Duration,
     pub ledger_retention: Duration,
+    /// How long a file written in place must be closed and unchanged before it is claimed.
+    pub spool_settle: Duration,
     pub once: bool,
     pub log_format: LogFormat,
 }
@@ -93,6 +98,10 @@ struct Server {
     ledger_cursor: Option<u64>,
     last_purge: Option<Instant>,
     last_rescan: Instant,
+    /// Spool files that arrived by a rename (file-system events said so), not yet claimed.
+    renamed: std::collections::HashSet<PathBuf>,
+    /// When a spool file written in place will have settled: look again then.
+    settle_at: Option<Instant>,
     reload_at: Option<Instant>,
     /// A notification timer pass is running.
     pumping: Arc<AtomicBool>,
@@ -181,6 +190,8 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         ledger_cursor: None,
         last_purge: None,
         last_rescan: Instant::now(),
+        renamed: Default::default(),
+        settle_at: None,
         reload_at: None,
         pumping: Arc::new(AtomicBool::new(false)),
     };
@@ -230,10 +241,11 @@ impl Server {
         self.resume_spool();
         self.periodic(true);
         while !self.stopping() {
-            let wait = match self.reload_at {
-                Some(at) => at.saturating_duration_since(Instant::now()).min(TICK),
-                None => TICK,
-            };
+            let wait = [self.reload_at, self.settle_at]
+                .into_iter()
+                .flatten()
+                .map(|at| at.saturating_duration_since(Instant::now()))
+                .fold(TICK, Duration::min);
             let mut spool = false;
             let mut emitted = Vec::new();
             match self.wakes.recv_timeout(wait) {
@@ -257,6 +269,10 @@ impl Server {
             }
             self.dispatch_emitted(emitted);
             let rescan = self.last_rescan.elapsed() >= self.settings.rescan;
+            if self.settle_at.is_some_and(|at| Instant::now() >= at) {
+                self.settle_at = None;
+                spool = true;
+            }
             if spool || rescan {
                 self.spool_pass();
             }
@@ -268,6 +284,15 @@ impl Server {
     fn note(&mut self, w: Wake, spool: &mut bool, emitted: &mut Vec<Event>) {
         match w {
             Wake::Spool => *spool = true,
+            Wake::Arrived(path) => {
+                // Bounded: names of files that were renamed in and then removed by someone
+                // else would otherwise pile up.
+                if self.renamed.len() >= 100_000 {
+                    self.renamed.clear();
+                }
+                self.renamed.insert(path);
+                *spool = true;
+            }
             Wake::Manifests => self.reload_at = Some(Instant::now() + RELOAD_QUIET),
             Wake::Reload => {
                 tracing::info!("SIGHUP: reloading the manifests");
@@ -283,8 +308,19 @@ impl Server {
     fn once(&mut self) -> anyhow::Result<()> {
         self.resume_spool();
         self.periodic(true);
+        // Files written in place are waited for while they settle, but not for ever (a
+        // writer that keeps one open): past this, they stay in the spool for the next run.
+        let settle_limit =
+            Instant::now() + self.settings.spool_settle * 10 + Duration::from_secs(5);
         loop {
             self.spool_pass();
+            if let Some(at) = self.settle_at.take() {
+                if at < settle_limit {
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                    continue;
+                }
+                tracing::warn!("spool files still being written are left for the next run");
+            }
             let worker = self.worker.clone();
             self.rt.block_on(worker.drain());
             let mut emitted = Vec::new();
@@ -293,7 +329,8 @@ impl Server {
                     emitted.extend(events);
                 }
             }
-            let more = !emitted.is_empty() || !self.spool.ready(1)?.is_empty();
+            let waiting = !self.spool.ready(1)?.is_empty() && Instant::now() < settle_limit;
+            let more = !emitted.is_empty() || waiting;
             self.dispatch_emitted(emitted);
             if !more {
                 // Sinks and the watchdog for what this pass's runs produced.
@@ -371,6 +408,18 @@ impl Server {
             };
             let mut claimed = Vec::new();
             for file in ready {
+                let renamed = self.renamed.remove(&file);
+                match settle::readiness(&file, renamed, self.settings.spool_settle) {
+                    settle::Readiness::Now => {}
+                    settle::Readiness::After(wait) => {
+                        if renamed {
+                            self.renamed.insert(file.clone());
+                        }
+                        let at = Instant::now() + wait;
+                        self.settle_at = Some(self.settle_at.map_or(at, |t| t.min(at)));
+                        continue;
+                    }
+                }
                 match self.spool.claim(&file) {
                     Ok(Some(c)) => claimed.push(c),
                     Ok(None) => {}
@@ -431,6 +480,12 @@ impl Server {
                         input: name.clone(),
                         id: None,
                         error: format!("cannot read the file: {e}"),
+                    });
+                } else if let Some(grew) = spool::grew_after_read(path, consumed.into_inner()) {
+                    problems.push(Problem {
+                        input: name.clone(),
+                        id: None,
+                        error: grew,
                     });
                 }
                 files.push((path.clone(), valid, problems));

@@ -17,6 +17,8 @@ pub struct Spool {
     processing: PathBuf,
     done: PathBuf,
     failed: PathBuf,
+    /// Entries serve will never take, already logged (each is logged once).
+    ignored: std::sync::Mutex<std::collections::HashSet<std::ffi::OsString>>,
 }
 
 /// A bad event (or the whole file, when it could not be read) and why.
@@ -35,6 +37,7 @@ impl Spool {
             processing: dir.join("processing"),
             done: dir.join("done"),
             failed: dir.join("failed"),
+            ignored: Default::default(),
         };
         for d in [&spool.dir, &spool.processing, &spool.done, &spool.failed] {
             std::fs::create_dir_all(d)?;
@@ -42,16 +45,39 @@ impl Spool {
         Ok(spool)
     }
 
-    /// Files ready to claim, oldest name first: `*.json` and `*.ndjson`, not hidden, not
-    /// `*.tmp` (writers write under such a name, then rename).
+    /// Files ready to claim, oldest name first: regular files named `*.json` and `*.ndjson`,
+    /// not hidden, not `*.tmp` (writers write under such a name, then rename). Anything else
+    /// (a link, a FIFO, a directory, another extension, a name that is not UTF-8) is never
+    /// opened nor followed, and logged once.
     pub fn ready(&self, limit: usize) -> io::Result<Vec<PathBuf>> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(&self.dir)? {
             let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if is_event_file(name) && entry.file_type().is_ok_and(|t| t.is_file()) {
-                found.push(entry.path());
+            let raw_name = entry.file_name();
+            let kind = entry.file_type()?;
+            let why = match raw_name.to_str() {
+                None => Some("its name is not UTF-8"),
+                Some(name) if name.starts_with('.') || name.ends_with(".tmp") => continue,
+                Some("processing" | "done" | "failed") if kind.is_dir() => continue,
+                Some(name) if !is_event_file(name) => {
+                    Some("only *.json and *.ndjson files are events")
+                }
+                Some(_) if kind.is_symlink() => Some("a symbolic link (never followed)"),
+                Some(_) if !kind.is_file() => Some("not a regular file"),
+                Some(_) => None,
+            };
+            match why {
+                None => found.push(entry.path()),
+                Some(why) => {
+                    let mut ignored = self.ignored.lock().unwrap_or_else(|p| p.into_inner());
+                    if ignored.len() < 10_000 && ignored.insert(raw_name) {
+                        tracing::warn!(
+                            path = %crate::term::for_humans(&entry.path().to_string_lossy()),
+                            why,
+                            "spool entry ignored"
+                        );
+                    }
+                }
             }
         }
         found.sort();
@@ -139,6 +165,20 @@ impl Spool {
     }
 }
 
+/// Why a claimed file is not wholly read, if it grew while (or after) it was read: its
+/// writer was still writing. What was read is decided; the rest is not, so the file goes to
+/// `failed/`, never to `done/` with lines unread.
+pub fn grew_after_read(path: &Path, read: u64) -> Option<String> {
+    let now = std::fs::metadata(path).ok()?.len();
+    (now > read).then(|| {
+        format!(
+            "the file grew while serve read it ({read} bytes read, {now} now): its writer was still writing. \
+             The events read were decided; to decide the rest, move the file back into the spool \
+             (the decided ones are then duplicates). Writers should write under a temporary name and rename."
+        )
+    })
+}
+
 pub fn is_event_file(name: &str) -> bool {
     !name.starts_with('.')
         && !name.ends_with(".tmp")
@@ -168,6 +208,16 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_longer_than_what_was_read_grew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.ndjson");
+        std::fs::write(&path, "12345\n").unwrap();
+        assert_eq!(grew_after_read(&path, 6), None);
+        let why = grew_after_read(&path, 3).unwrap();
+        assert!(why.contains("3 bytes read, 6 now"), "{why}");
+    }
 
     #[test]
     fn only_finished_event_files_are_ready() {

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 
+use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 use super::Wake;
@@ -29,6 +30,16 @@ pub fn start(root: &Path, spool: &Path, wake: Sender<Wake>) -> Watches {
             return;
         };
         if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        // A rename into the spool: the writer finished the file before it appeared.
+        let renamed_to = match event.kind {
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)) => event.paths.first(),
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => event.paths.get(1),
+            _ => None,
+        };
+        if let Some(path) = renamed_to.filter(|p| p.parent() == Some(spool_dir.as_path())) {
+            let _ = wake.send(Wake::Arrived(path.clone()));
             return;
         }
         for path in &event.paths {

@@ -13,6 +13,8 @@ fn project() -> common::dispatch::Project {
 
 mod clock;
 mod keys;
+mod project_files;
 mod smaller;
+mod spool;
 mod store;
 mod terminal;

@@ -1,0 +1,91 @@
+//! When a spool file may be claimed. A writer that renames a finished file into the spool
+//! (the documented way) is taken at once; one that writes in place is taken only once it has
+//! closed the file and the file has not changed for `spool_settle`, so no line written after
+//! the claim is lost.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// Whether a ready file may be claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    Now,
+    /// Look again after this long.
+    After(Duration),
+}
+
+/// `renamed`: file-system events said the file arrived by a rename. Otherwise the file must
+/// be unmodified for `settle` (by its mtime, on the real clock: the file system's) and have
+/// no writer.
+pub fn readiness(path: &Path, renamed: bool, settle: Duration) -> Readiness {
+    if renamed {
+        return Readiness::Now;
+    }
+    let modified = std::fs::symlink_metadata(path).and_then(|m| m.modified());
+    let Ok(modified) = modified else {
+        // Gone or unreadable: the claim finds out and says so.
+        return Readiness::Now;
+    };
+    let age = SystemTime::now()
+        .duration_since(modified)
+        .unwrap_or(Duration::ZERO);
+    if age < settle {
+        return Readiness::After(settle - age);
+    }
+    if has_writer(path) == Some(true) {
+        return Readiness::After(settle.max(Duration::from_millis(200)));
+    }
+    Readiness::Now
+}
+
+/// Whether some process has `path` open for writing: Linux refuses a read lease
+/// (`F_SETLEASE`) on such a file with EAGAIN. `None` when leases cannot tell (another
+/// owner without CAP_LEASE, a file system without leases): then the settle time alone decides.
+pub fn has_writer(path: &Path) -> Option<bool> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns, with integer arguments only.
+    let set = unsafe { nix::libc::fcntl(fd, nix::libc::F_SETLEASE, nix::libc::F_RDLCK) };
+    if set == 0 {
+        // SAFETY: as above; releases the lease just taken.
+        unsafe { nix::libc::fcntl(fd, nix::libc::F_SETLEASE, nix::libc::F_UNLCK) };
+        return Some(false);
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(nix::libc::EAGAIN) => Some(true),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_file_open_for_writing_has_a_writer_and_a_closed_one_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.ndjson");
+        let mut writer = std::fs::File::create(&path).unwrap();
+        writer.write_all(b"{}\n").unwrap();
+        // Leases need the file's owner or CAP_LEASE; both hold for a file made here.
+        assert_eq!(has_writer(&path), Some(true));
+        assert!(matches!(
+            readiness(&path, false, Duration::from_secs(60)),
+            Readiness::After(_)
+        ));
+        drop(writer);
+        assert_eq!(has_writer(&path), Some(false));
+        assert_eq!(readiness(&path, false, Duration::ZERO), Readiness::Now);
+        assert_eq!(
+            readiness(&path, true, Duration::from_secs(60)),
+            Readiness::Now
+        );
+    }
+}
