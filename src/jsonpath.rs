@@ -1,13 +1,23 @@
-//! RFC 9535 JSONPath, parsed once at load and evaluated per event (jsonpath-rust).
+//! RFC 9535 JSONPath, parsed once at load (jsonpath-rust's parser) and evaluated per event
+//! by our own evaluator ([`eval`]), which has a budget: an event is untrusted, and a path
+//! with descendant segments over a hostile event must not cost more than a bounded number of
+//! node visits.
 //!
 //! Most trigger paths are plain walks (`$.data.region`, `$.data.items[0].sku`). Those are
 //! also compiled to a list of steps and evaluated directly, which is several times faster
 //! than the general evaluator and selects exactly the same node (a test compares the two).
 
-use jsonpath_rust::parser::model::JpQuery;
+mod eval;
+mod typecheck;
+
+use jsonpath_rust::parser::model::{JpQuery, Segment, Selector};
 use jsonpath_rust::parser::parse_json_path;
-use jsonpath_rust::query::js_path_process;
 use serde_json::Value;
+
+pub use eval::OverBudget;
+
+/// Nodes one evaluation may visit, unless `limits.jsonpath_nodes` in pap.yaml says otherwise.
+pub const DEFAULT_MAX_NODES: usize = 100_000;
 
 /// A parsed JSONPath query together with its source text.
 #[derive(Debug, Clone)]
@@ -16,6 +26,7 @@ pub struct JsonPath {
     query: JpQuery,
     /// The steps of a singular query made only of names and indexes, if it is one.
     walk: Option<Vec<Step>>,
+    max_nodes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -31,27 +42,47 @@ impl JsonPath {
         if text.trim() != text {
             return Err("leading or trailing whitespace is not allowed".to_string());
         }
-        parse_json_path(text)
-            .map(|query| JsonPath {
-                text: text.to_string(),
-                query,
-                walk: simple_walk(text),
-            })
-            .map_err(|e| explain(&e.to_string()))
+        let query = parse_json_path(text).map_err(|e| explain(&e.to_string()))?;
+        typecheck::check(&query)?;
+        Ok(JsonPath {
+            text: text.to_string(),
+            query,
+            walk: simple_walk(text),
+            max_nodes: DEFAULT_MAX_NODES,
+        })
     }
 
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
-    /// The nodes the query selects, in document order. Evaluation errors select nothing.
-    pub fn select<'a>(&self, value: &'a Value) -> Vec<&'a Value> {
+    /// Sets how many nodes one evaluation may visit.
+    pub fn set_budget(&mut self, max_nodes: usize) {
+        self.max_nodes = max_nodes;
+    }
+
+    /// The nodes the query selects, in document order, or that it went over its budget.
+    pub fn select<'a>(&self, value: &'a Value) -> Result<Vec<&'a Value>, OverBudget> {
         if let Some(steps) = &self.walk {
-            return walk(steps, value).into_iter().collect();
+            return Ok(walk(steps, value).into_iter().collect());
         }
-        js_path_process(&self.query, value)
-            .map(|refs| refs.into_iter().map(|r| r.val).collect())
-            .unwrap_or_default()
+        eval::select(&self.query, value, self.max_nodes)
+    }
+
+    /// Whether the cost of this path can grow much faster than the event (for `pap lint`):
+    /// two descendant segments, or a descendant wildcard followed by more segments.
+    pub fn may_blow_up(&self) -> bool {
+        let segments = &self.query.segments;
+        let descendant = |s: &Segment| matches!(s, Segment::Descendant(_));
+        let wildcard_descendant = |s: &Segment| {
+            matches!(s, Segment::Descendant(inner)
+                if matches!(inner.as_ref(), Segment::Selector(Selector::Wildcard)))
+        };
+        segments.iter().filter(|s| descendant(s)).count() >= 2
+            || segments
+                .iter()
+                .position(wildcard_descendant)
+                .is_some_and(|i| i + 1 < segments.len())
     }
 }
 
@@ -148,8 +179,8 @@ mod tests {
     fn selects_fields_and_reports_bad_syntax() {
         let p = JsonPath::parse("$.data.region").unwrap();
         let event = json!({"data": {"region": "NO1"}});
-        assert_eq!(p.select(&event), vec![&json!("NO1")]);
-        assert!(p.select(&json!({})).is_empty());
+        assert_eq!(p.select(&event).unwrap(), vec![&json!("NO1")]);
+        assert!(p.select(&json!({})).unwrap().is_empty());
         assert_eq!(
             JsonPath::parse("$.data[").unwrap_err(),
             "expected selector at character 8"
@@ -180,10 +211,8 @@ mod tests {
         for text in paths {
             let p = JsonPath::parse(text).unwrap();
             assert!(p.walk.is_some(), "{text} should take the fast path");
-            let general: Vec<&Value> = js_path_process(&p.query, &doc)
-                .map(|refs| refs.into_iter().map(|r| r.val).collect())
-                .unwrap_or_default();
-            assert_eq!(p.select(&doc), general, "{text}");
+            let general = eval::select(&p.query, &doc, DEFAULT_MAX_NODES).unwrap();
+            assert_eq!(p.select(&doc).unwrap(), general, "{text}");
         }
         for general_only in [
             "$.data[*]",
@@ -199,9 +228,19 @@ mod tests {
     }
 
     #[test]
+    fn paths_that_can_blow_up_are_told_apart() {
+        for risky in ["$..*..*", "$..a..w", "$..*.x", "$..*..*..*"] {
+            assert!(JsonPath::parse(risky).unwrap().may_blow_up(), "{risky}");
+        }
+        for fine in ["$..*", "$..a", "$.data[*].x", "$.a..b", "$..a.b"] {
+            assert!(!JsonPath::parse(fine).unwrap().may_blow_up(), "{fine}");
+        }
+    }
+
+    #[test]
     fn multi_node_paths_select_every_match() {
         let p = JsonPath::parse("$.data.items[*].sku").unwrap();
         let event = json!({"data": {"items": [{"sku": "a"}, {"sku": "b"}]}});
-        assert_eq!(p.select(&event).len(), 2);
+        assert_eq!(p.select(&event).unwrap().len(), 2);
     }
 }

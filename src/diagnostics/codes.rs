@@ -198,6 +198,10 @@ pub const CODES: &[CodeInfo] = &[
         "two triggers, two agents or two schedules share an id",
     ),
     warning(
+        "jsonpath-cost",
+        "a JSONPath whose cost can grow much faster than the event (nested descendant segments)",
+    ),
+    warning(
         "trigger-id-suffix",
         "a trigger id that ends with another trigger's id, so PAP idempotency keys of different pairs coincide",
     ),

@@ -197,7 +197,11 @@ fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String) {
         let _ = writeln!(out, "        {}", p.dim(&format!("defined in {}", ex.file)));
         let mark = |ok: bool| if ok { p.green("✓") } else { p.red("✗") };
         for c in &ex.conditions {
-            let saw = crate::stages::filter::describe_saw(&c.saw.iter().collect::<Vec<_>>());
+            let saw = if c.over_budget {
+                "nothing: the path went over jsonpath.max_nodes and was stopped".to_owned()
+            } else {
+                crate::stages::filter::describe_saw(&c.saw.iter().collect::<Vec<_>>())
+            };
             let _ = writeln!(out, "        {} {}   saw {saw}", mark(c.holds), c.condition);
         }
         for s in &ex.stages {

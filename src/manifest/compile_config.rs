@@ -24,6 +24,16 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
             .unknown_triggered_by
             .unwrap_or(UnknownParentPolicy::Reject),
         max_event_bytes: raw.max_event_bytes.unwrap_or(defaults.max_event_bytes),
+        jsonpath_max_nodes: raw
+            .jsonpath
+            .as_ref()
+            .and_then(|j| j.max_nodes)
+            .map_or(defaults.jsonpath_max_nodes, |n| n as usize),
+        jsonpath_max_saw_bytes: raw
+            .jsonpath
+            .as_ref()
+            .and_then(|j| j.max_saw_bytes)
+            .map_or(defaults.jsonpath_max_saw_bytes, |n| n as usize),
         ..defaults
     };
     if let Some(text) = &raw.idempotency_ttl {

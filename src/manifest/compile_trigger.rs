@@ -120,9 +120,28 @@ fn compile_pattern(ctx: &mut FileCtx, text: &str) -> Option<TypePattern> {
     }
 }
 
+/// Paths whose cost can grow much faster than the event get a warning: they are bounded
+/// (`jsonpath.max_nodes`), but on a large event they may then not hold.
+fn warn_if_costly(ctx: &mut FileCtx, p: &JsonPath, at: &[PathSeg]) {
+    if p.may_blow_up() {
+        ctx.at(
+            "jsonpath-cost",
+            at,
+            format!(
+                "`{}` can visit far more nodes than the event has (nested descendant segments)",
+                p.as_str()
+            ),
+        )
+        .help("name the members you mean (`$.data.items[*].sku`); past jsonpath.max_nodes (100000) the condition does not hold");
+    }
+}
+
 fn compile_condition(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Condition> {
     let path = match JsonPath::parse(&c.path) {
-        Ok(p) => Some(p),
+        Ok(p) => {
+            warn_if_costly(ctx, &p, &path!["trigger", "filter", i, "path"]);
+            Some(p)
+        }
         Err(reason) => {
             ctx.at(
                 "invalid-jsonpath",
@@ -246,7 +265,10 @@ fn compile_throttle(ctx: &mut FileCtx, t: &raw::Throttle) -> Option<Throttle> {
     let window_key = match &t.window_key {
         None => None,
         Some(text) => match JsonPath::parse(text) {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                warn_if_costly(ctx, &p, &path!["trigger", "throttle", "window_key"]);
+                Some(p)
+            }
             Err(reason) => {
                 ctx.at(
                     "invalid-window-key",

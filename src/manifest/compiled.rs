@@ -205,6 +205,10 @@ pub struct Config {
     pub approval_timeout: Duration,
     pub unknown_triggered_by: UnknownParentPolicy,
     pub max_event_bytes: u64,
+    /// Nodes one JSONPath evaluation may visit.
+    pub jsonpath_max_nodes: usize,
+    /// Bytes of selected values `--explain` quotes per condition.
+    pub jsonpath_max_saw_bytes: usize,
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
     pub serve: ServeConfig,
     pub notify: super::compiled_notify::NotifyConfig,
@@ -262,6 +266,8 @@ impl Default for Config {
             approval_timeout: Duration::from_secs(24 * 3600),
             unknown_triggered_by: UnknownParentPolicy::Reject,
             max_event_bytes: 1024 * 1024,
+            jsonpath_max_nodes: crate::jsonpath::DEFAULT_MAX_NODES,
+            jsonpath_max_saw_bytes: 1024 * 1024,
             mcp_servers: BTreeMap::new(),
             serve: ServeConfig::default(),
             notify: super::compiled_notify::NotifyConfig::default(),

@@ -246,6 +246,9 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }
     }
     check_id_suffixes(&triggers, &trigger_at, &mut diags);
+    for trigger in &mut triggers {
+        set_budgets(trigger, config.jsonpath_max_nodes);
+    }
 
     for (s, (file, base, tree)) in schedules.iter().zip(&schedule_at) {
         let matched = triggers
@@ -300,6 +303,20 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }),
         diagnostics: diags,
         sources,
+    }
+}
+
+/// Every path a trigger evaluates over events gets the project's node budget.
+fn set_budgets(trigger: &mut Trigger, max_nodes: usize) {
+    for c in &mut trigger.filter {
+        c.path.set_budget(max_nodes);
+    }
+    if let Some(key) = trigger
+        .throttle
+        .as_mut()
+        .and_then(|t| t.window_key.as_mut())
+    {
+        key.set_budget(max_nodes);
     }
 }
 

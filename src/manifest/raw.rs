@@ -470,6 +470,9 @@ pub struct ProjectConfig {
     #[serde(default)]
     #[schemars(range(min = 1024))]
     pub max_event_bytes: Option<u64>,
+    /// What one JSONPath evaluation over an event may cost (filters, window keys).
+    #[serde(default)]
+    pub jsonpath: Option<JsonPathLimits>,
     /// MCP servers by name; agents refer to them as `mcp://NAME`.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServer>,
@@ -593,6 +596,22 @@ pub struct ServeSettings {
     /// How long ledger rows (decisions) are kept, e.g. `30d`. Default `30d`.
     #[serde(default)]
     pub ledger_retention: Option<String>,
+}
+
+/// Budgets of one JSONPath evaluation: an event is untrusted, and a path with descendant
+/// segments can otherwise cost far more than the event's size.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
+pub struct JsonPathLimits {
+    /// Nodes one evaluation may visit; past it, the condition does not hold. Default 100000.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_nodes: Option<u64>,
+    /// Bytes of selected values `--explain` quotes per condition. Default 1048576 (1 MiB).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_saw_bytes: Option<u64>,
 }
 
 /// A schedule manifest file: `schedules/**/*.yaml`.

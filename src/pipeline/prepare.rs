@@ -54,10 +54,16 @@ impl Pipeline<'_> {
                         .iter()
                         .map(|c| {
                             let checked = filter::evaluate(c, &event.value);
+                            let (saw, saw_truncated) = filter::saw_within(
+                                &checked.saw,
+                                self.project.config.jsonpath_max_saw_bytes,
+                            );
                             ConditionExplain {
                                 condition: filter::describe(c),
                                 holds: checked.holds,
-                                saw: checked.saw.into_iter().cloned().collect(),
+                                saw,
+                                saw_truncated,
+                                over_budget: checked.over_budget.is_some(),
                             }
                         })
                         .collect()

@@ -55,6 +55,12 @@ pub struct ConditionExplain {
     pub condition: String,
     pub holds: bool,
     pub saw: Vec<Value>,
+    /// `saw` holds only the first values (`jsonpath.max_saw_bytes`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub saw_truncated: bool,
+    /// The path went over `jsonpath.max_nodes` and was stopped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub over_budget: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

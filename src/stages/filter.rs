@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::{Outcome, Verdict};
+use crate::jsonpath::OverBudget;
 use crate::manifest::compiled::{Condition, Test, Trigger};
 
 /// One condition checked against one event, with what its path saw (for `--explain`).
@@ -14,6 +15,8 @@ use crate::manifest::compiled::{Condition, Test, Trigger};
 pub struct Checked<'e> {
     pub holds: bool,
     pub saw: Vec<&'e Value>,
+    /// The path went over its budget: the condition does not hold, whatever the operator.
+    pub over_budget: Option<OverBudget>,
 }
 
 pub fn check(trigger: &Trigger, event: &Value) -> Verdict {
@@ -27,7 +30,16 @@ pub fn check(trigger: &Trigger, event: &Value) -> Verdict {
 }
 
 pub fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
-    let saw = cond.path.select(event);
+    let saw = match cond.path.select(event) {
+        Ok(saw) => saw,
+        Err(over) => {
+            return Checked {
+                holds: false,
+                saw: Vec::new(),
+                over_budget: Some(over),
+            };
+        }
+    };
     let any = |f: &dyn Fn(&Value) -> bool| saw.iter().any(|v| f(v));
     let holds = match &cond.test {
         Test::Eq(want) => any(&|v| json_eq(v, want)),
@@ -42,7 +54,11 @@ pub fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
         Test::Exists(present) => any(&|v| !v.is_null()) == *present,
         Test::Regex(re) => any(&|v| v.as_str().is_some_and(|s| re.is_match(s))),
     };
-    Checked { holds, saw }
+    Checked {
+        holds,
+        saw,
+        over_budget: None,
+    }
 }
 
 /// JSON equality where numbers compare by value (`3` equals `3.0`), recursively; no
@@ -90,22 +106,83 @@ pub fn describe(cond: &Condition) -> String {
     format!("{} {op} {value}", cond.path.as_str())
 }
 
-/// What a path saw, for messages: `missing`, one value, or a list.
+/// What a path saw, for messages: `missing`, one value, or a list, cut at 120 characters.
+/// Only what is shown is ever written out: a path that selected a whole large event costs
+/// no more than a small one here.
 pub fn describe_saw(saw: &[&Value]) -> String {
     const MAX: usize = 120;
-    let text = match saw {
+    let mut out = Limited::new(MAX * 4);
+    let _ = match saw {
         [] => return "missing".into(),
-        [one] => one.to_string(),
-        many => Value::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
+        [one] => serde_json::to_writer(&mut out, one),
+        many => serde_json::to_writer(&mut out, many),
     };
-    if text.chars().count() > MAX {
+    let text = String::from_utf8_lossy(&out.bytes);
+    if out.full || text.chars().count() > MAX {
         format!("{}…", text.chars().take(MAX).collect::<String>())
     } else {
-        text
+        text.into_owned()
+    }
+}
+
+/// The values a path saw, for `--explain`: as many as fit in `max_bytes` of JSON text, and
+/// whether some were left out.
+pub fn saw_within(saw: &[&Value], max_bytes: usize) -> (Vec<Value>, bool) {
+    let mut left = max_bytes;
+    let mut kept = Vec::new();
+    for v in saw {
+        let mut out = Limited::new(left);
+        if serde_json::to_writer(&mut out, v).is_err() || out.full {
+            return (kept, true);
+        }
+        left -= out.bytes.len();
+        kept.push((*v).clone());
+    }
+    (kept, false)
+}
+
+/// A writer that takes at most `max` bytes, then fails (so serialising stops there).
+struct Limited {
+    bytes: Vec<u8>,
+    max: usize,
+    full: bool,
+}
+
+impl Limited {
+    fn new(max: usize) -> Limited {
+        Limited {
+            bytes: Vec::new(),
+            max,
+            full: false,
+        }
+    }
+}
+
+impl std::io::Write for Limited {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = self.max - self.bytes.len();
+        if buf.len() > room {
+            self.bytes.extend_from_slice(&buf[..room]);
+            self.full = true;
+            return Err(std::io::Error::other("limit reached"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
 fn describe_failure(cond: &Condition, checked: &Checked) -> String {
+    if let Some(over) = checked.over_budget {
+        return format!(
+            "{} does not hold: its path visited more than {} nodes of this event (jsonpath.max_nodes) and was stopped",
+            describe(cond),
+            over.max_nodes
+        );
+    }
     format!(
         "{} does not hold (saw {})",
         describe(cond),

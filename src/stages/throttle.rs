@@ -13,7 +13,12 @@ pub fn window_key(throttle: &Throttle, event: &Value) -> String {
     let Some(path) = &throttle.window_key else {
         return String::new();
     };
-    match path.select(event).as_slice() {
+    let Ok(selected) = path.select(event) else {
+        // Not JSON text, so it shares a bucket with no real value: every event whose key
+        // path went over budget is throttled together.
+        return "over budget".to_owned();
+    };
+    match selected.as_slice() {
         [] => String::new(),
         [one] => one.to_string(),
         many => Value::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),

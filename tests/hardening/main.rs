@@ -12,6 +12,7 @@ fn project() -> common::dispatch::Project {
 }
 
 mod clock;
+mod jsonpath_cost;
 mod keys;
 mod project_files;
 mod smaller;
