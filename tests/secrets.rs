@@ -196,7 +196,13 @@ fn a_key_the_provider_echoes_is_redacted_everywhere_pap_prints_or_stores_it() {
         "{{\"error\": {{\"message\": \"Incorrect API key provided: {KEY_JSON}\"}}}} \
          proxy: GET /v1?key={KEY_URL} with Authorization: Bearer {KEY}"
     );
-    let llm = FakeLlm::start(vec![Scripted::raw(401, &body), Scripted::raw(401, &body)]);
+    // e1 meets a server error, retried within the attempt until pap gives up (the last body is
+    // quoted); e2 a refusal of the key, which is not retried.
+    let mut script: Vec<Scripted> = (0..6)
+        .map(|_| Scripted::raw(500, &body).header("retry-after-ms", "1"))
+        .collect();
+    script.push(Scripted::raw(401, &body));
+    let llm = FakeLlm::start(script);
     let p = Proj::new(&llm.url);
 
     let out = p.dispatch("e1", "test.llm.asked", true);
@@ -213,12 +219,15 @@ fn a_key_the_provider_echoes_is_redacted_everywhere_pap_prints_or_stores_it() {
     assert_clean("dispatch", &stdout(&human), &key_forms());
     assert_clean("dispatch stderr", &stderr(&human), &key_forms());
 
+    for (event, status) in [("e1", "HTTP 500"), ("e2", "HTTP 401")] {
+        let inv = p.invocation_of(event, "t-llm");
+        assert_eq!(inv["status"], "failed", "{inv:#}");
+        let error = inv["error"].as_str().unwrap();
+        assert!(error.contains(status), "{error}");
+        assert!(error.contains("[REDACTED:OPENAI_API_KEY]"), "{error}");
+        assert_clean("invocations show --json", &inv.to_string(), &key_forms());
+    }
     let inv = p.invocation_of("e1", "t-llm");
-    assert_eq!(inv["status"], "failed", "{inv:#}");
-    let error = inv["error"].as_str().unwrap();
-    assert!(error.contains("HTTP 401"), "{error}");
-    assert!(error.contains("[REDACTED:OPENAI_API_KEY]"), "{error}");
-    assert_clean("invocations show --json", &inv.to_string(), &key_forms());
     let id = inv["id"].as_str().unwrap();
     for args in [
         vec!["invocations", "show", id],
@@ -255,6 +264,7 @@ fn a_key_the_provider_echoes_is_redacted_everywhere_pap_prints_or_stores_it() {
     let store = std::fs::read(p.root().join(".pap/state.redb")).unwrap();
     let store = String::from_utf8_lossy(&store);
     assert_clean("the store file", &store, &key_forms());
+    assert!(store.contains("[REDACTED:OPENAI_API_KEY]"));
 }
 
 #[test]
