@@ -78,7 +78,8 @@ impl Redactor {
     /// - in `mcp_servers`, sink settings and command agents' `model.env`: the value of every
     ///   `${NAME}` whose NAME [looks secret](looks_secret) or is listed under `secrets:`,
     ///   and an `env` entry whose own name looks secret;
-    /// - every header value (MCP and sinks), and its credential after a scheme (`Bearer x`);
+    /// - header values that are credentials (by the header's name, or because they come from
+    ///   the environment), and the credential after a scheme (`Bearer x`);
     /// - the password of a URL (`https://user:pass@host`), and every `${NAME}` in a sink's
     ///   URL (a Slack webhook URL is itself the secret);
     /// - the variables named in `secrets:`.
@@ -225,10 +226,16 @@ impl Sources<'_> {
         }
     }
 
+    /// Header values that carry a credential: the header's name says so (`Authorization`,
+    /// `X-Api-Key`, `Cookie`), or the value comes from the environment. A literal
+    /// `Accept: application/json` is not one, and is left alone everywhere.
     fn headers(&mut self, headers: &BTreeMap<String, String>) {
         for (name, template) in headers {
             self.interpolated(template, false);
-            let Some(value) = self.expanded(template) else {
+            let credential = looks_secret(name)
+                || name.eq_ignore_ascii_case("cookie")
+                || !interpolate::names(template).is_empty();
+            let Some(value) = self.expanded(template).filter(|_| credential) else {
                 continue;
             };
             if let Some((_scheme, credential)) = value.trim().split_once(' ') {
@@ -499,7 +506,11 @@ mod tests {
             "gh".into(),
             McpServerSpec::Http {
                 url: "https://bot:url-pass-77@example.com/mcp".into(),
-                headers: [("Authorization".to_owned(), "Bearer ${GH}".to_owned())].into(),
+                headers: [
+                    ("Authorization".to_owned(), "Bearer ${GH}".to_owned()),
+                    ("Accept".to_owned(), "application/json".to_owned()),
+                ]
+                .into(),
             },
         );
         config.mcp_servers.insert(
@@ -533,12 +544,12 @@ mod tests {
             });
         let r = Redactor::for_project(&config, &[], &lookup);
         let text = r.text(
-            "gh-value-123 db-password-9 T000/B000/XXXXXXXX marked-value-1 url-pass-77 not-a-secret-at-all",
+            "gh-value-123 db-password-9 T000/B000/XXXXXXXX marked-value-1 url-pass-77 not-a-secret-at-all application/json",
         );
         assert_eq!(
             text,
             "[REDACTED:Authorization] [REDACTED:DB_PASSWORD] [REDACTED:HOOK_PATH] \
-             [REDACTED:MARKED] [REDACTED:mcp_servers.gh] not-a-secret-at-all"
+             [REDACTED:MARKED] [REDACTED:mcp_servers.gh] not-a-secret-at-all application/json"
         );
     }
 }
