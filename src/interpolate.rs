@@ -7,6 +7,16 @@ pub fn check(value: &str) -> Result<(), String> {
     expand(value, |_| Some(String::new())).map(|_| ())
 }
 
+/// The names `value` refers to with `${NAME}`, in order (none when its syntax is wrong).
+pub fn names(value: &str) -> Vec<String> {
+    let found = std::cell::RefCell::new(Vec::new());
+    let _ = expand(value, |name| {
+        found.borrow_mut().push(name.to_owned());
+        Some(String::new())
+    });
+    found.into_inner()
+}
+
 /// Expands `${NAME}` with `lookup`; `$$` is a literal `$`. A name `lookup` does not know is an
 /// error naming it (the value is never echoed, it may be a secret's neighbour).
 pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
@@ -56,5 +66,6 @@ mod tests {
         assert!(check("${TOKEN").is_err());
         assert!(check("${1X}").is_err());
         assert!(check("plain").is_ok());
+        assert_eq!(names("${A}:$$${B}"), ["A", "B"]);
     }
 }

@@ -18,6 +18,7 @@ pub mod notify;
 pub mod panic_report;
 pub mod pipeline;
 pub mod schedule;
+pub mod secrets;
 pub mod serve;
 pub mod stages;
 pub mod store;

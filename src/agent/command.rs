@@ -5,6 +5,7 @@
 //! a timeout kills everything it started, and anything still alive in the group when it
 //! exits is killed too: nothing an agent starts outlives its invocation.
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -21,6 +22,9 @@ pub struct Spec<'a> {
     pub cwd: &'a Path,
     pub stdin: Vec<u8>,
     pub env: Vec<(String, String)>,
+    /// Whether the program also gets pap's own environment. Without it, it gets only
+    /// [`base_env`] plus `env`.
+    pub inherit_env: bool,
     pub timeout: Duration,
     /// Most stdout bytes accepted; more fails the attempt.
     pub max_output: usize,
@@ -32,6 +36,9 @@ const STDERR_TAIL: usize = 4096;
 /// Runs the program; `Ok(stdout)` when it exited 0 within the time limit.
 pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
     let mut cmd = Command::new(spec.program);
+    if !spec.inherit_env {
+        cmd.env_clear().envs(base_env());
+    }
     cmd.args(spec.args)
         .current_dir(spec.cwd)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -109,6 +116,17 @@ pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// What a child that does not inherit pap's environment (where the API keys are) still gets
+/// from it: `PATH` and the locale (`LANG`, `LANGUAGE`, `LC_*`).
+pub fn base_env() -> Vec<(OsString, OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            matches!(name.as_ref(), "PATH" | "LANG" | "LANGUAGE") || name.starts_with("LC_")
+        })
+        .collect()
+}
+
 struct GroupGuard(Option<Pid>);
 
 impl Drop for GroupGuard {
@@ -179,6 +197,7 @@ mod tests {
             cwd: Path::new("/"),
             stdin: b"{\"x\":1}\n".to_vec(),
             env: vec![("PAP_TEST".into(), "v".into())],
+            inherit_env: false,
             timeout: Duration::from_millis(timeout_ms),
             max_output: 64,
         }
@@ -192,6 +211,17 @@ mod tests {
     async fn passes_stdin_and_env_and_returns_stdout() {
         let args = sh(r#"read line; printf '%s %s' "$line" "$PAP_TEST""#);
         assert_eq!(run(spec(&args, 10_000)).await.unwrap(), b"{\"x\":1} v");
+    }
+
+    #[tokio::test]
+    async fn without_inheritance_only_path_locale_and_the_given_env_pass() {
+        // CARGO_MANIFEST_DIR is in the environment of every `cargo test` run.
+        let args =
+            sh(r#"printf '%s|%s|%s' "${CARGO_MANIFEST_DIR:+dir}" "$PAP_TEST" "${PATH:+path}""#);
+        assert_eq!(run(spec(&args, 10_000)).await.unwrap(), b"|v|path");
+        let mut s = spec(&args, 10_000);
+        s.inherit_env = true;
+        assert_eq!(run(s).await.unwrap(), b"dir|v|path");
     }
 
     #[tokio::test]

@@ -1,7 +1,7 @@
 //! The MCP client (rmcp): connects the servers an agent's tools name, for one attempt.
 //!
 //! A stdio server is a child process that gets only the environment `pap.yaml` gives it plus
-//! `PATH`, never the dispatcher's own (which holds the provider keys). Its stderr is drained
+//! `PATH` and the locale, never the dispatcher's own (which holds the provider keys). Its stderr is drained
 //! (a full pipe would stall it) and its last lines explain a failure. A streamable HTTP server
 //! is reached by URL with the headers `pap.yaml` gives. Everything is shut down when the
 //! attempt ends.
@@ -152,10 +152,10 @@ async fn connect_one(root: &Path, name: &str, spec: &McpServerSpec) -> Result<Se
                 command.into()
             };
             let mut cmd = tokio::process::Command::new(&program);
-            cmd.args(args).current_dir(root).env_clear();
-            if let Some(path) = std::env::var_os("PATH") {
-                cmd.env("PATH", path);
-            }
+            cmd.args(args)
+                .current_dir(root)
+                .env_clear()
+                .envs(super::command::base_env());
             for (key, value) in env {
                 cmd.env(key, expand(&format!("env {key}"), value)?);
             }

@@ -67,7 +67,10 @@ impl Runtime {
                 let now = self.clock.now_ms();
                 return self.finish_failure(inv, reason, now).await;
             };
-            let (outcome, transcript) = self.attempt(&inv, &agent).await;
+            let (mut outcome, mut transcript) = self.attempt(&inv, &agent).await;
+            // Everything the attempt brings back is redacted here, before it is stored or
+            // printed anywhere: the record, events, notifications and sinks inherit it.
+            redact_attempt(&self.project.redactor, &mut outcome, transcript.as_mut());
             if let Some(last) = inv.history.last_mut() {
                 last.transcript = transcript;
             }
@@ -173,9 +176,17 @@ impl Runtime {
         Option<store::Transcript>,
     ) {
         match &agent.model {
-            ModelSpec::Command { program, args } => {
+            ModelSpec::Command { program, args, env } => {
+                // A variable that is not set cannot become set by trying again.
+                let env = match expand_env(env) {
+                    Ok(env) => env,
+                    Err(reason) => {
+                        let retry = false;
+                        return (Err(Failure { reason, retry }), None);
+                    }
+                };
                 let result = self
-                    .run_command(inv, agent, program, args)
+                    .run_command(inv, agent, program, args, env)
                     .await
                     .map_err(|reason| Failure {
                         reason,
@@ -196,6 +207,7 @@ impl Runtime {
         agent: &Agent,
         program: &std::path::Path,
         args: &[String],
+        mut env: Vec<(String, String)>,
     ) -> Result<(Value, Vec<Event>), String> {
         let max_bytes = self.project.config.max_event_bytes;
         let scratch = tempfile::Builder::new()
@@ -212,7 +224,8 @@ impl Runtime {
             "notifications": inv.notifications,
         }))
         .expect("serialisable");
-        let mut env = vec![
+        // After `model.env`, so the `PAP_*` variables are always pap's.
+        env.extend([
             ("PAP_INVOCATION_ID".to_owned(), inv.id.clone()),
             ("PAP_ATTEMPT".to_owned(), inv.attempts.to_string()),
             ("PAP_EVENT_ID".to_owned(), inv.event_id.clone()),
@@ -220,7 +233,7 @@ impl Runtime {
             ("PAP_TRIGGER_ID".to_owned(), inv.trigger.clone()),
             ("PAP_AGENT_ID".to_owned(), inv.agent.clone()),
             ("PAP_EMIT_FILE".to_owned(), emit_file.display().to_string()),
-        ];
+        ]);
         // A NUL cannot be passed in the environment; such a value (from an event id) is left out.
         env.retain(|(_, v)| !v.contains('\0'));
         let stdout = command::run(command::Spec {
@@ -229,6 +242,7 @@ impl Runtime {
             cwd: &self.project.root,
             stdin: [stdin, b"\n".to_vec()].concat(),
             env,
+            inherit_env: false,
             timeout: agent.max_runtime.unwrap_or(DEFAULT_MAX_RUNTIME),
             max_output: usize::try_from(max_bytes / 2).unwrap_or(usize::MAX),
         })
@@ -439,6 +453,47 @@ fn put_outbox(tx: &mut Tx, events: &[Event], now: i64) -> store::Result<()> {
         tx.outbox_put(&e.id, &e.value, Some(&owner))?;
     }
     Ok(())
+}
+
+/// A command agent's `model.env` with `${NAME}` taken from pap's environment.
+fn expand_env(
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, String> {
+    env.iter()
+        .map(|(key, value)| {
+            crate::interpolate::expand(value, |name| std::env::var(name).ok())
+                .map(|v| (key.clone(), v))
+                .map_err(|e| format!("model.env {key}: {e}"))
+        })
+        .collect()
+}
+
+/// Redacts what one attempt brought back: its output and follow-up events, or why it failed,
+/// and an LLM agent's transcript.
+fn redact_attempt(
+    redactor: &crate::secrets::Redactor,
+    outcome: &mut Result<(Value, Vec<Event>), Failure>,
+    transcript: Option<&mut store::Transcript>,
+) {
+    if redactor.is_empty() {
+        return;
+    }
+    match outcome {
+        Ok((output, follow_ups)) => {
+            redactor.value(output);
+            for event in follow_ups {
+                redactor.value(&mut event.value);
+            }
+        }
+        Err(failure) => redactor.string(&mut failure.reason),
+    }
+    for turn in transcript.into_iter().flat_map(|t| t.turns.iter_mut()) {
+        redactor.string(&mut turn.text);
+        for call in &mut turn.tool_calls {
+            redactor.string(&mut call.arguments);
+            redactor.string(&mut call.result);
+        }
+    }
 }
 
 fn close_attempt(inv: &mut Invocation, now: i64, error: Option<&str>) {

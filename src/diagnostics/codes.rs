@@ -149,7 +149,7 @@ pub const CODES: &[CodeInfo] = &[
     ),
     error(
         "invalid-interpolation",
-        "a `$` in an MCP env or header value that is not `${NAME}` or `$$`",
+        "a `$` in an MCP env or header value, a sink URL or header, or a command agent's `model.env`, that is not `${NAME}` or `$$`",
     ),
     warning(
         "command-not-found",

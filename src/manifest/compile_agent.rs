@@ -168,14 +168,19 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
                     format!("`{program}` does not exist or is not executable (resolved against the project root)"),
                 );
             }
+            super::compile_config::check_env_map(ctx, &m.env, &path!["agent", "model", "env"]);
             Some(ModelSpec::Command {
                 program: resolved,
                 args: argv[1..].to_vec(),
+                env: m.env.clone(),
             })
         }
         Provider::Anthropic | Provider::Openai => {
             if m.command.is_some() {
                 unused(ctx, "command", "only provider `command` runs a program");
+            }
+            if !m.env.is_empty() {
+                unused(ctx, "env", "only provider `command` runs a program");
             }
             let Some(model_id) = m.model_id.clone().filter(|s| !s.trim().is_empty()) else {
                 ctx.at(

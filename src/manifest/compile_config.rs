@@ -63,6 +63,17 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
         compile_serve(ctx, serve, &mut config.serve);
     }
     config.notify = super::compile_notify::compile_settings(raw.notifications.as_ref(), ctx);
+    for (i, name) in raw.secrets.iter().enumerate() {
+        if valid_env_name(name) {
+            config.secrets.push(name.clone());
+        } else {
+            ctx.at(
+                "invalid-env-name",
+                &path!["secrets", i],
+                format!("`{name}` is not an environment variable name"),
+            );
+        }
+    }
     for (name, server) in &raw.mcp_servers {
         if let Some(spec) = compile_server(ctx, name, server) {
             config.mcp_servers.insert(name.clone(), spec);
@@ -146,16 +157,7 @@ fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<M
             format!("MCP server name `{name}` must use only letters, digits, `-` and `_` (it appears in mcp://{name})"),
         );
     }
-    for (key, value) in &s.env {
-        if !valid_env_name(key) {
-            ctx.at_key(
-                "invalid-env-name",
-                &path!["mcp_servers", name, "env", key.as_str()],
-                format!("`{key}` is not an environment variable name"),
-            );
-        }
-        check_interpolation(ctx, value, &path!["mcp_servers", name, "env", key.as_str()]);
-    }
+    check_env_map(ctx, &s.env, &path!["mcp_servers", name, "env"]);
     for (key, value) in &s.headers {
         check_interpolation(
             ctx,
@@ -211,6 +213,27 @@ fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<M
             .help("`command` (+ `args`, `env`) starts a local stdio server; `url` connects to a streamable HTTP server");
             None
         }
+    }
+}
+
+/// An `env` map (an MCP server's, a command agent's `model.env`) at `at`: variable names as
+/// keys, `${NAME}` interpolation in the values.
+pub fn check_env_map(
+    ctx: &mut FileCtx,
+    env: &std::collections::BTreeMap<String, String>,
+    at: &[PathSeg],
+) {
+    for (key, value) in env {
+        let mut here = at.to_vec();
+        here.push(PathSeg::from(key.as_str()));
+        if !valid_env_name(key) {
+            ctx.at_key(
+                "invalid-env-name",
+                &here,
+                format!("`{key}` is not an environment variable name"),
+            );
+        }
+        check_interpolation(ctx, value, &here);
     }
 }
 

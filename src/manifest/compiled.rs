@@ -20,6 +20,8 @@ pub struct Project {
     pub triggers: Vec<Trigger>,
     pub agents: Vec<Agent>,
     pub schedules: Vec<Schedule>,
+    /// Replaces the secret values this project knows in every text pap stores or prints.
+    pub redactor: std::sync::Arc<crate::secrets::Redactor>,
 }
 
 impl Project {
@@ -147,6 +149,9 @@ pub enum ModelSpec {
     Command {
         program: PathBuf,
         args: Vec<String>,
+        /// `model.env`: besides PATH, locale and `PAP_*`, the program's whole environment;
+        /// values still hold `${NAME}`, expanded from pap's environment at each run.
+        env: BTreeMap<String, String>,
     },
 }
 
@@ -212,6 +217,8 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
     pub serve: ServeConfig,
     pub notify: super::compiled_notify::NotifyConfig,
+    /// Environment variables whose values are redacted wherever they appear (`secrets:`).
+    pub secrets: Vec<String>,
 }
 
 /// `serve:` in pap.yaml, with defaults applied.
@@ -271,6 +278,7 @@ impl Default for Config {
             mcp_servers: BTreeMap::new(),
             serve: ServeConfig::default(),
             notify: super::compiled_notify::NotifyConfig::default(),
+            secrets: Vec::new(),
         }
     }
 }

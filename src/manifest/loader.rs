@@ -22,6 +22,7 @@ use super::schema_check;
 use super::yaml_tree::{self, Located, Node, PathSeg};
 use crate::diagnostics::{self, Diagnostic, Severity};
 use crate::path;
+use crate::secrets::Redactor;
 
 /// The result of loading: the project when there is no error, and everything found.
 pub struct Loaded {
@@ -294,12 +295,17 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         .any(|d| d.severity == Severity::Error && Some(&d.file) == config_name.as_ref());
     Loaded {
         config: config_ok.then(|| config.clone()),
-        project: ok.then(|| Project {
-            root: root.to_path_buf(),
-            config,
-            triggers,
-            agents,
-            schedules,
+        project: ok.then(|| {
+            let lookup = |name: &str| std::env::var(name).ok();
+            let redactor = Redactor::for_project(&config, &agents, &lookup);
+            Project {
+                root: root.to_path_buf(),
+                config,
+                triggers,
+                agents,
+                schedules,
+                redactor: std::sync::Arc::new(redactor),
+            }
         }),
         diagnostics: diags,
         sources,

@@ -306,6 +306,10 @@ pub struct Model {
     /// For provider `command`: the program and its arguments, never through a shell.
     #[serde(default)]
     pub command: Option<Vec<String>>,
+    /// For provider `command`: the program's environment besides PATH, the locale variables
+    /// and `PAP_*`; `${NAME}` takes NAME from pap's environment, `$$` is a literal `$`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -485,6 +489,10 @@ pub struct ProjectConfig {
     /// Notifications: the user, delivery to agents, and sinks besides the inbox.
     #[serde(default)]
     pub notifications: Option<NotificationSettings>,
+    /// Environment variables whose values pap redacts wherever they would appear, besides
+    /// the ones it knows (API keys, header values, `${NAME}` whose NAME looks secret).
+    #[serde(default)]
+    pub secrets: Vec<String>,
 }
 
 /// `notifications:` in pap.yaml.

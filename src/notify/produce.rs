@@ -454,6 +454,7 @@ mod tests {
             triggers: vec![],
             agents: vec![],
             schedules: vec![],
+            redactor: Default::default(),
         }
     }
 

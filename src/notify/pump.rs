@@ -59,7 +59,10 @@ pub async fn pump(store: Arc<Store>, project: Arc<Project>, now: i64) -> anyhow:
             results.push((c, Err("the sink is no longer in pap.yaml".to_owned())));
             continue;
         };
-        let outcome = sinks::deliver(sink, &project.root, &c.body).await;
+        // A sink program's stderr or a server's answer may quote a credential.
+        let outcome = sinks::deliver(sink, &project.root, &c.body)
+            .await
+            .map_err(|e| project.redactor.text(&e).into_owned());
         match &outcome {
             Ok(()) => {
                 done.sent += 1;

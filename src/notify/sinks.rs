@@ -35,6 +35,9 @@ pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<()
                     "PAP_NOTIFICATION_ID".into(),
                     message["notification_id"].as_str().unwrap_or("").into(),
                 )],
+                // A sink program is the operator's own, and may need credentials that
+                // pap.yaml has no way to hand it: it keeps pap's environment.
+                inherit_env: true,
                 timeout: sink.timeout,
                 max_output: 64 * 1024,
             })

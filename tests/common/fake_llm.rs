@@ -23,6 +23,8 @@ pub struct Scripted {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// Sent instead of `body` when set: a body that need not be JSON.
+    pub raw: Option<String>,
     pub delay: Duration,
 }
 
@@ -32,7 +34,17 @@ impl Scripted {
             status: 200,
             headers: Vec::new(),
             body,
+            raw: None,
             delay: Duration::ZERO,
+        }
+    }
+
+    /// An answer whose body is `text` as is.
+    pub fn raw(status: u16, text: &str) -> Scripted {
+        Scripted {
+            status,
+            raw: Some(text.to_owned()),
+            ..Scripted::ok(Value::Null)
         }
     }
 
@@ -123,7 +135,7 @@ fn serve(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &Mutex<VecD
         )
     });
     std::thread::sleep(next.delay);
-    let text = next.body.to_string();
+    let text = next.raw.clone().unwrap_or_else(|| next.body.to_string());
     let mut head = format!(
         "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
         next.status,

@@ -184,7 +184,7 @@ impl Session {
                     "{} on mcp://{} with {}",
                     call.name,
                     tool.spec.server,
-                    truncate(&arguments_text, 500)
+                    rt.project.redactor.text(&truncate(&arguments_text, 500))
                 )),
             );
             // ANP 6.1: the user is made aware of the call, in the same transaction as its
