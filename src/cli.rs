@@ -4,10 +4,21 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// `pap --version`; a test build (the `test-clock` feature) says so, since it lets
+/// `PAP_NOW` move its clock and must never be deployed.
+pub const VERSION: &str = if cfg!(feature = "test-clock") {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (test build: PAP_NOW moves the clock)"
+    )
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "pap",
-    version,
+    version = VERSION,
     about = "Dispatcher for the Provoke the Agent Protocol (PAP 0.2): events in, agents provoked",
     long_about = "Dispatcher for the Provoke the Agent Protocol (PAP 0.2).\n\n\
         Monitoring systems emit PAP events; trigger manifests (triggers/*.yaml) decide which \

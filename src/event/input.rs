@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
+use super::strict::Strict;
 use super::{Event, Invalid, Origin, validate};
 
 #[derive(Debug, Clone)]
@@ -161,9 +162,9 @@ fn read_array(
         line: None,
         index,
     };
-    match serde_json::from_slice::<Vec<Value>>(&text) {
+    match serde_json::from_slice::<Vec<Strict>>(&text) {
         Ok(values) => {
-            for (i, value) in values.into_iter().enumerate() {
+            for (i, Strict(value)) in values.into_iter().enumerate() {
                 let len = encoded_len(&value);
                 sink.item(Item {
                     loc: loc(Some(i)),
@@ -221,8 +222,8 @@ fn read_lines(
         if text.is_empty() {
             continue;
         }
-        match serde_json::from_slice::<Value>(text) {
-            Ok(value) => sink.item(Item {
+        match serde_json::from_slice::<Strict>(text) {
+            Ok(Strict(value)) => sink.item(Item {
                 loc,
                 event: validate(value, text.len(), max_bytes, Origin::Outside),
             }),
@@ -253,7 +254,7 @@ fn read_document(
     max_bytes: u64,
     sink: &mut dyn Sink,
 ) -> io::Result<()> {
-    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<Value>();
+    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<Strict>();
     loop {
         let start = stream.byte_offset();
         let line_at = |offset: usize| {
@@ -270,7 +271,7 @@ fn read_document(
         };
         match stream.next() {
             None => return Ok(()),
-            Some(Ok(value)) => {
+            Some(Ok(Strict(value))) => {
                 let len = encoded_len(&value);
                 sink.item(Item {
                     loc,

@@ -5,6 +5,7 @@
 
 pub mod input;
 mod rfc3339;
+pub mod strict;
 
 use serde_json::{Map, Value};
 

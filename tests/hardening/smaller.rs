@@ -183,3 +183,26 @@ fn an_emit_file_is_read_a_bounded_line_at_a_time_and_only_if_it_is_a_file() {
         error("huge")
     );
 }
+
+#[test]
+fn duplicate_member_names_make_an_event_invalid() {
+    let p = project();
+    let line = r#"{"pap_version":"0.2","id":"d1","type":"test.key.collided","type":"test.clock.stepped","source":"s","time":"2026-03-11T05:59:00Z","data":{}}"#;
+    let nested = r#"{"pap_version":"0.2","id":"d2","type":"test.key.collided","source":"s","time":"2026-03-11T05:59:00Z","data":{"k":1,"k":2}}"#;
+    let file = p.write("dup.ndjson", &format!("{line}\n{nested}\n"));
+    let run = p.dispatch(T0, &file, &["--no-run"]);
+    assert_eq!(run.code, 3, "{}", run.stdout);
+    assert_eq!(run.lines.len(), 2);
+    for l in &run.lines {
+        assert_eq!(l["status"], "invalid", "{l}");
+        assert!(
+            l["error"].as_str().unwrap().contains("appears twice"),
+            "{l}"
+        );
+    }
+    assert!(p.invocations().is_empty());
+    // In a JSON array too.
+    let array = p.write("dup.json", &format!("[{nested}]"));
+    let run = p.dispatch(T0, &array, &["--no-run"]);
+    assert_eq!(run.code, 3, "{}", run.stdout);
+}
