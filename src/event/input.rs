@@ -127,6 +127,17 @@ pub fn read(
         Source::Stdin => Box::new(io::stdin().lock()),
         Source::File(path) => Box::new(std::fs::File::open(path)?),
     };
+    read_from(reader, name, max_bytes, consumed, sink)
+}
+
+/// [`read`] of any reader (`name` names it in locations): what the fuzz targets feed bytes to.
+pub fn read_from(
+    reader: impl Read,
+    name: Arc<str>,
+    max_bytes: u64,
+    consumed: &AtomicU64,
+    sink: &mut dyn Sink,
+) -> io::Result<()> {
     let mut reader = BufReader::with_capacity(256 * 1024, reader);
     let first = loop {
         let buf = reader.fill_buf()?;
