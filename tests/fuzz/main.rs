@@ -162,9 +162,10 @@ where
         }
     }
     say(&format!(
-        "fuzz {target}: {} corpus inputs and {total} generated cases in {:.1} s, no failure; peak memory of the process {} MiB",
+        "fuzz {target}: {} corpus inputs and {total} generated cases in {:.1} s, no failure ({}); peak memory of the process {} MiB",
         corpus(target).len(),
         started.elapsed().as_secs_f64(),
+        targets::stats(target),
         peak_rss_mib()
     ));
 }

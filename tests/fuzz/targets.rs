@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pap::event::input::{self, Item};
@@ -202,14 +202,25 @@ const SEGMENTS: &[&str] = &[
     "[?length(@..*) > 1]",
 ];
 
+/// A generated value, or many copies of one: large enough for nested descendant segments to
+/// reach the budget.
+fn document() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        json_value(),
+        (json_value(), 2..60usize).prop_map(|(v, n)| Value::Array(vec![v; n])),
+    ]
+}
+
 pub fn path_and_document() -> impl Strategy<Value = Vec<u8>> {
     let path = (
-        any::<bool>(),
+        0u8..10,
         vec(0..SEGMENTS.len(), 0..7),
         "[$@.\\[\\]*?()'a-z0-9:,!=<> ]{0,4}",
     )
-        .prop_map(|(root, segments, tail)| {
-            let mut p = String::from(if root { "$" } else { "" });
+        .prop_map(|(dice, segments, tail)| {
+            // Mostly well-formed, so most cases reach the evaluator.
+            let mut p = String::from(if dice > 0 { "$" } else { "" });
+            let tail = if dice > 7 { tail } else { String::new() };
             for s in segments {
                 p.push_str(SEGMENTS[s]);
             }
@@ -217,7 +228,7 @@ pub fn path_and_document() -> impl Strategy<Value = Vec<u8>> {
             p
         });
     prop_oneof![
-        4 => (path, json_value()).prop_map(|(p, doc)| format!("{p}\n{doc}").into_bytes()),
+        4 => (path, document()).prop_map(|(p, doc)| format!("{p}\n{doc}").into_bytes()),
         1 => mutated_seed("jsonpath"),
     ]
 }
@@ -258,6 +269,7 @@ pub fn check_events(bytes: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("reading from memory failed: {e}"))?;
     for item in &items {
         if let Ok(event) = &item.event {
+            EVENTS_VALID.fetch_add(1, Ordering::Relaxed);
             for field in [&event.id, &event.kind] {
                 if field.chars().any(char::is_control) {
                     return Err(format!("a valid event has a control character: {field:?}"));
@@ -266,6 +278,31 @@ pub fn check_events(bytes: &[u8]) -> Result<(), String> {
         }
     }
     within(Duration::from_secs(2), started, "reading the input")
+}
+
+/// How the generated inputs fared, so a run shows it exercised the evaluator and not only
+/// the parser's refusals.
+static PATHS_PARSED: AtomicU64 = AtomicU64::new(0);
+static PATHS_OVER_BUDGET: AtomicU64 = AtomicU64::new(0);
+static EVENTS_VALID: AtomicU64 = AtomicU64::new(0);
+static MANIFESTS_PARSED: AtomicU64 = AtomicU64::new(0);
+
+/// What the counters say about `target`.
+pub fn stats(target: &str) -> String {
+    let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    match target {
+        "jsonpath" => format!(
+            "{} paths parsed, {} of them over budget",
+            n(&PATHS_PARSED),
+            n(&PATHS_OVER_BUDGET)
+        ),
+        "events" => format!("{} valid events", n(&EVENTS_VALID)),
+        "manifests" => format!(
+            "{} of the loads got past YAML to the schema and compile checks",
+            n(&MANIFESTS_PARSED)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The evaluator: a path either does not parse or selects within its budget, and what it
@@ -277,10 +314,16 @@ pub fn check_jsonpath(bytes: &[u8]) -> Result<(), String> {
     let Ok(mut path) = JsonPath::parse(path) else {
         return Ok(());
     };
-    const BUDGET: usize = 10_000;
+    // Small, so generated documents of a few hundred nodes reach it.
+    const BUDGET: usize = 1_000;
     path.set_budget(BUDGET);
+    PATHS_PARSED.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
-    if let Ok(nodes) = path.select(&doc) {
+    let selected = path.select(&doc);
+    if selected.is_err() {
+        PATHS_OVER_BUDGET.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Ok(nodes) = selected {
         if nodes.len() > BUDGET {
             return Err(format!("{} nodes selected, over the budget", nodes.len()));
         }
@@ -318,6 +361,12 @@ pub fn check_manifests(bytes: &[u8]) -> Result<(), String> {
             |f| loaded.sources.get(f).map(String::as_str),
             pap::diagnostics::HumanStyle { color: false },
         );
+        let parsed = !loaded.diagnostics.iter().any(|d| {
+            d.file == slot && matches!(d.code, "yaml-syntax" | "duplicate-key" | "unreadable-file")
+        });
+        if parsed {
+            MANIFESTS_PARSED.fetch_add(1, Ordering::Relaxed);
+        }
         if loaded.project.is_some()
             && loaded
                 .diagnostics
