@@ -37,6 +37,7 @@ pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<()
                 )],
                 timeout: sink.timeout,
                 max_output: 64 * 1024,
+                started: None,
             })
             .await
             .map(|_| ())
