@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::dispatch::ev;
+use common::dispatch::{ev, lines};
 use common::serve::{Project, Serve, wait_until};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -226,4 +226,69 @@ fn dispatch_sigkilled_takes_its_agent_along() {
     child.wait().unwrap();
     wait_group_gone(group, Instant::now());
     assert!(!alive(pid) && !alive(helper));
+}
+
+/// Signals a dispatch whose agent is running; returns its exit code and stdout lines.
+fn signal_dispatch(p: &Project, seconds: &str, grace: &str, sig: Signal) -> (i32, Vec<Value>, u32) {
+    let child = dispatch(p, seconds, &["--grace", grace]);
+    let (_, _, group) = started_run(p, 1);
+    kill(Pid::from_raw(child.id() as i32), sig).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let code = out.status.code().expect("exited, not killed by the signal");
+    (code, lines(&common::stdout(&out)), group)
+}
+
+#[test]
+fn dispatch_sigterm_lets_a_run_finish_within_the_grace_period() {
+    let p = Project::new();
+    let (code, lines, group) = signal_dispatch(&p, "2", "60", Signal::SIGTERM);
+    assert_eq!(code, 143);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let t = &lines[0]["triggers"][0];
+    assert_eq!(
+        (t["outcome"].as_str(), t["result"].as_str()),
+        (Some("invoked"), Some("succeeded")),
+        "{t}"
+    );
+    assert!(group_members(group).is_empty());
+    assert_eq!(p.invocations_of("e-long")[0]["status"], "succeeded");
+}
+
+fn stopped_past_grace_is_queued(sig: Signal, exit: i32) {
+    let p = Project::new();
+    let started = Instant::now();
+    let (code, lines, group) = signal_dispatch(&p, "60", "0.5", sig);
+    assert_eq!(code, exit);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "waited for the agent"
+    );
+    assert_eq!(lines.len(), 1, "the decided line is printed: {lines:?}");
+    let t = &lines[0]["triggers"][0];
+    assert_eq!(t["outcome"], "queued", "{t}");
+    assert_eq!(t["result"], Value::Null, "{t}");
+    assert!(group_members(group).is_empty(), "no orphan left");
+    let inv = &p.invocations_of("e-long")[0];
+    assert_eq!(
+        (&inv["status"], &inv["attempts"]),
+        (&json!("queued"), &json!(0))
+    );
+
+    // `pap serve` runs it later, from the start.
+    let serve = p.serve_with(&[], &[("PAP_TEST_SECONDS", "1")]);
+    wait_until("serve to run it", || {
+        p.invocations_of("e-long")[0]["status"] == "succeeded"
+    });
+    assert_eq!(serve.terminate().0, 0);
+    assert_eq!(overlaps(&p), "");
+}
+
+#[test]
+fn dispatch_sigterm_past_the_grace_period_kills_the_run_and_leaves_it_queued() {
+    stopped_past_grace_is_queued(Signal::SIGTERM, 143);
+}
+
+#[test]
+fn dispatch_sigint_past_the_grace_period_kills_the_run_and_leaves_it_queued() {
+    stopped_past_grace_is_queued(Signal::SIGINT, 130);
 }
