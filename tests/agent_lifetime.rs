@@ -33,6 +33,20 @@ fn alive(pid: u32) -> bool {
     stat(pid).is_some()
 }
 
+/// Whether every thread of `pid` is stopped (SIGSTOP takes effect thread by thread).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .all(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
+            state == Some("T")
+        })
+}
+
 /// Live processes of process group `pgid`.
 fn group_members(pgid: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
@@ -178,6 +192,9 @@ fn recovery_kills_what_is_left_of_the_old_run_before_running_again() {
     let (serve, (pid, helper, group), id) = serve_running_long(&p);
 
     serve.signal(Signal::SIGSTOP);
+    wait_until("every thread of serve to stop", || {
+        stopped(serve.pid() as u32)
+    });
     kill(Pid::from_raw(group as i32), Signal::SIGKILL).unwrap();
     serve.kill();
     wait_until("the agent to die with its supervisor", || !alive(pid));
