@@ -55,8 +55,7 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
     // The supervisor's end of the lifeline; pap's end closes when pap goes away.
     let lifeline = match supervisor {
         Some(_) => Some(
-            std::os::unix::net::UnixStream::pair()
-                .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?,
+            lifeline_pair().map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?,
         ),
         None => None,
     };
@@ -174,6 +173,22 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
         ));
     }
     Ok(out)
+}
+
+/// A connected socket pair, the supervisor's end above the standard streams (pap started with
+/// one of them closed could get fd 0, 1 or 2 for it, which the child's stdio would replace).
+fn lifeline_pair() -> std::io::Result<(
+    std::os::unix::net::UnixStream,
+    std::os::unix::net::UnixStream,
+)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    // `try_clone` duplicates to the lowest free fd from 3 on, close-on-exec.
+    let theirs = if theirs.as_raw_fd() < 3 {
+        theirs.try_clone()?
+    } else {
+        theirs
+    };
+    Ok((ours, theirs))
 }
 
 /// Lets the supervisor start the program and reads its answer: `Some(Ok)` the program runs,
