@@ -309,3 +309,12 @@ fn dispatch_sigterm_past_the_grace_period_kills_the_run_and_leaves_it_queued() {
 fn dispatch_sigint_past_the_grace_period_kills_the_run_and_leaves_it_queued() {
     stopped_past_grace_is_queued(Signal::SIGINT, 130);
 }
+
+#[test]
+fn the_supervisor_is_hidden_and_refuses_to_run_without_pap() {
+    let help = common::pap().arg("--help").output().unwrap();
+    assert!(!common::stdout(&help).contains("supervise"));
+    let alone = common::pap().arg("__supervise").output().unwrap();
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(common::stderr(&alone).contains("internal to pap"));
+}
