@@ -76,7 +76,11 @@ pub enum Command {
         or NDJSON (one event per line); PAP 0.2 events or CloudEvents 1.0 structured events.\n\n\
         Exit status: 0 every event valid and every agent run succeeded (filtered, duplicate, throttled, \
         paused and queued are successes); 3 some event was invalid; 4 some agent run failed after its \
-        retries (3 wins over 4); 1 the store or a file could not be used; 2 usage error.\n\n\
+        retries (3 wins over 4); 1 the store or a file could not be used; 2 usage error; 130 / 143 \
+        stopped by SIGINT / SIGTERM (wins over the others).\n\n\
+        Signals: SIGINT/SIGTERM stop taking events and starting agents; running agents get the grace \
+        period (--grace), then are killed with their process groups and left queued for `pap serve`; \
+        the lines of events already decided are printed. A second signal ends the grace period.\n\n\
         Examples:\n  pap dispatch examples/events/energy-price-spike.json\n  \
         pap dispatch events.ndjson --json | jq -c 'select(.status != \"dispatched\")'\n  \
         pap dispatch event.json --dry-run --explain     # test rules: what would happen, and why\n  \
@@ -405,6 +409,11 @@ pub struct DispatchArgs {
     /// How many agents may run at once.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: u16,
+
+    /// Seconds running agents get to finish after SIGINT/SIGTERM (default: `serve.grace_period`,
+    /// else 10).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace: Option<f64>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,8 +1,17 @@
 //! Who holds an invocation: the [`Runner`] recorded on it names a process by pid and start
 //! time, so a process that died (crash, SIGKILL) is told from a live one, and a pid the
 //! system reused for another program is not mistaken for the runner.
+//!
+//! The same record names a command agent's process group (its leader is the agent's
+//! supervisor, see `agent::supervise`): [`Runner::group_alive`] and
+//! [`Runner::kill_group`] let a recovery make sure a crashed runner's agent is gone before the
+//! invocation runs again.
 
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 
 use crate::store::Runner;
 
@@ -47,21 +56,95 @@ impl Runner {
     pub fn is_other_live(&self) -> bool {
         !self.is_current() && self.is_alive()
     }
+
+    /// A process of this pid, as a group: its process group id is its pid, and `started` its
+    /// leader's start time.
+    pub fn group_of(pid: u32, now: i64) -> Runner {
+        Runner {
+            pid,
+            since: now,
+            started: start_time(pid),
+        }
+    }
+
+    /// Whether a process of the group this names (process group id = `pid`) still runs. The
+    /// group is not this one when a different process now has its leader's pid: while any
+    /// member of a group lives, the system gives nobody its id as a pid.
+    pub fn group_alive(&self) -> bool {
+        if self.pid <= 1 || self.leader_was_replaced() {
+            return false;
+        }
+        if cfg!(target_os = "linux") {
+            // Zombies are skipped: an orphan's may wait a while for its reaper.
+            return group_members(self.pid) > 0;
+        }
+        killpg(Pid::from_raw(self.pid as i32), None).is_ok()
+    }
+
+    /// SIGKILLs the whole group, if it is still this one; returns whether a process of it was
+    /// alive.
+    pub fn kill_group(&self) -> bool {
+        if !self.group_alive() {
+            return false;
+        }
+        let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+        true
+    }
+
+    /// Waits until no process of the group runs, up to `bound`; whether it is gone.
+    pub fn wait_group_gone(&self, bound: Duration) -> bool {
+        let started = Instant::now();
+        while self.group_alive() {
+            if started.elapsed() >= bound {
+                return false;
+            }
+            // The members may still be at fork: kill again what appeared meanwhile.
+            let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    fn leader_was_replaced(&self) -> bool {
+        match (self.started, start_time(self.pid)) {
+            (Some(recorded), Some(now)) => recorded != now,
+            _ => false,
+        }
+    }
+}
+
+/// Linux: how many live (not zombie) processes are in process group `pgid`, from /proc.
+pub fn group_members(pgid: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| stat_fields(pid).is_some_and(|(_, pgrp, _)| pgrp == pgid))
+        .count()
 }
 
 /// Linux: the process's start time in clock ticks after boot (field 22 of /proc/PID/stat),
 /// `None` when there is no such process or it is a zombie. Elsewhere: `None`.
 fn start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid).map(|(_, _, start)| start)
+}
+
+/// Linux: (state, process group, start time) of a live process (not a zombie), from
+/// /proc/PID/stat.
+fn stat_fields(pid: u32) -> Option<(char, u32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();
-    let state = fields.next()?;
-    if matches!(state, "Z" | "X" | "x") {
+    let state = fields.next()?.chars().next()?;
+    if matches!(state, 'Z' | 'X' | 'x') {
         return None;
     }
-    // `rest` starts at field 3 (state); field 22 is 19 further on.
-    fields.nth(18)?.parse().ok()
+    // `rest` starts at field 3 (state): the group is field 5, the start time field 22.
+    let pgrp = fields.nth(1)?.parse().ok()?;
+    let start = fields.nth(16)?.parse().ok()?;
+    Some((state, pgrp, start))
 }
 
 #[cfg(test)]

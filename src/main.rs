@@ -6,6 +6,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // A command agent's supervisor: hidden from the CLI, and nothing else of pap starts.
+    let mut args = std::env::args_os().skip(1);
+    if args
+        .next()
+        .is_some_and(|a| a == pap::agent::supervise::SUBCOMMAND)
+    {
+        pap::agent::supervise::main(args.collect());
+    }
+    pap::agent::supervise::enable();
     pap::panic_report::install();
     let cli = pap::cli::Cli::parse();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pap::run(cli)));

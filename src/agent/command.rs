@@ -3,9 +3,12 @@
 //! The program gets the invocation as one line of JSON on stdin and `PAP_*` variables naming
 //! it; event content never reaches its command line. It runs in its own process group, so
 //! a timeout kills everything it started, and anything still alive in the group when it
-//! exits is killed too: nothing an agent starts outlives its invocation.
+//! exits is killed too: nothing an agent starts outlives its invocation. The group is led by
+//! a supervisor (`pap __supervise`, see [`super::supervise`]) that kills it when pap goes
+//! away, however pap ends: nothing an agent starts outlives its runner either.
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,6 +17,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
+
+use super::supervise;
+use crate::store::Runner;
 
 /// What one run of the program needs.
 pub struct Spec<'a> {
@@ -28,15 +34,53 @@ pub struct Spec<'a> {
     pub timeout: Duration,
     /// Most stdout bytes accepted; more fails the attempt.
     pub max_output: usize,
+    /// Called with the program's process group (its leader's pid and start time; `since`
+    /// 0) before the program starts, to record it.
+    pub started: Option<OnStart<'a>>,
 }
+
+/// Records a program's process group before the program starts.
+pub type OnStart<'a> = Box<dyn FnOnce(&Runner) + Send + 'a>;
 
 /// Keeps this many bytes of stderr, the end of it, for the failure reason.
 const STDERR_TAIL: usize = 4096;
 
 /// Runs the program; `Ok(stdout)` when it exited 0 within the time limit.
-pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
-    let mut cmd = Command::new(spec.program);
+pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
+    let supervisor = supervise::exe();
+    let mut cmd = match supervisor {
+        Some(exe) => {
+            let mut cmd = Command::new(exe);
+            cmd.arg0("pap").arg(supervise::SUBCOMMAND);
+            cmd
+        }
+        None => Command::new(spec.program),
+    };
+    // The supervisor's end of the lifeline; pap's end closes when pap goes away.
+    let lifeline = match supervisor {
+        Some(_) => Some(
+            lifeline_pair().map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?,
+        ),
+        None => None,
+    };
+    if let Some((_, theirs)) = &lifeline {
+        let fd = theirs.as_raw_fd();
+        cmd.arg(fd.to_string()).arg("--").arg(spec.program);
+        // SAFETY: fcntl is async-signal-safe; `fd` is open until after the spawn.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Only this child inherits it (both ends are close-on-exec in pap).
+                let fd = BorrowedFd::borrow_raw(fd);
+                nix::fcntl::fcntl(
+                    fd,
+                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+                )?;
+                Ok(())
+            });
+        }
+    }
     if !spec.inherit_env {
+        // The supervisor hands its environment to the program unchanged.
         cmd.env_clear().envs(base_env());
     }
     cmd.args(spec.args)
@@ -50,13 +94,25 @@ pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
+    drop(cmd);
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
     // If this run is dropped midway (serve stopping after its grace period), the whole
     // group goes, not only the direct child that `kill_on_drop` covers.
     let _group = GroupGuard(pgid);
+    let mut lifeline = match lifeline {
+        Some((ours, theirs)) => {
+            drop(theirs);
+            let ready = ours.set_nonblocking(true);
+            ready
+                .and_then(|()| tokio::net::UnixStream::from_std(ours))
+                .ok()
+        }
+        None => None,
+    };
+    let group = child.id().map(|id| Runner::group_of(id, 0));
 
     let mut stdin = child.stdin.take().expect("piped");
-    let input = spec.stdin;
+    let input = std::mem::take(&mut spec.stdin);
     let writer = tokio::spawn(async move {
         // A program that does not read its input is not an error (EPIPE is ignored).
         let _ = stdin.write_all(&input).await;
@@ -65,12 +121,22 @@ pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let max_output = spec.max_output;
+    let started = spec.started.take();
 
     let work = async {
+        if let (Some(record), Some(group)) = (started, &group) {
+            record(group);
+        }
+        if let Some(lifeline) = lifeline.as_mut()
+            && let Some(Err(e)) = handshake(lifeline).await
+        {
+            let _ = child.wait().await;
+            return Err(format!("cannot start {}: {e}", spec.program.display()));
+        }
         let status = child.wait().await;
         // The leader is gone; whatever it left behind in its group goes too.
         kill_group(pgid);
-        status
+        Ok(status)
     };
     let all = async {
         tokio::join!(
@@ -82,7 +148,8 @@ pub async fn run(spec: Spec<'_>) -> Result<Vec<u8>, String> {
     let result = tokio::time::timeout(spec.timeout, all).await;
     writer.abort();
     let (status, (out, out_len), err_tail) = match result {
-        Ok(done) => done,
+        Ok((Err(cannot_start), _, _)) => return Err(cannot_start),
+        Ok((Ok(status), out, err)) => (status, out, err),
         Err(_) => {
             kill_group(pgid);
             let _ = child.wait().await;
@@ -125,6 +192,43 @@ pub fn base_env() -> Vec<(OsString, OsString)> {
             matches!(name.as_ref(), "PATH" | "LANG" | "LANGUAGE") || name.starts_with("LC_")
         })
         .collect()
+}
+
+/// A connected socket pair, the supervisor's end above the standard streams (pap started with
+/// one of them closed could get fd 0, 1 or 2 for it, which the child's stdio would replace).
+fn lifeline_pair() -> std::io::Result<(
+    std::os::unix::net::UnixStream,
+    std::os::unix::net::UnixStream,
+)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    // `try_clone` duplicates to the lowest free fd from 3 on, close-on-exec.
+    let theirs = if theirs.as_raw_fd() < 3 {
+        theirs.try_clone()?
+    } else {
+        theirs
+    };
+    Ok((ours, theirs))
+}
+
+/// Lets the supervisor start the program and reads its answer: `Some(Ok)` the program runs,
+/// `Some(Err(why))` it could not start, `None` no word (the supervisor died: its exit status
+/// tells the rest).
+async fn handshake(lifeline: &mut tokio::net::UnixStream) -> Option<Result<(), String>> {
+    lifeline.write_all(b"go\n").await.ok()?;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 512];
+    while !line.contains(&b'\n') && line.len() < 4096 {
+        match lifeline.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => line.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&line);
+    let text = text.lines().next().unwrap_or_default();
+    match text.strip_prefix("err ") {
+        Some(why) => Some(Err(why.to_owned())),
+        None => (text == "ok").then_some(Ok(())),
+    }
 }
 
 struct GroupGuard(Option<Pid>);
@@ -200,6 +304,7 @@ mod tests {
             inherit_env: false,
             timeout: Duration::from_millis(timeout_ms),
             max_output: 64,
+            started: None,
         }
     }
 

@@ -2,14 +2,17 @@
 //!
 //! The store is written around each attempt, never during one: the file is free for other
 //! processes while an agent runs. An attempt cut short by pap's own crash leaves the
-//! invocation `running`; it runs again later under the same attempt number.
+//! invocation `running`; it runs again later under the same attempt number, once the
+//! previous run's process group (see [`groups`]) is gone, and its history shows both runs.
 
 pub mod approvals;
 pub mod command;
 pub mod emit;
+pub mod groups;
 mod llm;
 pub mod mcp;
 pub mod output;
+pub mod supervise;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +31,9 @@ use emit::Ending;
 
 /// Without `limits.max_runtime_seconds`, an attempt may run this long.
 pub const DEFAULT_MAX_RUNTIME: Duration = Duration::from_secs(300);
+
+/// How long a recovery waits for a previous run's processes to go after SIGKILL.
+const GROUP_GONE_WITHIN: Duration = Duration::from_secs(10);
 
 /// What became of an invocation this process ran.
 #[derive(Debug, Clone)]
@@ -59,7 +65,15 @@ impl Runtime {
     /// Runs `id` to its end: every attempt it has left, with backoff between them.
     pub async fn run(&self, id: &str) -> anyhow::Result<RunResult> {
         loop {
-            let (mut inv, agent) = self.start_attempt(id).await?;
+            let (mut inv, agent, previous) = self.start_attempt(id).await?;
+            if let Some((group, killed)) = previous {
+                if killed {
+                    self.previous_run_gone(id, group).await?;
+                }
+                if let Some(dir) = self.store.dir() {
+                    groups::remove(&dir, id);
+                }
+            }
             let Some(agent) = agent else {
                 // Its manifest was removed after the decision: nothing can run it, and left
                 // `running` it would stay so for ever.
@@ -102,12 +116,18 @@ impl Runtime {
     }
 
     /// Marks the invocation running and counts the attempt (a `running` one left by a crash
-    /// keeps its number).
-    async fn start_attempt(&self, id: &str) -> anyhow::Result<(Invocation, Option<Agent>)> {
+    /// keeps its number). Returns the process group recorded for a previous run that did not
+    /// end cleanly, and whether a process of it was alive (then it was sent SIGKILL, and must
+    /// be gone before this run starts).
+    async fn start_attempt(
+        &self,
+        id: &str,
+    ) -> anyhow::Result<(Invocation, Option<Agent>, Option<(Runner, bool)>)> {
         let id = id.to_owned();
+        let state_dir = self.store.dir();
         let now = self.clock.now_ms();
         let project = self.project.clone();
-        let inv = self
+        let (inv, previous) = self
             .write(move |tx| {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
                     store::Error::Conflict(format!("invocation {id} is not in the store"))
@@ -118,6 +138,10 @@ impl Runtime {
                         holder.pid
                     )));
                 }
+                // The processes of a run that did not end cleanly (a crash): killed now if
+                // any is left, and waited for before this run starts.
+                let previous = state_dir.as_deref().and_then(|d| groups::read(d, &id));
+                let killed = previous.as_ref().is_some_and(Runner::kill_group);
                 match inv.status {
                     Status::Queued => inv.attempts += 1,
                     Status::Running => {
@@ -125,7 +149,8 @@ impl Runtime {
                             && last.ended_at.is_none()
                         {
                             last.ended_at = Some(now);
-                            last.error = Some("interrupted: pap stopped during the attempt".into());
+                            last.error = Some(interrupted(previous.as_ref(), killed));
+                            last.group = previous.clone();
                         }
                     }
                     other => {
@@ -147,6 +172,7 @@ impl Runtime {
                     ended_at: None,
                     error: None,
                     transcript: None,
+                    group: None,
                 });
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(
@@ -158,11 +184,31 @@ impl Runtime {
                     ))?;
                 }
                 tx.put_invocation(&inv)?;
-                Ok(inv)
+                Ok((inv, previous.map(|g| (g, killed))))
             })
             .await?;
         let agent = self.project.agent(&inv.agent).cloned();
-        Ok((inv, agent))
+        Ok((inv, agent, previous))
+    }
+
+    /// Waits until the previous run's process group (SIGKILLed) is gone. If it does not go,
+    /// this attempt does not run: it goes back to the queue, and the group stays recorded,
+    /// so the next try checks again. Two runs of one invocation never overlap.
+    async fn previous_run_gone(&self, id: &str, group: Runner) -> anyhow::Result<()> {
+        let waited = group.clone();
+        let gone = tokio::task::spawn_blocking(move || waited.wait_group_gone(GROUP_GONE_WITHIN))
+            .await
+            .unwrap_or(false);
+        if gone {
+            return Ok(());
+        }
+        let why = format!(
+            "not started: the previous run's processes (group {}) were still alive {}s after SIGKILL",
+            group.pid,
+            GROUP_GONE_WITHIN.as_secs()
+        );
+        self.requeue_interrupted(id, &why).await?;
+        Err(store::Error::NotOurs(why).into())
     }
 
     /// One attempt: `Ok((output, follow-up events))` or why it failed, and an LLM agent's
@@ -236,6 +282,21 @@ impl Runtime {
         ]);
         // A NUL cannot be passed in the environment; such a value (from an event id) is left out.
         env.retain(|(_, v)| !v.contains('\0'));
+        // The group is recorded before the program may start, and forgotten when the run
+        // is over (however it ends, this future dropped included).
+        let record = std::sync::Mutex::new(None);
+        let state_dir = self.store.dir();
+        let started = |group: &Runner| {
+            let Some(dir) = state_dir else { return };
+            let group = Runner {
+                since: self.clock.now_ms(),
+                ..group.clone()
+            };
+            match groups::write(&dir, &inv.id, &group) {
+                Ok(r) => *record.lock().unwrap_or_else(|e| e.into_inner()) = Some(r),
+                Err(e) => tracing::warn!(error = %e, "cannot record the agent's process group"),
+            }
+        };
         let stdout = command::run(command::Spec {
             program,
             args,
@@ -245,8 +306,11 @@ impl Runtime {
             inherit_env: false,
             timeout: agent.max_runtime.unwrap_or(DEFAULT_MAX_RUNTIME),
             max_output: usize::try_from(max_bytes / 2).unwrap_or(usize::MAX),
+            started: Some(Box::new(started)),
         })
-        .await?;
+        .await;
+        drop(record);
+        let stdout = stdout?;
         let output = output::parse(&agent.output, &stdout)?;
         let now = self.clock.now_ms();
         let follow_ups = emit::read_follow_ups(&emit_file, inv, &agent.emits, now, max_bytes)?;
@@ -493,6 +557,21 @@ fn redact_attempt(
             redactor.string(&mut call.arguments);
             redactor.string(&mut call.result);
         }
+    }
+}
+
+/// What the history says of an attempt its runner did not finish.
+fn interrupted(group: Option<&Runner>, killed: bool) -> String {
+    match group {
+        None => "interrupted: pap stopped during the attempt".into(),
+        Some(g) if killed => format!(
+            "interrupted: pap stopped during the attempt; its processes (group {}) were still running and were killed before the attempt ran again",
+            g.pid
+        ),
+        Some(g) => format!(
+            "interrupted: pap stopped during the attempt; its processes (group {}) were gone before the attempt ran again",
+            g.pid
+        ),
     }
 }
 

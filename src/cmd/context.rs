@@ -77,6 +77,18 @@ pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
     }
 }
 
+/// `--grace SECONDS` (0 or more), else the configured grace period.
+pub fn grace(
+    arg: Option<f64>,
+    configured: std::time::Duration,
+) -> anyhow::Result<std::time::Duration> {
+    match arg {
+        Some(s) if !(s.is_finite() && s >= 0.0) => bail!("--grace {s}: give seconds, 0 or more"),
+        Some(s) => Ok(std::time::Duration::from_secs_f64(s)),
+        None => Ok(configured),
+    }
+}
+
 pub fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

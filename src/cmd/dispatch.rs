@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::Outcome;
 use super::context;
 use crate::cli::{Cli, DispatchArgs};
-use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending, Suspend};
+use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending, Stop, Suspend};
 use crate::event::input::{self, Item, Sink, Source};
 use crate::pipeline::{Options, Pipeline};
 use crate::term::Paint;
@@ -72,7 +72,9 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
         // Only with --dry-run (clap enforces it): nothing decided "at" another time is kept.
         runtime.clock = crate::clock::Clock::fake(at);
     }
+    let grace = context::grace(args.grace, runtime.project.config.serve.grace_period)?;
     let rt = context::tokio_runtime()?;
+    let stop = Stop::on_signals(&rt, grace)?;
     let options = Options {
         no_run: args.no_run,
         dry_run: args.dry_run,
@@ -100,6 +102,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
         stdout,
         suspend,
     );
+    dispatcher.stop_on(stop.clone());
 
     let consumed = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel::<Message>(32);
@@ -138,7 +141,17 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
 
     dispatcher.expire_approvals()?;
     let mut unreadable = false;
-    while let Ok(first) = rx.recv() {
+    loop {
+        if stop.requested().is_some() {
+            // Events not decided yet are not taken: nothing is recorded for them.
+            break;
+        }
+        // Woken now and then to see whether a signal asked to stop.
+        let first = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(first) => first,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let first = match first {
             Message::Events(batch) => batch,
             Message::Unreadable(name, err) => {
@@ -170,13 +183,21 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
         dispatcher.process(group)?;
         progress.step(events as u64, consumed.load(Ordering::Relaxed));
     }
-    reader.join().expect("reader thread");
     progress.finish();
-    dispatcher.settle_notifications()?;
+    if dispatcher.stopped().is_none() {
+        reader.join().expect("reader thread");
+        dispatcher.settle_notifications()?;
+    }
+    // Else the reader may be waiting on an input that never ends: it goes with the process,
+    // and internal turns and sinks are left to `pap serve` or the next command.
     dispatcher.finish()?;
-    if args.no_run && dispatcher.tally.outcomes.contains_key("queued") {
+    let stopped = dispatcher.stopped();
+    if (args.no_run || stopped.is_some()) && dispatcher.tally.outcomes.contains_key("queued") {
         // A running serve picks the queued work up at once instead of at its next scan.
         crate::serve::control::wake(&context::state_dir(cli, &runtime.project));
+    }
+    if let Some(stopped) = stopped {
+        return Ok(Outcome::Signalled(stopped.exit_code));
     }
 
     let t = &dispatcher.tally;

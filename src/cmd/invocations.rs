@@ -102,6 +102,9 @@ pub fn view(inv: &Invocation, detail: bool) -> Value {
                 if let Some(t) = &a.transcript {
                     row["transcript"] = serde_json::to_value(t).expect("JSON");
                 }
+                if let Some(g) = &a.group {
+                    row["process_group"] = json!(g.pid);
+                }
                 row
             })
             .collect();

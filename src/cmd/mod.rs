@@ -28,6 +28,9 @@ pub enum Outcome {
     InvalidEvent,
     /// Some agent run failed after its retries.
     AgentFailed,
+    /// Stopped by a signal (`pap dispatch`): 128 + its number, 130 for SIGINT, 143 for
+    /// SIGTERM (wins over the others).
+    Signalled(u8),
 }
 
 impl Outcome {
@@ -38,6 +41,7 @@ impl Outcome {
             Outcome::Usage => 2,
             Outcome::InvalidEvent => 3,
             Outcome::AgentFailed => 4,
+            Outcome::Signalled(code) => code,
         }
     }
 }

@@ -1,9 +1,5 @@
 //! `pap serve`: settings from pap.yaml and the command line, then the daemon.
 
-use std::time::Duration;
-
-use anyhow::bail;
-
 use super::{Outcome, context};
 use crate::cli::{Cli, ServeArgs};
 use crate::serve::{self, Settings};
@@ -12,11 +8,7 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
     let project = context::load_project(cli)?;
     let state_dir = context::state_dir(cli, &project);
     let config = &project.config.serve;
-    let grace = match args.grace {
-        Some(s) if !(s.is_finite() && s >= 0.0) => bail!("--grace {s}: give seconds, 0 or more"),
-        Some(s) => Duration::from_secs_f64(s),
-        None => config.grace_period,
-    };
+    let grace = context::grace(args.grace, config.grace_period)?;
     let settings = Settings {
         max_concurrent: args
             .max_concurrent

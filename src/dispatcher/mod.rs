@@ -4,12 +4,11 @@
 
 mod render;
 mod settle;
+pub mod stop;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::sync::Arc;
 
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::agent::{RunResult, Runtime, approvals};
@@ -20,6 +19,7 @@ use crate::pipeline::{Decided, Options, Pipeline, Prepared};
 use crate::stages::Outcome;
 use crate::store;
 pub use render::Format;
+pub use stop::Stop;
 
 /// How many events one transaction decides at most. Larger groups amortise the commit (an
 /// fsync, and the copy of every B-tree page the group touched); a slow producer still gets a
@@ -121,6 +121,14 @@ impl Drop for Printer {
     }
 }
 
+/// Resolves when a stop's grace period is over; never without a stop.
+async fn grace_over(stop: &mut Option<Stop>) {
+    match stop {
+        Some(stop) => stop.grace_over().await,
+        None => std::future::pending().await,
+    }
+}
+
 pub struct Dispatcher<'a> {
     pipeline: Pipeline<'a>,
     runtime: Runtime,
@@ -134,6 +142,8 @@ pub struct Dispatcher<'a> {
     defer: Option<Box<dyn Fn(Vec<String>) + 'a>>,
     /// Takes each event's body once it is decided (see [`Dispatcher::recycle_events`]).
     recycle: Option<Box<dyn FnMut(serde_json::Value) + 'a>>,
+    /// `pap dispatch` on SIGINT/SIGTERM: no new runs; running ones get the grace period.
+    stop: Option<Stop>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -156,7 +166,19 @@ impl<'a> Dispatcher<'a> {
             tally: Tally::default(),
             defer: None,
             recycle: None,
+            stop: None,
         }
+    }
+
+    /// Stops starting runs once `stop` is asked for, and ends running ones at its deadline
+    /// (they go back to the queue).
+    pub fn stop_on(&mut self, stop: Stop) {
+        self.stop = Some(stop);
+    }
+
+    /// The stop a signal asked for, if any.
+    pub fn stopped(&self) -> Option<stop::Stopped> {
+        self.stop.as_ref().and_then(Stop::requested)
     }
 
     /// Hands the invocations each group creates to `run` instead of running them here.
@@ -265,9 +287,25 @@ impl<'a> Dispatcher<'a> {
             None => self.run_all(to_run)?,
         };
         let mut next = Vec::new();
+        let stopped = self.stopped().filter(|_| self.defer.is_none());
         for d in &mut decided {
             for t in &mut d.report.triggers {
-                let Some(r) = t.invocation_id.as_ref().and_then(|id| results.get(id)) else {
+                let Some(id) = t.invocation_id.as_ref() else {
+                    continue;
+                };
+                let Some(r) = results.get(id) else {
+                    if let Some(s) = stopped
+                        && t.outcome == Outcome::Invoked
+                    {
+                        t.outcome = Outcome::Queued;
+                        t.reason = Some(
+                            format!(
+                                "pap dispatch stopped ({}) before the run ended; queued for pap serve",
+                                s.signal
+                            )
+                            .into(),
+                        );
+                    }
                     continue;
                 };
                 t.result = Some(if r.succeeded { "succeeded" } else { "failed" });
@@ -300,25 +338,54 @@ impl<'a> Dispatcher<'a> {
         }
         let jobs = self.jobs;
         let runtime = self.runtime.clone();
+        let mut stop = self.stop.clone();
         self.rt.block_on(async move {
-            let permits = Arc::new(Semaphore::new(jobs));
+            let mut waiting = ids.into_iter();
             let mut set = JoinSet::new();
-            for id in ids {
-                let permit = permits.clone().acquire_owned().await?;
-                let runtime = runtime.clone();
-                set.spawn(async move {
-                    let _permit = permit;
-                    runtime.run(&id).await
-                });
-            }
+            let mut running = HashSet::new();
             let mut results = HashMap::new();
-            while let Some(joined) = set.join_next().await {
-                let r = match joined? {
-                    Ok(r) => r,
-                    Err(e) if skip_taken && settle::is_not_ours(&e) => continue,
-                    Err(e) => return Err(e),
-                };
-                results.insert(r.invocation_id.clone(), r);
+            loop {
+                let stopping = stop.as_ref().and_then(Stop::requested);
+                while stopping.is_none() && set.len() < jobs {
+                    let Some(id) = waiting.next() else { break };
+                    running.insert(id.clone());
+                    let runtime = runtime.clone();
+                    set.spawn(async move {
+                        let r = runtime.run(&id).await;
+                        (id, r)
+                    });
+                }
+                if set.is_empty() {
+                    break;
+                }
+                tokio::select! {
+                    joined = set.join_next() => {
+                        let (id, r) = joined.expect("not empty")?;
+                        running.remove(&id);
+                        let r = match r {
+                            Ok(r) => r,
+                            Err(e) if skip_taken && settle::is_not_ours(&e) => continue,
+                            Err(e) => return Err(e),
+                        };
+                        results.insert(r.invocation_id.clone(), r);
+                    }
+                    () = grace_over(&mut stop) => {
+                        // Dropping a run kills its agent's process group.
+                        set.abort_all();
+                        while set.join_next().await.is_some() {}
+                        let signal = stop
+                            .as_ref()
+                            .and_then(Stop::requested)
+                            .map_or("a signal", |s| s.signal);
+                        let why = format!(
+                            "interrupted: pap dispatch stopped ({signal}) before the attempt ended"
+                        );
+                        for id in running.drain() {
+                            runtime.requeue_interrupted(&id, &why).await?;
+                        }
+                        break;
+                    }
+                }
             }
             Ok(results)
         })

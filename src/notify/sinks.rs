@@ -40,6 +40,7 @@ pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<()
                 inherit_env: true,
                 timeout: sink.timeout,
                 max_output: 64 * 1024,
+                started: None,
             })
             .await
             .map(|_| ())

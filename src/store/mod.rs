@@ -177,6 +177,14 @@ impl Store {
         }
     }
 
+    /// The directory of a file store (`None` in memory).
+    pub fn dir(&self) -> Option<PathBuf> {
+        match &self.backing {
+            Backing::File(p) => p.parent().map(Path::to_path_buf),
+            Backing::Memory => None,
+        }
+    }
+
     pub fn path(&self) -> PathBuf {
         match &self.backing {
             Backing::File(p) => p.clone(),

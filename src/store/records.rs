@@ -131,6 +131,11 @@ pub struct Attempt {
     /// What an LLM agent's attempt said and did (none for `command` agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<Transcript>,
+    /// The process group (its leader, the agent's supervisor, by pid and start time) of a
+    /// command agent's run that pap's crash cut short, as the recovery found it (see
+    /// `agent::groups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Runner>,
 }
 
 /// One LLM attempt: each model turn with its tool calls, token usage and timings. Texts are

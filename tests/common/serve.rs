@@ -32,12 +32,14 @@ impl Project {
         self.root().join(".pap/spool")
     }
 
-    /// `pap --root ROOT` with PAP_TEST_DIR set for the agents, and PAP_TEST_SLOW (which the
-    /// slow agent's `model.env` passes on) at its default of 2 seconds.
+    /// `pap --root ROOT` with PAP_TEST_DIR set for the agents, and PAP_TEST_SLOW and
+    /// PAP_TEST_SECONDS (which the slow and long agents' `model.env` pass on) at their
+    /// defaults of 2 and 30 seconds.
     pub fn cmd(&self) -> Command {
         let mut cmd = pap_at(self.root());
         cmd.env("PAP_TEST_DIR", self.root())
             .env("PAP_TEST_SLOW", "2")
+            .env("PAP_TEST_SECONDS", "30")
             .env_remove("PAP_NOW")
             .env_remove("PAP_LOG");
         cmd

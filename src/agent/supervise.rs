@@ -1,0 +1,178 @@
+//! The supervisor of one command agent: `pap __supervise FD -- PROGRAM ARGS…`, a hidden
+//! subcommand pap runs instead of the program itself (see `command::run`).
+//!
+//! It leads the agent's process group (pap starts it with `process_group(0)`), starts the
+//! program in that group with stdin, stdout, stderr, working directory and environment
+//! exactly as pap gave them to it, and then does two things until the program exits:
+//!
+//! - it holds FD, one end of a socket pair whose other end only pap holds. When pap goes away
+//!   however it ends (SIGKILL included), the kernel closes pap's end; the supervisor reads
+//!   EOF and SIGKILLs its whole group, itself included. No agent outlives its runner.
+//! - it waits for the program and exits as it did (same code, or the same signal), so pap
+//!   sees the program's status as if it had started it directly.
+//!
+//! The program also gets `PR_SET_PDEATHSIG` = SIGKILL (Linux), set from the supervisor's
+//! only thread at the time, which lives as long as the supervisor: if the supervisor itself
+//! is killed, the program dies with it. (pap cannot set that flag on the program itself: it
+//! fires when the spawning *thread* exits, and the async runtime retires idle threads.)
+//!
+//! pap writes `go` on FD once it has recorded the group; only then does the program start.
+//! The first line back tells pap whether it started: `ok` or `err MESSAGE`.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::Command;
+
+use nix::sys::signal::{SigHandler, Signal, killpg, raise, signal};
+use nix::unistd::{Pid, getpgrp, getpid, setpgid};
+
+/// The hidden subcommand's name (never in `--help`: `main` takes it before the CLI parser).
+pub const SUBCOMMAND: &str = "__supervise";
+
+static EXE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Called by the `pap` binary: command agents run under a supervisor from now on, which is
+/// this same executable. (A library user without it, such as the unit tests, starts programs
+/// directly: they are still killed with their group, but not on a SIGKILL of the process.)
+pub fn enable() {
+    // Linux: the running image itself, even if the file was replaced since (an upgrade, a
+    // rebuild) or its path is gone.
+    let exe = if cfg!(target_os = "linux") {
+        Some(std::path::PathBuf::from("/proc/self/exe"))
+    } else {
+        std::env::current_exe().ok()
+    };
+    if let Some(exe) = exe {
+        let _ = EXE.set(exe);
+    }
+}
+
+/// The executable to start supervisors with, once [`enable`]d.
+pub fn exe() -> Option<&'static std::path::Path> {
+    EXE.get().map(|p| p.as_path())
+}
+
+/// Runs the supervisor; never returns. `args` are what follows the subcommand.
+pub fn main(args: Vec<OsString>) -> ! {
+    let fd: Option<RawFd> = args.first().and_then(|a| a.to_str()?.parse().ok());
+    let (Some(fd), Some("--"), Some(program)) =
+        (fd, args.get(1).and_then(|a| a.to_str()), args.get(2))
+    else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "pap {SUBCOMMAND}: internal to pap (usage: FD -- PROGRAM ARGS...)"
+        );
+        std::process::exit(2);
+    };
+    // SAFETY: pap passes the fd it opened for this process; nothing else here owns it.
+    let mut lifeline = unsafe { UnixStream::from_raw_fd(fd) };
+    // The program must not hold it: only pap's going away may close the other end.
+    let _ = nix::fcntl::fcntl(
+        &lifeline,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    if getpgrp() != getpid() {
+        // Started by hand: lead a group of its own, so the kill below hits only the agent.
+        let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    }
+    if getpgrp() != getpid() {
+        let _ = lifeline.write_all(b"err the supervisor cannot lead a process group\n");
+        std::process::exit(125);
+    }
+
+    // pap records the group before the program may start (`go`), so no agent process ever
+    // runs unrecorded; if pap goes away first, nothing starts.
+    if !wait_for_go(&mut lifeline) {
+        std::process::exit(125);
+    }
+
+    let mut cmd = Command::new(program);
+    cmd.args(&args[3..]);
+    #[cfg(target_os = "linux")]
+    {
+        let me = getpid();
+        // SAFETY: prctl, getppid and raise are async-signal-safe; nothing is allocated.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                // The supervisor died before the flag was set: go with it.
+                if nix::unistd::getppid() != me {
+                    let _ = raise(Signal::SIGKILL);
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = match cmd.spawn() {
+        Ok(child) => {
+            let _ = lifeline.write_all(b"ok\n");
+            child
+        }
+        Err(e) => {
+            let _ = lifeline.write_all(format!("err {e}\n").as_bytes());
+            std::process::exit(127);
+        }
+    };
+    // Only the program holds its stdio now, so pap sees EOF when the program closes it.
+    if let Ok(null) = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
+
+    std::thread::spawn(move || {
+        // pap never writes: any return is its end closing (it went away, or dropped the run).
+        let mut buf = [0u8; 64];
+        loop {
+            match lifeline.read(&mut buf) {
+                Ok(n) if n > 0 => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                _ => break,
+            }
+        }
+        let _ = killpg(getpgrp(), Signal::SIGKILL);
+    });
+
+    let status = match child.wait() {
+        Ok(status) => status,
+        Err(_) => std::process::exit(125),
+    };
+    if let Some(code) = status.code() {
+        std::process::exit(code);
+    }
+    if let Some(sig) = status.signal().and_then(|s| Signal::try_from(s).ok()) {
+        // Die of the same signal, without a core file of the supervisor's own.
+        let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+        // SAFETY: the default disposition installs no handler.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+        let _ = nix::sys::signal::sigprocmask(
+            nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
+            Some(&nix::sys::signal::SigSet::from(sig)),
+            None,
+        );
+        let _ = raise(sig);
+    }
+    std::process::exit(128 + status.signal().unwrap_or(0));
+}
+
+/// Reads pap's `go`; false when pap went away (or said anything else) first.
+fn wait_for_go(lifeline: &mut UnixStream) -> bool {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while line.len() < 16 {
+        match lifeline.read(&mut byte) {
+            Ok(1) if byte[0] == b'\n' => return line == b"go",
+            Ok(1) => line.push(byte[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            _ => return false,
+        }
+    }
+    false
+}
