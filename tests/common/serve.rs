@@ -10,8 +10,14 @@ use super::dispatch::lines;
 use super::{fixture_copy, pap_at, stdout};
 
 /// Generous: these wait for real processes on a shared machine, and return as soon as the
-/// condition holds.
-pub const PATIENCE: Duration = Duration::from_secs(60);
+/// condition holds. `PAP_TEST_PATIENCE` (seconds) raises it for full-size runs outside CI.
+pub fn patience() -> Duration {
+    let secs = std::env::var("PAP_TEST_PATIENCE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    Duration::from_secs(secs)
+}
 
 pub struct Project {
     pub dir: tempfile::TempDir,
@@ -181,11 +187,14 @@ fn started_count(log: &Path) -> usize {
         .count()
 }
 
-/// Polls `cond` until it holds, failing the test after [`PATIENCE`].
+/// Polls `cond` until it holds, failing the test after [`patience`].
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let started = Instant::now();
     while !cond() {
-        assert!(started.elapsed() < PATIENCE, "timed out waiting for {what}");
+        assert!(
+            started.elapsed() < patience(),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
