@@ -66,12 +66,18 @@ impl<'de> Visitor<'de> for StrictVisitor {
         let mut map = Map::new();
         while let Some(key) = access.next_key::<String>()? {
             let Strict(value) = access.next_value()?;
-            if map.contains_key(&key) {
-                return Err(de::Error::custom(format_args!(
-                    "the member name {key:?} appears twice in one object (I-JSON allows it once)"
-                )));
+            // One lookup per member, as serde_json's own map building does.
+            match map.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                serde_json::map::Entry::Occupied(taken) => {
+                    return Err(de::Error::custom(format_args!(
+                        "the member name {:?} appears twice in one object (I-JSON allows it once)",
+                        taken.key()
+                    )));
+                }
             }
-            map.insert(key, value);
         }
         Ok(Value::Object(map))
     }
