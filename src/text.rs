@@ -8,6 +8,33 @@ pub fn clip(text: &str, max: usize) -> String {
     }
 }
 
+/// Like [`clip`], but never inside a run of characters without a space (it goes on to the end
+/// of that run, up to 1,024 characters more). Redaction matches whole secret values: a key cut
+/// in two by a clip made before redaction would leave its first part in plain sight.
+pub fn clip_whole(text: &str, max: usize) -> String {
+    let Some((cut, _)) = text.char_indices().nth(max) else {
+        return text.to_owned();
+    };
+    let end = text[cut..]
+        .char_indices()
+        .take(1024)
+        .find(|(_, c)| c.is_whitespace())
+        .map_or_else(
+            || {
+                text[cut..]
+                    .char_indices()
+                    .nth(1024)
+                    .map_or(text.len(), |(i, _)| cut + i)
+            },
+            |(i, _)| cut + i,
+        );
+    if end >= text.len() {
+        text.to_owned()
+    } else {
+        format!("{}…", &text[..end])
+    }
+}
+
 /// Lower-case hex of `bytes`, appended to `out` (ids and keys are minted per decision, so
 /// this avoids a `format!` per byte).
 pub fn push_hex(out: &mut String, bytes: &[u8]) {
@@ -28,12 +55,21 @@ pub fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{clip, hex};
+    use super::{clip, clip_whole, hex};
 
     #[test]
     fn hex_is_lower_case_two_digits_per_byte() {
         assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
         assert_eq!(hex(&[]), "");
+    }
+
+    #[test]
+    fn a_clip_never_splits_a_word() {
+        let key = "sk-ant-0123456789abcdef";
+        let text = format!("error: invalid key {key} for this request");
+        // A plain clip at 25 would keep "sk-ant-"; this one keeps the whole key.
+        assert_eq!(clip_whole(&text, 25), format!("error: invalid key {key}…"));
+        assert_eq!(clip_whole("short", 25), "short");
     }
 
     #[test]

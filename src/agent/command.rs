@@ -275,7 +275,13 @@ async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> Vec<u8> {
             Ok(n) => {
                 tail.extend_from_slice(&buf[..n]);
                 if tail.len() > keep * 2 {
-                    tail.drain(..tail.len() - keep);
+                    // Cut at a line start, so no secret is left in half for redaction to miss.
+                    let from = tail.len() - keep;
+                    let from = tail[from..]
+                        .iter()
+                        .position(|b| *b == b'\n')
+                        .map_or(from, |i| from + i + 1);
+                    tail.drain(..from);
                 }
             }
         }
@@ -286,8 +292,9 @@ async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> Vec<u8> {
 fn last_line(bytes: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(bytes);
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim();
-    let cut: String = line.chars().filter(|c| !c.is_control()).take(300).collect();
-    Some(cut)
+    let line: String = line.chars().filter(|c| !c.is_control()).collect();
+    // Redacted later: never cut inside a word.
+    Some(crate::text::clip_whole(&line, 300))
 }
 
 #[cfg(test)]

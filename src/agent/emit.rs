@@ -94,7 +94,21 @@ pub fn read_follow_ups(
             "PAP_EMIT_FILE is not a regular file (a link, FIFO or device is refused)".into(),
         );
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read PAP_EMIT_FILE: {e}"))?;
+    // Opened without following a link or blocking, and checked on the handle: a process the
+    // agent left behind could swap the file for a FIFO after the check above.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| format!("cannot read PAP_EMIT_FILE: {e}"))?
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(
+            "PAP_EMIT_FILE is not a regular file (a link, FIFO or device is refused)".into(),
+        );
+    }
     let mut reader = std::io::BufReader::new(file);
     let mut events = Vec::new();
     let mut buffer = Vec::new();
@@ -125,7 +139,7 @@ pub fn read_follow_ups(
         if events.len() == MAX_FOLLOW_UPS {
             return Err(at(format!("more than {MAX_FOLLOW_UPS} events")));
         }
-        let value: Value =
+        let crate::event::strict::Strict(value) =
             serde_json::from_slice(line).map_err(|e| at(format!("not valid JSON: {e}")))?;
         let Value::Object(mut map) = value else {
             return Err(at("each line must be a JSON object".into()));

@@ -223,7 +223,12 @@ fn report(runtime: &Runtime, id: &str, json: bool) -> anyhow::Result<()> {
             (s, Some(e)) => format!("{}: {e}", s.as_str()),
             (s, None) => s.as_str().to_owned(),
         };
-        writeln!(out, "{id}: {result}")?;
+        // The error quotes an agent's stderr or a provider's body: escaped for the terminal.
+        writeln!(
+            out,
+            "{}",
+            crate::term::for_humans(&format!("{id}: {result}"))
+        )?;
         if !inv.emitted.is_empty() {
             writeln!(out, "  emitted {}", inv.emitted.join(", "))?;
         }

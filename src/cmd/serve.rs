@@ -18,7 +18,11 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
         done_retention: config.done_retention,
         spool_settle: config.spool_settle,
         // A live claim's reason reads its ledger row, so rows last at least as long.
-        ledger_retention: config.ledger_retention.max(project.config.idempotency_ttl),
+        // Twice the TTL: a claim kept longer for a colliding pair (see `Tx::extend_claim`)
+        // still finds the row that names its pair.
+        ledger_retention: config
+            .ledger_retention
+            .max(project.config.idempotency_ttl * 2),
         once: args.once,
         log_format: args.log_format,
     };

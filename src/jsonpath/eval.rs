@@ -229,7 +229,10 @@ impl<'a> Evaluator<'a> {
     fn function(&mut self, f: &TestFunction, current: &'a Value) -> Eval<Val<'a>> {
         Ok(match f {
             TestFunction::Length(arg) => match self.value_arg(arg, current)?.get() {
-                Some(Value::String(s)) => Val::Owned(s.chars().count().into()),
+                Some(Value::String(s)) => {
+                    self.visit(s.len() / 64 + 1)?;
+                    Val::Owned(s.chars().count().into())
+                }
                 Some(Value::Array(a)) => Val::Owned(a.len().into()),
                 Some(Value::Object(o)) => Val::Owned(o.len().into()),
                 _ => Val::Nothing,
@@ -284,8 +287,10 @@ impl<'a> Evaluator<'a> {
         else {
             return Ok(false);
         };
-        // A pattern may come from the event: its compilation counts against the budget.
+        // A pattern may come from the event: its compilation counts against the budget, and
+        // so does the text it runs over (a match is linear in it, but not free).
         self.visit(pattern.len() / 64 + 1)?;
+        self.visit(text.len() / 64 + 1)?;
         let compiled = self
             .regexes
             .entry((pattern.clone(), search))

@@ -52,7 +52,15 @@ pub fn discover(root: &Path, follow_outside: bool) -> Vec<Found> {
     }
     for dir in ["triggers", "agents", "schedules"] {
         let mut found = Vec::new();
-        walk_yaml(&root.join(dir), rules, &mut found);
+        let path = root.join(dir);
+        // The folders themselves may be links too: the same rules apply to them.
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
+            && let Err(why) = followable(&path, rules)
+        {
+            files.push(Found::Refused { path, why });
+            continue;
+        }
+        walk_yaml(&path, rules, &mut found);
         found.sort_by(|a, b| a.path().cmp(b.path()));
         files.extend(found);
     }
@@ -143,11 +151,22 @@ fn followable(path: &Path, rules: Rules) -> Result<(), String> {
             "a symbolic link whose target does not exist".to_string()
         }
     })?;
-    if rules.follow_outside || target.starts_with(rules.root) {
-        Ok(())
-    } else {
-        Err("a symbolic link to outside the project root: not followed (`follow_symlinks: true` in pap.yaml allows it)".into())
+    if rules.follow_outside {
+        return Ok(());
     }
+    let Ok(inside) = target.strip_prefix(rules.root) else {
+        return Err("a symbolic link to outside the project root: not followed (`follow_symlinks: true` in pap.yaml allows it)".into());
+    };
+    // `.git/config` (a CI token), `.env`, `.pap/`: hidden places are never manifests.
+    if inside
+        .components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+    {
+        return Err(
+            "a symbolic link to a hidden file or folder of the project: not followed".into(),
+        );
+    }
+    Ok(())
 }
 
 fn kind_name(kind: &std::fs::FileType) -> &'static str {

@@ -32,7 +32,7 @@ use crate::cli::LogFormat;
 use crate::clock::Clock;
 use crate::diagnostics::{self, HumanStyle};
 use crate::dispatcher::{Dispatcher, Format, Pending};
-use crate::event::input::{self, Location, Source};
+use crate::event::input::{self, Location};
 use crate::event::{self, Event, Origin};
 use crate::manifest::{self, Project};
 use crate::pipeline::Options;
@@ -330,6 +330,10 @@ impl Server {
                 }
             }
             let waiting = !self.spool.ready(1)?.is_empty() && Instant::now() < settle_limit;
+            if waiting && emitted.is_empty() {
+                // Files still there that this pass did not take: do not spin on them.
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let more = !emitted.is_empty() || waiting;
             self.dispatch_emitted(emitted);
             if !more {
@@ -449,32 +453,35 @@ impl Server {
                 let mut valid = 0;
                 let mut problems = Vec::new();
                 let consumed = std::sync::atomic::AtomicU64::new(0);
-                let read = input::read(
-                    &Source::File(path.clone()),
-                    max_bytes,
-                    &consumed,
-                    &mut |item: input::Item| {
-                        // Named by the spool file, not its path in processing/.
-                        let input = Location {
-                            source: name.as_str().into(),
-                            ..item.loc
-                        };
-                        match &item.event {
-                            Ok(_) => valid += 1,
-                            Err(bad) => problems.push(Problem {
-                                input: input.to_string(),
-                                id: bad.id.clone(),
-                                error: bad.reason.clone(),
-                            }),
-                        }
-                        group.push(Pending {
-                            input,
-                            event: item.event,
-                            emitted: false,
-                            prepared: None,
-                        });
-                    },
-                );
+                let read = spool::open_claimed(path).and_then(|file| {
+                    input::read_from(
+                        file,
+                        name.as_str().into(),
+                        max_bytes,
+                        &consumed,
+                        &mut |item: input::Item| {
+                            // Named by the spool file, not its path in processing/.
+                            let input = Location {
+                                source: name.as_str().into(),
+                                ..item.loc
+                            };
+                            match &item.event {
+                                Ok(_) => valid += 1,
+                                Err(bad) => problems.push(Problem {
+                                    input: input.to_string(),
+                                    id: bad.id.clone(),
+                                    error: bad.reason.clone(),
+                                }),
+                            }
+                            group.push(Pending {
+                                input,
+                                event: item.event,
+                                emitted: false,
+                                prepared: None,
+                            });
+                        },
+                    )
+                });
                 if let Err(e) = read {
                     problems.push(Problem {
                         input: name.clone(),

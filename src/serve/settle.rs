@@ -74,7 +74,16 @@ mod tests {
         let path = dir.path().join("a.ndjson");
         let mut writer = std::fs::File::create(&path).unwrap();
         writer.write_all(b"{}\n").unwrap();
-        // Leases need the file's owner or CAP_LEASE; both hold for a file made here.
+        // Leases need the file's owner or CAP_LEASE (both hold for a file made here) and a
+        // file system that has them.
+        if has_writer(&path).is_none() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "note: skipped: no leases on this file system"
+            );
+            return;
+        }
         assert_eq!(has_writer(&path), Some(true));
         assert!(matches!(
             readiness(&path, false, Duration::from_secs(60)),

@@ -342,8 +342,11 @@ fn create_new(path: &Path) -> Result<()> {
         path: dir.to_path_buf(),
         source,
     };
+    // Mode 0666 less the umask, as a file redb created itself would have (tempfile's 0600
+    // would lock out the other users of a shared state dir).
     let fresh = tempfile::Builder::new()
         .prefix(".state.redb.new-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)
         .map_err(io)?;
     {

@@ -59,6 +59,21 @@ fn colliding_pairs_are_both_decided_and_each_is_its_own_duplicate() {
 }
 
 #[test]
+fn a_colliding_pair_stays_a_duplicate_while_its_own_claim_lives() {
+    let p = project();
+    let first = p.events("a.ndjson", &[ev("e1", "test.key.collided", json!({}))]);
+    let second = p.events("b.ndjson", &[ev("e1t", "test.key.collided", json!({}))]);
+    // (e1, tx) claims the shared key at 06:00; (e1t, x) collides with it at 07:00.
+    p.dispatch(T0, &first, &["--no-run"]);
+    let run = p.dispatch("2026-03-11T07:00:00Z", &second, &["--no-run"]);
+    assert_eq!(run.outcome("e1t", "x"), "queued", "{}", run.stdout);
+    // After the first claim's 24 h, before the second's: (e1t, x) is still a duplicate (the
+    // shared key was kept as long as the pair's own claim), (e1, tx) is decided anew.
+    let run = p.dispatch("2026-03-12T06:30:00Z", &second, &["--no-run"]);
+    assert_eq!(run.outcome("e1t", "x"), "duplicate", "{}", run.stdout);
+}
+
+#[test]
 fn the_key_is_shown_in_hex_by_explain_invocations_show_and_audit() {
     let p = project();
     let file = p.events("e.ndjson", &[ev("e1", "test.key.collided", json!({}))]);

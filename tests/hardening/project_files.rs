@@ -116,6 +116,41 @@ fn a_link_out_of_the_project_is_not_followed_and_its_target_never_quoted() {
 }
 
 #[test]
+fn a_manifest_folder_that_is_a_link_out_and_links_to_hidden_files_are_refused() {
+    let p = project();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("hosts.yml"),
+        "oauth_token: gho_s3cr3t-token\n",
+    )
+    .unwrap();
+    std::fs::create_dir(p.root().join("schedules-out")).unwrap();
+    symlink(outside.path(), p.root().join("schedules")).unwrap();
+    std::fs::create_dir(p.root().join(".git")).unwrap();
+    std::fs::write(
+        p.root().join(".git/config"),
+        "extraheader = AUTHORIZATION: basic c2VjcmV0\n",
+    )
+    .unwrap();
+    symlink("../.git/config", p.root().join("triggers/ci.yaml")).unwrap();
+    let lint = run(&p, &["lint"]);
+    let text = format!("{}{}", stdout(&lint), stderr(&lint));
+    assert_eq!(code(&lint), 1, "{text}");
+    assert!(
+        !text.contains("s3cr3t") && !text.contains("c2VjcmV0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("schedules") && text.contains("outside the project root"),
+        "{text}"
+    );
+    assert!(
+        text.contains("triggers/ci.yaml") && text.contains("hidden"),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_directory_link_loop_is_one_diagnostic() {
     let p = project();
     symlink(".", p.root().join("triggers/again")).unwrap();

@@ -115,7 +115,8 @@ fn quote(body: &[u8]) -> String {
     if text.is_empty() {
         return "(empty body)".into();
     }
-    crate::text::clip(text, BODY_QUOTE)
+    // Redacted later, with the rest of the attempt's failure: never cut inside a word.
+    crate::text::clip_whole(text, BODY_QUOTE)
 }
 
 /// reqwest's top-level message is vague ("error sending request"); the causes say why.

@@ -184,7 +184,8 @@ impl Session {
                     "{} on mcp://{} with {}",
                     call.name,
                     tool.spec.server,
-                    rt.project.redactor.text(&truncate(&arguments_text, 500))
+                    // Redacted before it is cut: a cut key would escape redaction.
+                    truncate(&rt.project.redactor.text(&arguments_text), 500)
                 )),
             );
             // ANP 6.1: the user is made aware of the call, in the same transaction as its
