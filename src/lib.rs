@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod notify;
 pub mod panic_report;
 pub mod pipeline;
+pub mod regular_file;
 pub mod schedule;
 pub mod secrets;
 pub mod serve;

@@ -82,33 +82,20 @@ pub fn read_follow_ups(
     max_bytes: u64,
 ) -> Result<Vec<Event>, String> {
     // An agent writes this file: it may be huge, or not a file at all (a FIFO would block
-    // the read for ever, a link could point anywhere). Only a regular file is read, a line
-    // at a time, and no line past max_event_bytes is held in memory.
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
+    // the read for ever, a link could point anywhere, and a process the agent left behind
+    // could swap one in at any moment). Only a regular file is read, a line at a time, and
+    // no line past max_event_bytes is held in memory.
+    use crate::regular_file::{self, Links};
+    let file = match regular_file::open(path, Links::Refuse) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if regular_file::is_not_regular(&e) => {
+            return Err(
+                "PAP_EMIT_FILE is not a regular file (a link, FIFO or device is refused)".into(),
+            );
+        }
         Err(e) => return Err(format!("cannot read PAP_EMIT_FILE: {e}")),
     };
-    if !meta.file_type().is_file() {
-        return Err(
-            "PAP_EMIT_FILE is not a regular file (a link, FIFO or device is refused)".into(),
-        );
-    }
-    // Opened without following a link or blocking, and checked on the handle: a process the
-    // agent left behind could swap the file for a FIFO after the check above.
-    let file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| format!("cannot read PAP_EMIT_FILE: {e}"))?
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Err(
-            "PAP_EMIT_FILE is not a regular file (a link, FIFO or device is refused)".into(),
-        );
-    }
     let mut reader = std::io::BufReader::new(file);
     let mut events = Vec::new();
     let mut buffer = Vec::new();

@@ -461,18 +461,11 @@ fn read_file(
     file
 }
 
-/// A file's bytes, if it is (still) a regular file: opened without blocking (a FIFO swapped
-/// in since discovery would otherwise hang the open) and checked on the open handle.
+/// A file's bytes, if it is (still) a regular file: a FIFO swapped in since discovery must
+/// not hang the load. Discovery vetted where links lead.
 fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
+    let mut file = crate::regular_file::open(path, crate::regular_file::Links::Follow)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     Ok(bytes)

@@ -179,23 +179,6 @@ pub fn grew_after_read(path: &Path, read: u64) -> Option<String> {
     })
 }
 
-/// A claimed file, opened for reading only if it is (still) a regular file: without following
-/// a link and without blocking on a FIFO that a writer may have renamed over the claimed name
-/// between the scan and the claim.
-pub fn open_claimed(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other(
-            "not a regular file (swapped in after it was found)",
-        ));
-    }
-    Ok(file)
-}
-
 pub fn is_event_file(name: &str) -> bool {
     !name.starts_with('.')
         && !name.ends_with(".tmp")
