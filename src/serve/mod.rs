@@ -36,6 +36,7 @@ use crate::event::input::{self, Location};
 use crate::event::{self, Event, Origin};
 use crate::manifest::{self, Project};
 use crate::pipeline::Options;
+use crate::regular_file::{self, Links};
 use crate::schedule;
 use crate::store::{self, Runner, Store};
 use spool::{Problem, Spool};
@@ -45,8 +46,6 @@ use work::Worker;
 pub enum Wake {
     /// Something may have landed in the spool.
     Spool,
-    /// A file arrived in the spool by a rename: finished, claimable at once.
-    Arrived(PathBuf),
     /// A manifest file changed (reloaded after a short quiet period).
     Manifests,
     /// SIGHUP.
@@ -98,8 +97,10 @@ struct Server {
     ledger_cursor: Option<u64>,
     last_purge: Option<Instant>,
     last_rescan: Instant,
-    /// Spool files that arrived by a rename (file-system events said so), not yet claimed.
-    renamed: std::collections::HashSet<PathBuf>,
+    /// Spool files that arrived by a rename, not yet claimed. The watcher's thread adds to it
+    /// directly, so a burst's files are known as renamed the moment serve scans them, not
+    /// once their wake-ups have come through the channel.
+    renamed: watch::Arrivals,
     /// When a spool file written in place will have settled: look again then.
     settle_at: Option<Instant>,
     reload_at: Option<Instant>,
@@ -147,6 +148,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         wake_tx.clone(),
     );
 
+    let arrivals = watch::Arrivals::default();
     let mut _watches = None;
     if !settings.once {
         signals(&rt, wake_tx.clone(), stop.clone());
@@ -166,7 +168,12 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
                 "no control socket: other commands will not hand work to this serve at once (it still finds it within a second)"
             ),
         }
-        _watches = Some(watch::start(&root, &spool.dir, wake_tx.clone()));
+        _watches = Some(watch::start(
+            &root,
+            &spool.dir,
+            wake_tx.clone(),
+            arrivals.clone(),
+        ));
     }
     tracing::info!(
         pid = std::process::id(),
@@ -190,7 +197,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         ledger_cursor: None,
         last_purge: None,
         last_rescan: Instant::now(),
-        renamed: Default::default(),
+        renamed: arrivals,
         settle_at: None,
         reload_at: None,
         pumping: Arc::new(AtomicBool::new(false)),
@@ -284,15 +291,6 @@ impl Server {
     fn note(&mut self, w: Wake, spool: &mut bool, emitted: &mut Vec<Event>) {
         match w {
             Wake::Spool => *spool = true,
-            Wake::Arrived(path) => {
-                // Bounded: names of files that were renamed in and then removed by someone
-                // else would otherwise pile up.
-                if self.renamed.len() >= 100_000 {
-                    self.renamed.clear();
-                }
-                self.renamed.insert(path);
-                *spool = true;
-            }
             Wake::Manifests => self.reload_at = Some(Instant::now() + RELOAD_QUIET),
             Wake::Reload => {
                 tracing::info!("SIGHUP: reloading the manifests");
@@ -412,12 +410,12 @@ impl Server {
             };
             let mut claimed = Vec::new();
             for file in ready {
-                let renamed = self.renamed.remove(&file);
+                let renamed = self.renamed.take(&file);
                 match settle::readiness(&file, renamed, self.settings.spool_settle) {
                     settle::Readiness::Now => {}
                     settle::Readiness::After(wait) => {
                         if renamed {
-                            self.renamed.insert(file.clone());
+                            self.renamed.add(file.clone());
                         }
                         let at = Instant::now() + wait;
                         self.settle_at = Some(self.settle_at.map_or(at, |t| t.min(at)));
@@ -453,7 +451,9 @@ impl Server {
                 let mut valid = 0;
                 let mut problems = Vec::new();
                 let consumed = std::sync::atomic::AtomicU64::new(0);
-                let read = spool::open_claimed(path).and_then(|file| {
+                // Not following a link, nor blocking on a FIFO that a writer renamed over the
+                // claimed name between the scan and the claim.
+                let read = regular_file::open(path, Links::Refuse).and_then(|file| {
                     input::read_from(
                         file,
                         name.as_str().into(),

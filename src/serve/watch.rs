@@ -2,8 +2,10 @@
 //! are not reliable (network file systems, overflowing queues), so serve also rescans on a
 //! timer; a watcher that cannot start is logged and the timer does the work.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 
 use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
@@ -15,7 +17,31 @@ pub struct Watches {
     _watcher: Option<RecommendedWatcher>,
 }
 
-pub fn start(root: &Path, spool: &Path, wake: Sender<Wake>) -> Watches {
+/// Spool files that arrived by a rename (finished before they appeared), shared between the
+/// watcher's thread and serve. Bounded: names of files renamed in and then removed by someone
+/// else would otherwise pile up.
+#[derive(Clone, Default)]
+pub struct Arrivals(Arc<Mutex<HashSet<PathBuf>>>);
+
+impl Arrivals {
+    pub fn add(&self, path: PathBuf) {
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if set.len() >= 100_000 {
+            set.clear();
+        }
+        set.insert(path);
+    }
+
+    /// Whether `path` arrived by a rename; forgets it.
+    pub fn take(&self, path: &Path) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(path)
+    }
+}
+
+pub fn start(root: &Path, spool: &Path, wake: Sender<Wake>, arrivals: Arrivals) -> Watches {
     let spool_dir = spool.to_path_buf();
     let manifest_dirs: Vec<PathBuf> = ["triggers", "agents", "schedules"]
         .iter()
@@ -39,7 +65,8 @@ pub fn start(root: &Path, spool: &Path, wake: Sender<Wake>) -> Watches {
             _ => None,
         };
         if let Some(path) = renamed_to.filter(|p| p.parent() == Some(spool_dir.as_path())) {
-            let _ = wake.send(Wake::Arrived(path.clone()));
+            arrivals.add(path.clone());
+            let _ = wake.send(Wake::Spool);
             return;
         }
         for path in &event.paths {
