@@ -9,6 +9,10 @@
 //!
 //! Run: `cargo bench --bench jsonpath` (`PAP_BENCH_ROUNDS=N` sets the rounds, default 21).
 
+#[path = "../tests/common/measure.rs"]
+#[allow(dead_code)]
+mod measure;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -115,7 +119,7 @@ fn main() {
     );
     println!(
         "peak resident memory of this process (the events included): {} MiB",
-        peak_rss_mib()
+        measure::peak_kib(std::process::id()) / 1024
     );
 }
 
@@ -155,16 +159,4 @@ fn median(rounds: usize, mut f: impl FnMut()) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-fn peak_rss_mib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb / 1024)
 }

@@ -14,7 +14,12 @@
 //!
 //! Run: `cargo bench --bench serve` (Linux: reads /proc for memory).
 
+#[path = "../tests/common/measure.rs"]
+mod measure;
+
 use std::path::{Path, PathBuf};
+
+use measure::peak_kib;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -102,6 +107,10 @@ fn main() {
         "serve peak memory (VmHWM): {:.1} MiB during the burst, {:.1} MiB right after start",
         burst_peak as f64 / 1024.0,
         idle_peak as f64 / 1024.0
+    );
+    let (median, p90) = measure::fsync_ms(root);
+    println!(
+        "fdatasync of a 4 KiB append on this disk, same run: median {median:.2} ms, p90 {p90:.2} ms"
     );
 }
 
@@ -191,16 +200,4 @@ fn decision_times(log: &Path) -> Vec<(String, SystemTime)> {
             Some((id, SystemTime::from(ts)))
         })
         .collect()
-}
-
-/// Peak resident memory of a process in KiB (Linux), 0 elsewhere.
-fn peak_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }

@@ -15,6 +15,9 @@
 //!   `target/fuzz-failures/TARGET/` (copy it into the corpus to keep it as a regression test),
 //!   and an input that runs longer than 10 s aborts the run after saving it there.
 
+#[path = "../common/measure.rs"]
+#[allow(dead_code)]
+mod measure;
 mod targets;
 
 use std::io::Write;
@@ -166,20 +169,8 @@ where
         corpus(target).len(),
         started.elapsed().as_secs_f64(),
         targets::stats(target),
-        peak_rss_mib()
+        measure::peak_kib(std::process::id()) / 1024
     ));
-}
-
-fn peak_rss_mib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb / 1024)
 }
 
 #[test]
