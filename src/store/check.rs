@@ -34,7 +34,7 @@ impl Store {
     pub fn check(&self) -> Result<CheckReport> {
         let path = self.path();
         let pages_ok =
-            self.with_db_mut(|db| db.check_integrity().map_err(|e| redb_err(&path, e)))?;
+            self.with_writer(|db| db.check_integrity().map_err(|e| redb_err(&path, e)))?;
         let mut report = CheckReport {
             pages_ok,
             ..CheckReport::default()
@@ -63,12 +63,12 @@ impl Store {
             .prefix(".pap-backup-")
             .tempfile_in(dir)
             .map_err(io)?;
-        let bytes = self.with_db(|_| {
+        let bytes = self.with_reader(|_| {
             let bytes = std::fs::copy(&from, partial.path()).map_err(io)?;
             partial.as_file().sync_all().map_err(io)?;
             Ok(bytes)
         })?;
-        Store::new(super::Backing::File(partial.path().to_path_buf())).read(|_| Ok(()))?;
+        Store::new(super::Backing::File(partial.path().to_path_buf()), None).read(|_| Ok(()))?;
         partial.persist(to).map_err(|e| io(e.error))?;
         Ok(bytes)
     }

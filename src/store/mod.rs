@@ -1,11 +1,15 @@
 //! The durable state, in one redb file (`<state>/state.redb`). The only module that imports redb.
 //!
-//! redb allows one process at a time. pap keeps the file open only for the length of a
-//! transaction (a group of decisions, one attempt's bookkeeping), never while an agent runs,
-//! so parallel `pap` processes on one state dir take turns: a process that finds the file
-//! held waits with bounded backoff instead of failing with `DatabaseAlreadyOpen`.
+//! redb allows one writing process at a time. A pap process opens the file once and keeps it
+//! between transactions, never forcing a commit's syncs on anyone else; a process that needs
+//! the file while another has it asks for it (see `handle`), and the holder gives it up
+//! between two transactions. So parallel `pap` processes on one state dir take turns
+//! transaction by transaction, and a process that finds the file held waits with bounded
+//! backoff instead of failing with `DatabaseAlreadyOpen`. Reading opens the file read-only,
+//! which never syncs the disk.
 
 mod check;
+mod handle;
 mod ledger_block;
 mod migrate;
 mod notify_records;
@@ -16,14 +20,17 @@ mod tx_claims;
 mod tx_notify;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redb::backends::InMemoryBackend;
-use redb::{Database, DatabaseError, ReadableDatabase};
+use redb::{Database, DatabaseError};
+
+use handle::{Open, Shared};
 
 pub use check::CheckReport;
+pub use handle::release_all;
 pub use ledger_block::RowRef;
 pub use notify_records::*;
 pub use records::*;
@@ -90,16 +97,22 @@ enum Backing {
     Memory,
 }
 
-/// A handle on the store. Cheap to keep; the file is opened per operation.
+/// A handle on the store: one per process (see the module's comment on how it is shared).
 pub struct Store {
     backing: Backing,
-    /// The open database, while an operation (or a [`Store::hold`]) has it.
-    db: Mutex<Option<Database>>,
+    shared: Arc<Shared>,
     lock_timeout: Duration,
     /// Said once per process, so a long wait is not silent.
     told_waiting: AtomicBool,
     /// The directory of a dry run's private copy, removed on drop.
     scratch: Option<tempfile::TempDir>,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Closed cleanly before the scratch directory (if any) goes.
+        self.shared.close();
+    }
 }
 
 impl Store {
@@ -109,8 +122,9 @@ impl Store {
             path: state_dir.to_path_buf(),
             source,
         })?;
-        let store = Store::new(Backing::File(state_dir.join("state.redb")));
-        store.with_db(|_| Ok(()))?;
+        let path = state_dir.join("state.redb");
+        let store = Store::new(Backing::File(path.clone()), Some(want_path(&path)));
+        store.read(|_| Ok(()))?;
         Ok(store)
     }
 
@@ -130,25 +144,27 @@ impl Store {
                 source,
             })?;
         let copy = scratch.path().join("state.redb");
-        let holder = Store::new(Backing::File(original.clone()));
-        holder.with_db(|_| {
-            // Held open (locked) while copying; dropped right after.
+        let holder = Store::new(Backing::File(original.clone()), Some(want_path(&original)));
+        holder.with_reader(|_| {
+            // Held open (no writer can commit) while copying; dropped right after.
             std::fs::copy(&original, &copy).map_err(|source| Error::Dir {
                 path: copy.clone(),
                 source,
             })?;
             Ok(())
         })?;
-        let mut store = Store::new(Backing::File(copy));
+        drop(holder);
+        // Private: no other process asks for it, so its handle is kept for good.
+        let mut store = Store::new(Backing::File(copy), None);
         store.scratch = Some(scratch);
-        store.with_db(|_| Ok(()))?;
+        store.read(|_| Ok(()))?;
         Ok(store)
     }
 
     /// An empty store in memory (dry runs, tests).
     pub fn in_memory() -> Result<Store> {
-        let store = Store::new(Backing::Memory);
-        store.with_db(|_| Ok(()))?;
+        let store = Store::new(Backing::Memory, None);
+        store.read(|_| Ok(()))?;
         Ok(store)
     }
 
@@ -162,7 +178,8 @@ impl Store {
         }
     }
 
-    fn new(backing: Backing) -> Store {
+    /// `want`: the want-file when other processes share the file (see `handle`).
+    fn new(backing: Backing, want: Option<PathBuf>) -> Store {
         let lock_timeout = std::env::var("PAP_LOCK_TIMEOUT")
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
@@ -170,7 +187,7 @@ impl Store {
             .map_or(DEFAULT_LOCK_TIMEOUT, Duration::from_secs_f64);
         Store {
             backing,
-            db: Mutex::new(None),
+            shared: Shared::new(want),
             lock_timeout,
             told_waiting: AtomicBool::new(false),
             scratch: None,
@@ -195,7 +212,7 @@ impl Store {
     /// Runs `f` in one write transaction and commits it (durably) when `f` returns `Ok`.
     pub fn write<T>(&self, f: impl FnOnce(&mut Tx) -> Result<T>) -> Result<T> {
         let path = self.path();
-        self.with_db(|db| {
+        self.with_writer(|db| {
             let txn = db.begin_write().map_err(|e| redb_err(&path, e))?;
             let value = {
                 let mut tx = Tx::open(&txn, &path)?;
@@ -211,45 +228,61 @@ impl Store {
     /// Runs `f` on a consistent snapshot.
     pub fn read<T>(&self, f: impl FnOnce(&Reader) -> Result<T>) -> Result<T> {
         let path = self.path();
-        self.with_db(|db| {
-            let txn = db.begin_read().map_err(|e| redb_err(&path, e))?;
+        self.with_reader(|open| {
+            let txn = open.begin_read().map_err(|e| redb_err(&path, e))?;
             let reader = Reader::open(&txn, &path)?;
             f(&reader)
         })
     }
 
-    fn with_db<T>(&self, f: impl FnOnce(&Database) -> Result<T>) -> Result<T> {
-        self.with_db_mut(|db| f(db))
-    }
-
-    /// Runs `f` on the open database (opening it first if needed), with it to itself
-    /// (redb's integrity check needs that); a file store is closed again afterwards, which
-    /// releases the file lock for the next process.
-    fn with_db_mut<T>(&self, f: impl FnOnce(&mut Database) -> Result<T>) -> Result<T> {
-        let mut guard = self
-            .db
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if guard.is_none() {
-            *guard = Some(self.acquire()?);
+    /// Runs `f` with the file open for writing (opening it so first if needed); no other
+    /// process can have it meanwhile (redb's integrity check needs that too).
+    fn with_writer<T>(&self, f: impl FnOnce(&mut Database) -> Result<T>) -> Result<T> {
+        let mut guard = self.shared.lock();
+        if !matches!(guard.slot.open, Some(Open::Writer(_))) {
+            // A read-only handle of ours would keep our own writer out.
+            guard.slot.open = None;
+            let open = self.acquire(true)?;
+            guard.set(open);
         }
-        let db = guard.as_mut().expect("opened");
+        let Some(Open::Writer(db)) = guard.slot.open.as_mut() else {
+            unreachable!("a writer was just opened")
+        };
         let result = quietly(|| f(db)).unwrap_or_else(|panic| Err(damaged(&self.path(), panic)));
-        if !matches!(self.backing, Backing::Memory) {
-            *guard = None;
+        if matches!(result, Err(Error::Damaged { .. })) {
+            // Whatever state redb is in, the next try starts from the file.
+            guard.slot.open = None;
         }
         result
     }
 
-    /// Opens the database, waiting (with backoff) while another process has it.
-    fn acquire(&self) -> Result<Database> {
+    /// Runs `f` with the file open at least for reading: the handle this process has, or a
+    /// read-only one, which other readers share and which never syncs the disk.
+    fn with_reader<T>(&self, f: impl FnOnce(&Open) -> Result<T>) -> Result<T> {
+        let mut guard = self.shared.lock();
+        if guard.slot.open.is_none() {
+            let open = self.acquire(false)?;
+            guard.set(open);
+        }
+        let open = guard.slot.open.as_ref().expect("opened");
+        let result = quietly(|| f(open)).unwrap_or_else(|panic| Err(damaged(&self.path(), panic)));
+        if matches!(result, Err(Error::Damaged { .. })) {
+            guard.slot.open = None;
+        }
+        result
+    }
+
+    /// Opens the database, for writing or (when `writer` is false and the file allows it)
+    /// read-only, waiting while another process has it: with backoff, and holding a ticket
+    /// that asks the holder to give the file up.
+    fn acquire(&self, mut writer: bool) -> Result<Open> {
         let path = match &self.backing {
             Backing::Memory => {
                 let db = Database::builder()
                     .create_with_backend(InMemoryBackend::new())
                     .map_err(|e| redb_err(Path::new("(memory)"), e))?;
                 tables::init(&db, Path::new("(memory)"))?;
-                return Ok(db);
+                return Ok(Open::Writer(db));
             }
             Backing::File(path) => path,
         };
@@ -257,20 +290,41 @@ impl Store {
             create_new(path)?;
         }
         let started = Instant::now();
-        let mut pause = Duration::from_millis(2);
+        let mut pause = Duration::from_millis(1);
+        let mut ticket = None;
         loop {
             // A store is only ever created whole (see `create_new`), so an empty file was
             // truncated: opening it would silently start afresh and forget every claim.
             if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
                 return Err(damaged(path, "the file is empty (0 bytes)".into()));
             }
-            let opened = quietly(|| Database::builder().set_cache_size(CACHE_BYTES).open(path))
-                .map_err(|panic| damaged(path, panic))?;
-            match opened {
-                Ok(db) => {
-                    quietly(|| tables::init(&db, path)).map_err(|panic| damaged(path, panic))??;
-                    return Ok(db);
+            let opened = quietly(|| {
+                let mut builder = Database::builder();
+                builder.set_cache_size(CACHE_BYTES);
+                if writer {
+                    builder.open(path).map(Open::Writer)
+                } else {
+                    builder.open_read_only(path).map(Open::Reader)
                 }
+            })
+            .map_err(|panic| damaged(path, panic))?;
+            match opened {
+                Ok(Open::Writer(db)) => {
+                    quietly(|| tables::init(&db, path)).map_err(|panic| damaged(path, panic))??;
+                    return Ok(Open::Writer(db));
+                }
+                Ok(Open::Reader(db)) => {
+                    let current = quietly(|| tables::is_current(&db, path))
+                        .map_err(|panic| damaged(path, panic))??;
+                    if current {
+                        return Ok(Open::Reader(db));
+                    }
+                    // An older format to migrate (or a newer one to refuse): a writer's job.
+                    writer = true;
+                }
+                // The last writer did not close the file (it was killed): only a writer
+                // repairs it.
+                Err(DatabaseError::RepairAborted) if !writer => writer = true,
                 Err(DatabaseError::DatabaseAlreadyOpen) => {
                     let waited = started.elapsed();
                     if waited >= self.lock_timeout {
@@ -278,6 +332,9 @@ impl Store {
                             path: path.clone(),
                             waited,
                         });
+                    }
+                    if ticket.is_none() {
+                        ticket = self.shared.want().and_then(|w| w.ticket());
                     }
                     if waited > Duration::from_secs(2)
                         && !self.told_waiting.swap(true, Ordering::Relaxed)
@@ -289,7 +346,7 @@ impl Store {
                     }
                     // Real time, even under a fake clock: this waits for another process.
                     std::thread::sleep(pause.min(self.lock_timeout.saturating_sub(waited)));
-                    pause = (pause * 2).min(Duration::from_millis(100)) + jitter();
+                    pause = (pause * 2).min(MAX_PAUSE) + jitter();
                 }
                 Err(e) => return Err(redb_err(path, e)),
             }
@@ -297,12 +354,21 @@ impl Store {
     }
 }
 
+/// The longest pause between two tries to open a file another process holds: the holder
+/// gives it up within a few milliseconds of being asked.
+const MAX_PAUSE: Duration = Duration::from_millis(8);
+
+/// `<state>/state.want`, beside the store (see `handle`).
+fn want_path(store: &Path) -> PathBuf {
+    store.with_file_name("state.want")
+}
+
 /// A few milliseconds of spread, so waiting processes do not retry in lockstep.
 fn jitter() -> Duration {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    Duration::from_micros(u64::from((nanos ^ std::process::id()) % 3000))
+    Duration::from_micros(u64::from((nanos ^ std::process::id()) % 1000))
 }
 
 fn redb_err(path: &Path, e: impl Into<redb::Error>) -> Error {
@@ -477,7 +543,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         Store::open(dir.path()).unwrap();
         let held = Database::create(dir.path().join("state.redb")).unwrap();
-        let mut waiter = Store::new(Backing::File(dir.path().join("state.redb")));
+        let mut waiter = Store::new(Backing::File(dir.path().join("state.redb")), None);
         waiter.lock_timeout = Duration::from_millis(50);
         let err = waiter.read(|_| Ok(())).expect_err("locked");
         assert!(matches!(err, Error::Locked { .. }), "{err}");

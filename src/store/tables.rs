@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{Error, Result, migrate, redb_err};
 
@@ -63,6 +63,25 @@ pub const SESSIONS: TableDefinition<&str, i64> = TableDefinition::new("sessions"
 pub const ATP_INDEX: TableDefinition<&str, &str> = TableDefinition::new("atp_index");
 /// sequence → AuditEntry (JSON); append-only.
 pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+
+/// Whether a file opened read-only has this pap's format, so a reader can use it as it is;
+/// `false` when a writer has to create or migrate the tables first. A newer format is refused.
+pub fn is_current(db: &ReadOnlyDatabase, path: &Path) -> Result<bool> {
+    let stored = (|| {
+        let txn = db.begin_read().ok()?;
+        let meta = txn.open_table(META).ok()?;
+        meta.get("schema_version").ok()?.map(|v| v.value())
+    })();
+    match stored {
+        Some(found) if found == SCHEMA_VERSION => Ok(true),
+        Some(found) if found > SCHEMA_VERSION => Err(Error::SchemaVersion {
+            path: path.to_path_buf(),
+            found,
+            expected: SCHEMA_VERSION,
+        }),
+        _ => Ok(false),
+    }
+}
 
 /// Creates the tables of a new file and checks the version of an existing one.
 pub fn init(db: &Database, path: &Path) -> Result<()> {
