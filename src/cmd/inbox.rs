@@ -10,7 +10,7 @@ use super::{Outcome, context};
 use crate::cli::{Cli, InboxArgs, InboxCommand, SessionCommand};
 use crate::clock::{Clock, rfc3339_ms};
 use crate::notify::inbox::{self, Acked};
-use crate::store::{InboxMessage, Level, Store};
+use crate::store::{InboxMessage, Level, Stamp, Store};
 use crate::term::Paint;
 
 pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
@@ -151,6 +151,9 @@ fn human(m: &InboxMessage, v: &serde_json::Value, p: Paint, out: &mut String) {
 
 /// Polls the store for messages past the last one printed. Reading never writes, so a
 /// watcher costs a running serve nothing but turns on the file.
+/// Messages one look of `inbox watch` takes.
+const WATCH_BATCH: usize = 1000;
+
 fn watch(
     dir: &std::path::Path,
     after: Option<u64>,
@@ -163,8 +166,21 @@ fn watch(
         None => store.read(|r| r.notify()?.inbox_last())?,
     };
     let pause = Duration::from_millis(interval.max(50));
+    let mut seen = None;
     loop {
-        let lines = read(&store, mark, 1000, None)?;
+        // Each read makes a serve that holds the store give it up for a moment: look only
+        // when the file changed.
+        let now = store.stamp();
+        if !Stamp::may_differ(seen, now) {
+            std::thread::sleep(pause);
+            continue;
+        }
+        seen = now;
+        let lines = read(&store, mark, WATCH_BATCH, None)?;
+        if lines.len() == WATCH_BATCH {
+            // More may wait behind this batch, whatever the file's stamp says.
+            seen = None;
+        }
         if let Some((last, _)) = lines.last() {
             mark = last.id;
             print(&lines, json)?;

@@ -209,6 +209,27 @@ impl Store {
         }
     }
 
+    /// A stamp of the file that changes when another process commits (its modification time,
+    /// size and inode), for a long-lived reader that should open the file only when there is
+    /// something new: each open by a reader makes a writer give the file up. A stamp taken
+    /// within [`Stamp::SETTLING`] of a change is never trusted to be the same, since the
+    /// file system's clock can put two commits in one tick. `None` in memory.
+    pub fn stamp(&self) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let Backing::File(path) = &self.backing else {
+            return None;
+        };
+        let m = std::fs::metadata(path).ok()?;
+        let modified = m.modified().ok()?;
+        let recent = modified.elapsed().map_or(true, |age| age < Stamp::SETTLING);
+        Some(Stamp {
+            modified,
+            len: m.len(),
+            inode: m.ino(),
+            recent,
+        })
+    }
+
     /// Runs `f` in one write transaction and commits it (durably) when `f` returns `Ok`.
     pub fn write<T>(&self, f: impl FnOnce(&mut Tx) -> Result<T>) -> Result<T> {
         let path = self.path();
@@ -350,6 +371,31 @@ impl Store {
                 }
                 Err(e) => return Err(redb_err(path, e)),
             }
+        }
+    }
+}
+
+/// See [`Store::stamp`].
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp {
+    modified: std::time::SystemTime,
+    len: u64,
+    inode: u64,
+    recent: bool,
+}
+
+impl Stamp {
+    pub const SETTLING: Duration = Duration::from_secs(1);
+
+    /// Whether the file may have changed between the two stamps.
+    pub fn may_differ(earlier: Option<Stamp>, later: Option<Stamp>) -> bool {
+        match (earlier, later) {
+            (Some(a), Some(b)) => {
+                a.recent
+                    || b.recent
+                    || (a.modified, a.len, a.inode) != (b.modified, b.len, b.inode)
+            }
+            _ => true,
         }
     }
 }
