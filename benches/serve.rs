@@ -6,7 +6,10 @@
 //! 2. a burst of 10,000 one-event files renamed into the spool at once: the time until every
 //!    file is filed in done/, next to a baseline in the same run: `pap dispatch --no-run` of
 //!    the same 10,000 events as one NDJSON stream (no files, no renames);
-//! 3. serve's peak memory (VmHWM) during the burst, next to its peak right after start.
+//! 3. serve's peak memory (VmHWM) during the burst, next to its peak right after start;
+//! 4. a backlog: 10,000 invocations queued by `pap dispatch --no-run`, then run by
+//!    `pap serve --once` (concurrency 8), next to `xargs -P 8` running the same command
+//!    10,000 times in the same run: what pap adds to each run (the decision is not timed).
 //!
 //! The project has one trigger whose filter the events pass and whose agent is `true`, so
 //! each decision is a full one (claim, throttle window, invocation record, ledger row) and
@@ -108,6 +111,47 @@ fn main() {
         burst_peak as f64 / 1024.0,
         idle_peak as f64 / 1024.0
     );
+
+    // 4. A backlog of queued invocations: the baseline's dispatch queued them.
+    let queued = baseline;
+    let started = Instant::now();
+    let status = pap(root, &root.join("state-baseline"))
+        .args(["serve", "--once", "--log-format", "json"])
+        .stderr(std::fs::File::create(root.join("backlog.log")).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ran = started.elapsed();
+    let succeeded = std::fs::read_to_string(root.join("backlog.log"))
+        .unwrap()
+        .matches("\"succeeded\"")
+        .count();
+    assert_eq!(succeeded, BURST_FILES, "every queued invocation ran once");
+    let started = Instant::now();
+    let mut xargs = Command::new("xargs")
+        .args(["-P", "8", "-n", "1", "true"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut input = xargs.stdin.take().unwrap();
+        for i in 0..BURST_FILES {
+            writeln!(input, "{i}").unwrap();
+        }
+    }
+    assert!(xargs.wait().unwrap().success());
+    let baseline = started.elapsed();
+    println!(
+        "backlog of {BURST_FILES} queued invocations of `true` (queued in {:.2} s): `pap serve --once` ran them in {:.2} s ({:.0} runs/s); `xargs -P 8 -n 1 true`: {:.2} s ({:.0} runs/s); pap's rate is {:.0}% of xargs's",
+        queued.as_secs_f64(),
+        ran.as_secs_f64(),
+        BURST_FILES as f64 / ran.as_secs_f64(),
+        baseline.as_secs_f64(),
+        BURST_FILES as f64 / baseline.as_secs_f64(),
+        100.0 * baseline.as_secs_f64() / ran.as_secs_f64()
+    );
+
     let (median, p90) = measure::fsync_ms(root);
     println!(
         "fdatasync of a 4 KiB append on this disk, same run: median {median:.2} ms, p90 {p90:.2} ms"

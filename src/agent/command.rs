@@ -8,7 +8,7 @@
 //! away, however pap ends: nothing an agent starts outlives its runner either.
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -47,11 +47,13 @@ const STDERR_TAIL: usize = 4096;
 
 /// Runs the program; `Ok(stdout)` when it exited 0 within the time limit.
 pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
-    let supervisor = supervise::exe();
+    let supervisor = supervise::supervisor();
     let mut cmd = match supervisor {
-        Some(exe) => {
-            let mut cmd = Command::new(exe);
-            cmd.arg0("pap").arg(supervise::SUBCOMMAND);
+        Some(s) => {
+            let mut cmd = Command::new(&s.exe);
+            if s.subcommand {
+                cmd.arg0("pap").arg(supervise::SUBCOMMAND);
+            }
             cmd
         }
         None => Command::new(spec.program),
@@ -64,20 +66,9 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
         None => None,
     };
     if let Some((_, theirs)) = &lifeline {
-        let fd = theirs.as_raw_fd();
-        cmd.arg(fd.to_string()).arg("--").arg(spec.program);
-        // SAFETY: fcntl is async-signal-safe; `fd` is open until after the spawn.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Only this child inherits it (both ends are close-on-exec in pap).
-                let fd = BorrowedFd::borrow_raw(fd);
-                nix::fcntl::fcntl(
-                    fd,
-                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-                )?;
-                Ok(())
-            });
-        }
+        cmd.arg(theirs.as_raw_fd().to_string())
+            .arg("--")
+            .arg(spec.program);
     }
     if !spec.inherit_env {
         // The supervisor hands its environment to the program unchanged.
@@ -91,8 +82,7 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
+    let (mut child, lifeline) = spawn_with_lifeline(&mut cmd, lifeline)
         .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
     drop(cmd);
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
@@ -100,8 +90,7 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
     // group goes, not only the direct child that `kill_on_drop` covers.
     let _group = GroupGuard(pgid);
     let mut lifeline = match lifeline {
-        Some((ours, theirs)) => {
-            drop(theirs);
+        Some(ours) => {
             let ready = ours.set_nonblocking(true);
             ready
                 .and_then(|()| tokio::net::UnixStream::from_std(ours))
@@ -196,6 +185,42 @@ pub fn base_env() -> Vec<(OsString, OsString)> {
 
 /// A connected socket pair, the supervisor's end above the standard streams (pap started with
 /// one of them closed could get fd 0, 1 or 2 for it, which the child's stdio would replace).
+/// Only one supervisor's end of a lifeline is ever inheritable at a time (see below).
+static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Starts the supervisor with its end of the lifeline inherited, and closes that end here;
+/// returns the child and pap's end.
+///
+/// The end is made inheritable for the moment of the spawn rather than in a `pre_exec` hook:
+/// with a hook the standard library has to `fork` serve, copying its page tables and then
+/// faulting in every page either side writes (most of a run's cost in a busy serve); without
+/// one it uses `posix_spawn`, which does not copy the parent. Another program started by pap
+/// in that moment (an MCP server, a sink) may inherit the end too, which is harmless: only
+/// pap's end closing means "pap is gone", and the supervisor keeps no other descriptor from
+/// its program.
+fn spawn_with_lifeline(
+    cmd: &mut Command,
+    lifeline: Option<(
+        std::os::unix::net::UnixStream,
+        std::os::unix::net::UnixStream,
+    )>,
+) -> std::io::Result<(
+    tokio::process::Child,
+    Option<std::os::unix::net::UnixStream>,
+)> {
+    let Some((ours, theirs)) = lifeline else {
+        return Ok((cmd.spawn()?, None));
+    };
+    let _one_at_a_time = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+    nix::fcntl::fcntl(
+        &theirs,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )?;
+    let child = cmd.spawn();
+    drop(theirs);
+    Ok((child?, Some(ours)))
+}
+
 fn lifeline_pair() -> std::io::Result<(
     std::os::unix::net::UnixStream,
     std::os::unix::net::UnixStream,

@@ -32,27 +32,56 @@ use nix::unistd::{Pid, getpgrp, getpid, setpgid};
 /// The hidden subcommand's name (never in `--help`: `main` takes it before the CLI parser).
 pub const SUBCOMMAND: &str = "__supervise";
 
-static EXE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+/// The supervisor's own small binary, installed beside `pap` (`src/bin/pap-supervise.rs`).
+pub const BINARY: &str = "pap-supervise";
 
-/// Called by the `pap` binary: command agents run under a supervisor from now on, which is
-/// this same executable. (A library user without it, such as the unit tests, starts programs
-/// directly: they are still killed with their group, but not on a SIGKILL of the process.)
-pub fn enable() {
-    // Linux: the running image itself, even if the file was replaced since (an upgrade, a
-    // rebuild) or its path is gone.
-    let exe = if cfg!(target_os = "linux") {
-        Some(std::path::PathBuf::from("/proc/self/exe"))
-    } else {
-        std::env::current_exe().ok()
-    };
-    if let Some(exe) = exe {
-        let _ = EXE.set(exe);
-    }
+/// How to start a supervisor: the executable, and whether it needs [`SUBCOMMAND`] first.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    pub exe: std::path::PathBuf,
+    pub subcommand: bool,
 }
 
-/// The executable to start supervisors with, once [`enable`]d.
-pub fn exe() -> Option<&'static std::path::Path> {
-    EXE.get().map(|p| p.as_path())
+static EXE: std::sync::OnceLock<Supervisor> = std::sync::OnceLock::new();
+
+/// Called by the `pap` binary: command agents run under a supervisor from now on. (A
+/// library user without it, such as the unit tests, starts programs directly: they are
+/// still killed with their group, but not on a SIGKILL of the process.)
+///
+/// The supervisor is `pap-supervise` beside pap when it is there: starting it costs a fifth
+/// of starting pap itself (a few hundred kilobytes to load and relocate instead of tens of
+/// megabytes), which is most of what pap adds to a run of a quick command. Otherwise it is
+/// this same executable with the hidden subcommand.
+pub fn enable() {
+    let sibling = std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name(BINARY))
+        .filter(|p| p.is_file());
+    let supervisor = match sibling {
+        Some(exe) => Supervisor {
+            exe,
+            subcommand: false,
+        },
+        // Linux: the running image itself, even if the file was replaced since (an upgrade,
+        // a rebuild) or its path is gone.
+        None if cfg!(target_os = "linux") => Supervisor {
+            exe: std::path::PathBuf::from("/proc/self/exe"),
+            subcommand: true,
+        },
+        None => match std::env::current_exe() {
+            Ok(exe) => Supervisor {
+                exe,
+                subcommand: true,
+            },
+            Err(_) => return,
+        },
+    };
+    let _ = EXE.set(supervisor);
+}
+
+/// How to start supervisors, once [`enable`]d.
+pub fn supervisor() -> Option<&'static Supervisor> {
+    EXE.get()
 }
 
 /// Runs the supervisor; never returns. `args` are what follows the subcommand.
@@ -69,11 +98,18 @@ pub fn main(args: Vec<OsString>) -> ! {
     };
     // SAFETY: pap passes the fd it opened for this process; nothing else here owns it.
     let mut lifeline = unsafe { UnixStream::from_raw_fd(fd) };
-    // The program must not hold it: only pap's going away may close the other end.
+    // The program must not hold it: only pap's going away may close the other end. Nor
+    // anything else inherited past stdio (pap may have been starting another program at the
+    // same moment: see `command::spawn_with_lifeline`).
     let _ = nix::fcntl::fcntl(
         &lifeline,
         nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
     );
+    #[cfg(target_os = "linux")]
+    // SAFETY: only sets close-on-exec on descriptors; none is closed or reused.
+    unsafe {
+        nix::libc::close_range(3, u32::MAX, nix::libc::CLOSE_RANGE_CLOEXEC as i32);
+    }
     if getpgrp() != getpid() {
         // Started by hand: lead a group of its own, so the kill below hits only the agent.
         let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));

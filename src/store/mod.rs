@@ -391,9 +391,7 @@ impl Stamp {
     pub fn may_differ(earlier: Option<Stamp>, later: Option<Stamp>) -> bool {
         match (earlier, later) {
             (Some(a), Some(b)) => {
-                a.recent
-                    || b.recent
-                    || (a.modified, a.len, a.inode) != (b.modified, b.len, b.inode)
+                a.recent || b.recent || (a.modified, a.len, a.inode) != (b.modified, b.len, b.inode)
             }
             _ => true,
         }
