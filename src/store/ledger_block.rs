@@ -11,10 +11,12 @@
 //! Layout (little-endian): the rows, then `count + 1` offsets (`u32`, where each row starts,
 //! and the end), then `count: u32` and `max_decided_at: i64`. A row: `decided_at: i64`,
 //! `depth: u32`, then event id, trigger id, event type, outcome and invocation id (empty:
-//! none), each as `len: u32` and UTF-8 bytes. Rows come first so a block under construction
+//! none), each as `len: u32` and UTF-8 bytes. (Format 6: `decided_at` as a zigzag varint,
+//! `depth` and the lengths as varints.) Rows come first so a block under construction
 //! is read the same way (a duplicate within one transaction reads its original's row).
 
 use super::records::LedgerRow;
+use super::varint;
 
 /// Rows per block: small enough that reading one row reads little, large enough that the
 /// per-insert cost of redb vanishes.
@@ -25,6 +27,11 @@ pub const BLOCK_ROWS: usize = 1024;
 pub const BLOCK_BYTES: usize = 16 * 1024 * 1024;
 
 const FOOTER: usize = 4 + 8;
+
+/// A block is stored once it reaches this size: redb rounds a large value up to a power of
+/// two of pages, so a block just over 64 KiB would take 128 KiB (at 1,024 rows of about 90
+/// bytes, a third of the ledger was padding).
+const ALLOCATION: usize = 64 * 1024 - 512;
 
 /// One decision as written: borrowed, so recording it allocates nothing per field.
 #[derive(Debug, Clone, Copy)]
@@ -95,16 +102,19 @@ impl Builder {
             row.outcome,
             row.invocation_id.unwrap_or(""),
         ];
-        let size = 12 + texts.iter().map(|t| 4 + t.len()).sum::<usize>();
+        let size = 20
+            + texts
+                .iter()
+                .map(|t| varint::len(t.len() as u64) + t.len())
+                .sum::<usize>();
         let start = u32::try_from(self.rows.len()).map_err(|_| Malformed)?;
         u32::try_from(self.rows.len() + size + (self.offsets.len() + 2) * 4 + FOOTER)
             .map_err(|_| Malformed)?;
         self.offsets.push(start);
-        self.rows.extend_from_slice(&row.decided_at.to_le_bytes());
-        self.rows.extend_from_slice(&row.depth.to_le_bytes());
+        varint::put_signed(&mut self.rows, row.decided_at);
+        varint::put(&mut self.rows, u64::from(row.depth));
         for text in texts {
-            self.rows
-                .extend_from_slice(&(text.len() as u32).to_le_bytes());
+            varint::put(&mut self.rows, text.len() as u64);
             self.rows.extend_from_slice(text.as_bytes());
         }
         self.max_decided_at = self.max_decided_at.max(row.decided_at);
@@ -113,7 +123,10 @@ impl Builder {
 
     /// Whether the block should be stored now.
     pub fn is_full(&self) -> bool {
-        self.offsets.len() >= BLOCK_ROWS || self.rows.len() >= BLOCK_BYTES
+        let stored = self.rows.len() + (self.offsets.len() + 1) * 4 + FOOTER;
+        self.offsets.len() >= BLOCK_ROWS
+            || self.rows.len() >= BLOCK_BYTES
+            || (stored + self.rows.len() / self.offsets.len().max(1) >= ALLOCATION)
     }
 
     /// Row `index` of this block (0-based), before it is stored.
@@ -200,8 +213,10 @@ impl<'a> Block<'a> {
 
 fn decode_row(bytes: &[u8]) -> Result<LedgerRow, Malformed> {
     let mut row = Reader { bytes };
-    let decided_at = row.i64()?;
-    let depth = row.u32()?;
+    let decided_at = varint::take_signed(&mut row.bytes).ok_or(Malformed)?;
+    let depth = varint::take(&mut row.bytes)
+        .and_then(|d| u32::try_from(d).ok())
+        .ok_or(Malformed)?;
     let event_id = row.text()?;
     let trigger = row.text()?;
     let kind = row.text()?;
@@ -232,16 +247,10 @@ impl Reader<'_> {
         Ok(head)
     }
 
-    fn i64(&mut self) -> Result<i64, Malformed> {
-        Ok(i64::from_le_bytes(self.take(8)?.try_into().expect("8")))
-    }
-
-    fn u32(&mut self) -> Result<u32, Malformed> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
-    }
-
     fn text(&mut self) -> Result<String, Malformed> {
-        let len = self.u32()? as usize;
+        let len = varint::take(&mut self.bytes)
+            .and_then(|l| usize::try_from(l).ok())
+            .ok_or(Malformed)?;
         String::from_utf8(self.take(len)?.to_vec()).map_err(|_| Malformed)
     }
 }

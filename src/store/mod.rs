@@ -10,14 +10,15 @@
 
 mod check;
 mod handle;
+mod invocation_codec;
 mod ledger_block;
-mod migrate;
 mod notify_records;
 mod records;
 mod tables;
 mod tx;
 mod tx_claims;
 mod tx_notify;
+mod varint;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -58,6 +59,12 @@ pub enum Error {
         found: u64,
         expected: u64,
     },
+    #[error(
+        "the state store {path} has format {found}, written by a development build of pap \
+         before the first released format; this pap cannot read it. Move the state dir aside \
+         to start afresh (its idempotency keys and invocations are then forgotten)"
+    )]
+    DevelopmentFormat { path: PathBuf, found: u64 },
     #[error("state store {path}: {source}")]
     Redb { path: PathBuf, source: redb::Error },
     #[error(
@@ -439,7 +446,13 @@ fn quietly<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
         if !caught.inside("/redb-") {
             caught.resume();
         }
-        format!("the storage engine failed on it ({})", caught.message)
+        // Rust's wording for an `unreachable!` in redb would read as a bug of pap's; here
+        // it is a page that does not say what redb expects.
+        let what = caught
+            .message
+            .strip_prefix("internal error: ")
+            .unwrap_or(&caught.message);
+        format!("the storage engine stopped on an inconsistent page ({what})")
     })
 }
 
@@ -561,8 +574,8 @@ mod tests {
             .unwrap();
     }
 
-    #[test]
-    fn another_schema_version_is_refused_at_open() {
+    /// Opening a store whose file says it has format `version`.
+    fn open_as_version(version: u64) -> Error {
         let dir = tempfile::tempdir().unwrap();
         Store::open(dir.path()).unwrap();
         {
@@ -570,16 +583,31 @@ mod tests {
             let txn = db.begin_write().unwrap();
             txn.open_table(tables::META)
                 .unwrap()
-                .insert("schema_version", 99)
+                .insert("schema_version", version)
                 .unwrap();
             txn.commit().unwrap();
         }
-        let err = Store::open(dir.path()).err().expect("refused");
+        Store::open(dir.path()).err().expect("refused")
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_at_open() {
+        let err = open_as_version(99);
         assert!(
             matches!(err, Error::SchemaVersion { found: 99, .. }),
             "{err}"
         );
         assert!(err.to_string().contains("schema version 99"), "{err}");
+    }
+
+    #[test]
+    fn a_development_format_is_refused_with_a_message() {
+        let err = open_as_version(5);
+        assert!(
+            matches!(err, Error::DevelopmentFormat { found: 5, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("development build"), "{err}");
     }
 
     #[test]

@@ -4,10 +4,14 @@ use std::path::Path;
 
 use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{Error, Result, migrate, redb_err};
+use super::{Error, Result, redb_err};
 
 /// Bump when a table's layout changes; an older or newer file is refused at open.
-pub const SCHEMA_VERSION: u64 = 5;
+pub const SCHEMA_VERSION: u64 = 6;
+
+/// The first format a release of pap writes. Older files come from development builds, and
+/// are refused with a message rather than migrated (see CHANGELOG.md).
+pub const FIRST_RELEASED_VERSION: u64 = 6;
 
 /// `schema_version`, and counters (`invocation_seq`, `audit_seq`, `ledger_seq`: the number
 /// of the next ledger row).
@@ -15,16 +19,18 @@ pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// SHA-256(event.id ‖ trigger.id) → (expires_at, decided_at, number of the decision's ledger
 /// row) (version 5; the outcome lives in the ledger row, so a claim is written once, at the
 /// idempotency stage, in the same B-tree descent that finds an earlier one).
-pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> = TableDefinition::new("claims_v5");
+pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> = TableDefinition::new("claims");
 /// (expires_at, number of the first key's ledger row) → the 32-byte keys that expire then,
 /// concatenated: the index by expiry time, one row per transaction and expiry time instead of
 /// one per key (version 5). A key renewed later stays listed here; the purge checks the claim.
-pub const CLAIM_EXPIRY: TableDefinition<(i64, u64), &[u8]> =
-    TableDefinition::new("claim_expiry_v5");
+pub const CLAIM_EXPIRY: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("claim_expiry");
 /// (trigger id, window key as JSON) → invocation times in the window, i64 little-endian.
 pub const THROTTLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("throttle");
-/// invocation id → Invocation (JSON).
+/// invocation id → Invocation (see `invocation_codec`; version 6).
 pub const INVOCATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("invocations");
+/// event number (`event_seq`) → the event's JSON: each event's body once, however many
+/// invocations it provoked (version 6).
+pub const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 /// creation sequence → invocation id, for listings in order.
 pub const INVOCATION_ORDER: TableDefinition<u64, &str> = TableDefinition::new("invocation_order");
 /// (approval deadline, invocation id) → (): finds expired approvals.
@@ -74,12 +80,8 @@ pub fn is_current(db: &ReadOnlyDatabase, path: &Path) -> Result<bool> {
     })();
     match stored {
         Some(found) if found == SCHEMA_VERSION => Ok(true),
-        Some(found) if found > SCHEMA_VERSION => Err(Error::SchemaVersion {
-            path: path.to_path_buf(),
-            found,
-            expected: SCHEMA_VERSION,
-        }),
-        _ => Ok(false),
+        Some(found) => Err(version_error(path, found)),
+        None => Ok(false),
     }
 }
 
@@ -95,21 +97,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         if found == SCHEMA_VERSION {
             return Ok(());
         }
-        if (2..SCHEMA_VERSION).contains(&found) {
-            // Each step is one transaction: a crash between steps leaves a valid older file.
-            if found == 2 {
-                migrate::from_2(db, path)?;
-            }
-            if found <= 3 {
-                migrate::from_3(db, path)?;
-            }
-            return migrate::from_4(db, path);
-        }
-        return Err(Error::SchemaVersion {
-            path: path.to_path_buf(),
-            found,
-            expected: SCHEMA_VERSION,
-        });
+        return Err(version_error(path, found));
     }
     let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
     {
@@ -120,13 +108,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
             .map(|v| v.value());
         match found {
             Some(v) if v == SCHEMA_VERSION => return Ok(()),
-            Some(found) => {
-                return Err(Error::SchemaVersion {
-                    path: path.to_path_buf(),
-                    found,
-                    expected: SCHEMA_VERSION,
-                });
-            }
+            Some(found) => return Err(version_error(path, found)),
             None => {
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| redb_err(path, e))?;
@@ -141,7 +123,8 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
             CLAIM_EXPIRY,
             THROTTLE,
             INVOCATIONS,
-            INVOCATION_ORDER
+            INVOCATION_ORDER,
+            EVENTS
         );
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
         create_notify_tables(&txn, path)?;
@@ -149,8 +132,25 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
     txn.commit().map_err(|e| redb_err(path, e))
 }
 
-/// The tables version 4 added (notifications and the inbox).
-pub(super) fn create_notify_tables(txn: &redb::WriteTransaction, path: &Path) -> Result<()> {
+/// The error for a file of another format: a development build's (before the first
+/// released format) or a newer pap's.
+fn version_error(path: &Path, found: u64) -> Error {
+    if found < FIRST_RELEASED_VERSION {
+        Error::DevelopmentFormat {
+            path: path.to_path_buf(),
+            found,
+        }
+    } else {
+        Error::SchemaVersion {
+            path: path.to_path_buf(),
+            found,
+            expected: SCHEMA_VERSION,
+        }
+    }
+}
+
+/// The notification and inbox tables.
+fn create_notify_tables(txn: &redb::WriteTransaction, path: &Path) -> Result<()> {
     let e = |e| super::redb_err(path, e);
     txn.open_table(NOTIFICATIONS).map_err(e)?;
     txn.open_table(NOTIFY_ORDER).map_err(e)?;

@@ -8,6 +8,7 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::invocation_codec::{self, EventHash, EventRef};
 use super::ledger_block::Block;
 use super::records::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
 use super::tables::*;
@@ -28,6 +29,14 @@ pub struct Tx<'t> {
     throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
     invocations: Table<'t, &'static str, &'static [u8]>,
     invocation_order: Table<'t, u64, &'static str>,
+    events: Table<'t, u64, &'static [u8]>,
+    /// Invocations this transaction created, written in id order at [`Tx::finish`]: a
+    /// batch's ids share their time prefix, and written as they come their random tails
+    /// would split pages all over the batch's range, leaving them half empty.
+    fresh: std::collections::BTreeMap<String, Fresh>,
+    /// Event bodies this transaction stored, so an event provoking several triggers is
+    /// stored once.
+    events_stored: std::collections::HashMap<EventHash, EventRef>,
     approval_deadlines: Table<'t, (i64, &'static str), ()>,
     pub(super) ledger: Table<'t, u64, &'static [u8]>,
     audit: Table<'t, u64, &'static [u8]>,
@@ -50,6 +59,9 @@ impl<'t> Tx<'t> {
             throttle: txn.open_table(THROTTLE).map_err(e)?,
             invocations: txn.open_table(INVOCATIONS).map_err(e)?,
             invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
+            events: txn.open_table(EVENTS).map_err(e)?,
+            fresh: Default::default(),
+            events_stored: Default::default(),
             approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
             ledger: txn.open_table(LEDGER).map_err(e)?,
             audit: txn.open_table(AUDIT).map_err(e)?,
@@ -66,6 +78,7 @@ impl<'t> Tx<'t> {
     /// Writes what this transaction kept in memory (ledger blocks, the expiry index, the
     /// ledger counter); called once, before the commit.
     pub(super) fn finish(&mut self) -> Result<()> {
+        self.write_fresh()?;
         self.finish_decisions()
     }
 
@@ -132,11 +145,25 @@ impl<'t> Tx<'t> {
     // --- invocations --------------------------------------------------------------------
 
     pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
+        let Some((mut inv, event)) = self.invocation_record(id)? else {
+            return Ok(None);
+        };
+        inv.event = load_event(&self.events, event, &self.path)?;
+        Ok(Some(inv))
+    }
+
+    /// The record without its event (which stays `null`), and the event's key.
+    fn invocation_record(&self, id: &str) -> Result<Option<(Invocation, EventRef)>> {
+        if let Some(fresh) = self.fresh.get(id) {
+            return decode_invocation(id, &fresh.record, &self.path).map(Some);
+        }
         let found = self
             .invocations
             .get(id)
             .map_err(|e| redb_err(&self.path, e))?;
-        found.map(|v| decode(&self.path, v.value())).transpose()
+        found
+            .map(|v| decode_invocation(id, v.value(), &self.path))
+            .transpose()
     }
 
     /// Records a new invocation (its id is fresh: nothing to update).
@@ -146,48 +173,96 @@ impl<'t> Tx<'t> {
 
     /// Inserts or updates an invocation, keeping the approval-deadline index in step.
     pub fn put_invocation(&mut self, inv: &Invocation) -> Result<()> {
-        let old = self.invocation(&inv.id)?;
+        let old = self.invocation_record(&inv.id)?;
         self.write_invocation(inv, old)
     }
 
-    fn write_invocation(&mut self, inv: &Invocation, old: Option<Invocation>) -> Result<()> {
-        if old.is_none() {
-            self.invocation_order
-                .insert(inv.seq, inv.id.as_str())
-                .map_err(|e| redb_err(&self.path, e))?;
-        }
-        let old_deadline = old
-            .as_ref()
-            .filter(|o| o.status == Status::AwaitingApproval)
-            .and_then(|o| o.approval_deadline);
-        let new_deadline = Some(inv)
-            .filter(|i| i.status == Status::AwaitingApproval)
-            .and_then(|i| i.approval_deadline);
+    fn write_invocation(
+        &mut self,
+        inv: &Invocation,
+        old: Option<(Invocation, EventRef)>,
+    ) -> Result<()> {
         let id = inv.id.as_str();
+        let Some((old, event)) = old else {
+            self.invocation_order
+                .insert(inv.seq, id)
+                .map_err(|e| redb_err(&self.path, e))?;
+            let event = self.put_event(&inv.event)?;
+            self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
+            return Ok(());
+        };
+        // An invocation's event never changes: it is stored already.
+        if self.fresh.contains_key(id) {
+            self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
+            return Ok(());
+        }
+        let old_deadline = deadline_key(&old);
         reindex(
             &mut self.approval_deadlines,
             old_deadline,
-            new_deadline,
+            deadline_key(inv),
             id,
             &self.path,
         )?;
-        let old_work = old.as_ref().and_then(work_key);
-        reindex(&mut self.work, old_work, work_key(inv), id, &self.path)?;
-        let bytes = encode(inv);
+        reindex(
+            &mut self.work,
+            work_key(&old),
+            work_key(inv),
+            id,
+            &self.path,
+        )?;
+        let bytes = invocation_codec::encode(inv, event);
         self.invocations
-            .insert(inv.id.as_str(), bytes.as_slice())
+            .insert(id, bytes.as_slice())
             .map_err(|e| redb_err(&self.path, e))?;
         Ok(())
     }
 
+    /// Writes the invocations this transaction created, and their index entries, in order.
+    fn write_fresh(&mut self) -> Result<()> {
+        for (id, fresh) in std::mem::take(&mut self.fresh) {
+            let id = id.as_str();
+            self.invocations
+                .insert(id, fresh.record.as_slice())
+                .map_err(|e| redb_err(&self.path, e))?;
+            if let Some(at) = fresh.work {
+                self.work
+                    .insert((at, id), ())
+                    .map_err(|e| redb_err(&self.path, e))?;
+            }
+            if let Some(at) = fresh.deadline {
+                self.approval_deadlines
+                    .insert((at, id), ())
+                    .map_err(|e| redb_err(&self.path, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores an event's body once, whatever number of invocations it provokes.
+    fn put_event(&mut self, event: &serde_json::Value) -> Result<EventRef> {
+        let (bytes, hash) = invocation_codec::event_bytes(event);
+        if let Some(key) = self.events_stored.get(&hash) {
+            return Ok(*key);
+        }
+        let key = self.next_seq("event_seq")?;
+        self.events
+            .insert(key, bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        self.events_stored.insert(hash, key);
+        Ok(key)
+    }
+
     /// Invocations awaiting approval whose deadline is at or before `now`.
-    pub fn approvals_due(&self, now: i64) -> Result<Vec<String>> {
+    pub fn approvals_due(&mut self, now: i64) -> Result<Vec<String>> {
+        self.write_fresh()?;
         ids_due_in(&self.approval_deadlines, now, usize::MAX, &self.path)
     }
 
     /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
     /// runner may have died), running ones first, at most `limit`.
-    pub fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
+    pub fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>> {
+        self.write_fresh()?;
         ids_due_in(&self.work, now, limit, &self.path)
     }
 
@@ -252,6 +327,7 @@ pub struct Reader {
     path: PathBuf,
     invocations: ReadOnlyTable<&'static str, &'static [u8]>,
     invocation_order: ReadOnlyTable<u64, &'static str>,
+    events: ReadOnlyTable<u64, &'static [u8]>,
     ledger: ReadOnlyTable<u64, &'static [u8]>,
     audit: ReadOnlyTable<u64, &'static [u8]>,
     schedules: ReadOnlyTable<&'static str, i64>,
@@ -268,6 +344,7 @@ impl Reader {
             path: path.to_path_buf(),
             invocations: txn.open_table(INVOCATIONS).map_err(e)?,
             invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
+            events: txn.open_table(EVENTS).map_err(e)?,
             ledger: txn.open_table(LEDGER).map_err(e)?,
             audit: txn.open_table(AUDIT).map_err(e)?,
             schedules: txn.open_table(SCHEDULES).map_err(e)?,
@@ -312,7 +389,12 @@ impl Reader {
             .invocations
             .get(id)
             .map_err(|e| redb_err(&self.path, e))?;
-        found.map(|v| decode(&self.path, v.value())).transpose()
+        let Some(record) = found else {
+            return Ok(None);
+        };
+        let (mut inv, event) = decode_invocation(id, record.value(), &self.path)?;
+        inv.event = load_event(&self.events, event, &self.path)?;
+        Ok(Some(inv))
     }
 
     /// Invocations in creation order, keeping those `keep` accepts; with `last`, only the
@@ -468,11 +550,58 @@ pub(super) fn malformed(path: &Path) -> Error {
 /// Where an invocation sits in the work index: running ones first (a dead runner's are
 /// resumed before new work starts), then queued ones in the order they fall due: a retry at
 /// its next attempt time, anything else at its creation (first in, first out).
+/// Where an invocation sits in the approval-deadline index (only while it awaits approval).
+fn deadline_key(inv: &Invocation) -> Option<i64> {
+    Some(inv)
+        .filter(|i| i.status == Status::AwaitingApproval)
+        .and_then(|i| i.approval_deadline)
+}
+
+/// A new invocation, written at the end of its transaction.
+struct Fresh {
+    record: Vec<u8>,
+    work: Option<i64>,
+    deadline: Option<i64>,
+}
+
+impl Fresh {
+    fn of(inv: &Invocation, event: EventRef) -> Fresh {
+        Fresh {
+            record: invocation_codec::encode(inv, event),
+            work: work_key(inv),
+            deadline: deadline_key(inv),
+        }
+    }
+}
+
 pub(super) fn work_key(inv: &Invocation) -> Option<i64> {
     match inv.status {
         Status::Running => Some(i64::MIN),
         Status::Queued => Some(inv.next_attempt_at.unwrap_or(inv.created_at)),
         _ => None,
+    }
+}
+
+fn decode_invocation(id: &str, bytes: &[u8], path: &Path) -> Result<(Invocation, EventRef)> {
+    invocation_codec::decode(id, bytes).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: format!("invocation {id}: {e}"),
+    })
+}
+
+/// An invocation's event, by its key.
+fn load_event(
+    events: &impl ReadableTable<u64, &'static [u8]>,
+    key: EventRef,
+    path: &Path,
+) -> Result<serde_json::Value> {
+    let found = events.get(key).map_err(|e| redb_err(path, e))?;
+    match found {
+        Some(bytes) => decode(path, bytes.value()),
+        None => Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: "an invocation's event is missing".into(),
+        }),
     }
 }
 

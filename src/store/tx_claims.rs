@@ -17,8 +17,10 @@ use redb::ReadableTable;
 /// transaction slow.
 pub const PURGE_BATCH: usize = 1000;
 
-/// Keys per expiry-index entry at most (128 KiB): a long stream writes several.
-const EXPIRY_KEYS: usize = 4096;
+/// Keys per expiry-index value: 1,000 keys (32,000 bytes) fit the 32 KiB that redb gives a
+/// value of that size (it rounds large values up to a power of two of pages: 4,096 keys took
+/// twice their size).
+const EXPIRY_KEYS: usize = 1000;
 
 /// What a claim found.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,121 @@
+//! The store's format across releases: a file written by the first released format (6) is
+//! checked in (`tests/fixtures/store/format-6.redb`: the example project's nine events
+//! dispatched at 2026-03-11T06:00:00Z, without API keys, then compacted) and every later pap
+//! must read it, migrating it in place when its format moved on. A development build's file
+//! (format 5 and before) is refused with a message, never misread.
+
+mod common;
+
+use common::{code, fixture, pap, stderr, stdout};
+use serde_json::Value;
+
+const SUCCEEDED: &str = "inv_019cdb7b0b00373dbd64595f93f9d5d1";
+const AWAITING: &str = "inv_019cdb7b0b0030f4e3f91db82cbafbe1";
+
+fn state_from_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture("store/format-6.redb"),
+        dir.path().join("state.redb"),
+    )
+    .unwrap();
+    dir
+}
+
+fn run(state: &std::path::Path, args: &[&str]) -> std::process::Output {
+    pap()
+        .arg("--state")
+        .arg(state)
+        .args(args)
+        .env("PAP_NOW", "2026-03-11T06:00:00Z")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_format_6_store_reads_whole() {
+    let state = state_from_fixture();
+    let check = run(state.path(), &["store", "check"]);
+    assert_eq!(code(&check), 0, "{}{}", stdout(&check), stderr(&check));
+    assert!(
+        stdout(&check).contains("8 invocations, 9 ledger rows, 7 audit entries, 8 notifications"),
+        "{}",
+        stdout(&check)
+    );
+
+    let list = run(state.path(), &["invocations", "--json"]);
+    assert_eq!(code(&list), 0, "{}", stderr(&list));
+    let rows: Vec<Value> = stdout(&list)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let statuses: Vec<&str> = rows.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        statuses,
+        [
+            "awaiting_approval",
+            "failed",
+            "failed",
+            "failed",
+            "failed",
+            "succeeded",
+            "failed",
+            "failed"
+        ]
+    );
+
+    // The event is stored once, apart from the record, and comes back whole.
+    let shown = run(state.path(), &["invocations", "show", SUCCEEDED, "--json"]);
+    assert_eq!(code(&shown), 0, "{}", stderr(&shown));
+    let inv: Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    let example: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/events/server-latency-sla-breach.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(inv["event"], example);
+    assert_eq!(inv["output"]["severity"], "major");
+    assert_eq!(inv["history"][0]["attempt"], 1);
+}
+
+#[test]
+fn a_format_6_store_takes_new_work_and_decisions() {
+    let state = state_from_fixture();
+    // The awaiting invocation is approved and run (its agent has no API key here: exit 4,
+    // failed), and the same events are duplicates now.
+    let approve = run(
+        state.path(),
+        &["approve", AWAITING, "--by", "ann", "--json"],
+    );
+    assert_eq!(
+        code(&approve),
+        4,
+        "{}{}",
+        stdout(&approve),
+        stderr(&approve)
+    );
+    let approved: Value = serde_json::from_str(&stdout(&approve)).unwrap();
+    assert_eq!(approved["approval"]["by"], "ann");
+    assert_eq!(approved["event_id"], "evt_c5e19b");
+    assert_eq!(approved["status"], "failed");
+    let again = pap()
+        .arg("--state")
+        .arg(state.path())
+        .args(["dispatch", "--no-run", "--json"])
+        .arg(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/events/server-latency-sla-breach.json"),
+        )
+        .env("PAP_NOW", "2026-03-11T06:01:00Z")
+        .output()
+        .unwrap();
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("\"duplicate\""),
+        "{}",
+        stdout(&again)
+    );
+}
