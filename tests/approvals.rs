@@ -156,6 +156,48 @@ fn any_dispatch_expires_overdue_approvals() {
 }
 
 #[test]
+fn listings_show_an_overdue_approval_as_expired_without_recording_it() {
+    let p = Project::new();
+    let inv = awaiting(&p, "z1");
+    let later = "2026-03-13T00:00:00Z";
+    let show = |at: &str| {
+        let out = p
+            .cmd(at)
+            .args(["invocations", "show", &inv, "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let shown = show(later);
+    assert_eq!(shown["status"], "expired");
+    assert_eq!(shown["recorded_status"], "awaiting_approval");
+    let listed = p
+        .cmd(later)
+        .args(["invocations", "--status", "expired"])
+        .output()
+        .unwrap();
+    assert!(stdout(&listed).contains(&inv), "{}", stdout(&listed));
+    assert!(
+        stdout(&listed).contains("the next pap that writes records it"),
+        "{}",
+        stdout(&listed)
+    );
+    // Nothing was written: before its deadline it still awaits approval, and the next
+    // writer (here a dispatch) records the expiry with its failure event.
+    assert_eq!(show(T0)["status"], "awaiting_approval");
+    let file = p.events("n.ndjson", &[ev("n", "nobody.listens.here", json!({}))]);
+    let run = p.dispatch(later, &file, &[]);
+    assert!(
+        run.lines.iter().any(|l| l["triggered_by"] == inv.as_str()),
+        "the failure event"
+    );
+    let recorded = show(later);
+    assert_eq!(recorded["status"], "expired");
+    assert!(recorded.get("recorded_status").is_none(), "{recorded}");
+}
+
+#[test]
 fn unknown_invocations_are_a_clear_error() {
     let p = Project::new();
     let out = p.cmd(T0).args(["approve", "inv_nope"]).output().unwrap();

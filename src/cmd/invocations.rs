@@ -17,6 +17,9 @@ const HUMAN_PAGE: usize = 20;
 
 pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
     let store = Store::open_existing(&context::state_dir_to_read(cli)?)?;
+    // What is due is shown as of now (an approval past its deadline has expired); the next
+    // pap that writes records it. A listing never writes.
+    let now = crate::clock::Clock::from_env()?.now_ms();
     match &args.command {
         Some(InvocationsCommand::Show { id, json }) => {
             let found = match &store {
@@ -26,8 +29,9 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
             let Some(inv) = found else {
                 bail!("no invocation {id} in this state dir");
             };
+            let inv = as_of(inv, now);
             let text = if *json {
-                format!("{}\n", serde_json::to_string_pretty(&view(&inv, true))?)
+                format!("{}\n", serde_json::to_string_pretty(&inv.view(true))?)
             } else {
                 crate::term::for_humans(&show_human(&inv, Paint::for_stdout())).into_owned()
             };
@@ -37,15 +41,16 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
             let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
             let status = args.status;
             let (list, total) = match &store {
-                Some(s) => {
-                    s.read(|r| r.invocations(|i| status.is_none_or(|st| i.status == st), limit))?
-                }
+                Some(s) => s.read(|r| {
+                    r.invocations(|i| status.is_none_or(|st| i.status_at(now) == st), limit)
+                })?,
                 None => (Vec::new(), 0),
             };
+            let list: Vec<AsOf> = list.into_iter().map(|i| as_of(i, now)).collect();
             let mut out = String::new();
             if args.json {
                 for inv in &list {
-                    out.push_str(&serde_json::to_string(&view(inv, false))?);
+                    out.push_str(&serde_json::to_string(&inv.view(false))?);
                     out.push('\n');
                 }
             } else {
@@ -56,6 +61,30 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
         }
     }
     Ok(Outcome::Success)
+}
+
+/// An invocation with its status as of now, the stored one kept in `recorded` when they
+/// differ (JSON: `recorded_status`).
+struct AsOf {
+    inv: Invocation,
+    recorded: Option<crate::store::Status>,
+}
+
+impl AsOf {
+    fn view(&self, detail: bool) -> Value {
+        let mut v = view(&self.inv, detail);
+        if let Some(recorded) = self.recorded {
+            v["recorded_status"] = json!(recorded.as_str());
+        }
+        v
+    }
+}
+
+fn as_of(mut inv: Invocation, now: i64) -> AsOf {
+    let status = inv.status_at(now);
+    let recorded = (status != inv.status).then_some(inv.status);
+    inv.status = status;
+    AsOf { inv, recorded }
 }
 
 /// The public JSON of an invocation (`--json` rows, contract section 5); `detail` adds the
@@ -132,12 +161,12 @@ fn status_painted(inv: &Invocation, p: Paint) -> String {
     }
 }
 
-fn list_human(list: &[Invocation], total: usize, p: Paint, out: &mut String) {
+fn list_human(list: &[AsOf], total: usize, p: Paint, out: &mut String) {
     if list.is_empty() {
         out.push_str("no invocations\n");
         return;
     }
-    for inv in list {
+    for AsOf { inv, recorded } in list {
         let status = status_painted(inv, p);
         // Pad by the plain width, so colour codes do not break the columns.
         let pad = " ".repeat(18usize.saturating_sub(inv.status.as_str().len()));
@@ -153,6 +182,9 @@ fn list_human(list: &[Invocation], total: usize, p: Paint, out: &mut String) {
             inv.max_attempts,
             p.dim(&rfc3339_ms(inv.updated_at))
         );
+        if recorded.is_some() {
+            let _ = writeln!(out, "{}", p.dim(DUE_NOTE));
+        }
     }
     if total > list.len() {
         let _ = writeln!(
@@ -234,9 +266,17 @@ fn transcript_human(o: &mut String, t: &Transcript, p: Paint) {
     }
 }
 
-fn show_human(inv: &Invocation, p: Paint) -> String {
+/// Said under an invocation whose status is due but not yet recorded.
+const DUE_NOTE: &str =
+    "  (its approval deadline has passed: the next pap that writes records it as expired)";
+
+fn show_human(shown: &AsOf, p: Paint) -> String {
+    let inv = &shown.inv;
     let mut o = String::new();
     let _ = writeln!(o, "{}  {}", p.bold(&inv.id), status_painted(inv, p));
+    if shown.recorded.is_some() {
+        let _ = writeln!(o, "{}", p.dim(DUE_NOTE));
+    }
     let row = |o: &mut String, k: &str, v: String| {
         let _ = writeln!(o, "  {:<10}{v}", k);
     };

@@ -92,6 +92,18 @@ pub struct Invocation {
     pub notifications: Vec<super::notify_records::Carried>,
 }
 
+impl Invocation {
+    /// The status as of `now`: one awaiting approval past its deadline has expired, even
+    /// before a writer (serve, a dispatch, an approval) records it. Readers show this, and
+    /// never write to record it.
+    pub fn status_at(&self, now: i64) -> Status {
+        match (self.status, self.approval_deadline) {
+            (Status::AwaitingApproval, Some(deadline)) if deadline <= now => Status::Expired,
+            (status, _) => status,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ApprovalDecision {
     pub approved: bool,
