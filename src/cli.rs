@@ -255,7 +255,7 @@ pub struct NotificationsArgs {
 
     /// Only notifications with this status.
     #[arg(long, value_enum)]
-    pub status: Option<crate::store::NotifyStatus>,
+    pub status: Option<crate::domain::NotifyStatus>,
 
     /// One JSON object per line.
     #[arg(long)]
@@ -424,7 +424,7 @@ pub struct InvocationsArgs {
 
     /// Only invocations with this status.
     #[arg(long, value_enum)]
-    pub status: Option<crate::store::Status>,
+    pub status: Option<crate::domain::Status>,
 
     /// One JSON object per line.
     #[arg(long)]

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod cmd;
 pub mod diagnostics;
 pub mod dispatcher;
+pub mod domain;
 pub mod event;
 pub mod event_type;
 pub mod interpolate;

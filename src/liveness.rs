@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::store::Runner;
+use crate::domain::Runner;
 
 /// This process's start time, read once: every invocation a dispatch decides records it.
 fn own_start() -> Option<u64> {

@@ -536,7 +536,7 @@ mod tests {
                     format: Default::default(),
                     topic: None,
                 },
-                min_level: crate::store::Level::Info,
+                min_level: crate::domain::Level::Info,
                 kinds: vec![],
                 max_attempts: 1,
                 backoff: std::time::Duration::ZERO,

@@ -1,9 +1,10 @@
 //! Approval deadlines: an invocation still awaiting approval at its deadline is `expired`,
 //! which is a denial (contract section 5) and ends in its failure event.
 
+use crate::domain::Status;
 use crate::event::Event;
 use crate::manifest::Project;
-use crate::store::{self, Status, Tx};
+use crate::store::{self, Tx};
 
 use super::end_in_tx;
 
@@ -23,7 +24,7 @@ pub fn expire_due(tx: &mut Tx, project: &Project, now: i64) -> store::Result<Vec
             crate::clock::rfc3339_ms(inv.approval_deadline.unwrap_or(now))
         );
         if let Some(request) = &inv.approval_request {
-            let answer = crate::store::Answer {
+            let answer = crate::domain::Answer {
                 action_id: "expired".into(),
                 responder: serde_json::json!({"id": "pap", "type": "system"}),
                 responded_at: None,

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::supervise;
-use crate::store::Runner;
+use crate::domain::Runner;
 
 /// What one run of the program needs.
 pub struct Spec<'a> {

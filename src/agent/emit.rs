@@ -10,9 +10,9 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use crate::clock::rfc3339_ms;
+use crate::domain::Invocation;
 use crate::event::{Event, Origin, validate};
 use crate::pipeline::ids;
-use crate::store::Invocation;
 
 /// How many follow-up events one attempt may emit.
 pub const MAX_FOLLOW_UPS: usize = 100;

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::store::Runner;
+use crate::domain::Runner;
 
 /// The record of one run; removed when dropped.
 pub struct Record(PathBuf);

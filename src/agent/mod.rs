@@ -20,13 +20,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
+use crate::domain::{Attempt, Invocation, Runner, Status};
 use crate::event::Event;
 use crate::manifest::Project;
 use crate::manifest::compiled::{Agent, ModelSpec, RetryPolicy};
 use crate::manifest::compiled_notify::OutcomeKind;
 use crate::notify;
 use crate::pipeline::{audit_entry, audited};
-use crate::store::{self, Attempt, Invocation, Runner, Status, Store, Tx};
+use crate::store::{self, Store, Tx};
 use emit::Ending;
 
 /// Without `limits.max_runtime_seconds`, an attempt may run this long.

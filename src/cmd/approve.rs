@@ -8,10 +8,11 @@ use super::{Outcome, context, invocations};
 use crate::agent::{Runtime, end_in_tx};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
 use crate::dispatcher::{Dispatcher, Format};
+use crate::domain::{Answer, ApprovalDecision, Invocation, Runner, Status};
 use crate::notify::atp;
 use crate::pipeline::{Options, audit_entry};
 use crate::serve::control;
-use crate::store::{self, Answer, ApprovalDecision, Invocation, Runner, Status};
+use crate::store::{self};
 use crate::term::Paint;
 
 pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {

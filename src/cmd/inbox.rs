@@ -9,8 +9,9 @@ use anyhow::bail;
 use super::{Outcome, context};
 use crate::cli::{Cli, InboxArgs, InboxCommand, SessionCommand};
 use crate::clock::{Clock, rfc3339_ms};
+use crate::domain::{InboxMessage, Level};
 use crate::notify::inbox::{self, Acked};
-use crate::store::{InboxMessage, Level, Stamp, Store};
+use crate::store::{Stamp, Store};
 use crate::term::Paint;
 
 pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {

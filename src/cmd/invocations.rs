@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use super::{Outcome, context};
 use crate::cli::{Cli, InvocationsArgs, InvocationsCommand};
 use crate::clock::rfc3339_ms;
-use crate::store::{Invocation, Store, Transcript};
+use crate::domain::{Invocation, Transcript};
+use crate::store::Store;
 use crate::term::Paint;
 
 /// A human listing shows this many unless `--limit` says otherwise.
@@ -67,7 +68,7 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
 /// differ (JSON: `recorded_status`).
 struct AsOf {
     inv: Invocation,
-    recorded: Option<crate::store::Status>,
+    recorded: Option<crate::domain::Status>,
 }
 
 impl AsOf {

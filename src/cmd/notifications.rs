@@ -8,8 +8,9 @@ use anyhow::bail;
 use super::{Outcome, context};
 use crate::cli::{Cli, NotificationsArgs, NotificationsCommand};
 use crate::clock::rfc3339_ms;
+use crate::domain::Notification;
 use crate::notify::inbox::notification_view;
-use crate::store::{Notification, Store};
+use crate::store::Store;
 
 const HUMAN_PAGE: usize = 20;
 

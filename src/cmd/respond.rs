@@ -11,8 +11,9 @@ use serde_json::Value;
 use super::{Outcome, approve, context};
 use crate::cli::{Cli, RespondArgs};
 use crate::clock::Clock;
+use crate::domain::{Answer, Status};
 use crate::notify::atp;
-use crate::store::{Answer, Status, Store};
+use crate::store::Store;
 
 pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
     let name = args.file.display().to_string();

@@ -3,9 +3,10 @@
 //! the sinks. `pap serve` does both on its own timers; without a serve, a `pap dispatch`
 //! still gets its failure narrated and its webhook posted before it returns.
 
+use crate::domain::Status;
 use crate::notify::pump::{Pumped, pump};
 use crate::pipeline::ids;
-use crate::store::{self, Status};
+use crate::store::{self};
 
 use super::Dispatcher;
 

@@ -13,10 +13,10 @@ use super::duration;
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, NotifyRoute, SinkKind};
 use super::yaml_tree::PathSeg;
+use crate::domain::{Address, AgentInstructions, Handler, Party, Routing};
 use crate::interpolate;
 use crate::notify::template::Template;
 use crate::path;
-use crate::store::{Address, AgentInstructions, Handler, Party, Routing};
 
 /// The routes of every outcome, defaults filled in.
 pub fn compile_routes(

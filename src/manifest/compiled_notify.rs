@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use super::raw::{AtpFlag, SinkKind, WebhookFormat};
+use crate::domain::{AgentInstructions, Level, Routing};
 use crate::notify::template::Template;
-use crate::store::{AgentInstructions, Level, Routing};
 
 /// What an outcome of an invocation (or a tool call) is, for notifications.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -229,22 +229,22 @@ pub struct NotifyRoute {
     pub enabled: Option<bool>,
     /// `user` (the user's inbox) or `session` (a session thread). Default user.
     #[serde(default)]
-    pub address: Option<crate::store::Address>,
+    pub address: Option<crate::domain::Address>,
     /// The session thread for address `session`; may use placeholders like `{event.data.server}`.
     #[serde(default)]
     pub session: Option<String>,
     /// Who must receive it: `user` (guaranteed) or `agent`. Default user.
     #[serde(default)]
-    pub target: Option<crate::store::Party>,
+    pub target: Option<crate::domain::Party>,
     /// Who handles it: `system` (shown as is) or `agent` (narrated by `agent`). Default system.
     #[serde(default)]
-    pub handler: Option<crate::store::Handler>,
+    pub handler: Option<crate::domain::Handler>,
     /// The agent that handles it (handler agent) or receives it (target agent).
     #[serde(default)]
     pub agent: Option<String>,
     /// `info`, `warning`, `error` or `critical`. The default depends on the outcome.
     #[serde(default)]
-    pub level: Option<crate::store::Level>,
+    pub level: Option<crate::domain::Level>,
     /// ANP 7.1: notifications with the same key update each other while undelivered.
     #[serde(default)]
     pub deduplication_key: Option<String>,
@@ -545,7 +545,7 @@ pub struct Sink {
     pub path: Option<String>,
     /// Only notifications at or above this level. Default info (all).
     #[serde(default)]
-    pub min_level: Option<crate::store::Level>,
+    pub min_level: Option<crate::domain::Level>,
     /// Only these kinds (`invocation.failed`, `invocation.*`). Default all.
     #[serde(default)]
     pub kinds: Vec<String>,

@@ -5,8 +5,9 @@ use serde_json::{Value, json};
 
 use super::ledger;
 use crate::clock::rfc3339_ms;
+use crate::domain::{Answer, Invocation, NotifyStatus};
 use crate::manifest::Project;
-use crate::store::{self, Answer, Invocation, NotifyStatus, Tx};
+use crate::store::{self, Tx};
 
 /// ATP `version` this implements.
 pub const VERSION: &str = "1.0";

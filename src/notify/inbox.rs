@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::ledger::{self, Refused};
 use crate::clock::rfc3339_ms;
-use crate::store::{self, InboxMessage, Notification, NotifyStatus, Tx};
+use crate::domain::{InboxMessage, Notification, NotifyStatus};
+use crate::store::{self, Tx};
 
 /// What `pap inbox ack` did with one id.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,7 +5,7 @@
 //! refused when the stored lease differs. Write transactions are serialised (across
 //! processes too), so read–compare–write inside one is a compare-and-swap.
 
-use crate::store::{Notification, NotifyStatus, Transition};
+use crate::domain::{Notification, NotifyStatus, Transition};
 
 /// Why a transition was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -172,7 +172,7 @@ pub fn check(n: &Notification, lease: u64) -> Result<(), Refused> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::{Level, Routing};
+    use crate::domain::{Level, Routing};
     use NotifyStatus::*;
 
     pub fn sample(status: NotifyStatus) -> Notification {

@@ -1,7 +1,7 @@
 //! Outcomes as ANP notifications: the ledger with its state machine and leases, routing to
 //! the inbox, an agent's queue or a handling agent's turn, the watchdog, deduplication,
-//! ATP approval requests and sinks. The store keeps the records (`store::Notification`,
-//! `store::InboxMessage`); this module decides what happens to them.
+//! ATP approval requests and sinks. The store keeps the records (`domain::Notification`,
+//! `domain::InboxMessage`); this module decides what happens to them.
 //!
 //! Where each part lives:
 //! - `outcome`: what produces a notification (invocation outcomes, external tool calls);

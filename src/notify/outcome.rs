@@ -6,9 +6,10 @@ use serde_json::{Map, Value, json};
 
 use super::atp;
 use super::produce::{Draft, produce};
+use crate::domain::{Handler, Invocation, Party, Routing};
 use crate::manifest::Project;
 use crate::manifest::compiled_notify::{OutcomeKind, RouteSpec};
-use crate::store::{self, Handler, Invocation, Party, Routing, Tx};
+use crate::store::{self, Tx};
 
 /// The notification of an invocation's outcome, written in the transaction that records the
 /// outcome. An internal turn's outcome is the fate of what it handled (see `reply`), not a

@@ -7,12 +7,13 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::ledger::{self, Refused};
+use crate::domain::{
+    Address, AgentInstructions, Carried, Handler, InboxMessage, Invocation, Level, Notification,
+    NotifyStatus, Party, Routing, SinkDelivery, SinkState, Status, Transition,
+};
 use crate::manifest::Project;
 use crate::pipeline::ids;
-use crate::store::{
-    self, Address, AgentInstructions, Carried, Handler, InboxMessage, Invocation, Level,
-    Notification, NotifyStatus, Party, Routing, SinkDelivery, SinkState, Status, Transition, Tx,
-};
+use crate::store::{self, Tx};
 
 /// A notification before it has an id.
 #[derive(Debug, Clone)]

@@ -9,8 +9,9 @@ use serde_json::Value;
 use super::ledger;
 use super::produce::{escalate, millis, sink_job};
 use super::{inbox, sinks};
+use crate::domain::{NotifyStatus, SinkState};
 use crate::manifest::Project;
-use crate::store::{self, NotifyStatus, SinkState, Store, Tx};
+use crate::store::{self, Store, Tx};
 
 /// How many due jobs one pass takes at most.
 const PASS: usize = 256;

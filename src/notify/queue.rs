@@ -4,10 +4,9 @@
 
 use super::ledger;
 use super::produce::{carried, conflict};
+use crate::domain::{Carried, Handler, Invocation, Level, NotifyStatus, Party, Transition};
 use crate::manifest::Project;
-use crate::store::{
-    self, Carried, Handler, Invocation, Level, NotifyStatus, Party, Transition, Tx,
-};
+use crate::store::{self, Tx};
 
 /// Drains `inv.agent`'s queue into `inv.notifications`, in the transaction that starts the
 /// attempt. Notifications targeted at the agent become DELIVERED with `inv` as their

@@ -11,8 +11,9 @@ use serde_json::Value;
 
 use super::ledger;
 use super::produce::{append_to_inbox, escalate};
+use crate::domain::{Invocation, Notification, NotifyStatus, Party};
 use crate::manifest::Project;
-use crate::store::{self, Invocation, Notification, NotifyStatus, Party, Tx};
+use crate::store::{self, Tx};
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Reply {

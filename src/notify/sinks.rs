@@ -10,9 +10,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::agent::command;
+use crate::domain::Level;
 use crate::interpolate;
 use crate::manifest::compiled_notify::{SinkSpec, SinkTarget, WebhookFormat};
-use crate::store::Level;
 
 /// Sends one inbox message (as `pap inbox --json` shows it) to `sink`.
 pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<(), String> {

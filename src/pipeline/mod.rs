@@ -12,10 +12,11 @@ use crate::event::input::Location;
 use crate::manifest::Project;
 use std::sync::Arc;
 
+use crate::domain::{AuditEntry, Invocation, Runner, Status};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
-use crate::store::{self, AuditEntry, Claimed, Invocation, RowRef, Runner, Status, Tx};
+use crate::store::{self, Claimed, RowRef, Tx};
 pub use prepare::{Considered, Prepared};
 use report::{EventReport, Explain, StageExplain, TriggerReport};
 pub use trigger_index::TriggerIndex;

@@ -32,13 +32,14 @@ use crate::cli::LogFormat;
 use crate::clock::Clock;
 use crate::diagnostics::{self, HumanStyle};
 use crate::dispatcher::{Dispatcher, Format, Pending};
+use crate::domain::Runner;
 use crate::event::input::{self, Location};
 use crate::event::{self, Event, Origin};
 use crate::manifest::{self, Project};
 use crate::pipeline::Options;
 use crate::regular_file::{self, Links};
 use crate::schedule;
-use crate::store::{self, Runner, Store};
+use crate::store::{self, Store};
 use spool::{Problem, Spool};
 use work::Worker;
 

@@ -16,7 +16,8 @@ use tracing::Instrument;
 
 use super::Wake;
 use crate::agent::{RunResult, Runtime};
-use crate::store::{self, Runner, Status};
+use crate::domain::{Runner, Status};
+use crate::store::{self};
 
 /// How many due invocations one scan looks at.
 const SCAN_LIMIT: usize = 1024;

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Outcome, Verdict};
 use crate::clock::rfc3339_ms;
-use crate::store::Claim;
+use crate::domain::Claim;
 
 pub fn key(event_id: &str, trigger_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();

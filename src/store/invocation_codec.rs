@@ -17,9 +17,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::notify_records::Carried;
-use super::records::{ApprovalDecision, Attempt, Invocation, Runner, Status};
 use super::varint;
+use crate::domain::Carried;
+use crate::domain::{ApprovalDecision, Attempt, Invocation, Runner, Status};
 
 const VERSION: u8 = 1;
 

@@ -15,8 +15,8 @@
 //! `depth` and the lengths as varints.) Rows come first so a block under construction
 //! is read the same way (a duplicate within one transaction reads its original's row).
 
-use super::records::LedgerRow;
 use super::varint;
+use crate::domain::LedgerRow;
 
 /// Rows per block: small enough that reading one row reads little, large enough that the
 /// per-insert cost of redb vanishes.

@@ -10,11 +10,11 @@ use serde::de::DeserializeOwned;
 
 use super::invocation_codec::{self, EventHash, EventRef};
 use super::ledger_block::Block;
-use super::records::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
 use super::tables::*;
 use super::tx_claims::Decisions;
 use super::tx_notify::{NotifyReader, NotifyTables};
 use super::{Error, Result, redb_err};
+use crate::domain::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
 
 pub struct Tx<'t> {
     pub(super) path: PathBuf,

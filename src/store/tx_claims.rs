@@ -8,9 +8,9 @@
 //! - the expiry index gets one entry per transaction and expiry time, listing its keys.
 
 use super::ledger_block::{Block, Builder, RowRef};
-use super::records::{Claim, LedgerRow};
 use super::tx::{Tx, malformed};
 use super::{Error, Result, redb_err};
+use crate::domain::{Claim, LedgerRow};
 use redb::ReadableTable;
 
 /// How many expiry-index keys one purge goes through, so a purge never makes one

@@ -4,10 +4,10 @@
 
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransaction};
 
-use super::notify_records::{InboxMessage, Notification};
 use super::tables::*;
 use super::tx::{Reader, Tx, decode, encode, keep_last};
 use super::{Result, redb_err};
+use crate::domain::{InboxMessage, Notification};
 
 pub(super) struct NotifyTables<'t> {
     notifications: Table<'t, &'static str, &'static [u8]>,

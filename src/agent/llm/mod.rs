@@ -15,8 +15,8 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use super::{DEFAULT_MAX_RUNTIME, Failure, Runtime, output};
+use crate::domain::{Invocation, Transcript, Turn};
 use crate::manifest::compiled::{Agent, LlmModel, ModelSpec};
-use crate::store::{Invocation, Transcript, Turn};
 use crate::text::clip as truncate;
 use chat::{Reply, Stop};
 

@@ -14,10 +14,10 @@ use serde_json::Value;
 use super::chat::{ToolCall, ToolDef, ToolResult};
 use crate::agent::Runtime;
 use crate::agent::mcp;
+use crate::domain::{Invocation, ToolCallRecord};
 use crate::manifest::compiled::RiskLevel;
 use crate::manifest::compiled::{Agent, ToolSpec};
 use crate::pipeline::audit_entry;
-use crate::store::{Invocation, ToolCallRecord};
 use crate::text::clip as truncate;
 
 /// Arguments and results are kept in the transcript up to this many characters.

@@ -1,5 +1,5 @@
-//! What the store keeps for ANP notifications and the inbox, as plain serde types. The state
-//! machine itself (which transition is allowed, leases) lives in `crate::notify`.
+//! ANP notifications and the inbox, as plain serde types. The state machine itself (which
+//! transition is allowed, leases) lives in `crate::notify`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -1,5 +1,6 @@
-//! What the store keeps, as plain serde types. Times are milliseconds since the Unix epoch
-//! (the dispatcher's clock); the public JSON views turn them into RFC 3339.
+//! An invocation: one provocation of one agent by one trigger for one event, with its
+//! attempts. Times are milliseconds since the Unix epoch (the dispatcher's clock); the
+//! public JSON views turn them into RFC 3339.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -89,7 +90,7 @@ pub struct Invocation {
     pub internal: bool,
     /// Notifications its prompt carries (handled ones, and those queued for its agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notifications: Vec<super::notify_records::Carried>,
+    pub notifications: Vec<super::notification::Carried>,
 }
 
 impl Invocation {
@@ -194,59 +195,4 @@ pub struct ToolCallRecord {
     /// Refused by pap before reaching a server (unlisted tool, invalid arguments, no approval).
     pub refused: bool,
     pub duration_ms: u64,
-}
-
-/// An idempotency claim: this (event, trigger) was decided, and how (from its ledger row;
-/// `None` if that row is gone).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Claim {
-    pub expires_at: i64,
-    pub decided_at: i64,
-    pub outcome: Option<String>,
-    pub invocation_id: Option<String>,
-    /// The (event id, trigger id) the claim was made for, from its ledger row; `None` when
-    /// that row is gone or predates the ids (then the claim is taken at its word).
-    pub decided_pair: Option<(String, String)>,
-}
-
-impl Claim {
-    /// Whether this claim is known to belong to another (event id, trigger id) pair: PAP's
-    /// key hashes the two ids with nothing between them, so `e1t`+`x` and `e1`+`tx` share it.
-    pub fn is_for_another_pair(&self, event_id: &str, trigger_id: &str) -> bool {
-        self.decided_pair
-            .as_ref()
-            .is_some_and(|(e, t)| e != event_id || t != trigger_id)
-    }
-}
-
-/// The event ledger: one row per (event, trigger) the dispatcher decided (beyond the filter),
-/// with the event's cascade depth and the outcome. Written once per decision and stored in
-/// blocks (see `ledger_block`); read only for a duplicate's reason and by the sweep.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LedgerRow {
-    pub event_id: String,
-    pub trigger: String,
-    pub kind: String,
-    pub depth: u32,
-    pub outcome: String,
-    pub invocation_id: Option<String>,
-    pub decided_at: i64,
-}
-
-/// One line of the append-only audit log (medium and high risk invocations).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AuditEntry {
-    pub seq: u64,
-    pub at: i64,
-    pub invocation_id: String,
-    pub trigger: String,
-    pub agent: String,
-    pub risk: String,
-    /// `decided`, `approved`, `rejected`, `expired`, `attempt_started`, `attempt_failed`,
-    /// `succeeded`, `failed`.
-    pub action: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
 }

@@ -1,0 +1,14 @@
+//! The records that mean something to a user, apart from how they are stored: invocations
+//! and their attempts, decisions (claims and ledger rows), notifications and the inbox, the
+//! audit log. The store (`crate::store`) persists them; the layers above use them without
+//! knowing the storage.
+
+pub mod audit;
+pub mod decision;
+pub mod invocation;
+pub mod notification;
+
+pub use audit::AuditEntry;
+pub use decision::{Claim, LedgerRow};
+pub use invocation::*;
+pub use notification::*;
