@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
-use crate::domain::{Attempt, Invocation, Runner, Status};
+use crate::domain::{Invocation, Runner, Status};
 use crate::event::Event;
 use crate::manifest::Project;
 use crate::manifest::compiled::{Agent, ModelSpec, RetryPolicy};
@@ -143,38 +143,12 @@ impl Runtime {
                 // any is left, and waited for before this run starts.
                 let previous = state_dir.as_deref().and_then(|d| groups::read(d, &id));
                 let killed = previous.as_ref().is_some_and(Runner::kill_group);
-                match inv.status {
-                    Status::Queued => inv.attempts += 1,
-                    Status::Running => {
-                        if let Some(last) = inv.history.last_mut()
-                            && last.ended_at.is_none()
-                        {
-                            last.ended_at = Some(now);
-                            last.error = Some(interrupted(previous.as_ref(), killed));
-                            last.group = previous.clone();
-                        }
-                    }
-                    other => {
-                        return Err(store::Error::NotOurs(format!(
-                            "invocation {id} is {}, not runnable",
-                            other.as_str()
-                        )));
-                    }
-                }
-                inv.status = Status::Running;
-                inv.updated_at = now;
-                inv.next_attempt_at = None;
-                inv.runner = Some(Runner::current(now));
+                let cut_short = (inv.status == Status::Running)
+                    .then(|| (interrupted(previous.as_ref(), killed), previous.clone()));
+                inv.start_attempt(Runner::current(now), cut_short, now)
+                    .map_err(|e| store::Error::NotOurs(e.to_string()))?;
                 // The agent's queue is delivered with this attempt (JP RFD 011).
                 notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
-                inv.history.push(Attempt {
-                    attempt: inv.attempts,
-                    started_at: now,
-                    ended_at: None,
-                    error: None,
-                    transcript: None,
-                    group: None,
-                });
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(
                         &inv,
@@ -327,13 +301,11 @@ impl Runtime {
     ) -> anyhow::Result<Invocation> {
         let keep = !self.queue_retries;
         self.write(move |tx| {
-            close_attempt(&mut inv, now, Some(&reason));
-            inv.status = Status::Queued;
             // Kept while this process waits out the backoff itself, so nobody else starts it.
-            inv.runner = keep.then(|| Runner::current(now));
-            inv.updated_at = now;
-            inv.error = Some(reason.clone());
-            inv.next_attempt_at = Some(now.saturating_add(delay.as_millis() as i64));
+            let holder = keep.then(|| Runner::current(now));
+            let next_at = now.saturating_add(delay.as_millis() as i64);
+            inv.queue_retry(&reason, next_at, holder, now)
+                .map_err(|e| store::Error::NotOurs(e.to_string()))?;
             if audited(&inv.risk) {
                 tx.audit(audit_entry(
                     &inv,
@@ -360,14 +332,9 @@ impl Runtime {
                 return Ok(());
             };
             let mine = inv.runner.as_ref().is_some_and(Runner::is_current);
-            if inv.status != Status::Running || !mine {
+            if !mine || inv.requeue_interrupted(&why, now).is_err() {
                 return Ok(());
             }
-            close_attempt(&mut inv, now, Some(&why));
-            inv.status = Status::Queued;
-            inv.attempts = inv.attempts.saturating_sub(1);
-            inv.runner = None;
-            inv.updated_at = now;
             tx.put_invocation(&inv)
         })
         .await
@@ -394,13 +361,9 @@ impl Runtime {
         let project = self.project.clone();
         let inv = self
             .write(move |tx| {
-                close_attempt(&mut inv, now, None);
-                inv.status = Status::Succeeded;
-                inv.runner = None;
-                inv.updated_at = now;
-                inv.error = None;
-                inv.output = Some(output);
-                inv.emitted = events.iter().map(|e| e.id.clone()).collect();
+                let ids = events.iter().map(|e| e.id.clone()).collect();
+                inv.succeed(output, ids, now)
+                    .map_err(|e| store::Error::NotOurs(e.to_string()))?;
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(&inv, now, "succeeded", None, None))?;
                 }
@@ -430,7 +393,6 @@ impl Runtime {
         reason: String,
         now: i64,
     ) -> anyhow::Result<RunResult> {
-        close_attempt(&mut inv, now, Some(&reason));
         let project = self.project.clone();
         let (inv, emitted) = self
             .write(move |tx| {
@@ -480,12 +442,9 @@ pub fn end_in_tx(
         ],
         None => Vec::new(),
     };
-    inv.status = status;
-    inv.runner = None;
-    inv.updated_at = now;
-    inv.error = Some(reason.to_owned());
-    inv.next_attempt_at = None;
-    inv.emitted = events.iter().map(|e| e.id.clone()).collect();
+    let ids = events.iter().map(|e| e.id.clone()).collect();
+    inv.end(status, reason, ids, now)
+        .map_err(|e| store::Error::Conflict(e.to_string()))?;
     if audited(&inv.risk) {
         tx.audit(audit_entry(
             inv,
@@ -573,13 +532,6 @@ fn interrupted(group: Option<&Runner>, killed: bool) -> String {
             "interrupted: pap stopped during the attempt; its processes (group {}) were gone before the attempt ran again",
             g.pid
         ),
-    }
-}
-
-fn close_attempt(inv: &mut Invocation, now: i64, error: Option<&str>) {
-    if let Some(last) = inv.history.last_mut() {
-        last.ended_at = Some(now);
-        last.error = error.map(str::to_owned);
     }
 }
 

@@ -47,15 +47,15 @@ pub fn approve_as(
         if let Some(request) = &inv.approval_request {
             atp::record_answer(tx, request, answer.clone(), now)?;
         }
-        inv.status = Status::Queued;
-        inv.updated_at = now;
-        inv.runner = serve.is_none().then(|| Runner::current(now));
-        inv.approval = Some(ApprovalDecision {
+        let decision = ApprovalDecision {
             approved: true,
             by: by.clone(),
             at: now,
             note: note.clone(),
-        });
+        };
+        let holder = serve.is_none().then(|| Runner::current(now));
+        inv.approve(decision, holder, now)
+            .map_err(|e| store::Error::Conflict(e.to_string()))?;
         tx.audit(audit_entry(
             &inv,
             now,

@@ -6,9 +6,11 @@
 pub mod audit;
 pub mod decision;
 pub mod invocation;
+pub mod lifecycle;
 pub mod notification;
 
 pub use audit::AuditEntry;
 pub use decision::{Claim, LedgerRow};
 pub use invocation::*;
+pub use lifecycle::NotAllowed;
 pub use notification::*;

@@ -1,0 +1,334 @@
+//! The invocation lifecycle (contract section 5): the one place that changes an invocation's
+//! status, and the moves it allows.
+//!
+//! ```text
+//! awaiting_approval ──approve──▶ queued ──start──▶ running ──succeed──▶ succeeded
+//!        │                         ▲  │              │  ▲
+//!        ├──reject──▶ rejected     │  └──end──▶ failed ◀──end──┘  └─start (resume after a crash)
+//!        └──expire──▶ expired      └────retry / requeue────┘
+//! ```
+//!
+//! Each move keeps the fields that go with the status in step (attempt count and history,
+//! runner, error, next attempt time), so a caller states what happened and never writes a
+//! status by hand. What is stored, audited and notified around a move stays with the caller.
+
+use serde_json::Value;
+
+use super::invocation::{ApprovalDecision, Attempt, Invocation, Runner, Status};
+
+/// A move the invocation's status does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invocation {id} is {from}, so it cannot {action}", from = .from.as_str())]
+pub struct NotAllowed {
+    pub id: String,
+    pub from: Status,
+    pub action: &'static str,
+}
+
+/// The statuses `to` can be reached from.
+fn allowed_from(to: Status) -> &'static [Status] {
+    use Status::*;
+    match to {
+        AwaitingApproval => &[],
+        Queued => &[AwaitingApproval, Running],
+        Running => &[Queued, Running],
+        Succeeded => &[Running],
+        Failed => &[Queued, Running],
+        Rejected | Expired => &[AwaitingApproval],
+    }
+}
+
+impl Invocation {
+    fn check(&self, to: Status, action: &'static str) -> Result<(), NotAllowed> {
+        if allowed_from(to).contains(&self.status) {
+            Ok(())
+        } else {
+            Err(NotAllowed {
+                id: self.id.clone(),
+                from: self.status,
+                action,
+            })
+        }
+    }
+
+    /// A queued invocation starts its next attempt; a `running` one whose runner died is
+    /// resumed under the same attempt number, its cut-short attempt closed with `cut_short`
+    /// (why, and the process group the recovery found).
+    pub fn start_attempt(
+        &mut self,
+        runner: Runner,
+        cut_short: Option<(String, Option<Runner>)>,
+        now: i64,
+    ) -> Result<(), NotAllowed> {
+        self.check(Status::Running, "start")?;
+        match self.status {
+            Status::Queued => self.attempts += 1,
+            _ => {
+                if let Some(last) = self.history.last_mut()
+                    && last.ended_at.is_none()
+                {
+                    let (why, group) = cut_short.unwrap_or_default();
+                    last.ended_at = Some(now);
+                    last.error = Some(why);
+                    last.group = group;
+                }
+            }
+        }
+        self.status = Status::Running;
+        self.updated_at = now;
+        self.next_attempt_at = None;
+        self.runner = Some(runner);
+        self.history.push(Attempt {
+            attempt: self.attempts,
+            started_at: now,
+            ended_at: None,
+            error: None,
+            transcript: None,
+            group: None,
+        });
+        Ok(())
+    }
+
+    /// The running attempt failed and another is due at `next_at`. `holder` keeps the
+    /// invocation for the process that waits out the backoff itself.
+    pub fn queue_retry(
+        &mut self,
+        reason: &str,
+        next_at: i64,
+        holder: Option<Runner>,
+        now: i64,
+    ) -> Result<(), NotAllowed> {
+        self.check(Status::Queued, "be queued for a retry")?;
+        self.close_attempt(Some(reason), now);
+        self.status = Status::Queued;
+        self.runner = holder;
+        self.updated_at = now;
+        self.error = Some(reason.to_owned());
+        self.next_attempt_at = Some(next_at);
+        Ok(())
+    }
+
+    /// The running attempt was cut short by a shutdown, which is not a failure: back to the
+    /// queue under the same attempt number.
+    pub fn requeue_interrupted(&mut self, why: &str, now: i64) -> Result<(), NotAllowed> {
+        if self.status != Status::Running {
+            return Err(NotAllowed {
+                id: self.id.clone(),
+                from: self.status,
+                action: "be requeued",
+            });
+        }
+        self.close_attempt(Some(why), now);
+        self.status = Status::Queued;
+        self.attempts = self.attempts.saturating_sub(1);
+        self.runner = None;
+        self.updated_at = now;
+        Ok(())
+    }
+
+    /// The running attempt succeeded with `output`, emitting `emitted`.
+    pub fn succeed(
+        &mut self,
+        output: Value,
+        emitted: Vec<String>,
+        now: i64,
+    ) -> Result<(), NotAllowed> {
+        self.check(Status::Succeeded, "succeed")?;
+        self.close_attempt(None, now);
+        self.status = Status::Succeeded;
+        self.runner = None;
+        self.updated_at = now;
+        self.error = None;
+        self.output = Some(output);
+        self.emitted = emitted;
+        Ok(())
+    }
+
+    /// Ends the invocation without success: `Failed` (retries ran out, or it cannot run),
+    /// `Rejected` or `Expired` (its approval was denied or never came). The running attempt,
+    /// if any, is closed with the reason.
+    pub fn end(
+        &mut self,
+        status: Status,
+        reason: &str,
+        emitted: Vec<String>,
+        now: i64,
+    ) -> Result<(), NotAllowed> {
+        let action = match status {
+            Status::Rejected => "be rejected",
+            Status::Expired => "expire",
+            _ => "fail",
+        };
+        if !matches!(status, Status::Failed | Status::Rejected | Status::Expired) {
+            return Err(NotAllowed {
+                id: self.id.clone(),
+                from: self.status,
+                action,
+            });
+        }
+        self.check(status, action)?;
+        if self.status == Status::Running {
+            self.close_attempt(Some(reason), now);
+        }
+        self.status = status;
+        self.runner = None;
+        self.updated_at = now;
+        self.error = Some(reason.to_owned());
+        self.next_attempt_at = None;
+        self.emitted = emitted;
+        Ok(())
+    }
+
+    /// Approved: queued to run, held by `holder` when the approving process runs it itself.
+    pub fn approve(
+        &mut self,
+        decision: ApprovalDecision,
+        holder: Option<Runner>,
+        now: i64,
+    ) -> Result<(), NotAllowed> {
+        self.check(Status::Queued, "be approved")?;
+        if self.status != Status::AwaitingApproval {
+            return Err(NotAllowed {
+                id: self.id.clone(),
+                from: self.status,
+                action: "be approved",
+            });
+        }
+        self.status = Status::Queued;
+        self.updated_at = now;
+        self.runner = holder;
+        self.approval = Some(decision);
+        Ok(())
+    }
+
+    fn close_attempt(&mut self, error: Option<&str>, now: i64) {
+        if let Some(last) = self.history.last_mut()
+            && last.ended_at.is_none()
+        {
+            last.ended_at = Some(now);
+            last.error = error.map(str::to_owned);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn inv(status: Status) -> Invocation {
+        Invocation {
+            id: "inv_1".into(),
+            seq: 1,
+            status,
+            trigger: "t".into(),
+            agent: "a".into(),
+            event_id: "e".into(),
+            event_type: "a.b.c".into(),
+            depth: 0,
+            risk: "low".into(),
+            attempts: 0,
+            max_attempts: 3,
+            created_at: 0,
+            updated_at: 0,
+            approval_deadline: None,
+            approval: None,
+            approval_request: None,
+            next_attempt_at: None,
+            runner: None,
+            output: None,
+            error: None,
+            emitted: vec![],
+            history: vec![],
+            event: json!({}),
+            internal: false,
+            notifications: vec![],
+        }
+    }
+
+    fn me() -> Runner {
+        Runner {
+            pid: 1,
+            since: 0,
+            started: None,
+        }
+    }
+
+    #[test]
+    fn a_run_that_fails_then_succeeds() {
+        let mut i = inv(Status::Queued);
+        i.start_attempt(me(), None, 10).unwrap();
+        assert_eq!(
+            (i.status, i.attempts, i.history.len()),
+            (Status::Running, 1, 1)
+        );
+        i.queue_retry("boom", 50, None, 20).unwrap();
+        assert_eq!(i.status, Status::Queued);
+        assert_eq!(i.history[0].error.as_deref(), Some("boom"));
+        assert_eq!(i.next_attempt_at, Some(50));
+        i.start_attempt(me(), None, 50).unwrap();
+        assert_eq!((i.attempts, i.next_attempt_at), (2, None));
+        i.succeed(json!({"ok": true}), vec!["e2".into()], 60)
+            .unwrap();
+        assert_eq!(i.status, Status::Succeeded);
+        assert_eq!((i.error.as_deref(), i.runner.as_ref()), (None, None));
+        assert_eq!(i.history[1].ended_at, Some(60));
+    }
+
+    #[test]
+    fn a_crashed_run_resumes_under_the_same_attempt() {
+        let mut i = inv(Status::Queued);
+        i.start_attempt(me(), None, 10).unwrap();
+        i.start_attempt(me(), Some(("runner died".into(), Some(me()))), 30)
+            .unwrap();
+        assert_eq!(i.attempts, 1);
+        assert_eq!(i.history.len(), 2);
+        assert_eq!(i.history[0].error.as_deref(), Some("runner died"));
+        assert_eq!(i.history[0].group, Some(me()));
+    }
+
+    #[test]
+    fn terminal_statuses_allow_nothing() {
+        for status in [
+            Status::Succeeded,
+            Status::Failed,
+            Status::Rejected,
+            Status::Expired,
+        ] {
+            let mut i = inv(status);
+            assert!(i.start_attempt(me(), None, 1).is_err());
+            assert!(i.end(Status::Failed, "x", vec![], 1).is_err());
+            assert!(i.succeed(json!(null), vec![], 1).is_err());
+            assert_eq!(i.status, status, "unchanged");
+        }
+    }
+
+    #[test]
+    fn approvals_move_only_an_awaiting_invocation() {
+        let decision = ApprovalDecision {
+            approved: true,
+            by: "ann".into(),
+            at: 5,
+            note: None,
+        };
+        let mut i = inv(Status::AwaitingApproval);
+        assert!(i.start_attempt(me(), None, 1).is_err());
+        i.approve(decision.clone(), None, 5).unwrap();
+        assert_eq!(i.status, Status::Queued);
+        let err = i.approve(decision, None, 6).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invocation inv_1 is queued, so it cannot be approved"
+        );
+        let mut j = inv(Status::AwaitingApproval);
+        j.end(Status::Expired, "deadline passed", vec![], 7)
+            .unwrap();
+        assert_eq!(
+            (j.status, j.error.as_deref()),
+            (Status::Expired, Some("deadline passed"))
+        );
+        let mut k = inv(Status::Queued);
+        assert!(k.end(Status::Rejected, "no", vec![], 1).is_err());
+        assert!(k.requeue_interrupted("stop", 1).is_err());
+    }
+}
