@@ -94,6 +94,38 @@ pub struct Invocation {
 }
 
 impl Invocation {
+    /// A bare invocation for unit tests: every optional part empty, no attempt yet.
+    #[cfg(test)]
+    pub(crate) fn for_tests(id: &str, status: Status) -> Invocation {
+        Invocation {
+            id: id.into(),
+            seq: 1,
+            status,
+            trigger: "t".into(),
+            agent: "a".into(),
+            event_id: "e".into(),
+            event_type: "a.b.c".into(),
+            depth: 0,
+            risk: "high".into(),
+            attempts: 0,
+            max_attempts: 3,
+            created_at: 0,
+            updated_at: 0,
+            approval_deadline: None,
+            approval: None,
+            approval_request: None,
+            next_attempt_at: None,
+            runner: None,
+            output: None,
+            error: None,
+            emitted: Vec::new(),
+            history: Vec::new(),
+            event: Value::Object(Default::default()),
+            internal: false,
+            notifications: Vec::new(),
+        }
+    }
+
     /// The status as of `now`: one awaiting approval past its deadline has expired, even
     /// before a writer (serve, a dispatch, an approval) records it. Readers show this, and
     /// never write to record it.

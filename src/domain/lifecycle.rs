@@ -217,33 +217,7 @@ mod tests {
     use serde_json::json;
 
     fn inv(status: Status) -> Invocation {
-        Invocation {
-            id: "inv_1".into(),
-            seq: 1,
-            status,
-            trigger: "t".into(),
-            agent: "a".into(),
-            event_id: "e".into(),
-            event_type: "a.b.c".into(),
-            depth: 0,
-            risk: "low".into(),
-            attempts: 0,
-            max_attempts: 3,
-            created_at: 0,
-            updated_at: 0,
-            approval_deadline: None,
-            approval: None,
-            approval_request: None,
-            next_attempt_at: None,
-            runner: None,
-            output: None,
-            error: None,
-            emitted: vec![],
-            history: vec![],
-            event: json!({}),
-            internal: false,
-            notifications: vec![],
-        }
+        Invocation::for_tests("inv_1", status)
     }
 
     fn me() -> Runner {

@@ -491,35 +491,13 @@ fn create_new(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn inv(id: &str, seq: u64, status: Status, deadline: Option<i64>) -> Invocation {
         Invocation {
-            id: id.into(),
             seq,
-            status,
-            trigger: "t".into(),
-            agent: "a".into(),
-            event_id: "e".into(),
-            event_type: "a.b.c".into(),
-            depth: 0,
-            risk: "high".into(),
-            attempts: 0,
-            max_attempts: 1,
-            created_at: 0,
-            updated_at: 0,
             approval_deadline: deadline,
-            approval: None,
-            approval_request: None,
-            next_attempt_at: None,
-            runner: None,
-            output: None,
-            error: None,
-            emitted: vec![],
-            history: vec![],
-            event: json!({}),
-            internal: false,
-            notifications: Vec::new(),
+            max_attempts: 1,
+            ..Invocation::for_tests(id, status)
         }
     }
 
