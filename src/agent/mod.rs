@@ -62,9 +62,36 @@ pub struct Runtime {
     pub queue_retries: bool,
 }
 
+/// Why [`Runtime::run`] did not run an invocation to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Not this process's to run: another live process holds it, or it is no longer
+    /// runnable (it ended meanwhile). A worker that meets this simply moves on.
+    #[error("{0}")]
+    NotOurs(String),
+    /// The store or the runtime failed.
+    #[error(transparent)]
+    Failed(anyhow::Error),
+}
+
+impl From<store::Error> for RunError {
+    fn from(e: store::Error) -> RunError {
+        match e {
+            store::Error::NotOurs(why) => RunError::NotOurs(why),
+            other => RunError::Failed(other.into()),
+        }
+    }
+}
+
+impl From<anyhow::Error> for RunError {
+    fn from(e: anyhow::Error) -> RunError {
+        RunError::Failed(e)
+    }
+}
+
 impl Runtime {
     /// Runs `id` to its end: every attempt it has left, with backoff between them.
-    pub async fn run(&self, id: &str) -> anyhow::Result<RunResult> {
+    pub async fn run(&self, id: &str) -> Result<RunResult, RunError> {
         loop {
             let (mut inv, agent, previous) = self.start_attempt(id).await?;
             if let Some((group, killed)) = previous {
@@ -123,7 +150,7 @@ impl Runtime {
     async fn start_attempt(
         &self,
         id: &str,
-    ) -> anyhow::Result<(Invocation, Option<Agent>, Option<(Runner, bool)>)> {
+    ) -> Result<(Invocation, Option<Agent>, Option<(Runner, bool)>), RunError> {
         let id = id.to_owned();
         let state_dir = self.store.dir();
         let now = self.clock.now_ms();
@@ -169,7 +196,7 @@ impl Runtime {
     /// Waits until the previous run's process group (SIGKILLed) is gone. If it does not go,
     /// this attempt does not run: it goes back to the queue, and the group stays recorded,
     /// so the next try checks again. Two runs of one invocation never overlap.
-    async fn previous_run_gone(&self, id: &str, group: Runner) -> anyhow::Result<()> {
+    async fn previous_run_gone(&self, id: &str, group: Runner) -> Result<(), RunError> {
         let waited = group.clone();
         let gone = tokio::task::spawn_blocking(move || waited.wait_group_gone(GROUP_GONE_WITHIN))
             .await
@@ -183,7 +210,7 @@ impl Runtime {
             GROUP_GONE_WITHIN.as_secs()
         );
         self.requeue_interrupted(id, &why).await?;
-        Err(store::Error::NotOurs(why).into())
+        Err(RunError::NotOurs(why))
     }
 
     /// One attempt: `Ok((output, follow-up events))` or why it failed, and an LLM agent's
@@ -298,7 +325,7 @@ impl Runtime {
         reason: String,
         now: i64,
         delay: Duration,
-    ) -> anyhow::Result<Invocation> {
+    ) -> Result<Invocation, RunError> {
         let keep = !self.queue_retries;
         self.write(move |tx| {
             // Kept while this process waits out the backoff itself, so nobody else starts it.
@@ -323,7 +350,7 @@ impl Runtime {
 
     /// Puts a `running` invocation this process holds back in the queue under the same
     /// attempt number: its attempt was cut short by a shutdown, which is not a failure.
-    pub async fn requeue_interrupted(&self, id: &str, why: &str) -> anyhow::Result<()> {
+    pub async fn requeue_interrupted(&self, id: &str, why: &str) -> Result<(), RunError> {
         let id = id.to_owned();
         let why = why.to_owned();
         let now = self.clock.now_ms();
@@ -347,7 +374,7 @@ impl Runtime {
         output: Value,
         follow_ups: Vec<Event>,
         now: i64,
-    ) -> anyhow::Result<RunResult> {
+    ) -> Result<RunResult, RunError> {
         let max_bytes = self.project.config.max_event_bytes;
         let mut emitted = Vec::new();
         if let Some(kind) = &agent.on_complete_emit {
@@ -392,7 +419,7 @@ impl Runtime {
         mut inv: Invocation,
         reason: String,
         now: i64,
-    ) -> anyhow::Result<RunResult> {
+    ) -> Result<RunResult, RunError> {
         let project = self.project.clone();
         let (inv, emitted) = self
             .write(move |tx| {
@@ -407,9 +434,11 @@ impl Runtime {
     pub async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Tx) -> store::Result<T> + Send + 'static,
-    ) -> anyhow::Result<T> {
+    ) -> Result<T, RunError> {
         let store = self.store.clone();
-        let value = tokio::task::spawn_blocking(move || store.write(f)).await??;
+        let value = tokio::task::spawn_blocking(move || store.write(f))
+            .await
+            .map_err(|e| RunError::Failed(e.into()))??;
         Ok(value)
     }
 }

@@ -11,7 +11,7 @@ use std::io::Write;
 
 use tokio::task::JoinSet;
 
-use crate::agent::{RunResult, Runtime, approvals};
+use crate::agent::{RunError, RunResult, Runtime, approvals};
 use crate::event::input::Location;
 use crate::event::{Event, Invalid};
 use crate::pipeline::report::EventReport;
@@ -364,8 +364,8 @@ impl<'a> Dispatcher<'a> {
                         running.remove(&id);
                         let r = match r {
                             Ok(r) => r,
-                            Err(e) if skip_taken && settle::is_not_ours(&e) => continue,
-                            Err(e) => return Err(e),
+                            Err(RunError::NotOurs(_)) if skip_taken => continue,
+                            Err(e) => return Err(e.into()),
                         };
                         results.insert(r.invocation_id.clone(), r);
                     }
@@ -381,7 +381,7 @@ impl<'a> Dispatcher<'a> {
                             "interrupted: pap dispatch stopped ({signal}) before the attempt ended"
                         );
                         for id in running.drain() {
-                            runtime.requeue_interrupted(&id, &why).await?;
+                            runtime.requeue_interrupted(&id, &why).await.map_err(anyhow::Error::from)?;
                         }
                         break;
                     }

@@ -6,7 +6,6 @@
 use crate::domain::Status;
 use crate::notify::pump::{Pumped, pump};
 use crate::pipeline::ids;
-use crate::store::{self};
 
 use super::Dispatcher;
 
@@ -63,11 +62,4 @@ impl Dispatcher<'_> {
             Ok(out)
         })?)
     }
-}
-
-pub(super) fn is_not_ours(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<store::Error>(),
-        Some(store::Error::NotOurs(_))
-    )
 }

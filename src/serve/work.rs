@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::Wake;
-use crate::agent::{RunResult, Runtime};
+use crate::agent::{RunError, RunResult, Runtime};
 use crate::domain::{Runner, Status};
 use crate::store::{self};
 
@@ -87,7 +87,7 @@ struct State {
     runtime: Runtime,
     max: usize,
     wake: Sender<Wake>,
-    running: JoinSet<(String, anyhow::Result<RunResult>)>,
+    running: JoinSet<(String, Result<RunResult, RunError>)>,
     in_flight: HashSet<String>,
     waiting: VecDeque<String>,
     /// Invocations whose run errored (not failed: e.g. their agent left the manifests):
@@ -189,7 +189,7 @@ impl State {
 
     fn finished(
         &mut self,
-        joined: Result<(String, anyhow::Result<RunResult>), tokio::task::JoinError>,
+        joined: Result<(String, Result<RunResult, RunError>), tokio::task::JoinError>,
     ) {
         let Ok((id, result)) = joined else {
             // A panicked run: its invocation stays `running` under this process; the next
@@ -224,8 +224,8 @@ impl State {
                     let _ = self.wake.send(Wake::Emitted(r.emitted));
                 }
             }
-            Err(e) if is_held_elsewhere(&e) => {
-                tracing::debug!(reason = %e, "held by another process; left to it");
+            Err(RunError::NotOurs(why)) => {
+                tracing::debug!(reason = %why, "held by another process; left to it");
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
@@ -327,12 +327,4 @@ impl State {
         }
         interrupted.len()
     }
-}
-
-/// Another process took it, or it ended meanwhile: nothing for this worker to do.
-fn is_held_elsewhere(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<store::Error>(),
-        Some(store::Error::NotOurs(_))
-    )
 }
