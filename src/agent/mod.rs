@@ -430,13 +430,15 @@ impl Runtime {
         Ok(result(&inv, false, emitted))
     }
 
-    /// Runs a store transaction off the async threads (it may wait for another process).
+    /// Runs a store transaction off the async threads (it may wait for another process), and
+    /// returns once it is durable: runs that start or end together share one sync (see
+    /// `store::group`).
     pub async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Tx) -> store::Result<T> + Send + 'static,
     ) -> Result<T, RunError> {
         let store = self.store.clone();
-        let value = tokio::task::spawn_blocking(move || store.write(f))
+        let value = tokio::task::spawn_blocking(move || store.write_grouped(f))
             .await
             .map_err(|e| RunError::Failed(e.into()))??;
         Ok(value)

@@ -54,6 +54,14 @@ pub(super) struct Slot {
 
 pub(super) struct Shared {
     slot: Mutex<Slot>,
+    /// Group commit (see `group`): commits made, commits known durable, and the last commit
+    /// whose durability a failed sync may have lost.
+    pub(super) committed: std::sync::atomic::AtomicU64,
+    pub(super) durable: std::sync::atomic::AtomicU64,
+    pub(super) lost: std::sync::atomic::AtomicU64,
+    /// One thread at a time makes the others' commits durable; they wait here.
+    pub(super) syncing: Mutex<bool>,
+    pub(super) synced: Condvar,
     /// Wakes the janitor when a handle is opened (or the store dropped).
     opened: Condvar,
     want: Option<WantFile>,
@@ -71,6 +79,11 @@ impl Shared {
                 last_used: Instant::now(),
                 closed: false,
             }),
+            committed: Default::default(),
+            durable: Default::default(),
+            lost: Default::default(),
+            syncing: Mutex::new(false),
+            synced: Condvar::new(),
             opened: Condvar::new(),
             want: want.map(WantFile::new),
             per_transaction: std::sync::atomic::AtomicBool::new(false),
@@ -106,9 +119,31 @@ impl Shared {
     /// Closes the handle (cleanly, so the next open needs no repair) and stops the janitor.
     pub(super) fn close(&self) {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        slot.open = None;
+        self.close_handle(&mut slot);
         slot.closed = true;
         self.opened.notify_all();
+    }
+}
+
+impl Shared {
+    /// Closes the handle in `slot`. Commits that are not durable yet (see `group`) are made
+    /// durable first, by an empty durable commit; if that fails they may be lost, and their
+    /// writers are told so instead of being told they are safe.
+    pub(super) fn close_handle(&self, slot: &mut Slot) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if let Some(Open::Writer(db)) = &slot.open {
+            let target = self.committed.load(SeqCst);
+            if self.durable.load(SeqCst) < target {
+                let synced = db.begin_write().map(|t| t.commit());
+                if matches!(synced, Ok(Ok(()))) {
+                    self.durable.fetch_max(target, SeqCst);
+                } else {
+                    self.lost.fetch_max(target, SeqCst);
+                }
+                self.synced.notify_all();
+            }
+        }
+        slot.open = None;
     }
 }
 
@@ -141,7 +176,7 @@ impl Drop for Guard<'_> {
                 .as_ref()
                 .is_some_and(|w| w.others_waiting())
         {
-            self.slot.open = None;
+            self.shared.close_handle(&mut self.slot);
         }
     }
 }
@@ -165,7 +200,7 @@ fn janitor(shared: Weak<Shared>) {
         if slot.open.is_some()
             && (idle_reader || s.want.as_ref().is_some_and(|w| w.others_waiting()))
         {
-            slot.open = None;
+            s.close_handle(&mut slot);
         }
     }
 }

@@ -9,6 +9,7 @@
 //! which never syncs the disk.
 
 mod check;
+mod group;
 mod handle;
 mod invocation_codec;
 mod ledger_block;
@@ -63,6 +64,10 @@ pub enum Error {
          to start afresh (its idempotency keys and invocations are then forgotten)"
     )]
     DevelopmentFormat { path: PathBuf, found: u64 },
+    /// A commit could not be made durable (the disk failed a sync): what it recorded may be
+    /// lost.
+    #[error("state store {path}: a commit could not be made durable ({what}); it may be lost")]
+    NotDurable { path: PathBuf, what: String },
     #[error("state store {path}: {source}")]
     Redb { path: PathBuf, source: redb::Error },
     #[error(
@@ -237,9 +242,24 @@ impl Store {
 
     /// Runs `f` in one write transaction and commits it (durably) when `f` returns `Ok`.
     pub fn write<T>(&self, f: impl FnOnce(&mut Tx) -> Result<T>) -> Result<T> {
+        self.commit(f, true).map(|(value, _)| value)
+    }
+
+    /// Runs `f` in one write transaction and commits it, `durable`ly (with a sync) or not;
+    /// returns `f`'s value and the commit's number once committed. Every commit counts in
+    /// `committed`; a durable one makes every earlier one durable too.
+    fn commit<T>(&self, f: impl FnOnce(&mut Tx) -> Result<T>, durable: bool) -> Result<(T, u64)> {
+        use std::sync::atomic::Ordering::SeqCst;
         let path = self.path();
         self.with_writer(|db| {
-            let txn = db.begin_write().map_err(|e| redb_err(&path, e))?;
+            let mut txn = db.begin_write().map_err(|e| redb_err(&path, e))?;
+            if !durable {
+                txn.set_durability(redb::Durability::None)
+                    .map_err(|e| Error::NotDurable {
+                        path: path.clone(),
+                        what: e.to_string(),
+                    })?;
+            }
             let value = {
                 let mut tx = Tx::open(&txn, &path)?;
                 let value = f(&mut tx)?;
@@ -247,12 +267,19 @@ impl Store {
                 value
             };
             txn.commit().map_err(|e| redb_err(&path, e))?;
-            Ok(value)
+            let n = self.shared.committed.fetch_add(1, SeqCst) + 1;
+            if durable {
+                self.shared.durable.fetch_max(n, SeqCst);
+            }
+            Ok((value, n))
         })
     }
 
-    /// Runs `f` on a consistent snapshot.
+    /// Runs `f` on a consistent snapshot of what is durable: a commit of this process that
+    /// waits for its sync (see `group`) is made durable first, so nothing is read, and acted
+    /// on, that a crash could still take back.
     pub fn read<T>(&self, f: impl FnOnce(&Reader) -> Result<T>) -> Result<T> {
+        self.sync_pending();
         let path = self.path();
         self.with_reader(|open| {
             let txn = open.begin_read().map_err(|e| redb_err(&path, e))?;
@@ -277,7 +304,7 @@ impl Store {
         let result = quietly(|| f(db)).unwrap_or_else(|panic| Err(damaged(&self.path(), panic)));
         if matches!(result, Err(Error::Damaged { .. })) {
             // Whatever state redb is in, the next try starts from the file.
-            guard.slot.open = None;
+            self.shared.close_handle(&mut guard.slot);
         }
         result
     }
@@ -293,7 +320,7 @@ impl Store {
         let open = guard.slot.open.as_ref().expect("opened");
         let result = quietly(|| f(open)).unwrap_or_else(|panic| Err(damaged(&self.path(), panic)));
         if matches!(result, Err(Error::Damaged { .. })) {
-            guard.slot.open = None;
+            self.shared.close_handle(&mut guard.slot);
         }
         result
     }
