@@ -86,12 +86,12 @@ impl Reader {
                 for id in ids {
                     match self.invocation(&id) {
                         Ok(Some(_)) => report.invocations += 1,
-                        Ok(None) => bad(format!("invocation_order {id}: no such invocation")),
+                        Ok(None) => bad(format!("invocations {id}: listed but not readable")),
                         Err(e) => bad(format!("invocations {id}: {e}")),
                     }
                 }
             }
-            Err(e) => bad(format!("invocation_order: {e}")),
+            Err(e) => bad(format!("invocations: {e}")),
         }
         match self.ledger_blocks() {
             Ok(blocks) => {

@@ -7,11 +7,11 @@
 //! length-prefixed strings, then the optional parts (approval, runner, output, history, …)
 //! as one JSON object, `{}` until there are any. The id is the table's key, not repeated.
 //!
-//! Layout: `version: u8` (1), `seq`, `status: u8`, `depth`, `attempts`, `max_attempts`
-//! (varints), `created_at` (zigzag varint), `updated_at − created_at` (zigzag varint),
-//! `flags: u8` (bit 0: internal), `trigger`, `agent`, `event_id`, `event_type`, `risk`
-//! (varint length + UTF-8), the event's number in `events` (varint), then the JSON of
-//! [`Extras`].
+//! Layout: `version: u8` (1), `seq` (varint), `status: u8` (bit 7: an internal turn),
+//! `depth`, `attempts`, `max_attempts` (varints), `created_at` (zigzag varint),
+//! `updated_at − created_at` (zigzag varint), `trigger`, `agent`, `event_id`, `event_type`
+//! (varint length + UTF-8), `risk` (a known level as a length of 0 and its code, else text),
+//! the event's number in `events` (varint), then the JSON of [`Extras`].
 //! A later format adds a version and keeps decoding this one.
 
 use serde::{Deserialize, Serialize};
@@ -63,7 +63,7 @@ struct ExtrasRef<'a> {
     notifications: &'a [Carried],
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct Extras {
     #[serde(default)]
     approval_deadline: Option<i64>,
@@ -87,6 +87,12 @@ struct Extras {
     notifications: Vec<Carried>,
 }
 
+/// The status byte's flag for an internal turn.
+const INTERNAL: u8 = 0x80;
+
+/// Risk levels stored as one byte (append only: a code's meaning never changes).
+const RISKS: [&str; 4] = ["read_only", "low", "medium", "high"];
+
 const STATUSES: [Status; 7] = [
     Status::AwaitingApproval,
     Status::Queued,
@@ -102,22 +108,24 @@ pub fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     out.push(VERSION);
     varint::put(&mut out, inv.seq);
-    out.push(STATUSES.iter().position(|s| *s == inv.status).unwrap_or(0) as u8);
+    let status = STATUSES.iter().position(|s| *s == inv.status).unwrap_or(0) as u8;
+    out.push(status | if inv.internal { INTERNAL } else { 0 });
     varint::put(&mut out, u64::from(inv.depth));
     varint::put(&mut out, u64::from(inv.attempts));
     varint::put(&mut out, u64::from(inv.max_attempts));
     varint::put_signed(&mut out, inv.created_at);
     varint::put_signed(&mut out, inv.updated_at.wrapping_sub(inv.created_at));
-    out.push(u8::from(inv.internal));
-    for text in [
-        &inv.trigger,
-        &inv.agent,
-        &inv.event_id,
-        &inv.event_type,
-        &inv.risk,
-    ] {
+    for text in [&inv.trigger, &inv.agent, &inv.event_id, &inv.event_type] {
         varint::put(&mut out, text.len() as u64);
         out.extend_from_slice(text.as_bytes());
+    }
+    match RISKS.iter().position(|r| *r == inv.risk) {
+        // A known level is one byte, after a length of 0 that no text has.
+        Some(i) => out.extend_from_slice(&[0, i as u8]),
+        None => {
+            varint::put(&mut out, inv.risk.len() as u64);
+            out.extend_from_slice(inv.risk.as_bytes());
+        }
     }
     varint::put(&mut out, event);
     let extras = ExtrasRef {
@@ -144,21 +152,29 @@ pub fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malforme
         return Err(bad(format!("unknown record version {version}")));
     }
     let seq = r.varint()?;
+    let status_byte = r.u8()?;
+    let internal = status_byte & INTERNAL != 0;
     let status = *STATUSES
-        .get(usize::from(r.u8()?))
+        .get(usize::from(status_byte & !INTERNAL))
         .ok_or_else(|| bad("unknown status"))?;
     let depth = r.u32()?;
     let attempts = r.u32()?;
     let max_attempts = r.u32()?;
     let created_at = r.signed()?;
     let updated_at = created_at.wrapping_add(r.signed()?);
-    let internal = r.u8()? & 1 == 1;
     let trigger = r.text()?;
     let agent = r.text()?;
     let event_id = r.text()?;
     let event_type = r.text()?;
-    let risk = r.text()?;
+    let risk = match r.text()? {
+        empty if empty.is_empty() => RISKS
+            .get(usize::from(r.u8()?))
+            .ok_or_else(|| bad("unknown risk level"))?
+            .to_string(),
+        text => text,
+    };
     let event: EventRef = r.varint()?;
+    // Always there (`{}` at least), so a record cut short is an error, not a fresh one.
     let extras: Extras =
         serde_json::from_slice(r.bytes).map_err(|e| bad(format!("optional fields: {e}")))?;
     let inv = Invocation {
@@ -294,6 +310,14 @@ mod tests {
         let (back, got) = decode("inv_x", &encode(&inv, key)).unwrap();
         assert_eq!(got, key);
         assert_eq!(format!("{back:?}"), format!("{inv:?}"));
+        // A risk level without a code, and an ordinary invocation.
+        let other = Invocation {
+            risk: "unheard_of".into(),
+            internal: false,
+            ..inv
+        };
+        let (back, _) = decode("inv_x", &encode(&other, 0)).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{other:?}"));
     }
 
     #[test]

@@ -12,10 +12,11 @@
 //! and the end), then `count: u32` and `max_decided_at: i64`. A row: `decided_at: i64`,
 //! `depth: u32`, then event id, trigger id, event type, outcome and invocation id (empty:
 //! none), each as `len: u32` and UTF-8 bytes. (Format 6: `decided_at` as a zigzag varint,
-//! `depth` and the lengths as varints.) Rows come first so a block under construction
+//! `depth` and the lengths as varints, a known outcome as one byte, the invocation id packed,
+//! see `id_codec`.) Rows come first so a block under construction
 //! is read the same way (a duplicate within one transaction reads its original's row).
 
-use super::varint;
+use super::{id_codec, varint};
 use crate::domain::LedgerRow;
 
 /// Rows per block: small enough that reading one row reads little, large enough that the
@@ -27,6 +28,19 @@ pub const BLOCK_ROWS: usize = 1024;
 pub const BLOCK_BYTES: usize = 16 * 1024 * 1024;
 
 const FOOTER: usize = 4 + 8;
+
+/// Outcomes a row stores as one byte (1 for the first, …): nearly every row has one of them,
+/// and a byte below 0x20 cannot be an outcome's text. Another outcome is kept as its text.
+/// Append only: a code's meaning never changes.
+const OUTCOMES: [&str; 7] = [
+    "invoked",
+    "queued",
+    "duplicate",
+    "cascade_rejected",
+    "throttled",
+    "awaiting_approval",
+    "filtered",
+];
 
 /// A block is stored once it reaches this size: redb rounds a large value up to a power of
 /// two of pages, so a block just over 64 KiB would take 128 KiB (at 1,024 rows of about 90
@@ -95,15 +109,24 @@ impl Builder {
     /// Appends a row; refused (the block unchanged) if its offsets would no longer fit in
     /// `u32`, which only a row of gigabytes can cause.
     pub fn push(&mut self, row: RowRef) -> Result<(), Malformed> {
-        let texts = [
-            row.event_id,
-            row.trigger,
-            row.kind,
-            row.outcome,
-            row.invocation_id.unwrap_or(""),
+        let invocation = row.invocation_id.map(id_codec::pack).unwrap_or_default();
+        let code;
+        let outcome = match OUTCOMES.iter().position(|o| *o == row.outcome) {
+            Some(i) => {
+                code = [i as u8 + 1];
+                &code[..]
+            }
+            None => row.outcome.as_bytes(),
+        };
+        let fields: [&[u8]; 5] = [
+            row.event_id.as_bytes(),
+            row.trigger.as_bytes(),
+            row.kind.as_bytes(),
+            outcome,
+            &invocation,
         ];
         let size = 20
-            + texts
+            + fields
                 .iter()
                 .map(|t| varint::len(t.len() as u64) + t.len())
                 .sum::<usize>();
@@ -113,9 +136,9 @@ impl Builder {
         self.offsets.push(start);
         varint::put_signed(&mut self.rows, row.decided_at);
         varint::put(&mut self.rows, u64::from(row.depth));
-        for text in texts {
-            varint::put(&mut self.rows, text.len() as u64);
-            self.rows.extend_from_slice(text.as_bytes());
+        for field in fields {
+            varint::put(&mut self.rows, field.len() as u64);
+            self.rows.extend_from_slice(field);
         }
         self.max_decided_at = self.max_decided_at.max(row.decided_at);
         Ok(())
@@ -220,15 +243,25 @@ fn decode_row(bytes: &[u8]) -> Result<LedgerRow, Malformed> {
     let event_id = row.text()?;
     let trigger = row.text()?;
     let kind = row.text()?;
-    let outcome = row.text()?;
-    let invocation_id = row.text()?;
+    let outcome = match row.field()? {
+        [code] if usize::from(*code).wrapping_sub(1) < OUTCOMES.len() => {
+            OUTCOMES[usize::from(*code) - 1].to_owned()
+        }
+        text => String::from_utf8(text.to_vec()).map_err(|_| Malformed)?,
+    };
+    let invocation = row.field()?;
+    let invocation_id = if invocation.is_empty() {
+        None
+    } else {
+        Some(id_codec::unpack(invocation).ok_or(Malformed)?)
+    };
     Ok(LedgerRow {
         event_id,
         trigger,
         kind,
         depth,
         outcome,
-        invocation_id: (!invocation_id.is_empty()).then_some(invocation_id),
+        invocation_id,
         decided_at,
     })
 }
@@ -245,6 +278,13 @@ impl Reader<'_> {
         let (head, rest) = self.bytes.split_at(n);
         self.bytes = rest;
         Ok(head)
+    }
+
+    fn field(&mut self) -> Result<&[u8], Malformed> {
+        let len = varint::take(&mut self.bytes)
+            .and_then(|l| usize::try_from(l).ok())
+            .ok_or(Malformed)?;
+        self.take(len)
     }
 
     fn text(&mut self) -> Result<String, Malformed> {
@@ -265,13 +305,18 @@ mod tests {
             trigger: "tø".into(),
             kind: "a.b.c".into(),
             depth: i as u32 % 4,
-            outcome: if i.is_multiple_of(2) {
-                "invoked"
-            } else {
-                "throttled"
+            // Coded outcomes, and one kept as text.
+            outcome: match i % 3 {
+                0 => "invoked",
+                1 => "throttled",
+                _ => "some_future_outcome",
             }
             .into(),
-            invocation_id: i.is_multiple_of(2).then(|| format!("inv_{i}")),
+            // Ids packed as hex, and others kept as text.
+            invocation_id: i.is_multiple_of(2).then(|| match i % 4 {
+                0 => format!("inv_{i:032x}"),
+                _ => format!("inv_{i}"),
+            }),
             decided_at: 1_000 + i as i64,
         }
     }

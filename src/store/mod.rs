@@ -11,6 +11,7 @@
 mod check;
 mod group;
 mod handle;
+mod id_codec;
 mod invocation_codec;
 mod ledger_block;
 mod tables;

@@ -26,15 +26,13 @@ pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> = TableDefinition:
 pub const CLAIM_EXPIRY: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("claim_expiry");
 /// (trigger id, window key as JSON) → invocation times in the window, i64 little-endian.
 pub const THROTTLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("throttle");
-/// invocation id → Invocation (see `invocation_codec`; version 6).
-pub const INVOCATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("invocations");
+/// packed invocation id (see `id_codec`) → Invocation (see `invocation_codec`).
+pub const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
 /// event number (`event_seq`) → the event's JSON: each event's body once, however many
 /// invocations it provoked (version 6).
 pub const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
-/// creation sequence → invocation id, for listings in order.
-pub const INVOCATION_ORDER: TableDefinition<u64, &str> = TableDefinition::new("invocation_order");
-/// (approval deadline, invocation id) → (): finds expired approvals.
-pub const APPROVAL_DEADLINES: TableDefinition<(i64, &str), ()> =
+/// (approval deadline, packed invocation id) → (): finds expired approvals.
+pub const APPROVAL_DEADLINES: TableDefinition<(i64, &[u8]), ()> =
     TableDefinition::new("approval_deadlines");
 /// Number of a block's first row → a block of consecutive ledger rows (event id, trigger id,
 /// type, depth, outcome, invocation id, decision time): see `ledger_block` (version 5; before,
@@ -43,10 +41,10 @@ pub const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger_blo
 /// event id → an emitted event (JSON) not yet decided: a crash between an invocation's end
 /// and the decision on what it emitted loses nothing.
 pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
-/// (due at, invocation id) → (): every `queued` or `running` invocation, so `pap serve` finds
+/// (due at, packed invocation id) → (): every `queued` or `running` invocation, so `pap serve` finds
 /// the work that is due without scanning every invocation ever made. A `running` one sorts
 /// first (`i64::MIN`): it is always looked at, to find runners that died (version 3).
-pub const WORK: TableDefinition<(i64, &str), ()> = TableDefinition::new("work");
+pub const WORK: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("work");
 /// schedule id → the last fire time (ms) whose event was recorded: a restart never fires the
 /// same time twice (version 3).
 pub const SCHEDULES: TableDefinition<&str, i64> = TableDefinition::new("schedules");
@@ -118,14 +116,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         macro_rules! create {
             ($($t:expr),*) => {$( txn.open_table($t).map_err(|e| redb_err(path, e))?; )*};
         }
-        create!(
-            CLAIMS,
-            CLAIM_EXPIRY,
-            THROTTLE,
-            INVOCATIONS,
-            INVOCATION_ORDER,
-            EVENTS
-        );
+        create!(CLAIMS, CLAIM_EXPIRY, THROTTLE, INVOCATIONS, EVENTS);
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
         create_notify_tables(&txn, path)?;
     }

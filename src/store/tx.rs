@@ -8,6 +8,7 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::id_codec;
 use super::invocation_codec::{self, EventHash, EventRef};
 use super::ledger_block::Block;
 use super::tables::*;
@@ -27,8 +28,7 @@ pub struct Tx<'t> {
     /// Ledger rows and expiry-index entries of this transaction, written at [`Tx::finish`].
     pub(super) decisions: Decisions,
     throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    invocations: Table<'t, &'static str, &'static [u8]>,
-    invocation_order: Table<'t, u64, &'static str>,
+    invocations: Table<'t, &'static [u8], &'static [u8]>,
     events: Table<'t, u64, &'static [u8]>,
     /// Invocations this transaction created, written in id order at [`Tx::finish`]: a
     /// batch's ids share their time prefix, and written as they come their random tails
@@ -37,11 +37,11 @@ pub struct Tx<'t> {
     /// Event bodies this transaction stored, so an event provoking several triggers is
     /// stored once.
     events_stored: std::collections::HashMap<EventHash, EventRef>,
-    approval_deadlines: Table<'t, (i64, &'static str), ()>,
+    approval_deadlines: Table<'t, (i64, &'static [u8]), ()>,
     pub(super) ledger: Table<'t, u64, &'static [u8]>,
     audit: Table<'t, u64, &'static [u8]>,
     outbox: Table<'t, &'static str, &'static [u8]>,
-    work: Table<'t, (i64, &'static str), ()>,
+    work: Table<'t, (i64, &'static [u8]), ()>,
     schedules: Table<'t, &'static str, i64>,
 }
 
@@ -58,7 +58,6 @@ impl<'t> Tx<'t> {
             decisions: Decisions::default(),
             throttle: txn.open_table(THROTTLE).map_err(e)?,
             invocations: txn.open_table(INVOCATIONS).map_err(e)?,
-            invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
             events: txn.open_table(EVENTS).map_err(e)?,
             fresh: Default::default(),
             events_stored: Default::default(),
@@ -159,7 +158,7 @@ impl<'t> Tx<'t> {
         }
         let found = self
             .invocations
-            .get(id)
+            .get(id_codec::pack(id).as_slice())
             .map_err(|e| redb_err(&self.path, e))?;
         found
             .map(|v| decode_invocation(id, v.value(), &self.path))
@@ -183,10 +182,8 @@ impl<'t> Tx<'t> {
         old: Option<(Invocation, EventRef)>,
     ) -> Result<()> {
         let id = inv.id.as_str();
+        let packed = id_codec::pack(id);
         let Some((old, event)) = old else {
-            self.invocation_order
-                .insert(inv.seq, id)
-                .map_err(|e| redb_err(&self.path, e))?;
             let event = self.put_event(&inv.event)?;
             self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
             return Ok(());
@@ -201,19 +198,19 @@ impl<'t> Tx<'t> {
             &mut self.approval_deadlines,
             old_deadline,
             deadline_key(inv),
-            id,
+            &packed,
             &self.path,
         )?;
         reindex(
             &mut self.work,
             work_key(&old),
             work_key(inv),
-            id,
+            &packed,
             &self.path,
         )?;
         let bytes = invocation_codec::encode(inv, event);
         self.invocations
-            .insert(id, bytes.as_slice())
+            .insert(packed.as_slice(), bytes.as_slice())
             .map_err(|e| redb_err(&self.path, e))?;
         Ok(())
     }
@@ -221,7 +218,8 @@ impl<'t> Tx<'t> {
     /// Writes the invocations this transaction created, and their index entries, in order.
     fn write_fresh(&mut self) -> Result<()> {
         for (id, fresh) in std::mem::take(&mut self.fresh) {
-            let id = id.as_str();
+            let packed = id_codec::pack(&id);
+            let id = packed.as_slice();
             self.invocations
                 .insert(id, fresh.record.as_slice())
                 .map_err(|e| redb_err(&self.path, e))?;
@@ -325,15 +323,14 @@ impl<'t> Tx<'t> {
 /// A consistent read-only view, for listings.
 pub struct Reader {
     path: PathBuf,
-    invocations: ReadOnlyTable<&'static str, &'static [u8]>,
-    invocation_order: ReadOnlyTable<u64, &'static str>,
+    invocations: ReadOnlyTable<&'static [u8], &'static [u8]>,
     events: ReadOnlyTable<u64, &'static [u8]>,
     ledger: ReadOnlyTable<u64, &'static [u8]>,
     audit: ReadOnlyTable<u64, &'static [u8]>,
     schedules: ReadOnlyTable<&'static str, i64>,
-    work: ReadOnlyTable<(i64, &'static str), ()>,
+    work: ReadOnlyTable<(i64, &'static [u8]), ()>,
     outbox: ReadOnlyTable<&'static str, &'static [u8]>,
-    approval_deadlines: ReadOnlyTable<(i64, &'static str), ()>,
+    approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
     pub(super) notify: NotifyReader,
 }
 
@@ -343,7 +340,6 @@ impl Reader {
         Ok(Reader {
             path: path.to_path_buf(),
             invocations: txn.open_table(INVOCATIONS).map_err(e)?,
-            invocation_order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
             events: txn.open_table(EVENTS).map_err(e)?,
             ledger: txn.open_table(LEDGER).map_err(e)?,
             audit: txn.open_table(AUDIT).map_err(e)?,
@@ -387,7 +383,7 @@ impl Reader {
     pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
         let found = self
             .invocations
-            .get(id)
+            .get(id_codec::pack(id).as_slice())
             .map_err(|e| redb_err(&self.path, e))?;
         let Some(record) = found else {
             return Ok(None);
@@ -397,30 +393,60 @@ impl Reader {
         Ok(Some(inv))
     }
 
-    /// Invocations in creation order, keeping those `keep` accepts; with `last`, only the
-    /// last that many of them.
+    /// Invocations in creation order, keeping those `keep` accepts (it sees each record
+    /// without its event); with `last`, only the last that many. Returns them and how many
+    /// were kept in all (for "N of M shown").
+    ///
+    /// There is no creation-order index (it cost 48 bytes an invocation): the records carry
+    /// their sequence number, and the ones kept are sorted by it.
     pub fn invocations(
         &self,
         keep: impl Fn(&Invocation) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Invocation>, usize)> {
-        let rows = self
-            .invocation_order
-            .iter()
-            .map_err(|e| redb_err(&self.path, e))?;
-        keep_last(rows, |id| self.invocation(id), keep, last, &self.path)
-    }
-
-    /// Every invocation id in creation order (for `store check`).
-    pub(super) fn invocation_ids(&self) -> Result<Vec<String>> {
-        let mut ids = Vec::new();
+        let mut kept = Vec::new();
         for row in self
-            .invocation_order
+            .invocations
             .iter()
             .map_err(|e| redb_err(&self.path, e))?
         {
-            let (_, id) = row.map_err(|e| redb_err(&self.path, e))?;
-            ids.push(id.value().to_owned());
+            let (key, record) = row.map_err(|e| redb_err(&self.path, e))?;
+            let id = unpack_id(key.value(), &self.path)?;
+            let (inv, event) = decode_invocation(&id, record.value(), &self.path)?;
+            if keep(&inv) {
+                kept.push((inv.seq, id, event));
+            }
+        }
+        kept.sort_unstable_by_key(|(seq, _, _)| *seq);
+        let total = kept.len();
+        let skip = last.map_or(0, |n| total.saturating_sub(n));
+        let mut out = Vec::with_capacity(total - skip);
+        for (_, id, event) in kept.into_iter().skip(skip) {
+            let Some((mut inv, _)) = self
+                .invocations
+                .get(id_codec::pack(&id).as_slice())
+                .map_err(|e| redb_err(&self.path, e))?
+                .map(|v| decode_invocation(&id, v.value(), &self.path))
+                .transpose()?
+            else {
+                continue;
+            };
+            inv.event = load_event(&self.events, event, &self.path)?;
+            out.push(inv);
+        }
+        Ok((out, total))
+    }
+
+    /// Every invocation id (for `store check`).
+    pub(super) fn invocation_ids(&self) -> Result<Vec<String>> {
+        let mut ids = Vec::new();
+        for row in self
+            .invocations
+            .iter()
+            .map_err(|e| redb_err(&self.path, e))?
+        {
+            let (key, _) = row.map_err(|e| redb_err(&self.path, e))?;
+            ids.push(unpack_id(key.value(), &self.path)?);
         }
         Ok(ids)
     }
@@ -471,21 +497,19 @@ impl Reader {
     }
 }
 
-/// Walks an order index (sequence → id), loads each record with `load`, keeps those `keep`
-/// accepts and, with `last`, only the last that many. Returns them and how many were kept in
-/// all (for "N of M shown").
+/// Walks ids in their order, loads each record with `load`, keeps those `keep` accepts and,
+/// with `last`, only the last that many. Returns them and how many were kept in all (for "N
+/// of M shown").
 pub(super) fn keep_last<T>(
-    rows: redb::Range<'_, u64, &'static str>,
+    ids: impl Iterator<Item = Result<String>>,
     load: impl Fn(&str) -> Result<Option<T>>,
     keep: impl Fn(&T) -> bool,
     last: Option<usize>,
-    path: &Path,
 ) -> Result<(Vec<T>, usize)> {
     let mut out = std::collections::VecDeque::new();
     let mut total = 0;
-    for row in rows {
-        let (_, id) = row.map_err(|e| redb_err(path, e))?;
-        let Some(item) = load(id.value())? else {
+    for id in ids {
+        let Some(item) = load(&id?)? else {
             continue;
         };
         if !keep(&item) {
@@ -500,31 +524,40 @@ pub(super) fn keep_last<T>(
     Ok((out.into(), total))
 }
 
-/// Ids in a (time, id) index with a time at or before `now`, earliest first.
+/// An invocation id from its packed form in a key or value.
+fn unpack_id(bytes: &[u8], path: &Path) -> Result<String> {
+    id_codec::unpack(bytes).ok_or_else(|| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: "an invocation id does not unpack".into(),
+    })
+}
+
+/// Ids in a (time, packed id) index with a time at or before `now`, earliest first.
 fn ids_due_in(
-    index: &impl ReadableTable<(i64, &'static str), ()>,
+    index: &impl ReadableTable<(i64, &'static [u8]), ()>,
     now: i64,
     limit: usize,
     path: &Path,
 ) -> Result<Vec<String>> {
     let mut due = Vec::new();
+    let before: (i64, &[u8]) = (now.saturating_add(1), &[]);
     for row in index
-        .range(..=(now, "\u{10FFFF}"))
+        .range(..before)
         .map_err(|e| redb_err(path, e))?
         .take(limit)
     {
         let (k, _) = row.map_err(|e| redb_err(path, e))?;
-        due.push(k.value().1.to_owned());
+        due.push(unpack_id(k.value().1, path)?);
     }
     Ok(due)
 }
 
-/// Moves `id` in a (time, id) index from `old` to `new` (either may be absent).
+/// Moves `id` in a (time, packed id) index from `old` to `new` (either may be absent).
 fn reindex(
-    table: &mut Table<'_, (i64, &'static str), ()>,
+    table: &mut Table<'_, (i64, &'static [u8]), ()>,
     old: Option<i64>,
     new: Option<i64>,
-    id: &str,
+    id: &[u8],
     path: &Path,
 ) -> Result<()> {
     if old == new {

@@ -238,8 +238,16 @@ impl NotifyReader {
         keep: impl Fn(&Notification) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Notification>, usize)> {
-        let rows = self.order.iter().map_err(|e| redb_err(&self.path, e))?;
-        keep_last(rows, |id| self.notification(id), keep, last, &self.path)
+        let path = &self.path;
+        let ids = self
+            .order
+            .iter()
+            .map_err(|e| redb_err(path, e))?
+            .map(|row| {
+                let (_, id) = row.map_err(|e| redb_err(path, e))?;
+                Ok(id.value().to_owned())
+            });
+        keep_last(ids, |id| self.notification(id), keep, last)
     }
 
     /// Inbox messages with an id strictly above `after`, oldest first, those `keep` accepts,

@@ -1,0 +1,106 @@
+//! Invocation ids as the store keys them: packed to bytes.
+//!
+//! An id is `inv_` + 12 hex digits of the decision time + 20 of a hash (36 characters), and it
+//! is a key or a value in four places per invocation (the record, the creation order, the work
+//! index, the ledger row). Packed, it takes 17 bytes: a tag and the 16 bytes the hex digits
+//! spell, in the same order, so the invocation table still grows at its end. An internal
+//! turn's id (`inv_turn_` + 24 hex digits) takes 13; any other id (tests use short ones) is
+//! kept as its text behind a tag of its own. Only lowercase hex is packed, so unpacking gives
+//! back exactly the id that was packed.
+
+/// Another id, kept as text.
+const TEXT: u8 = 0;
+/// `inv_` + 32 lowercase hex digits.
+const INVOCATION: u8 = 1;
+/// `inv_turn_` + 24 lowercase hex digits.
+const TURN: u8 = 2;
+
+/// The bytes the store keys `id` by.
+pub fn pack(id: &str) -> Vec<u8> {
+    let packed = |tag: u8, hex: &str, len: usize| {
+        (hex.len() == len * 2
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then(|| {
+            let mut out = Vec::with_capacity(len + 1);
+            out.push(tag);
+            out.extend(
+                hex.as_bytes()
+                    .chunks(2)
+                    .map(|pair| nibble(pair[0]) << 4 | nibble(pair[1])),
+            );
+            out
+        })
+    };
+    let found = if let Some(hex) = id.strip_prefix("inv_turn_") {
+        packed(TURN, hex, 12)
+    } else if let Some(hex) = id.strip_prefix("inv_") {
+        packed(INVOCATION, hex, 16)
+    } else {
+        None
+    };
+    found.unwrap_or_else(|| {
+        let mut out = Vec::with_capacity(id.len() + 1);
+        out.push(TEXT);
+        out.extend_from_slice(id.as_bytes());
+        out
+    })
+}
+
+/// The id `bytes` were packed from; `None` for bytes [`pack`] cannot have made.
+pub fn unpack(bytes: &[u8]) -> Option<String> {
+    let (&tag, rest) = bytes.split_first()?;
+    let hex = |prefix: &str, len: usize| {
+        (rest.len() == len).then(|| {
+            let mut id = String::with_capacity(prefix.len() + len * 2);
+            id.push_str(prefix);
+            crate::text::push_hex(&mut id, rest);
+            id
+        })
+    };
+    match tag {
+        TEXT => String::from_utf8(rest.to_vec()).ok(),
+        INVOCATION => hex("inv_", 16),
+        TURN => hex("inv_turn_", 12),
+        _ => None,
+    }
+}
+
+fn nibble(b: u8) -> u8 {
+    match b {
+        b'0'..=b'9' => b - b'0',
+        _ => b - b'a' + 10,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_pack_small() {
+        for (id, len) in [
+            ("inv_019cdb7b0b00373dbd64595f93f9d5d1", 17),
+            ("inv_turn_0123456789abcdef01234567", 13),
+            ("i1", 3),
+            ("inv_019CDB7B0B00373DBD64595F93F9D5D1", 37),
+            ("inv_019cdb7b0b00373dbd64595f93f9d5d", 36),
+            ("inv_", 5),
+            ("", 1),
+        ] {
+            let packed = pack(id);
+            assert_eq!(packed.len(), len, "{id}");
+            assert_eq!(unpack(&packed).as_deref(), Some(id));
+        }
+        assert_eq!(unpack(&[9, 1]), None);
+        assert_eq!(unpack(&[INVOCATION, 1, 2]), None);
+    }
+
+    #[test]
+    fn packed_ids_sort_as_their_times() {
+        let early = pack("inv_019cdb7b0b00ffffffffffffffffffff");
+        let later = pack("inv_019cdb7b0b0100000000000000000000");
+        assert!(early < later);
+    }
+}
