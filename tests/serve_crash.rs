@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use common::dispatch::ev;
-use common::serve::{Project, wait_until};
+use common::serve::Project;
 use serde_json::json;
 
 /// Files of `PER_FILE` events: `PAP_CRASH_FILES`, default 40 (800 events), which keeps the
@@ -76,12 +76,12 @@ fn serve_killed_repeatedly_loses_nothing_and_decides_everything_once() {
     writer.join().unwrap();
 
     // The last start drains everything.
-    let serve = p.serve_with(&[], &slow);
+    let mut serve = p.serve_with(&[], &slow);
     let total = files * PER_FILE;
-    wait_until("every file filed in done/", || {
+    serve.wait_while_alive("every file filed in done/", || {
         p.files_in("done").len() == files
     });
-    wait_until("no work left", || {
+    serve.wait_while_alive("no work left", || {
         let invs = p.invocations();
         invs.iter().filter(|i| i["trigger"] != "t-follow").count() == total
             && invs.iter().all(|i| i["status"] == "succeeded")

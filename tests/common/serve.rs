@@ -167,6 +167,28 @@ impl Serve {
         (status.code().unwrap_or(-1), started.elapsed())
     }
 
+    /// Polls `cond` like [`wait_until`], but fails at once, with the end of serve's log, if
+    /// serve exits meanwhile (a wait for a dead serve would only time out).
+    pub fn wait_while_alive(&mut self, what: &str, mut cond: impl FnMut() -> bool) {
+        let started = Instant::now();
+        while !cond() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let log = self.log_text();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "serve exited ({status}) while waiting for {what}; the end of its log:\n{}",
+                    tail.join("\n")
+                );
+            }
+            assert!(
+                started.elapsed() < patience(),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
