@@ -11,6 +11,7 @@ pub mod dispatcher;
 pub mod domain;
 pub mod event;
 pub mod event_type;
+pub mod http_client;
 pub mod interpolate;
 pub mod jsonpath;
 pub mod liveness;

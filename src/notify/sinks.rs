@@ -84,11 +84,10 @@ async fn webhook(
 ) -> Result<(), String> {
     let env = |name: &str| std::env::var(name).ok();
     let url = interpolate::expand(url, env).map_err(|e| format!("url: {e}"))?;
-    let client = reqwest::Client::builder()
+    let mut req = crate::http_client::shared()
+        .post(&url)
         .timeout(sink.timeout)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let mut req = client.post(&url).json(&body(format, topic, message));
+        .json(&body(format, topic, message));
     for (name, value) in headers {
         let value = interpolate::expand(value, env).map_err(|e| format!("header {name}: {e}"))?;
         let mut value = reqwest::header::HeaderValue::from_str(&value)

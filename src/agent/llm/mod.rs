@@ -176,7 +176,7 @@ impl Attempt<'_> {
         conversation: &mut Conversation,
         session: &tools::Session,
     ) -> Result<Value, Failure> {
-        let client = http_client();
+        let client = crate::http_client::shared();
         let max_calls = self.agent.max_tool_calls;
         let mut calls_made: u64 = 0;
         loop {
@@ -285,14 +285,4 @@ fn retryable(reason: String) -> Failure {
         reason,
         retry: true,
     }
-}
-
-/// One client per attempt is enough: a run has few turns, and the limit is enforced around
-/// the whole attempt.
-fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .user_agent(concat!("pap/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(Duration::from_secs(30))
-        .build()
-        .expect("an HTTP client with default TLS")
 }
