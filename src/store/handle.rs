@@ -6,9 +6,10 @@
 //! process pay them several times over. Instead a process keeps its handle and the other
 //! processes ask for it: a process that finds the file taken holds a shared `flock` on
 //! `<state>/state.want` while it waits, and the holder's janitor thread, which looks every
-//! few milliseconds (less often once the holder is idle), closes the handle between two transactions when that lock is held. So
-//! parallel processes still take turns transaction by transaction, as before, but a process
-//! on its own (serve, a dispatch) opens the file once.
+//! few milliseconds (less often once the holder is idle), closes the handle between two
+//! transactions when that lock is held. So parallel processes still take turns transaction
+//! by transaction, as before, but a process on its own (serve, a dispatch) opens the file
+//! once.
 //!
 //! Reading never needs a writer: a process with no handle opens the file read-only, which
 //! syncs nothing and shares the file with other readers. A writer's handle is kept until it
