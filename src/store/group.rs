@@ -59,17 +59,7 @@ impl Store {
             *syncing = true;
             drop(syncing);
             let path = self.path();
-            let synced = self.with_writer(|db| {
-                // Read under the store's lock: every commit counted so far is in the file's
-                // state this empty commit makes durable.
-                let target = shared.committed.load(SeqCst);
-                if shared.durable.load(SeqCst) < target {
-                    let txn = db.begin_write().map_err(|e| redb_err(&path, e))?;
-                    txn.commit().map_err(|e| redb_err(&path, e))?;
-                    shared.durable.fetch_max(target, SeqCst);
-                }
-                Ok(())
-            });
+            let synced = self.with_writer(|db| shared.sync_all(db).map_err(|e| redb_err(&path, e)));
             if synced.is_err() {
                 shared.lost.fetch_max(mine, SeqCst);
             }

@@ -128,22 +128,31 @@ impl Shared {
         slot.closed = true;
         self.opened.notify_all();
     }
-}
 
-impl Shared {
+    /// Makes every commit counted so far durable with one empty durable commit on `db` (held
+    /// under the slot's lock, so no commit slips in between): redb's `Durability::None`
+    /// commits are persisted by the next durable one. The group commit's sync (`group`), and
+    /// the last act before a handle with pending commits is closed.
+    pub(super) fn sync_all(&self, db: &Database) -> Result<(), redb::Error> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let target = self.committed.load(SeqCst);
+        if self.durable.load(SeqCst) < target {
+            db.begin_write()?.commit()?;
+            self.durable.fetch_max(target, SeqCst);
+        }
+        Ok(())
+    }
+
     /// Closes the handle in `slot`. Commits that are not durable yet (see `group`) are made
     /// durable first, by an empty durable commit; if that fails they may be lost, and their
     /// writers are told so instead of being told they are safe.
     pub(super) fn close_handle(&self, slot: &mut Slot) {
         use std::sync::atomic::Ordering::SeqCst;
         if let Some(Open::Writer(db)) = &slot.open {
-            let target = self.committed.load(SeqCst);
-            if self.durable.load(SeqCst) < target {
-                let synced = db.begin_write().map(|t| t.commit());
-                if matches!(synced, Ok(Ok(()))) {
-                    self.durable.fetch_max(target, SeqCst);
-                } else {
-                    self.lost.fetch_max(target, SeqCst);
+            let pending = self.committed.load(SeqCst);
+            if self.durable.load(SeqCst) < pending {
+                if self.sync_all(db).is_err() {
+                    self.lost.fetch_max(pending, SeqCst);
                 }
                 self.synced.notify_all();
             }

@@ -156,13 +156,7 @@ impl<'t> Tx<'t> {
         if let Some(fresh) = self.fresh.get(id) {
             return decode_invocation(id, &fresh.record, &self.path).map(Some);
         }
-        let found = self
-            .invocations
-            .get(id_codec::pack(id).as_slice())
-            .map_err(|e| redb_err(&self.path, e))?;
-        found
-            .map(|v| decode_invocation(id, v.value(), &self.path))
-            .transpose()
+        read_record(&self.invocations, id, &self.path)
     }
 
     /// Records a new invocation (its id is fresh: nothing to update).
@@ -182,7 +176,6 @@ impl<'t> Tx<'t> {
         old: Option<(Invocation, EventRef)>,
     ) -> Result<()> {
         let id = inv.id.as_str();
-        let packed = id_codec::pack(id);
         let Some((old, event)) = old else {
             let event = self.put_event(&inv.event)?;
             self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
@@ -193,6 +186,7 @@ impl<'t> Tx<'t> {
             self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
             return Ok(());
         }
+        let packed = id_codec::pack(id);
         let old_deadline = deadline_key(&old);
         reindex(
             &mut self.approval_deadlines,
@@ -381,14 +375,9 @@ impl Reader {
     }
 
     pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
-        let found = self
-            .invocations
-            .get(id_codec::pack(id).as_slice())
-            .map_err(|e| redb_err(&self.path, e))?;
-        let Some(record) = found else {
+        let Some((mut inv, event)) = read_record(&self.invocations, id, &self.path)? else {
             return Ok(None);
         };
-        let (mut inv, event) = decode_invocation(id, record.value(), &self.path)?;
         inv.event = load_event(&self.events, event, &self.path)?;
         Ok(Some(inv))
     }
@@ -404,7 +393,15 @@ impl Reader {
         keep: impl Fn(&Invocation) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Invocation>, usize)> {
-        let mut kept = Vec::new();
+        // Each record is decoded once; with `last`, only about that many are kept at a time
+        // (the latest by sequence; ids mostly, not exactly, follow it).
+        let mut kept: Vec<(Invocation, EventRef)> = Vec::new();
+        let mut total = 0;
+        let trim = |kept: &mut Vec<(Invocation, EventRef)>, n: usize| {
+            kept.sort_unstable_by_key(|(inv, _)| inv.seq);
+            let extra = kept.len().saturating_sub(n);
+            kept.drain(..extra);
+        };
         for row in self
             .invocations
             .iter()
@@ -413,24 +410,20 @@ impl Reader {
             let (key, record) = row.map_err(|e| redb_err(&self.path, e))?;
             let id = unpack_id(key.value(), &self.path)?;
             let (inv, event) = decode_invocation(&id, record.value(), &self.path)?;
-            if keep(&inv) {
-                kept.push((inv.seq, id, event));
+            if !keep(&inv) {
+                continue;
+            }
+            total += 1;
+            kept.push((inv, event));
+            if let Some(n) = last
+                && kept.len() > n.saturating_mul(2).max(64)
+            {
+                trim(&mut kept, n);
             }
         }
-        kept.sort_unstable_by_key(|(seq, _, _)| *seq);
-        let total = kept.len();
-        let skip = last.map_or(0, |n| total.saturating_sub(n));
-        let mut out = Vec::with_capacity(total - skip);
-        for (_, id, event) in kept.into_iter().skip(skip) {
-            let Some((mut inv, _)) = self
-                .invocations
-                .get(id_codec::pack(&id).as_slice())
-                .map_err(|e| redb_err(&self.path, e))?
-                .map(|v| decode_invocation(&id, v.value(), &self.path))
-                .transpose()?
-            else {
-                continue;
-            };
+        trim(&mut kept, last.unwrap_or(usize::MAX));
+        let mut out = Vec::with_capacity(kept.len());
+        for (mut inv, event) in kept {
             inv.event = load_event(&self.events, event, &self.path)?;
             out.push(inv);
         }
@@ -613,6 +606,20 @@ pub(super) fn work_key(inv: &Invocation) -> Option<i64> {
         Status::Queued => Some(inv.next_attempt_at.unwrap_or(inv.created_at)),
         _ => None,
     }
+}
+
+/// The record of invocation `id` in `table`, without its event, and the event's key.
+fn read_record(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    id: &str,
+    path: &Path,
+) -> Result<Option<(Invocation, EventRef)>> {
+    let found = table
+        .get(id_codec::pack(id).as_slice())
+        .map_err(|e| redb_err(path, e))?;
+    found
+        .map(|v| decode_invocation(id, v.value(), path))
+        .transpose()
 }
 
 fn decode_invocation(id: &str, bytes: &[u8], path: &Path) -> Result<(Invocation, EventRef)> {
