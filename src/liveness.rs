@@ -1,6 +1,7 @@
-//! Who holds an invocation: the [`Runner`] recorded on it names a process by pid and start
-//! time, so a process that died (crash, SIGKILL) is told from a live one, and a pid the
-//! system reused for another program is not mistaken for the runner.
+//! Who holds an invocation: the [`Runner`] in its lease (see `domain::lease`) names a process
+//! by pid and start time, so a process that died (crash, SIGKILL) is told from a live one,
+//! and a pid the system reused for another program is not mistaken for the holder; the
+//! node (the boot id) tells this host's processes from another's.
 //!
 //! The same record names a command agent's process group (its leader is the agent's
 //! supervisor, see `agent::supervise`): [`Runner::group_alive`] and
@@ -13,12 +14,62 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::domain::Runner;
+use crate::domain::lease::{HolderFacts, Holding, holding};
+use crate::domain::{Lease, Runner};
 
 /// This process's start time, read once: every invocation a dispatch decides records it.
 fn own_start() -> Option<u64> {
     static START: OnceLock<Option<u64>> = OnceLock::new();
     *START.get_or_init(|| start_time(std::process::id()))
+}
+
+/// This node: the kernel's boot id (a new one at every boot), or the host name where there
+/// is none. Read once.
+pub fn this_node() -> &'static str {
+    static NODE: OnceLock<String> = OnceLock::new();
+    NODE.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    })
+}
+
+/// What this process knows of lease holders: itself, and the processes of its node.
+pub struct ThisProcess;
+
+impl HolderFacts for ThisProcess {
+    fn node(&self) -> &str {
+        this_node()
+    }
+    fn is_me(&self, holder: &Runner) -> bool {
+        holder.is_current()
+    }
+    fn is_alive(&self, holder: &Runner) -> bool {
+        holder.is_alive()
+    }
+}
+
+impl Lease {
+    /// A lease for this process from `now` for `hold_ms`, under `token` (issued by the store).
+    pub fn mine(token: u64, now: i64, hold_ms: i64) -> Lease {
+        Lease {
+            holder: Runner::current(now),
+            node: this_node().to_owned(),
+            token,
+            expires_at: now.saturating_add(hold_ms),
+        }
+    }
+
+    /// Whether this process holds it, as of `now`.
+    pub fn is_mine(&self, now: i64) -> bool {
+        self.holding(now, &ThisProcess) == Holding::Mine
+    }
+}
+
+/// Where an invocation's lease leaves this process, as of `now`.
+pub fn holding_now(lease: Option<&Lease>, now: i64) -> Holding {
+    holding(lease, now, &ThisProcess)
 }
 
 impl Runner {
@@ -50,11 +101,6 @@ impl Runner {
             Ok(()) => true,
             Err(errno) => errno == nix::errno::Errno::EPERM,
         }
-    }
-
-    /// Whether another process that is still alive holds the invocation.
-    pub fn is_other_live(&self) -> bool {
-        !self.is_current() && self.is_alive()
     }
 
     /// A process of this pid, as a group: its process group id is its pid, and `started` its
@@ -156,7 +202,6 @@ mod tests {
         let me = Runner::current(0);
         assert!(me.is_current());
         assert!(me.is_alive());
-        assert!(!me.is_other_live());
     }
 
     #[test]

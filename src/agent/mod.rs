@@ -20,8 +20,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
-use crate::domain::{Invocation, Runner, Status};
+use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{Holding, Invocation, Lease, Runner, Status};
 use crate::event::Event;
+use crate::liveness::holding_now;
 use crate::manifest::Project;
 use crate::manifest::compiled::{Agent, ModelSpec, RetryPolicy};
 use crate::manifest::compiled_notify::OutcomeKind;
@@ -78,6 +80,7 @@ impl From<store::Error> for RunError {
     fn from(e: store::Error) -> RunError {
         match e {
             store::Error::NotOurs(why) => RunError::NotOurs(why),
+            lost @ store::Error::LeaseLost { .. } => RunError::NotOurs(lost.to_string()),
             other => RunError::Failed(other.into()),
         }
     }
@@ -160,10 +163,10 @@ impl Runtime {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
                     store::Error::Conflict(format!("invocation {id} is not in the store"))
                 })?;
-                if let Some(holder) = inv.runner.as_ref().filter(|r| r.is_other_live()) {
+                if holding_now(inv.lease.as_ref(), now) == Holding::Other {
+                    let holder = inv.lease.as_ref().map_or(0, |l| l.holder.pid);
                     return Err(store::Error::NotOurs(format!(
-                        "invocation {id} is held by another pap process (pid {})",
-                        holder.pid
+                        "invocation {id} is held by another pap process (pid {holder})"
                     )));
                 }
                 // The processes of a run that did not end cleanly (a crash): killed now if
@@ -172,7 +175,19 @@ impl Runtime {
                 let killed = previous.as_ref().is_some_and(Runner::kill_group);
                 let cut_short = (inv.status == Status::Running)
                     .then(|| (interrupted(previous.as_ref(), killed), previous.clone()));
-                inv.start_attempt(Runner::current(now), cut_short, now)
+                // The lease covers the longest the attempt may run, so it never needs
+                // renewing: past that the agent is killed.
+                let runtime = project
+                    .agent(&inv.agent)
+                    .and_then(|a| a.max_runtime)
+                    .unwrap_or(DEFAULT_MAX_RUNTIME);
+                let hold = i64::try_from(runtime.as_millis()).unwrap_or(i64::MAX / 2);
+                let lease = Lease::mine(
+                    tx.issue_lease_token()?,
+                    now,
+                    hold.saturating_add(HOLD_MARGIN_MS),
+                );
+                inv.start_attempt(lease, cut_short, now)
                     .map_err(|e| store::Error::NotOurs(e.to_string()))?;
                 // The agent's queue is delivered with this attempt (JP RFD 011).
                 notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
@@ -327,10 +342,15 @@ impl Runtime {
         delay: Duration,
     ) -> Result<Invocation, RunError> {
         let keep = !self.queue_retries;
+        let token = lease_token(&inv);
         self.write(move |tx| {
-            // Kept while this process waits out the backoff itself, so nobody else starts it.
-            let holder = keep.then(|| Runner::current(now));
+            tx.check_lease(&inv.id, token)?;
             let next_at = now.saturating_add(delay.as_millis() as i64);
+            // Kept while this process waits out the backoff itself, so nobody else starts it.
+            let holder = keep.then(|| {
+                let hold = next_at.saturating_sub(now).saturating_add(HOLD_MARGIN_MS);
+                Lease::mine(token, now, hold)
+            });
             inv.queue_retry(&reason, next_at, holder, now)
                 .map_err(|e| store::Error::NotOurs(e.to_string()))?;
             if audited(&inv.risk) {
@@ -358,7 +378,7 @@ impl Runtime {
             let Some(mut inv) = tx.invocation(&id)? else {
                 return Ok(());
             };
-            let mine = inv.runner.as_ref().is_some_and(Runner::is_current);
+            let mine = inv.lease.as_ref().is_some_and(|l| l.is_mine(now));
             if !mine || inv.requeue_interrupted(&why, now).is_err() {
                 return Ok(());
             }
@@ -386,8 +406,10 @@ impl Runtime {
         emitted.extend(follow_ups);
         let events = emitted.clone();
         let project = self.project.clone();
+        let token = lease_token(&inv);
         let inv = self
             .write(move |tx| {
+                tx.check_lease(&inv.id, token)?;
                 let ids = events.iter().map(|e| e.id.clone()).collect();
                 inv.succeed(output, ids, now)
                     .map_err(|e| store::Error::NotOurs(e.to_string()))?;
@@ -421,8 +443,10 @@ impl Runtime {
         now: i64,
     ) -> Result<RunResult, RunError> {
         let project = self.project.clone();
+        let token = lease_token(&inv);
         let (inv, emitted) = self
             .write(move |tx| {
+                tx.check_lease(&inv.id, token)?;
                 let events = end_in_tx(tx, &project, &mut inv, Status::Failed, &reason, None, now)?;
                 Ok((inv, events))
             })
@@ -564,6 +588,12 @@ fn interrupted(group: Option<&Runner>, killed: bool) -> String {
             g.pid
         ),
     }
+}
+
+/// The fencing token an attempt started under (every attempt starts under a lease; 0, which
+/// the store never issues, fails the check).
+fn lease_token(inv: &Invocation) -> u64 {
+    inv.lease.as_ref().map_or(0, |l| l.token)
 }
 
 fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {

@@ -8,7 +8,8 @@ use super::{Outcome, context, invocations};
 use crate::agent::{Runtime, end_in_tx};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
 use crate::dispatcher::{Dispatcher, Format};
-use crate::domain::{Answer, ApprovalDecision, Invocation, Runner, Status};
+use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{Answer, ApprovalDecision, Invocation, Lease, Status};
 use crate::notify::atp;
 use crate::pipeline::{Options, audit_entry};
 use crate::serve::control;
@@ -53,7 +54,10 @@ pub fn approve_as(
             at: now,
             note: note.clone(),
         };
-        let holder = serve.is_none().then(|| Runner::current(now));
+        let holder = match serve {
+            None => Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS)),
+            Some(_) => None,
+        };
         inv.approve(decision, holder, now)
             .map_err(|e| store::Error::Conflict(e.to_string()))?;
         tx.audit(audit_entry(

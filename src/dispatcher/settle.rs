@@ -3,7 +3,8 @@
 //! the sinks. `pap serve` does both on its own timers; without a serve, a `pap dispatch`
 //! still gets its failure narrated and its webhook posted before it returns.
 
-use crate::domain::Status;
+use crate::domain::{Holding, Status};
+use crate::liveness::holding_now;
 use crate::notify::pump::{Pumped, pump};
 use crate::pipeline::ids;
 
@@ -54,7 +55,7 @@ impl Dispatcher<'_> {
                 let Some(inv) = r.invocation(&id)? else {
                     continue;
                 };
-                let free = inv.runner.as_ref().is_none_or(|h| !h.is_other_live());
+                let free = holding_now(inv.lease.as_ref(), now) != Holding::Other;
                 if inv.internal && inv.status == Status::Queued && free {
                     out.push(id);
                 }

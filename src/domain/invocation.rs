@@ -71,9 +71,9 @@ pub struct Invocation {
     /// When the next attempt is due, after a failed one (persisted so a restart keeps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<i64>,
-    /// The process running it, so a crashed runner's invocation can be told from a live one.
+    /// Who runs it (or holds it to run it), until when, under which fencing token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runner: Option<Runner>,
+    pub lease: Option<super::lease::Lease>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,7 +115,7 @@ impl Invocation {
             approval: None,
             approval_request: None,
             next_attempt_at: None,
-            runner: None,
+            lease: None,
             output: None,
             error: None,
             emitted: Vec::new(),
@@ -146,8 +146,9 @@ pub struct ApprovalDecision {
     pub note: Option<String>,
 }
 
-/// The process that holds an invocation (running it, or about to): no other process may start
-/// it while this one lives. See `crate::liveness`.
+/// A process, by pid and start time: the holder of a lease (see `super::lease`), the owner
+/// of an emitted event waiting for its decision, the leader of an agent's process group. See
+/// `crate::liveness`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Runner {
     pub pid: u32,

@@ -9,12 +9,13 @@
 //! ```
 //!
 //! Each move keeps the fields that go with the status in step (attempt count and history,
-//! runner, error, next attempt time), so a caller states what happened and never writes a
+//! lease, error, next attempt time), so a caller states what happened and never writes a
 //! status by hand. What is stored, audited and notified around a move stays with the caller.
 
 use serde_json::Value;
 
 use super::invocation::{ApprovalDecision, Attempt, Invocation, Runner, Status};
+use super::lease::Lease;
 
 /// A move the invocation's status does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,12 +52,12 @@ impl Invocation {
         }
     }
 
-    /// A queued invocation starts its next attempt; a `running` one whose runner died is
-    /// resumed under the same attempt number, its cut-short attempt closed with `cut_short`
-    /// (why, and the process group the recovery found).
+    /// A queued invocation starts its next attempt under `lease`; a `running` one whose
+    /// holder died is resumed under the same attempt number, its cut-short attempt closed with
+    /// `cut_short` (why, and the process group the recovery found).
     pub fn start_attempt(
         &mut self,
-        runner: Runner,
+        lease: Lease,
         cut_short: Option<(String, Option<Runner>)>,
         now: i64,
     ) -> Result<(), NotAllowed> {
@@ -77,7 +78,7 @@ impl Invocation {
         self.status = Status::Running;
         self.updated_at = now;
         self.next_attempt_at = None;
-        self.runner = Some(runner);
+        self.lease = Some(lease);
         self.history.push(Attempt {
             attempt: self.attempts,
             started_at: now,
@@ -95,13 +96,13 @@ impl Invocation {
         &mut self,
         reason: &str,
         next_at: i64,
-        holder: Option<Runner>,
+        holder: Option<Lease>,
         now: i64,
     ) -> Result<(), NotAllowed> {
         self.check(Status::Queued, "be queued for a retry")?;
         self.close_attempt(Some(reason), now);
         self.status = Status::Queued;
-        self.runner = holder;
+        self.lease = holder;
         self.updated_at = now;
         self.error = Some(reason.to_owned());
         self.next_attempt_at = Some(next_at);
@@ -121,7 +122,7 @@ impl Invocation {
         self.close_attempt(Some(why), now);
         self.status = Status::Queued;
         self.attempts = self.attempts.saturating_sub(1);
-        self.runner = None;
+        self.lease = None;
         self.updated_at = now;
         Ok(())
     }
@@ -136,7 +137,7 @@ impl Invocation {
         self.check(Status::Succeeded, "succeed")?;
         self.close_attempt(None, now);
         self.status = Status::Succeeded;
-        self.runner = None;
+        self.lease = None;
         self.updated_at = now;
         self.error = None;
         self.output = Some(output);
@@ -171,7 +172,7 @@ impl Invocation {
             self.close_attempt(Some(reason), now);
         }
         self.status = status;
-        self.runner = None;
+        self.lease = None;
         self.updated_at = now;
         self.error = Some(reason.to_owned());
         self.next_attempt_at = None;
@@ -183,7 +184,7 @@ impl Invocation {
     pub fn approve(
         &mut self,
         decision: ApprovalDecision,
-        holder: Option<Runner>,
+        holder: Option<Lease>,
         now: i64,
     ) -> Result<(), NotAllowed> {
         self.check(Status::Queued, "be approved")?;
@@ -196,7 +197,7 @@ impl Invocation {
         }
         self.status = Status::Queued;
         self.updated_at = now;
-        self.runner = holder;
+        self.lease = holder;
         self.approval = Some(decision);
         Ok(())
     }
@@ -228,10 +229,19 @@ mod tests {
         }
     }
 
+    fn lease() -> Lease {
+        Lease {
+            holder: me(),
+            node: String::new(),
+            token: 1,
+            expires_at: 100,
+        }
+    }
+
     #[test]
     fn a_run_that_fails_then_succeeds() {
         let mut i = inv(Status::Queued);
-        i.start_attempt(me(), None, 10).unwrap();
+        i.start_attempt(lease(), None, 10).unwrap();
         assert_eq!(
             (i.status, i.attempts, i.history.len()),
             (Status::Running, 1, 1)
@@ -240,20 +250,20 @@ mod tests {
         assert_eq!(i.status, Status::Queued);
         assert_eq!(i.history[0].error.as_deref(), Some("boom"));
         assert_eq!(i.next_attempt_at, Some(50));
-        i.start_attempt(me(), None, 50).unwrap();
+        i.start_attempt(lease(), None, 50).unwrap();
         assert_eq!((i.attempts, i.next_attempt_at), (2, None));
         i.succeed(json!({"ok": true}), vec!["e2".into()], 60)
             .unwrap();
         assert_eq!(i.status, Status::Succeeded);
-        assert_eq!((i.error.as_deref(), i.runner.as_ref()), (None, None));
+        assert_eq!((i.error.as_deref(), i.lease.as_ref()), (None, None));
         assert_eq!(i.history[1].ended_at, Some(60));
     }
 
     #[test]
     fn a_crashed_run_resumes_under_the_same_attempt() {
         let mut i = inv(Status::Queued);
-        i.start_attempt(me(), None, 10).unwrap();
-        i.start_attempt(me(), Some(("runner died".into(), Some(me()))), 30)
+        i.start_attempt(lease(), None, 10).unwrap();
+        i.start_attempt(lease(), Some(("runner died".into(), Some(me()))), 30)
             .unwrap();
         assert_eq!(i.attempts, 1);
         assert_eq!(i.history.len(), 2);
@@ -270,7 +280,7 @@ mod tests {
             Status::Expired,
         ] {
             let mut i = inv(status);
-            assert!(i.start_attempt(me(), None, 1).is_err());
+            assert!(i.start_attempt(lease(), None, 1).is_err());
             assert!(i.end(Status::Failed, "x", vec![], 1).is_err());
             assert!(i.succeed(json!(null), vec![], 1).is_err());
             assert_eq!(i.status, status, "unchanged");
@@ -286,7 +296,7 @@ mod tests {
             note: None,
         };
         let mut i = inv(Status::AwaitingApproval);
-        assert!(i.start_attempt(me(), None, 1).is_err());
+        assert!(i.start_attempt(lease(), None, 1).is_err());
         i.approve(decision.clone(), None, 5).unwrap();
         assert_eq!(i.status, Status::Queued);
         let err = i.approve(decision, None, 6).unwrap_err();

@@ -6,11 +6,13 @@
 pub mod audit;
 pub mod decision;
 pub mod invocation;
+pub mod lease;
 pub mod lifecycle;
 pub mod notification;
 
 pub use audit::AuditEntry;
 pub use decision::{Claim, LedgerRow};
 pub use invocation::*;
+pub use lease::{Holding, Lease};
 pub use lifecycle::NotAllowed;
 pub use notification::*;

@@ -386,7 +386,7 @@ fn new_turn(
         next_attempt_at: None,
         // Unheld: whichever pap process looks first runs it (serve's worker, or the command
         // that caused it); the claim at its start keeps it to one.
-        runner: None,
+        lease: None,
         output: None,
         error: None,
         emitted: Vec::new(),

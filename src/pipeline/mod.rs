@@ -12,7 +12,8 @@ use crate::event::input::Location;
 use crate::manifest::Project;
 use std::sync::Arc;
 
-use crate::domain::{AuditEntry, Invocation, Runner, Status};
+use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{AuditEntry, Invocation, Lease, Status};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
@@ -369,7 +370,11 @@ impl<'p> Pipeline<'p> {
             next_attempt_at: None,
             // Held from the decision on by the process that will run it, so a `pap serve`
             // watching the queue does not start it too; `--no-run` leaves it to serve.
-            runner: (!awaiting && !self.options.no_run).then(|| Runner::current(now)),
+            lease: if awaiting || self.options.no_run {
+                None
+            } else {
+                Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS))
+            },
             output: None,
             error: None,
             emitted: Vec::new(),

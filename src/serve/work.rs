@@ -16,7 +16,9 @@ use tracing::Instrument;
 
 use super::Wake;
 use crate::agent::{RunError, RunResult, Runtime};
-use crate::domain::{Runner, Status};
+use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{Holding, Lease, Status};
+use crate::liveness::holding_now;
 use crate::store::{self};
 
 /// How many due invocations one scan looks at.
@@ -273,11 +275,12 @@ impl State {
                     };
                     // Held by this process: a decision of ours handed it over already.
                     // Held by another live process: that one runs it.
-                    let free = inv.runner.as_ref().is_none_or(|r| !r.is_alive());
+                    let free = holding_now(inv.lease.as_ref(), now) == Holding::Free;
                     if !free || !matches!(inv.status, Status::Queued | Status::Running) {
                         continue;
                     }
-                    inv.runner = Some(Runner::current(now));
+                    // Held until its attempt starts (under a lease of its own) right after.
+                    inv.lease = Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS));
                     tx.put_invocation(&inv)?;
                     claimed.push(id);
                 }

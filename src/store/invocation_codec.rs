@@ -4,7 +4,7 @@
 //! stream can queue hundreds of thousands. As JSON with the event inside, each took about
 //! 1.1 KB; here the event is stored once (in `events`, under a sequence number, however many
 //! triggers it provoked) and the fields every invocation has are packed: a version byte, varints, and
-//! length-prefixed strings, then the optional parts (approval, runner, output, history, …)
+//! length-prefixed strings, then the optional parts (approval, lease, output, history, …)
 //! as one JSON object, `{}` until there are any. The id is the table's key, not repeated.
 //!
 //! Layout: `version: u8` (1), `seq` (varint), `status: u8` (bit 7: an internal turn),
@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::varint;
 use crate::domain::Carried;
-use crate::domain::{ApprovalDecision, Attempt, Invocation, Runner, Status};
+use crate::domain::{ApprovalDecision, Attempt, Invocation, Lease, Status};
 
 const VERSION: u8 = 1;
 
@@ -50,7 +50,7 @@ struct ExtrasRef<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     next_attempt_at: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    runner: Option<&'a Runner>,
+    lease: Option<&'a Lease>,
     #[serde(skip_serializing_if = "Option::is_none")]
     output: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -74,7 +74,7 @@ struct Extras {
     #[serde(default)]
     next_attempt_at: Option<i64>,
     #[serde(default)]
-    runner: Option<Runner>,
+    lease: Option<Lease>,
     #[serde(default)]
     output: Option<Value>,
     #[serde(default)]
@@ -133,7 +133,7 @@ pub fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
         approval: inv.approval.as_ref(),
         approval_request: inv.approval_request.as_deref(),
         next_attempt_at: inv.next_attempt_at,
-        runner: inv.runner.as_ref(),
+        lease: inv.lease.as_ref(),
         output: inv.output.as_ref(),
         error: inv.error.as_deref(),
         emitted: &inv.emitted,
@@ -195,7 +195,7 @@ pub fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malforme
         approval: extras.approval,
         approval_request: extras.approval_request,
         next_attempt_at: extras.next_attempt_at,
-        runner: extras.runner,
+        lease: extras.lease,
         output: extras.output,
         error: extras.error,
         emitted: extras.emitted,
@@ -281,10 +281,15 @@ mod tests {
             }),
             approval_request: Some("n1".into()),
             next_attempt_at: None,
-            runner: Some(Runner {
-                pid: 7,
-                since: 3,
-                started: Some(9),
+            lease: Some(Lease {
+                holder: crate::domain::Runner {
+                    pid: 7,
+                    since: 3,
+                    started: Some(9),
+                },
+                node: "boot-1".into(),
+                token: 12,
+                expires_at: 99,
             }),
             output: Some(json!({"ok": true})),
             error: None,
@@ -323,7 +328,7 @@ mod tests {
     #[test]
     fn a_fresh_invocation_is_small() {
         let mut inv = sample();
-        (inv.approval, inv.approval_request, inv.runner, inv.output) = (None, None, None, None);
+        (inv.approval, inv.approval_request, inv.lease, inv.output) = (None, None, None, None);
         inv.approval_deadline = None;
         inv.emitted.clear();
         inv.history.clear();

@@ -89,6 +89,19 @@ pub enum Error {
     /// no longer queued or running. A worker that meets this simply moves on.
     #[error("{0}")]
     NotOurs(String),
+    /// The holder of a lease tried to record its attempt after another process took the
+    /// invocation over (its lease expired, or its holder was found dead): what it would
+    /// record is dropped, the new holder's stands.
+    #[error(
+        "invocation {id} was taken over by another holder (lease {token} lost{}); this \
+         process's result for it is dropped",
+        current.map(|c| format!(", now held under lease {c}")).unwrap_or_default()
+    )]
+    LeaseLost {
+        id: String,
+        token: u64,
+        current: Option<u64>,
+    },
     #[error("cannot create the state dir {path}: {source}")]
     Dir {
         path: PathBuf,
@@ -561,6 +574,33 @@ mod tests {
         assert_eq!((ids, total), (vec!["c", "a", "b"], 3));
         let (last, total) = store.read(|r| r.invocations(|_| true, Some(2))).unwrap();
         assert_eq!((last.len(), last[0].id.as_str(), total), (2, "a", 3));
+    }
+
+    #[test]
+    fn a_lost_lease_cannot_record_an_attempt() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                let first = tx.issue_lease_token()?;
+                let mut i = inv("i1", 1, Status::Running, None);
+                i.lease = Some(Lease::mine(first, 0, 1000));
+                tx.put_invocation(&i)?;
+                tx.check_lease("i1", first)?;
+                // Another holder takes it over.
+                let second = tx.issue_lease_token()?;
+                assert!(second > first);
+                i.lease = Some(Lease::mine(second, 0, 1000));
+                tx.put_invocation(&i)?;
+                let lost = tx.check_lease("i1", first).unwrap_err();
+                assert!(
+                    matches!(lost, Error::LeaseLost { token, current: Some(c), .. } if token == first && c == second),
+                    "{lost}"
+                );
+                assert!(lost.to_string().contains("taken over"), "{lost}");
+                assert!(tx.check_lease("missing", first).is_err());
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]

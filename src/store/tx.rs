@@ -111,6 +111,29 @@ impl<'t> Tx<'t> {
         Ok(next)
     }
 
+    // --- leases -------------------------------------------------------------------------
+
+    /// A fencing token for a new lease: greater than every token issued before.
+    pub fn issue_lease_token(&mut self) -> Result<u64> {
+        self.next_seq("lease_token")
+    }
+
+    /// Fails with [`Error::LeaseLost`] unless invocation `id` is still leased under `token`:
+    /// the check a holder makes before it records anything about its attempt.
+    pub fn check_lease(&self, id: &str, token: u64) -> Result<()> {
+        let current = self
+            .invocation_record(id)?
+            .and_then(|(inv, _)| inv.lease.map(|l| l.token));
+        if current == Some(token) {
+            return Ok(());
+        }
+        Err(Error::LeaseLost {
+            id: id.to_owned(),
+            token,
+            current,
+        })
+    }
+
     // --- throttle windows ---------------------------------------------------------------
 
     /// Invocation times recorded for (trigger, window key), oldest first.
