@@ -24,6 +24,7 @@ pub mod schedule;
 pub mod secrets;
 pub mod serve;
 pub mod stages;
+pub mod storage;
 pub mod store;
 pub mod term;
 pub mod text;

@@ -4,13 +4,17 @@
 use crate::domain::Status;
 use crate::event::Event;
 use crate::manifest::Project;
-use crate::store::{self, Tx};
+use crate::storage::{self, WriteTx};
 
 use super::end_in_tx;
 
 /// Expires every invocation whose approval deadline is at or before `now`; returns the
 /// failure events to dispatch.
-pub fn expire_due(tx: &mut Tx, project: &Project, now: i64) -> store::Result<Vec<Event>> {
+pub fn expire_due(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    now: i64,
+) -> storage::Result<Vec<Event>> {
     let mut events = Vec::new();
     for id in tx.approvals_due(now)? {
         let Some(mut inv) = tx.invocation(&id)? else {

@@ -29,7 +29,7 @@ use crate::manifest::compiled::{Agent, ModelSpec, RetryPolicy};
 use crate::manifest::compiled_notify::OutcomeKind;
 use crate::notify;
 use crate::pipeline::{audit_entry, audited};
-use crate::store::{self, Store, Tx};
+use crate::storage::{self, Storage, WriteTx};
 use emit::Ending;
 
 /// Without `limits.max_runtime_seconds`, an attempt may run this long.
@@ -56,7 +56,7 @@ pub struct RunResult {
 #[derive(Clone)]
 pub struct Runtime {
     pub project: Arc<Project>,
-    pub store: Arc<Store>,
+    pub store: Arc<dyn Storage>,
     pub clock: Clock,
     /// `pap serve`: a failed attempt with retries left goes back to the queue with its due
     /// time, instead of this task waiting out the backoff (which would hold a concurrency
@@ -76,11 +76,11 @@ pub enum RunError {
     Failed(anyhow::Error),
 }
 
-impl From<store::Error> for RunError {
-    fn from(e: store::Error) -> RunError {
+impl From<storage::Error> for RunError {
+    fn from(e: storage::Error) -> RunError {
         match e {
-            store::Error::NotOurs(why) => RunError::NotOurs(why),
-            lost @ store::Error::LeaseLost { .. } => RunError::NotOurs(lost.to_string()),
+            storage::Error::NotOurs(why) => RunError::NotOurs(why),
+            lost @ storage::Error::LeaseLost { .. } => RunError::NotOurs(lost.to_string()),
             other => RunError::Failed(other.into()),
         }
     }
@@ -161,11 +161,11 @@ impl Runtime {
         let (inv, previous) = self
             .write(move |tx| {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
-                    store::Error::Conflict(format!("invocation {id} is not in the store"))
+                    storage::Error::Conflict(format!("invocation {id} is not in the store"))
                 })?;
                 if holding_now(inv.lease.as_ref(), now) == Holding::Other {
                     let holder = inv.lease.as_ref().map_or(0, |l| l.holder.pid);
-                    return Err(store::Error::NotOurs(format!(
+                    return Err(storage::Error::NotOurs(format!(
                         "invocation {id} is held by another pap process (pid {holder})"
                     )));
                 }
@@ -188,7 +188,7 @@ impl Runtime {
                     hold.saturating_add(HOLD_MARGIN_MS),
                 );
                 inv.start_attempt(lease, cut_short, now)
-                    .map_err(|e| store::Error::NotOurs(e.to_string()))?;
+                    .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
                 // The agent's queue is delivered with this attempt (JP RFD 011).
                 notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
                 if audited(&inv.risk) {
@@ -236,7 +236,7 @@ impl Runtime {
         agent: &Agent,
     ) -> (
         Result<(Value, Vec<Event>), Failure>,
-        Option<store::Transcript>,
+        Option<crate::domain::Transcript>,
     ) {
         match &agent.model {
             ModelSpec::Command { program, args, env } => {
@@ -352,7 +352,7 @@ impl Runtime {
                 Lease::mine(token, now, hold)
             });
             inv.queue_retry(&reason, next_at, holder, now)
-                .map_err(|e| store::Error::NotOurs(e.to_string()))?;
+                .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
             if audited(&inv.risk) {
                 tx.audit(audit_entry(
                     &inv,
@@ -412,7 +412,7 @@ impl Runtime {
                 tx.check_lease(&inv.id, token)?;
                 let ids = events.iter().map(|e| e.id.clone()).collect();
                 inv.succeed(output, ids, now)
-                    .map_err(|e| store::Error::NotOurs(e.to_string()))?;
+                    .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(&inv, now, "succeeded", None, None))?;
                 }
@@ -459,7 +459,7 @@ impl Runtime {
     /// `store::group`).
     pub async fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Tx) -> store::Result<T> + Send + 'static,
+        f: impl FnOnce(&mut dyn WriteTx) -> storage::Result<T> + Send + 'static,
     ) -> Result<T, RunError> {
         let store = self.store.clone();
         let value = tokio::task::spawn_blocking(move || store.write_grouped(f))
@@ -473,14 +473,14 @@ impl Runtime {
 /// its agent declares one: the one way retries running out, `pap reject` and approval expiry
 /// end an invocation. Returns the events to dispatch.
 pub fn end_in_tx(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     inv: &mut Invocation,
     status: Status,
     reason: &str,
     actor: Option<String>,
     now: i64,
-) -> store::Result<Vec<Event>> {
+) -> storage::Result<Vec<Event>> {
     let ending = match status {
         Status::Rejected => Ending::Rejected(reason),
         Status::Expired => Ending::Expired(reason),
@@ -492,14 +492,15 @@ pub fn end_in_tx(
         .and_then(|a| a.on_failure_emit.as_ref());
     let events = match kind {
         Some(kind) => vec![
-            emit::outcome_event(inv, kind, ending, now, project.config.max_event_bytes)
-                .map_err(|e| store::Error::Conflict(format!("failure event of {}: {e}", inv.id)))?,
+            emit::outcome_event(inv, kind, ending, now, project.config.max_event_bytes).map_err(
+                |e| storage::Error::Conflict(format!("failure event of {}: {e}", inv.id)),
+            )?,
         ],
         None => Vec::new(),
     };
     let ids = events.iter().map(|e| e.id.clone()).collect();
     inv.end(status, reason, ids, now)
-        .map_err(|e| store::Error::Conflict(e.to_string()))?;
+        .map_err(|e| storage::Error::Conflict(e.to_string()))?;
     if audited(&inv.risk) {
         tx.audit(audit_entry(
             inv,
@@ -526,7 +527,7 @@ pub fn end_in_tx(
 
 /// Emitted events wait in the outbox until they are decided, so a crash in between loses none.
 /// This process decides them next; if it dies first, `pap serve` finds them.
-fn put_outbox(tx: &mut Tx, events: &[Event], now: i64) -> store::Result<()> {
+fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Result<()> {
     let owner = Runner::current(now);
     for e in events {
         tx.outbox_put(&e.id, &e.value, Some(&owner))?;
@@ -552,7 +553,7 @@ fn expand_env(
 fn redact_attempt(
     redactor: &crate::secrets::Redactor,
     outcome: &mut Result<(Value, Vec<Event>), Failure>,
-    transcript: Option<&mut store::Transcript>,
+    transcript: Option<&mut crate::domain::Transcript>,
 ) {
     if redactor.is_empty() {
         return;

@@ -13,7 +13,7 @@ use crate::domain::{Answer, ApprovalDecision, Invocation, Lease, Status};
 use crate::notify::atp;
 use crate::pipeline::{Options, audit_entry};
 use crate::serve::control;
-use crate::store::{self};
+use crate::storage::{self, WriteTx};
 use crate::term::Paint;
 
 pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
@@ -59,7 +59,7 @@ pub fn approve_as(
             Some(_) => None,
         };
         inv.approve(decision, holder, now)
-            .map_err(|e| store::Error::Conflict(e.to_string()))?;
+            .map_err(|e| storage::Error::Conflict(e.to_string()))?;
         tx.audit(audit_entry(
             &inv,
             now,
@@ -184,25 +184,25 @@ fn dispatcher<'a>(
 
 /// The invocation, if it is awaiting approval (re-read inside the write transaction, so two
 /// answers racing cannot both win).
-fn awaiting(tx: &mut store::Tx, id: &str) -> store::Result<Invocation> {
+fn awaiting(tx: &mut dyn WriteTx, id: &str) -> storage::Result<Invocation> {
     let inv = tx
         .invocation(id)?
-        .ok_or_else(|| store::Error::Conflict(format!("no invocation {id} in this state dir")))?;
+        .ok_or_else(|| storage::Error::Conflict(format!("no invocation {id} in this state dir")))?;
     check_awaiting(&inv)?;
     Ok(inv)
 }
 
-fn check_awaiting(inv: &Invocation) -> store::Result<()> {
+fn check_awaiting(inv: &Invocation) -> storage::Result<()> {
     match inv.status {
         Status::AwaitingApproval => Ok(()),
-        Status::Expired => Err(store::Error::Conflict(format!(
+        Status::Expired => Err(storage::Error::Conflict(format!(
             "{} expired: {} (an expired approval is a denial)",
             inv.id,
             inv.error
                 .as_deref()
                 .unwrap_or("its approval deadline passed")
         ))),
-        other => Err(store::Error::Conflict(format!(
+        other => Err(storage::Error::Conflict(format!(
             "{} is {}, not awaiting approval",
             inv.id,
             other.as_str()

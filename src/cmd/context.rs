@@ -11,7 +11,7 @@ use crate::cli::Cli;
 use crate::clock::Clock;
 use crate::diagnostics::{self, HumanStyle};
 use crate::manifest::{self, Project};
-use crate::store::Store;
+use crate::storage;
 
 /// Loads the project as `pap lint` would; any error stops the command (with the diagnostics
 /// on stderr), since deciding with a half-loaded project would be wrong.
@@ -101,13 +101,13 @@ pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
     let project = load_project(cli)?;
     let dir = state_dir(cli, &project);
     let store = if dry_run {
-        Store::open_for_dry_run(&dir)?
+        storage::open_for_dry_run(&dir)?
     } else {
-        Store::open(&dir)?
+        storage::open(&dir)?
     };
     Ok(Runtime {
         project: Arc::new(project),
-        store: Arc::new(store),
+        store,
         clock: Clock::from_env()?,
         queue_retries: false,
     })

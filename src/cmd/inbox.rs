@@ -11,24 +11,24 @@ use crate::cli::{Cli, InboxArgs, InboxCommand, SessionCommand};
 use crate::clock::{Clock, rfc3339_ms};
 use crate::domain::{InboxMessage, Level};
 use crate::notify::inbox::{self, Acked};
-use crate::store::{Stamp, Store};
+use crate::storage::{self, Stamp, Storage};
 use crate::term::Paint;
 
 pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
     match &args.command {
         None => {
             let dir = context::state_dir_to_read(cli)?;
-            let Some(store) = Store::open_existing(&dir)? else {
+            let Some(store) = storage::open_existing(&dir)? else {
                 return Ok(Outcome::Success);
             };
             let limit = args.limit.unwrap_or(usize::MAX);
-            let lines = read(&store, args.after, limit, args.session.as_deref())?;
+            let lines = read(store.as_ref(), args.after, limit, args.session.as_deref())?;
             print(&lines, args.json)?;
             Ok(Outcome::Success)
         }
         Some(InboxCommand::Ack { ids, by }) => {
             let project = context::load_project(cli)?;
-            let store = Store::open(&context::state_dir(cli, &project))?;
+            let store = storage::open(&context::state_dir(cli, &project))?;
             let now = Clock::from_env()?.now_ms();
             let user = by
                 .clone()
@@ -69,14 +69,14 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
 
 /// Messages after `after`, each with its notification's live status, as JSON views.
 fn read(
-    store: &Store,
+    store: &dyn Storage,
     after: u64,
     limit: usize,
     session: Option<&str>,
 ) -> anyhow::Result<Vec<(InboxMessage, serde_json::Value)>> {
     Ok(store.read(|r| {
-        let n = r.notify()?;
-        let msgs = n.inbox_after(after, limit, |m| {
+        let n = r;
+        let msgs = n.inbox_after(after, limit, &|m| {
             session.is_none_or(|s| m.session.as_deref() == Some(s))
         })?;
         let mut out = Vec::new();
@@ -161,10 +161,10 @@ fn watch(
     interval: u64,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let store = Store::open(dir)?;
+    let store = storage::open(dir)?;
     let mut mark = match after {
         Some(a) => a,
-        None => store.read(|r| r.notify()?.inbox_last())?,
+        None => store.read(|r| r.inbox_last())?,
     };
     let pause = Duration::from_millis(interval.max(50));
     let mut seen = None;
@@ -177,7 +177,7 @@ fn watch(
             continue;
         }
         seen = now;
-        let lines = read(&store, mark, WATCH_BATCH, None)?;
+        let lines = read(store.as_ref(), mark, WATCH_BATCH, None)?;
         if lines.len() == WATCH_BATCH {
             // More may wait behind this batch, whatever the file's stamp says.
             seen = None;
@@ -192,7 +192,7 @@ fn watch(
 }
 
 fn session(dir: &std::path::Path, cmd: &SessionCommand) -> anyhow::Result<Outcome> {
-    let store = Store::open(dir)?;
+    let store = storage::open(dir)?;
     let now = Clock::from_env()?.now_ms();
     match cmd {
         SessionCommand::Open { name } => {
@@ -210,7 +210,7 @@ fn session(dir: &std::path::Path, cmd: &SessionCommand) -> anyhow::Result<Outcom
             crate::out!("session {name} closed: its notifications go to the user's inbox now")?;
         }
         SessionCommand::List { json } => {
-            for (name, at) in store.read(|r| r.notify()?.sessions())? {
+            for (name, at) in store.read(|r| r.sessions())? {
                 if *json {
                     crate::out!(
                         "{}",

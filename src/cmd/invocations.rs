@@ -10,14 +10,14 @@ use super::{Outcome, context};
 use crate::cli::{Cli, InvocationsArgs, InvocationsCommand};
 use crate::clock::rfc3339_ms;
 use crate::domain::{Invocation, Transcript};
-use crate::store::Store;
+use crate::storage;
 use crate::term::Paint;
 
 /// A human listing shows this many unless `--limit` says otherwise.
 const HUMAN_PAGE: usize = 20;
 
 pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
-    let store = Store::open_existing(&context::state_dir_to_read(cli)?)?;
+    let store = storage::open_existing(&context::state_dir_to_read(cli)?)?;
     // What is due is shown as of now (an approval past its deadline has expired); the next
     // pap that writes records it. A listing never writes.
     let now = crate::clock::Clock::from_env()?.now_ms();
@@ -43,7 +43,7 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
             let status = args.status;
             let (list, total) = match &store {
                 Some(s) => s.read(|r| {
-                    r.invocations(|i| status.is_none_or(|st| i.status_at(now) == st), limit)
+                    r.invocations(&|i| status.is_none_or(|st| i.status_at(now) == st), limit)
                 })?,
                 None => (Vec::new(), 0),
             };

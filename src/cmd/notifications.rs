@@ -10,17 +10,17 @@ use crate::cli::{Cli, NotificationsArgs, NotificationsCommand};
 use crate::clock::rfc3339_ms;
 use crate::domain::Notification;
 use crate::notify::inbox::notification_view;
-use crate::store::Store;
+use crate::storage;
 
 const HUMAN_PAGE: usize = 20;
 
 pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
-    let store = Store::open_existing(&context::state_dir_to_read(cli)?)?;
+    let store = storage::open_existing(&context::state_dir_to_read(cli)?)?;
     let mut out = String::new();
     match &args.command {
         Some(NotificationsCommand::Show { id, json }) => {
             let found = match &store {
-                Some(s) => s.read(|r| r.notify()?.notification(id))?,
+                Some(s) => s.read(|r| r.notification(id))?,
                 None => None,
             };
             let Some(n) = found else {
@@ -40,10 +40,9 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
             let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
             let status = args.status;
             let (list, total) = match &store {
-                Some(s) => s.read(|r| {
-                    r.notify()?
-                        .notifications(|n| status.is_none_or(|st| n.status == st), limit)
-                })?,
+                Some(s) => {
+                    s.read(|r| r.notifications(&|n| status.is_none_or(|st| n.status == st), limit))?
+                }
                 None => (Vec::new(), 0),
             };
             for n in &list {

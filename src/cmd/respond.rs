@@ -13,7 +13,7 @@ use crate::cli::{Cli, RespondArgs};
 use crate::clock::Clock;
 use crate::domain::{Answer, Status};
 use crate::notify::atp;
-use crate::store::Store;
+use crate::storage;
 
 pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
     let name = args.file.display().to_string();
@@ -32,10 +32,10 @@ pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
         .map_err(|e| anyhow::anyhow!("{name}: not a valid ATP response: {e}"))?;
 
     let project = context::load_project(cli)?;
-    let store = Store::open(&context::state_dir(cli, &project))?;
+    let store = storage::open(&context::state_dir(cli, &project))?;
     let now = Clock::from_env()?.now_ms();
     let found = store.read(|r| {
-        let n = r.notify()?;
+        let n = r;
         let Some(id) = n.atp_lookup(&response.notification_id)? else {
             return Ok(None);
         };

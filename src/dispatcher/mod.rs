@@ -17,7 +17,7 @@ use crate::event::{Event, Invalid};
 use crate::pipeline::report::EventReport;
 use crate::pipeline::{Decided, Options, Pipeline, Prepared};
 use crate::stages::Outcome;
-use crate::store;
+use crate::storage::{self, WriteTx};
 pub use render::Format;
 pub use stop::Stop;
 
@@ -245,7 +245,7 @@ impl<'a> Dispatcher<'a> {
         let now = self.runtime.clock.now_ms();
         let pipeline = &self.pipeline;
         let recycle = &mut self.recycle;
-        let decide = |tx: &mut store::Tx| -> store::Result<Vec<Decided>> {
+        let decide = |tx: &mut dyn WriteTx| -> storage::Result<Vec<Decided>> {
             tx.purge_expired_claims(now)?;
             let group = group.into_iter();
             let mut decided = Vec::with_capacity(group.size_hint().0);

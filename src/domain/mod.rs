@@ -1,7 +1,7 @@
 //! The records that mean something to a user, apart from how they are stored: invocations
 //! and their attempts, decisions (claims and ledger rows), notifications and the inbox, the
-//! audit log. The store (`crate::store`) persists them; the layers above use them without
-//! knowing the storage.
+//! audit log, leases. A store persists them behind the storage interface
+//! (`crate::storage`); the layers above use them without knowing the storage.
 
 pub mod audit;
 pub mod decision;

@@ -7,7 +7,7 @@ use super::ledger;
 use crate::clock::rfc3339_ms;
 use crate::domain::{Answer, Invocation, NotifyStatus};
 use crate::manifest::Project;
-use crate::store::{self, Tx};
+use crate::storage::{self, WriteTx};
 
 /// ATP `version` this implements.
 pub const VERSION: &str = "1.0";
@@ -89,16 +89,16 @@ pub fn request(project: &Project, inv: &Invocation, description: &str, now: i64)
 /// approves, rejects or expires the invocation). A human answer also means the human saw it:
 /// the request becomes DELIVERED.
 pub fn record_answer(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     notification: &str,
     answer: Answer,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     let Some(mut n) = tx.notification(notification)? else {
         return Ok(());
     };
     if let Some(old) = &n.answer {
-        return Err(store::Error::Conflict(format!(
+        return Err(storage::Error::Conflict(format!(
             "the approval request {} was already answered: {} at {}",
             n.atp
                 .as_ref()

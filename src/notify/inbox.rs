@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::ledger::{self, Refused};
 use crate::clock::rfc3339_ms;
 use crate::domain::{InboxMessage, Notification, NotifyStatus};
-use crate::store::{self, Tx};
+use crate::storage::{self, WriteTx};
 
 /// What `pap inbox ack` did with one id.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,12 +18,12 @@ pub enum Acked {
 /// The human acknowledges inbox message `message`: its notification becomes DELIVERED
 /// (through LOCKED, under the lease it has now). Acknowledging a delivered one again is a
 /// no-op; a FAILED one cannot change.
-pub fn ack(tx: &mut Tx, message: u64, user: &str, now: i64) -> store::Result<Acked> {
+pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage::Result<Acked> {
     let msg = tx
         .inbox_message(message)?
-        .ok_or_else(|| store::Error::Conflict(format!("no inbox message {message}")))?;
+        .ok_or_else(|| storage::Error::Conflict(format!("no inbox message {message}")))?;
     let mut n = tx.notification(&msg.notification_id)?.ok_or_else(|| {
-        store::Error::Conflict(format!(
+        storage::Error::Conflict(format!(
             "inbox message {message} names {}, which is not in the store",
             msg.notification_id
         ))
@@ -44,12 +44,12 @@ pub fn ack(tx: &mut Tx, message: u64, user: &str, now: i64) -> store::Result<Ack
         now,
     )
     .map_err(|r| match r {
-        Refused::Terminal { .. } => store::Error::Conflict(format!(
+        Refused::Terminal { .. } => storage::Error::Conflict(format!(
             "inbox message {message}: {} is {}, which cannot be acknowledged",
             n.id,
             n.status.as_str()
         )),
-        r => store::Error::Conflict(format!("inbox message {message}: {r}")),
+        r => storage::Error::Conflict(format!("inbox message {message}: {r}")),
     })?;
     n.ack_at = Some(now);
     if let Some(due) = n.delivery_deadline.take() {

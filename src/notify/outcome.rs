@@ -9,18 +9,18 @@ use super::produce::{Draft, produce};
 use crate::domain::{Handler, Invocation, Party, Routing};
 use crate::manifest::Project;
 use crate::manifest::compiled_notify::{OutcomeKind, RouteSpec};
-use crate::store::{self, Tx};
+use crate::storage::{self, WriteTx};
 
 /// The notification of an invocation's outcome, written in the transaction that records the
 /// outcome. An internal turn's outcome is the fate of what it handled (see `reply`), not a
 /// notification of its own.
 pub fn invocation_outcome(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     inv: &Invocation,
     kind: OutcomeKind,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     if inv.internal {
         return Ok(());
     }
@@ -39,11 +39,11 @@ pub fn invocation_outcome(
 /// The approval request of an invocation awaiting approval: always shown to a human (target
 /// user, handler system), carrying the ATP notification object.
 pub fn approval_request(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     inv: &Invocation,
     now: i64,
-) -> store::Result<String> {
+) -> storage::Result<String> {
     let kind = OutcomeKind::AwaitingApproval;
     let mut route = route_of(project, &inv.agent, kind);
     // Lint refuses an agent side here; a manifest that slipped through still reaches a human.
@@ -59,13 +59,13 @@ pub fn approval_request(
 /// ANP 6.1: the user is made aware of every call of an EXTERNAL tool. Written before the call
 /// is made. A call made in an internal turn goes to the user directly (6.1.2 point 5).
 pub fn external_call(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     inv: &Invocation,
     tool: &str,
     server: &str,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     let kind = OutcomeKind::ExternalToolCall;
     let mut route = route_of(project, &inv.agent, kind);
     if !route.enabled {

@@ -13,7 +13,7 @@ use crate::domain::{
 };
 use crate::manifest::Project;
 use crate::pipeline::ids;
-use crate::store::{self, Tx};
+use crate::storage::{self, Sequence, WriteTx};
 
 /// A notification before it has an id.
 #[derive(Debug, Clone)]
@@ -37,7 +37,12 @@ pub struct Draft {
 
 /// Records `draft` (or folds it into an undelivered notification with the same key) and
 /// routes it. Returns the notification's id.
-pub fn produce(tx: &mut Tx, project: &Project, draft: Draft, now: i64) -> store::Result<String> {
+pub fn produce(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    draft: Draft,
+    now: i64,
+) -> storage::Result<String> {
     if let Some(key) = &draft.deduplication_key
         && let Some(id) = tx.dedup_lookup(key)?
         && let Some(mut existing) = tx.notification(&id)?
@@ -50,7 +55,7 @@ pub fn produce(tx: &mut Tx, project: &Project, draft: Draft, now: i64) -> store:
         tx.put_notification(&existing)?;
         return Ok(existing.id);
     }
-    let seq = tx.next_seq("notification_seq")?;
+    let seq = tx.next(Sequence::Notification)?;
     let mut n = Notification {
         id: format!("ntf_{seq}"),
         seq,
@@ -100,12 +105,12 @@ pub fn produce(tx: &mut Tx, project: &Project, draft: Draft, now: i64) -> store:
 /// ANP 7.1: a match on an undelivered notification takes the new content and metadata and
 /// resets the deadline; an inbox entry already shown is superseded by a new message.
 fn overwrite(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     draft: Draft,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     n.content = draft.content;
     n.metadata = draft.metadata;
     n.updated_at = now;
@@ -131,13 +136,13 @@ fn overwrite(
 
 /// ANP section 4: who gets it first, by target and handler.
 fn route(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     deadline: Duration,
     depth: u32,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     match (n.routing.target, n.routing.handler) {
         (Party::User, Handler::System) => {
             dispatch_to_inbox(tx, project, n, now)?;
@@ -184,17 +189,17 @@ fn route(
 
 /// Channel A or B: PENDING → DISPATCHED with a system-authored inbox entry.
 fn dispatch_to_inbox(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     mark_dispatched(n, now)?;
     append_to_inbox(tx, project, n, "system", None, None, now)
 }
 
 /// PENDING → DISPATCHED, by the system, under the current lease.
-fn mark_dispatched(n: &mut Notification, now: i64) -> store::Result<()> {
+fn mark_dispatched(n: &mut Notification, now: i64) -> storage::Result<()> {
     let lease = n.owner_lease;
     ledger::transition(n, lease, NotifyStatus::Dispatched, "system", None, now).map_err(conflict)
 }
@@ -202,11 +207,11 @@ fn mark_dispatched(n: &mut Notification, now: i64) -> store::Result<()> {
 /// The agent a notification names is gone from the project: nobody can take it, so the
 /// system does (as the watchdog would at the deadline).
 fn escalate_unroutable(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     mark_dispatched(n, now)?;
     let lease = n.owner_lease;
     let why = format!(
@@ -220,14 +225,14 @@ fn escalate_unroutable(
 /// target to user, mark ESCALATED and put it in the inbox. The inbox append is part of the
 /// same transaction, so it cannot fail on its own: FAILED comes from the sinks.
 pub fn escalate(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     lease: u64,
     by: &str,
     why: &str,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     let new = ledger::take_over(n, lease, by, now).map_err(conflict)?;
     n.routing.handler = Handler::System;
     if n.routing.target == Party::Agent {
@@ -252,14 +257,14 @@ pub fn escalate(
 /// it on every sink that wants it. ANP 2.1: a session that is no longer open sends it to the
 /// user's scope instead.
 pub fn append_to_inbox(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     author: &str,
     narration: Option<String>,
     supersedes: Option<u64>,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     if n.routing.address == Address::Session {
         let open = match &n.session {
             Some(s) => tx.session_is_open(s)?,
@@ -331,16 +336,16 @@ pub fn append_to_inbox(
 /// An internal turn of `agent` (ANP channel C): an invocation without a trigger, carrying
 /// the notifications it handles; those queued for the agent join at its start.
 fn new_turn(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     agent_id: &str,
     n: &Notification,
     carried: Vec<Carried>,
     depth: u32,
     now: i64,
-) -> store::Result<String> {
+) -> storage::Result<String> {
     let agent = project.agent(agent_id).expect("checked by the caller");
-    let seq = tx.next_seq("invocation_seq")?;
+    let seq = tx.next(Sequence::Invocation)?;
     let id = ids::turn(&n.id, seq);
     let awaiting = agent.requires_approval();
     let timeout = millis(project.config.approval_timeout);
@@ -438,15 +443,14 @@ pub fn millis(d: Duration) -> i64 {
 
 /// A refused transition inside pap's own bookkeeping is a bug or a race lost; it aborts
 /// the transaction rather than writing a half-routed notification.
-pub fn conflict(r: Refused) -> store::Error {
-    store::Error::Conflict(r.to_string())
+pub fn conflict(r: Refused) -> storage::Error {
+    storage::Error::Conflict(r.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::manifest::compiled::Config;
-    use crate::store::Store;
 
     fn project() -> Project {
         Project {
@@ -488,7 +492,7 @@ mod tests {
             (NotifyStatus::Escalated, false),
             (NotifyStatus::Failed, false),
         ] {
-            let store = Store::in_memory().unwrap();
+            let store = storage::in_memory().unwrap();
             store
                 .write(|tx| {
                     let first = produce(tx, &p, draft("old"), 1)?;

@@ -11,7 +11,7 @@ use super::produce::{escalate, millis, sink_job};
 use super::{inbox, sinks};
 use crate::domain::{NotifyStatus, SinkState};
 use crate::manifest::Project;
-use crate::store::{self, Store, Tx};
+use crate::storage::{self, Storage, WriteTx};
 
 /// How many due jobs one pass takes at most.
 const PASS: usize = 256;
@@ -36,10 +36,13 @@ struct Claimed {
 }
 
 /// Runs the watchdog and the sink deliveries due at `now`.
-pub async fn pump(store: Arc<Store>, project: Arc<Project>, now: i64) -> anyhow::Result<Pumped> {
+pub async fn pump(
+    store: Arc<dyn Storage>,
+    project: Arc<Project>,
+    now: i64,
+) -> anyhow::Result<Pumped> {
     let s = store.clone();
-    let due =
-        tokio::task::spawn_blocking(move || s.read(|r| r.notify()?.any_job_due(now))).await??;
+    let due = tokio::task::spawn_blocking(move || s.read(|r| r.any_job_due(now))).await??;
     let mut done = Pumped::default();
     if !due {
         return Ok(done);
@@ -85,7 +88,11 @@ pub async fn pump(store: Arc<Store>, project: Arc<Project>, now: i64) -> anyhow:
 }
 
 /// Escalates notifications past their deadline and claims the sink deliveries that are due.
-fn take_due(tx: &mut Tx, project: &Project, now: i64) -> store::Result<(usize, Vec<Claimed>)> {
+fn take_due(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    now: i64,
+) -> storage::Result<(usize, Vec<Claimed>)> {
     let mut escalated = 0;
     let mut claimed = Vec::new();
     for (at, job) in tx.jobs_due(now, PASS)? {
@@ -141,11 +148,11 @@ fn take_due(tx: &mut Tx, project: &Project, now: i64) -> store::Result<(usize, V
 /// Records each delivery: a success delivers the notification (2xx means delivered); a
 /// failure is retried with backoff, and when every sink gave up, the notification FAILED.
 fn record(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     results: Vec<(Claimed, Result<(), String>)>,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     for (c, outcome) in results {
         let job = sink_job(&c.sink, &c.notification, c.message);
         tx.remove_job(c.claimed_until, &job)?;

@@ -6,17 +6,17 @@ use super::ledger;
 use super::produce::{carried, conflict};
 use crate::domain::{Carried, Handler, Invocation, Level, NotifyStatus, Party, Transition};
 use crate::manifest::Project;
-use crate::store::{self, Tx};
+use crate::storage::{self, WriteTx};
 
 /// Drains `inv.agent`'s queue into `inv.notifications`, in the transaction that starts the
 /// attempt. Notifications targeted at the agent become DELIVERED with `inv` as their
 /// carrier; the others (ambient awareness of what the user was shown) keep their status.
 pub fn deliver_at_start(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     inv: &mut Invocation,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     let ids = tx.queue_take(&inv.agent)?;
     if ids.is_empty() {
         return Ok(());

@@ -13,7 +13,7 @@ use super::ledger;
 use super::produce::{append_to_inbox, escalate};
 use crate::domain::{Invocation, Notification, NotifyStatus, Party};
 use crate::manifest::Project;
-use crate::store::{self, Tx};
+use crate::storage::{self, WriteTx};
 
 #[derive(Debug, Default, PartialEq)]
 pub struct Reply {
@@ -55,12 +55,12 @@ pub fn parse(output: &Value) -> Reply {
 /// Settles every notification `turn` handled, in the transaction that ends the turn.
 /// `output` is the turn's output, or why it failed.
 pub fn turn_ended(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     turn: &Invocation,
     output: Result<&Value, &str>,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     let by = format!("agent:{}", turn.id);
     let reply = output.ok().map(parse);
     for c in turn.notifications.iter().filter(|c| c.handle) {
@@ -84,14 +84,14 @@ pub fn turn_ended(
 }
 
 fn settle(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     given: u64,
     reply: &Reply,
     by: &str,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     // The lease the agent acts with: its own explicit one for this id, else the one it was
     // given (implied by a narration).
     let acted = match &reply.acknowledged {
@@ -153,14 +153,14 @@ fn settle(
 /// ANP 5.1 ESCALATED: the agent failed or stayed silent; the system takes over with the
 /// raw content, unless someone else already did (then this is a stale action).
 fn fallback(
-    tx: &mut Tx,
+    tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
     lease: u64,
     by: &str,
     why: &str,
     now: i64,
-) -> store::Result<()> {
+) -> storage::Result<()> {
     // Someone else already took it (the watchdog, the human): a stale action.
     if let Err(refused) = ledger::check(n, lease) {
         ledger::record_refusal(n, lease, by, &refused, now);

@@ -17,7 +17,7 @@ use crate::domain::{AuditEntry, Invocation, Lease, Status};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
-use crate::store::{self, Claimed, RowRef, Tx};
+use crate::storage::{self, Claimed, RowRef, Sequence, WriteTx};
 pub use prepare::{Considered, Prepared};
 use report::{EventReport, Explain, StageExplain, TriggerReport};
 pub use trigger_index::TriggerIndex;
@@ -72,12 +72,12 @@ impl<'p> Pipeline<'p> {
     /// `triggered_by` move into the report; its body is handed back for the caller to free.
     pub fn decide(
         &self,
-        tx: &mut Tx,
+        tx: &mut dyn WriteTx,
         event: Event,
         prepared: Option<Prepared>,
         input: Location,
         now: i64,
-    ) -> store::Result<(Decided, serde_json::Value)> {
+    ) -> storage::Result<(Decided, serde_json::Value)> {
         let prepared = prepared.unwrap_or_else(|| self.prepare(&event));
         let mut report = EventReport {
             event_id: None,
@@ -125,7 +125,7 @@ impl<'p> Pipeline<'p> {
         Ok((Decided { report, to_run }, event.value))
     }
 
-    fn depth_of(&self, tx: &Tx, event: &Event) -> store::Result<Depth> {
+    fn depth_of(&self, tx: &dyn WriteTx, event: &Event) -> storage::Result<Depth> {
         let parent_depth = match &event.triggered_by {
             Some(parent) => tx.invocation(parent)?.map(|inv| inv.depth),
             None => None,
@@ -135,12 +135,12 @@ impl<'p> Pipeline<'p> {
 
     fn decide_trigger(
         &self,
-        tx: &mut Tx,
+        tx: &mut dyn WriteTx,
         event: &Event,
         considered: Considered,
         now: i64,
         depth: &mut Option<Depth>,
-    ) -> store::Result<TriggerReport> {
+    ) -> storage::Result<TriggerReport> {
         let considered_index = considered.index;
         let trigger = &self.project.triggers[considered_index];
         let agent = &self.project.agents[trigger.agent];
@@ -302,7 +302,7 @@ impl<'p> Pipeline<'p> {
             invocation_id = Some(id);
         }
         if let Some(row) = ledger_row {
-            tx.put_ledger(
+            tx.record_decision(
                 row,
                 RowRef {
                     event_id: &event.id,
@@ -334,21 +334,21 @@ impl<'p> Pipeline<'p> {
     #[allow(clippy::too_many_arguments)]
     fn new_invocation(
         &self,
-        tx: &mut Tx,
+        tx: &mut dyn WriteTx,
         id: &str,
         event: &Event,
         trigger: &Trigger,
         outcome: Outcome,
         depth: &Option<Depth>,
         now: i64,
-    ) -> store::Result<Invocation> {
+    ) -> storage::Result<Invocation> {
         let agent = &self.project.agents[trigger.agent];
         let awaiting = outcome == Outcome::AwaitingApproval;
         let timeout =
             i64::try_from(self.project.config.approval_timeout.as_millis()).unwrap_or(i64::MAX);
         Ok(Invocation {
             id: id.to_owned(),
-            seq: tx.next_seq("invocation_seq")?,
+            seq: tx.next(Sequence::Invocation)?,
             status: if awaiting {
                 Status::AwaitingApproval
             } else {

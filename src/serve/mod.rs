@@ -39,7 +39,7 @@ use crate::manifest::{self, Project};
 use crate::pipeline::Options;
 use crate::regular_file::{self, Links};
 use crate::schedule;
-use crate::store::{self, Store};
+use crate::storage;
 use spool::{Problem, Spool};
 use work::Worker;
 
@@ -122,7 +122,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         root: project.root.clone(),
     };
     let _lock = lock::acquire(state_dir, &holder)?;
-    let store = Arc::new(Store::open(state_dir)?);
+    let store = storage::open(state_dir)?;
     let spool_dir = match &project.config.spool_dir {
         Some(dir) => project.root.join(dir),
         None => state_dir.join("spool"),
@@ -642,7 +642,7 @@ impl Server {
             enabled
                 .iter()
                 .map(|s| r.schedule_last(&s.id))
-                .collect::<store::Result<Vec<_>>>()
+                .collect::<storage::Result<Vec<_>>>()
         });
         let lasts = match lasts {
             Ok(l) => l,
@@ -685,7 +685,7 @@ impl Server {
                     }
                 }
                 tx.set_schedule_last(&s.id, now.as_millisecond())?;
-                Ok::<_, store::Error>((fired, plan.skipped))
+                Ok::<_, storage::Error>((fired, plan.skipped))
             });
             match result {
                 Ok((fired, skipped)) => {
@@ -718,7 +718,7 @@ impl Server {
             match store.write(|tx| tx.purge_expired_claims(now)) {
                 Ok(n) => {
                     claims += n;
-                    if n < store::PURGE_BATCH || self.stopping() {
+                    if n < storage::PURGE_BATCH || self.stopping() {
                         break;
                     }
                 }

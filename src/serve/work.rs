@@ -19,7 +19,7 @@ use crate::agent::{RunError, RunResult, Runtime};
 use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{Holding, Lease, Status};
 use crate::liveness::holding_now;
-use crate::store::{self};
+use crate::storage;
 
 /// How many due invocations one scan looks at.
 const SCAN_LIMIT: usize = 1024;
@@ -284,7 +284,7 @@ impl State {
                     tx.put_invocation(&inv)?;
                     claimed.push(id);
                 }
-                Ok::<_, store::Error>(claimed)
+                Ok::<_, storage::Error>(claimed)
             })
             .await;
         match claimed {

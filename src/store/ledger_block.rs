@@ -47,32 +47,6 @@ const OUTCOMES: [&str; 7] = [
 /// bytes, a third of the ledger was padding).
 const ALLOCATION: usize = 64 * 1024 - 512;
 
-/// One decision as written: borrowed, so recording it allocates nothing per field.
-#[derive(Debug, Clone, Copy)]
-pub struct RowRef<'a> {
-    pub event_id: &'a str,
-    pub trigger: &'a str,
-    pub kind: &'a str,
-    pub depth: u32,
-    pub outcome: &'a str,
-    pub invocation_id: Option<&'a str>,
-    pub decided_at: i64,
-}
-
-impl<'a> From<&'a LedgerRow> for RowRef<'a> {
-    fn from(r: &'a LedgerRow) -> RowRef<'a> {
-        RowRef {
-            event_id: &r.event_id,
-            trigger: &r.trigger,
-            kind: &r.kind,
-            depth: r.depth,
-            outcome: &r.outcome,
-            invocation_id: r.invocation_id.as_deref(),
-            decided_at: r.decided_at,
-        }
-    }
-}
-
 /// A block being filled, rows appended in sequence order.
 #[derive(Debug)]
 pub struct Builder {
@@ -108,7 +82,7 @@ impl Builder {
 
     /// Appends a row; refused (the block unchanged) if its offsets would no longer fit in
     /// `u32`, which only a row of gigabytes can cause.
-    pub fn push(&mut self, row: RowRef) -> Result<(), Malformed> {
+    pub fn push(&mut self, row: crate::storage::RowRef) -> Result<(), Malformed> {
         let invocation = row.invocation_id.map(id_codec::pack).unwrap_or_default();
         let code;
         let outcome = match OUTCOMES.iter().position(|o| *o == row.outcome) {

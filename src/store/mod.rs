@@ -14,6 +14,7 @@ mod handle;
 mod id_codec;
 mod invocation_codec;
 mod ledger_block;
+mod ops;
 mod tables;
 mod tx;
 mod tx_claims;
@@ -30,91 +31,21 @@ use redb::{Database, DatabaseError};
 
 use handle::{Open, Shared};
 
+pub use crate::domain::*;
+pub use crate::storage::{Claimed, Error, PURGE_BATCH, Result, RowRef, Stamp};
 pub use check::CheckReport;
 pub use handle::release_all;
-pub use ledger_block::RowRef;
-// The domain's records, under their old paths too (see `crate::domain`).
-pub use crate::domain::*;
 pub use tx::{Reader, Tx};
-pub use tx_claims::{Claimed, PURGE_BATCH};
 pub use tx_notify::NotifyReader;
 
 /// How long to wait for another process to release the store, unless `PAP_LOCK_TIMEOUT`
 /// (seconds) says otherwise.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(
-        "the state store {path} stayed in use by another pap process for {waited:?} \
-         (is a `pap serve` or a stuck `pap` running? PAP_LOCK_TIMEOUT sets the wait in seconds)"
-    )]
-    Locked { path: PathBuf, waited: Duration },
-    #[error(
-        "the state store {path} has schema version {found}, this pap reads version {expected} \
-         (use the pap that wrote it, or move the state dir aside)"
-    )]
-    SchemaVersion {
-        path: PathBuf,
-        found: u64,
-        expected: u64,
-    },
-    #[error(
-        "the state store {path} has format {found}, written by a development build of pap \
-         before the first released format; this pap cannot read it. Move the state dir aside \
-         to start afresh (its idempotency keys and invocations are then forgotten)"
-    )]
-    DevelopmentFormat { path: PathBuf, found: u64 },
-    /// A commit could not be made durable (the disk failed a sync): what it recorded may be
-    /// lost.
-    #[error("state store {path}: a commit could not be made durable ({what}); it may be lost")]
-    NotDurable { path: PathBuf, what: String },
-    #[error("state store {path}: {source}")]
-    Redb { path: PathBuf, source: redb::Error },
-    #[error(
-        "state store {path}: a record is corrupt: {message} (`pap store check` lists the \
-         damage; a copy made by `pap store backup` can replace the file)"
-    )]
-    Corrupt { path: PathBuf, message: String },
-    /// The file itself is damaged (not a redb file any more, checksums wrong, truncated).
-    #[error(
-        "the state store {path} is damaged: {what}. Stop every pap using this state dir, then          restore a copy made by `pap store backup`, or move the file aside to start with an          empty state (every idempotency key and invocation is then forgotten); `pap store          check` verifies a store"
-    )]
-    Damaged { path: PathBuf, what: String },
-    /// The store is fine but the request does not fit its state (approving a finished
-    /// invocation, say).
-    #[error("{0}")]
-    Conflict(String),
-    /// The invocation is not this process's to run: another live process holds it, or it is
-    /// no longer queued or running. A worker that meets this simply moves on.
-    #[error("{0}")]
-    NotOurs(String),
-    /// The holder of a lease tried to record its attempt after another process took the
-    /// invocation over (its lease expired, or its holder was found dead): what it would
-    /// record is dropped, the new holder's stands.
-    #[error(
-        "invocation {id} was taken over by another holder (lease {token} lost{}); this \
-         process's result for it is dropped",
-        current.map(|c| format!(", now held under lease {c}")).unwrap_or_default()
-    )]
-    LeaseLost {
-        id: String,
-        token: u64,
-        current: Option<u64>,
-    },
-    #[error("cannot create the state dir {path}: {source}")]
-    Dir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
 /// The most memory redb's page cache may take (it fills as pages are read). Idempotency keys
 /// are random, so a long stream touches pages all over the claims table; below the working
 /// set, every lookup becomes a read from the file.
 const CACHE_BYTES: usize = 256 * 1024 * 1024;
-
-pub type Result<T> = std::result::Result<T, Error>;
 
 enum Backing {
     File(PathBuf),
@@ -421,29 +352,6 @@ impl Store {
     }
 }
 
-/// See [`Store::stamp`].
-#[derive(Debug, Clone, Copy)]
-pub struct Stamp {
-    modified: std::time::SystemTime,
-    len: u64,
-    inode: u64,
-    recent: bool,
-}
-
-impl Stamp {
-    pub const SETTLING: Duration = Duration::from_secs(1);
-
-    /// Whether the file may have changed between the two stamps.
-    pub fn may_differ(earlier: Option<Stamp>, later: Option<Stamp>) -> bool {
-        match (earlier, later) {
-            (Some(a), Some(b)) => {
-                a.recent || b.recent || (a.modified, a.len, a.inode) != (b.modified, b.len, b.inode)
-            }
-            _ => true,
-        }
-    }
-}
-
 /// The longest pause between two tries to open a file another process holds: the holder
 /// gives it up within a few milliseconds of being asked.
 const MAX_PAUSE: Duration = Duration::from_millis(8);
@@ -464,9 +372,9 @@ fn jitter() -> Duration {
 fn redb_err(path: &Path, e: impl Into<redb::Error>) -> Error {
     match e.into() {
         redb::Error::Corrupted(what) => damaged(path, what),
-        source => Error::Redb {
+        source => Error::Backend {
             path: path.to_path_buf(),
-            source,
+            source: Box::new(source),
         },
     }
 }

@@ -7,30 +7,17 @@
 //! - ledger rows are appended to an in-memory block and stored a block at a time;
 //! - the expiry index gets one entry per transaction and expiry time, listing its keys.
 
-use super::ledger_block::{Block, Builder, RowRef};
+use super::ledger_block::{Block, Builder};
 use super::tx::{Tx, malformed};
 use super::{Error, Result, redb_err};
 use crate::domain::{Claim, LedgerRow};
+use crate::storage::{Claimed, PURGE_BATCH, RowRef};
 use redb::ReadableTable;
-
-/// How many expiry-index keys one purge goes through, so a purge never makes one
-/// transaction slow.
-pub const PURGE_BATCH: usize = 1000;
 
 /// Keys per expiry-index value: 1,000 keys (32,000 bytes) fit the 32 KiB that redb gives a
 /// value of that size (it rounds large values up to a power of two of pages: 4,096 keys took
 /// twice their size).
 const EXPIRY_KEYS: usize = 1000;
-
-/// What a claim found.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Claimed {
-    /// The key was free (or its claim had expired): it is claimed now, and the decision's
-    /// ledger row must be the next one written, as row `row`.
-    New { row: u64 },
-    /// A live claim holds the key: the event is a duplicate for this trigger.
-    Live(Claim),
-}
 
 /// This transaction's ledger rows and expiry-index entries, not yet stored.
 #[derive(Debug, Default)]

@@ -1,0 +1,432 @@
+//! The storage contract: behaviour every implementation of [`Storage`] must have, run against
+//! each one. A new implementation (the PostgreSQL store) adds its constructor to
+//! [`implementations`] and must pass every test here unchanged.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::domain::{Lease, Level, Routing, Runner, Status};
+
+/// A store under test, and what keeps it alive (a temporary directory).
+struct Subject {
+    name: &'static str,
+    store: Arc<dyn Storage>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Every implementation, empty.
+fn implementations() -> Vec<Subject> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = open(dir.path()).expect("redb file store");
+    vec![
+        Subject {
+            name: "redb in memory",
+            store: in_memory().expect("redb memory store"),
+            _dir: None,
+        },
+        Subject {
+            name: "redb file",
+            store: file,
+            _dir: Some(dir),
+        },
+    ]
+}
+
+/// Runs `check` against every implementation, naming the one that failed.
+fn for_each(check: impl Fn(&dyn Storage) -> Result<()>) {
+    for subject in implementations() {
+        if let Err(e) = check(subject.store.as_ref()) {
+            panic!("{}: {e}", subject.name);
+        }
+    }
+}
+
+fn invocation(id: &str, seq: u64, status: Status) -> Invocation {
+    Invocation {
+        seq,
+        event: json!({"id": format!("evt-{id}"), "data": {"n": seq}}),
+        ..Invocation::for_tests(id, status)
+    }
+}
+
+fn lease(token: u64) -> Lease {
+    Lease {
+        holder: Runner {
+            pid: 1,
+            since: 0,
+            started: None,
+        },
+        node: "test-node".into(),
+        token,
+        expires_at: 1_000,
+    }
+}
+
+fn key(n: u8) -> [u8; 32] {
+    [n; 32]
+}
+
+fn row<'a>(event: &'a str, trigger: &'a str, invocation: Option<&'a str>) -> RowRef<'a> {
+    RowRef {
+        event_id: event,
+        trigger,
+        kind: "a.b.c",
+        depth: 0,
+        outcome: if invocation.is_some() {
+            "invoked"
+        } else {
+            "filtered"
+        },
+        invocation_id: invocation,
+        decided_at: 10,
+    }
+}
+
+fn message(content: &str) -> InboxMessage {
+    InboxMessage {
+        id: 0,
+        ts: 5,
+        notification_id: "ntf-1".into(),
+        author: "system".into(),
+        kind: "invocation.failed".into(),
+        level: Level::Error,
+        content: content.into(),
+        routing: Routing::default(),
+        user: "ann".into(),
+        session: None,
+        metadata: Default::default(),
+        deduplication_key: None,
+        supersedes: None,
+        atp: None,
+    }
+}
+
+#[test]
+fn a_failed_write_leaves_nothing_behind() {
+    for_each(|s| {
+        let failed = s.write(|tx| {
+            tx.insert_invocation(&invocation("i1", 1, Status::Queued))?;
+            assert!(matches!(tx.claim(&key(1), 0, 100)?, Claimed::New { .. }));
+            tx.inbox_append(message("lost"))?;
+            Err::<(), _>(Error::Conflict("changed my mind".into()))
+        });
+        assert!(matches!(failed, Err(Error::Conflict(_))));
+        s.read(|r| {
+            assert!(r.invocation("i1")?.is_none());
+            assert_eq!(r.inbox_last()?, 0);
+            Ok(())
+        })?;
+        s.write(|tx| {
+            assert!(matches!(tx.claim(&key(1), 0, 100)?, Claimed::New { .. }));
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn a_claim_holds_its_key_until_it_expires_and_names_its_decision() {
+    for_each(|s| {
+        s.write(|tx| {
+            let Claimed::New { row: r } = tx.claim(&key(2), 0, 100)? else {
+                panic!("a fresh key is claimed");
+            };
+            tx.record_decision(r, row("e1", "t1", Some("inv-1")))
+        })?;
+        s.write(|tx| {
+            let Claimed::Live(claim) = tx.claim(&key(2), 50, 150)? else {
+                panic!("a live claim makes a duplicate");
+            };
+            assert_eq!(claim.expires_at, 100);
+            assert_eq!(claim.outcome.as_deref(), Some("invoked"));
+            assert_eq!(claim.invocation_id.as_deref(), Some("inv-1"));
+            assert_eq!(claim.decided_pair, Some(("e1".to_owned(), "t1".to_owned())));
+            // At its expiry the key is free again.
+            let Claimed::New { row: r } = tx.claim(&key(2), 100, 200)? else {
+                panic!("an expired claim frees its key");
+            };
+            tx.record_decision(r, row("e2", "t1", None))
+        })?;
+        s.read(|r| {
+            let rows = r.ledger("e1")?;
+            assert_eq!(rows.len(), 1);
+            assert_eq!(rows[0].trigger, "t1");
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn sequences_and_lease_tokens_only_grow() {
+    for_each(|s| {
+        let mut last = (0, 0, 0);
+        for _ in 0..3 {
+            let now = s.write(|tx| {
+                Ok((
+                    tx.next(Sequence::Invocation)?,
+                    tx.next(Sequence::Notification)?,
+                    tx.issue_lease_token()?,
+                ))
+            })?;
+            assert!(now.0 > last.0 && now.1 > last.1 && now.2 > last.2);
+            last = now;
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn only_the_current_lease_may_record_an_attempt() {
+    for_each(|s| {
+        let (first, second) = s.write(|tx| {
+            let first = tx.issue_lease_token()?;
+            let mut inv = invocation("i1", 1, Status::Running);
+            inv.lease = Some(lease(first));
+            tx.insert_invocation(&inv)?;
+            tx.check_lease("i1", first)?;
+            let second = tx.issue_lease_token()?;
+            inv.lease = Some(lease(second));
+            tx.put_invocation(&inv)?;
+            Ok((first, second))
+        })?;
+        s.write(|tx| {
+            match tx.check_lease("i1", first) {
+                Err(Error::LeaseLost { current, .. }) => assert_eq!(current, Some(second)),
+                other => panic!("a stale token was accepted: {other:?}"),
+            }
+            tx.check_lease("i1", second)?;
+            assert!(matches!(
+                tx.check_lease("nobody", second),
+                Err(Error::LeaseLost { current: None, .. })
+            ));
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn invocations_round_trip_and_list_in_creation_order() {
+    for_each(|s| {
+        s.write(|tx| {
+            for (seq, id) in [(1, "c"), (2, "a"), (3, "b")] {
+                tx.insert_invocation(&invocation(id, seq, Status::Queued))?;
+            }
+            Ok(())
+        })?;
+        s.write(|tx| {
+            let mut b = tx.invocation("b")?.expect("stored");
+            assert_eq!(b.event["data"]["n"], 3, "the event comes back whole");
+            b.start_attempt(lease(9), None, 20).expect("queued starts");
+            tx.put_invocation(&b)
+        })?;
+        s.read(|r| {
+            let (all, total) = r.invocations(&|_| true, None)?;
+            let ids: Vec<&str> = all.iter().map(|i| i.id.as_str()).collect();
+            assert_eq!((ids, total), (vec!["c", "a", "b"], 3));
+            let (last, total) = r.invocations(&|i| i.status == Status::Queued, Some(1))?;
+            assert_eq!((last.len(), last[0].id.as_str(), total), (1, "a", 2));
+            let b = r.invocation("b")?.expect("stored");
+            assert_eq!((b.status, b.attempts), (Status::Running, 1));
+            assert_eq!(b.lease.map(|l| l.token), Some(9));
+            assert_eq!(b.event["data"]["n"], 3);
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn due_work_and_due_approvals_follow_status_and_times() {
+    for_each(|s| {
+        s.write(|tx| {
+            tx.insert_invocation(&invocation("queued", 1, Status::Queued))?;
+            let mut later = invocation("retry", 2, Status::Queued);
+            later.next_attempt_at = Some(500);
+            tx.insert_invocation(&later)?;
+            tx.insert_invocation(&invocation("running", 3, Status::Running))?;
+            tx.insert_invocation(&invocation("done", 4, Status::Succeeded))?;
+            let mut waiting = invocation("waiting", 5, Status::AwaitingApproval);
+            waiting.approval_deadline = Some(300);
+            tx.insert_invocation(&waiting)?;
+            Ok(())
+        })?;
+        s.read(|r| {
+            let mut due = r.work_due(100, 10)?;
+            due.sort();
+            assert_eq!(due, ["queued", "running"]);
+            let mut due = r.work_due(500, 10)?;
+            due.sort();
+            assert_eq!(due, ["queued", "retry", "running"]);
+            assert_eq!(r.work_due(500, 1)?.len(), 1, "the limit holds");
+            assert!(r.approvals_due(299)?.is_empty());
+            assert_eq!(r.approvals_due(300)?, ["waiting"]);
+            Ok(())
+        })?;
+        s.write(|tx| {
+            let mut w = tx.invocation("waiting")?.expect("stored");
+            w.end(Status::Expired, "deadline", vec![], 300)
+                .expect("awaiting expires");
+            tx.put_invocation(&w)?;
+            assert!(
+                tx.approvals_due(1_000)?.is_empty(),
+                "an ended one is not due"
+            );
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn throttle_windows_forget_what_left_them() {
+    for_each(|s| {
+        s.write(|tx| {
+            tx.throttle_record("t", "k", 0, 1000)?;
+            tx.throttle_record("t", "k", 500, 1000)?;
+            tx.throttle_record("t", "k", 1200, 1000)?;
+            Ok(())
+        })?;
+        s.write(|tx| {
+            assert_eq!(tx.throttle_times("t", "k")?, [500, 1200]);
+            assert!(tx.throttle_times("t", "other")?.is_empty());
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn the_inbox_hands_out_increasing_ids_and_reads_strictly_after_a_watermark() {
+    for_each(|s| {
+        let ids = s.write(|tx| {
+            let a = tx.inbox_append(message("one"))?;
+            let b = tx.inbox_append(message("two"))?;
+            assert_eq!(tx.inbox_mark()?, b);
+            Ok((a, b))
+        })?;
+        assert!(ids.1 > ids.0);
+        s.read(|r| {
+            assert_eq!(r.inbox_last()?, ids.1);
+            let after = r.inbox_after(ids.0, 10, &|_| true)?;
+            assert_eq!(after.len(), 1);
+            assert_eq!(after[0].content, "two");
+            assert_eq!(r.inbox_after(0, 1, &|_| true)?[0].content, "one");
+            assert!(r.inbox_after(ids.1, 10, &|_| true)?.is_empty());
+            assert_eq!(r.inbox_message(ids.0)?.expect("stored").content, "one");
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn agent_queues_sessions_jobs_dedup_and_atp_keep_what_they_are_given() {
+    for_each(|s| {
+        s.write(|tx| {
+            tx.queue_push("ag", "n1")?;
+            tx.queue_push("ag", "n2")?;
+            tx.queue_push("other", "n3")?;
+            assert!(tx.session_open("s1", 5)?, "a new session");
+            assert!(!tx.session_open("s1", 6)?, "open already");
+            tx.add_job(30, "escalate:n1")?;
+            tx.add_job(10, "deliver:n2")?;
+            tx.add_job(99, "late")?;
+            tx.set_dedup("key", "n1")?;
+            tx.atp_put("atp-1", "n2")?;
+            tx.set_schedule_last("nightly", 77)?;
+            Ok(())
+        })?;
+        s.write(|tx| {
+            assert_eq!(tx.queue_take("ag")?, ["n1", "n2"]);
+            assert!(tx.queue_take("ag")?.is_empty(), "taking empties the queue");
+            assert!(tx.session_is_open("s1")?);
+            assert_eq!(
+                tx.jobs_due(50, 10)?,
+                [
+                    (10, "deliver:n2".to_owned()),
+                    (30, "escalate:n1".to_owned())
+                ]
+            );
+            tx.remove_job(10, "deliver:n2")?;
+            assert_eq!(tx.jobs_due(50, 10)?.len(), 1);
+            assert_eq!(tx.dedup_lookup("key")?.as_deref(), Some("n1"));
+            assert_eq!(tx.atp_lookup("atp-1")?.as_deref(), Some("n2"));
+            assert!(tx.session_close("s1")?);
+            assert!(!tx.session_close("s1")?);
+            Ok(())
+        })?;
+        s.read(|r| {
+            assert!(r.sessions()?.is_empty());
+            assert!(r.any_job_due(30)?);
+            assert!(!r.any_job_due(29)?);
+            assert_eq!(r.atp_lookup("atp-1")?.as_deref(), Some("n2"));
+            assert_eq!(r.schedule_last("nightly")?, Some(77));
+            assert_eq!(r.schedule_last("never")?, None);
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn the_outbox_and_the_audit_log_keep_order() {
+    for_each(|s| {
+        s.write(|tx| {
+            tx.outbox_put("e1", &json!({"id": "e1"}), None)?;
+            tx.outbox_put("e2", &json!({"id": "e2"}), None)?;
+            tx.outbox_remove("e1")?;
+            for action in ["decided", "attempt_started", "succeeded"] {
+                tx.audit(crate::domain::AuditEntry {
+                    seq: 0,
+                    at: 1,
+                    invocation_id: "i".into(),
+                    trigger: "t".into(),
+                    agent: "a".into(),
+                    risk: "high".into(),
+                    action: action.into(),
+                    actor: None,
+                    detail: None,
+                })?;
+            }
+            Ok(())
+        })?;
+        s.read(|r| {
+            let outbox = r.outbox_entries()?;
+            assert_eq!(outbox.len(), 1);
+            assert_eq!(outbox[0].0, "e2");
+            let (last, total) = r.audit(Some(2))?;
+            assert_eq!(total, 3);
+            let actions: Vec<&str> = last.iter().map(|a| a.action.as_str()).collect();
+            assert_eq!(actions, ["attempt_started", "succeeded"]);
+            assert!(last[0].seq < last[1].seq);
+            Ok(())
+        })
+    });
+}
+
+#[test]
+fn a_purge_removes_expired_claims_and_old_decisions_only() {
+    for_each(|s| {
+        s.write(|tx| {
+            for (n, expires_at) in [(1, 100), (2, 100), (3, 10_000)] {
+                let Claimed::New { row: r } = tx.claim(&key(n), 0, expires_at)? else {
+                    panic!("fresh");
+                };
+                tx.record_decision(r, row("e", "t", None))?;
+            }
+            Ok(())
+        })?;
+        let purged = s.write(|tx| tx.purge_expired_claims(500))?;
+        assert_eq!(purged, 2);
+        s.write(|tx| {
+            assert!(matches!(tx.claim(&key(3), 500, 600)?, Claimed::Live(_)));
+            let Claimed::New { row: r } = tx.claim(&key(1), 500, 600)? else {
+                panic!("a purged claim frees its key");
+            };
+            tx.record_decision(r, row("e-later", "t", None))
+        })?;
+        // Rows decided at 10 go once the cutoff passes them; none is left to go after.
+        let (gone, _) = s.write(|tx| tx.purge_ledger(11, None, 100))?;
+        assert!(gone >= 3, "{gone} rows purged");
+        s.read(|r| {
+            assert!(r.ledger("e")?.is_empty());
+            Ok(())
+        })
+    });
+}

@@ -1,0 +1,76 @@
+//! What can go wrong with a store, for any implementation.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "the state store {path} stayed in use by another pap process for {waited:?} \
+         (is a `pap serve` or a stuck `pap` running? PAP_LOCK_TIMEOUT sets the wait in seconds)"
+    )]
+    Locked { path: PathBuf, waited: Duration },
+    #[error(
+        "the state store {path} has schema version {found}, this pap reads version {expected} \
+         (use the pap that wrote it, or move the state dir aside)"
+    )]
+    SchemaVersion {
+        path: PathBuf,
+        found: u64,
+        expected: u64,
+    },
+    #[error(
+        "the state store {path} has format {found}, written by a development build of pap \
+         before the first released format; this pap cannot read it. Move the state dir aside \
+         to start afresh (its idempotency keys and invocations are then forgotten)"
+    )]
+    DevelopmentFormat { path: PathBuf, found: u64 },
+    /// A commit could not be made durable (the disk failed a sync): what it recorded may be
+    /// lost.
+    #[error("state store {path}: a commit could not be made durable ({what}); it may be lost")]
+    NotDurable { path: PathBuf, what: String },
+    /// The storage engine failed (I/O, a limit, an internal error).
+    #[error("state store {path}: {source}")]
+    Backend {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error(
+        "state store {path}: a record is corrupt: {message} (`pap store check` lists the \
+         damage; a copy made by `pap store backup` can replace the file)"
+    )]
+    Corrupt { path: PathBuf, message: String },
+    /// The file itself is damaged (not a redb file any more, checksums wrong, truncated).
+    #[error(
+        "the state store {path} is damaged: {what}. Stop every pap using this state dir, then          restore a copy made by `pap store backup`, or move the file aside to start with an          empty state (every idempotency key and invocation is then forgotten); `pap store          check` verifies a store"
+    )]
+    Damaged { path: PathBuf, what: String },
+    /// The store is fine but the request does not fit its state (approving a finished
+    /// invocation, say).
+    #[error("{0}")]
+    Conflict(String),
+    /// The invocation is not this process's to run: another live process holds it, or it is
+    /// no longer queued or running. A worker that meets this simply moves on.
+    #[error("{0}")]
+    NotOurs(String),
+    /// The holder of a lease tried to record its attempt after another process took the
+    /// invocation over (its lease expired, or its holder was found dead): what it would
+    /// record is dropped, the new holder's stands.
+    #[error(
+        "invocation {id} was taken over by another holder (lease {token} lost{}); this \
+         process's result for it is dropped",
+        current.map(|c| format!(", now held under lease {c}")).unwrap_or_default()
+    )]
+    LeaseLost {
+        id: String,
+        token: u64,
+        current: Option<u64>,
+    },
+    #[error("cannot create the state dir {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}

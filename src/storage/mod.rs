@@ -1,0 +1,344 @@
+//! The storage interface: what the engine needs from a store, in the domain's terms.
+//!
+//! Everything above the store (decisions, runs, notifications, commands) reaches the state
+//! through these traits and knows nothing of how it is kept. `crate::store` (one redb file) is
+//! the first implementation and the only code that knows redb; a PostgreSQL store implements
+//! the same traits. The behaviour every implementation must have is pinned by the contract
+//! suite in `contract` (run against each implementation) and by the model-based test in
+//! `tests/storage_model.rs`.
+//!
+//! A unit of work is one transaction: [`Storage::write`] runs a closure on a [`WriteTx`] and
+//! commits what it did when it returns `Ok` (nothing of it when it fails), [`Storage::read`]
+//! runs one on a consistent snapshot ([`ReadTx`]). The traits are object safe, so a process
+//! holds its store as an `Arc<dyn Storage>` and a backend is chosen at run time.
+//!
+//! Ownership of running work is a lease with a fencing token (see `domain::lease`): the store
+//! issues tokens ([`WriteTx::issue_lease_token`]) and refuses a holder's write once its
+//! lease is gone ([`WriteTx::check_lease`]).
+
+#[cfg(test)]
+mod contract;
+mod error;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::domain::{
+    AuditEntry, Claim, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry,
+};
+
+pub use error::{Error, Result};
+
+/// What a claim of an idempotency key found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claimed {
+    /// The key was free (or its claim had expired): it is claimed now, and the decision's
+    /// ledger row must be the next one written, as row `row`.
+    New { row: u64 },
+    /// A live claim holds the key: the event is a duplicate for this trigger.
+    Live(Claim),
+}
+
+/// One decision as recorded in the ledger: borrowed, so recording it allocates nothing per
+/// field.
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    pub event_id: &'a str,
+    pub trigger: &'a str,
+    pub kind: &'a str,
+    pub depth: u32,
+    pub outcome: &'a str,
+    pub invocation_id: Option<&'a str>,
+    pub decided_at: i64,
+}
+
+impl<'a> From<&'a LedgerRow> for RowRef<'a> {
+    fn from(r: &'a LedgerRow) -> RowRef<'a> {
+        RowRef {
+            event_id: &r.event_id,
+            trigger: &r.trigger,
+            kind: &r.kind,
+            depth: r.depth,
+            outcome: &r.outcome,
+            invocation_id: r.invocation_id.as_deref(),
+            decided_at: r.decided_at,
+        }
+    }
+}
+
+/// The sequences a store keeps: each gives 1, 2, … in commit order, never a number twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sequence {
+    /// Invocations, in creation order (listings sort by it).
+    Invocation,
+    /// Notifications, in creation order.
+    Notification,
+}
+
+/// How many expired claims one purge transaction goes through at most: a purge goes in
+/// batches so that it never holds the store for long.
+pub const PURGE_BATCH: usize = 1000;
+
+/// A stamp of the stored state that changes when another process commits, for a long-lived
+/// reader that should look only when there is something new (see [`Storage::stamp`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp {
+    pub(crate) modified: std::time::SystemTime,
+    pub(crate) len: u64,
+    pub(crate) inode: u64,
+    /// Taken within [`Stamp::SETTLING`] of a change: never trusted to be the same.
+    pub(crate) recent: bool,
+}
+
+impl Stamp {
+    pub const SETTLING: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// Whether the state may have changed between the two stamps (always, without stamps).
+    pub fn may_differ(earlier: Option<Stamp>, later: Option<Stamp>) -> bool {
+        match (earlier, later) {
+            (Some(a), Some(b)) => {
+                a.recent || b.recent || (a.modified, a.len, a.inode) != (b.modified, b.len, b.inode)
+            }
+            _ => true,
+        }
+    }
+}
+
+/// When a write's commit counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// Durable on its own before `write` returns.
+    Durable,
+    /// Durable before `write` returns, sharing the sync with other threads' commits made
+    /// meanwhile (group commit: runs that start or end together pay for one sync).
+    Grouped,
+}
+
+/// The operations of one write transaction. Nothing it does is visible to anyone else before
+/// the commit, and nothing of it survives a failed one.
+pub trait WriteTx {
+    // --- sequences and leases
+
+    /// The next number of `sequence`.
+    fn next(&mut self, sequence: Sequence) -> Result<u64>;
+    /// A fencing token for a new lease: greater than every token issued before.
+    fn issue_lease_token(&mut self) -> Result<u64>;
+    /// Fails with [`Error::LeaseLost`] unless invocation `id` is still leased under `token`.
+    fn check_lease(&self, id: &str, token: u64) -> Result<()>;
+
+    // --- decisions: idempotency claims, throttle windows, the ledger
+
+    /// Claims idempotency key `key` until `expires_at`, unless a live claim holds it.
+    fn claim(&mut self, key: &[u8; 32], now: i64, expires_at: i64) -> Result<Claimed>;
+    /// Moves the expiry of a claim this transaction made.
+    fn extend_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()>;
+    /// Records the decision of row `row` (the row a [`Claimed::New`] named).
+    fn record_decision(&mut self, row: u64, decision: RowRef) -> Result<()>;
+    /// Invocation times recorded for (trigger, window key), oldest first.
+    fn throttle_times(&self, trigger: &str, key: &str) -> Result<Vec<i64>>;
+    /// Records an invocation at `now`, forgetting times that left the window.
+    fn throttle_record(&mut self, trigger: &str, key: &str, now: i64, window_ms: i64)
+    -> Result<()>;
+
+    // --- invocations
+
+    fn invocation(&self, id: &str) -> Result<Option<Invocation>>;
+    /// Records a new invocation (its id is fresh: nothing to update).
+    fn insert_invocation(&mut self, inv: &Invocation) -> Result<()>;
+    /// Inserts or updates an invocation.
+    fn put_invocation(&mut self, inv: &Invocation) -> Result<()>;
+    /// Invocations awaiting approval whose deadline is at or before `now`.
+    fn approvals_due(&mut self, now: i64) -> Result<Vec<String>>;
+    /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
+    /// holder may be gone), running ones first, at most `limit`.
+    fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>>;
+
+    // --- schedules, the outbox, the audit log
+
+    fn schedule_last(&self, id: &str) -> Result<Option<i64>>;
+    fn set_schedule_last(&mut self, id: &str, at: i64) -> Result<()>;
+    /// Puts an emitted event in the outbox until it is decided; `owner` will decide it.
+    fn outbox_put(
+        &mut self,
+        event_id: &str,
+        event: &serde_json::Value,
+        owner: Option<&crate::domain::Runner>,
+    ) -> Result<()>;
+    fn outbox_remove(&mut self, event_id: &str) -> Result<()>;
+    /// Appends to the audit log; `entry.seq` is assigned here.
+    fn audit(&mut self, entry: AuditEntry) -> Result<()>;
+
+    // --- notifications, the inbox, agents' queues, sessions, ATP requests
+
+    fn notification(&mut self, id: &str) -> Result<Option<Notification>>;
+    fn put_notification(&mut self, n: &Notification) -> Result<()>;
+    /// The notification a deduplication key maps to.
+    fn dedup_lookup(&mut self, key: &str) -> Result<Option<String>>;
+    fn set_dedup(&mut self, key: &str, id: &str) -> Result<()>;
+    /// A timer job (`job` names what to do) due at `at`.
+    fn add_job(&mut self, at: i64, job: &str) -> Result<()>;
+    fn remove_job(&mut self, at: i64, job: &str) -> Result<()>;
+    /// Jobs due at or before `now`, earliest first, at most `limit`.
+    fn jobs_due(&mut self, now: i64, limit: usize) -> Result<Vec<(i64, String)>>;
+    /// Appends to the inbox; returns the message's id (assigned here, increasing).
+    fn inbox_append(&mut self, msg: InboxMessage) -> Result<u64>;
+    /// The id the last appended inbox message got (0 before any).
+    fn inbox_mark(&self) -> Result<u64>;
+    fn inbox_message(&mut self, id: u64) -> Result<Option<InboxMessage>>;
+    /// Queues notification `id` for `agent`'s next turn.
+    fn queue_push(&mut self, agent: &str, id: &str) -> Result<()>;
+    /// Takes everything queued for `agent`, oldest first.
+    fn queue_take(&mut self, agent: &str) -> Result<Vec<String>>;
+    /// Opens a session; whether it is new (was not open already).
+    fn session_open(&mut self, name: &str, at: i64) -> Result<bool>;
+    /// Closes a session; whether it was open.
+    fn session_close(&mut self, name: &str) -> Result<bool>;
+    fn session_is_open(&mut self, name: &str) -> Result<bool>;
+    /// Maps an ATP request id to the notification that carries it.
+    fn atp_put(&mut self, atp_id: &str, notification: &str) -> Result<()>;
+    fn atp_lookup(&mut self, atp_id: &str) -> Result<Option<String>>;
+
+    // --- purge
+
+    /// Removes up to [`PURGE_BATCH`] claims that expired before `now`; how many went.
+    fn purge_expired_claims(&mut self, now: i64) -> Result<usize>;
+    /// Removes up to `limit` stretches of ledger rows all decided before `cutoff`, going on
+    /// after position `after`. Returns how many rows went and where the next batch goes on
+    /// (`None`: the end was reached).
+    fn purge_ledger(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(usize, Option<u64>)>;
+}
+
+/// The reads of one consistent snapshot. A reader never changes the state, and never waits
+/// for a writer's sync: what is due (an expired approval) is computed, not recorded.
+pub trait ReadTx {
+    fn invocation(&self, id: &str) -> Result<Option<Invocation>>;
+    /// Invocations in creation order that `keep` accepts (it sees each without its event);
+    /// with `last`, only the last that many. Returns them and how many were kept in all.
+    fn invocations(
+        &self,
+        keep: &dyn Fn(&Invocation) -> bool,
+        last: Option<usize>,
+    ) -> Result<(Vec<Invocation>, usize)>;
+    /// As [`WriteTx::work_due`] (a look before taking work in a write).
+    fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>>;
+    /// As [`WriteTx::approvals_due`].
+    fn approvals_due(&self, now: i64) -> Result<Vec<String>>;
+    /// Every decision recorded for `event_id`, in the order they were made (a scan: for
+    /// inspection and tests, not a hot path).
+    fn ledger(&self, event_id: &str) -> Result<Vec<LedgerRow>>;
+    fn schedule_last(&self, id: &str) -> Result<Option<i64>>;
+    /// Every event waiting in the outbox, by id.
+    fn outbox_entries(&self) -> Result<Vec<(String, OutboxEntry)>>;
+    /// Audit entries in order; with `last`, only the last that many; and how many in all.
+    fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)>;
+    fn notification(&self, id: &str) -> Result<Option<Notification>>;
+    /// Notifications in creation order, as [`ReadTx::invocations`].
+    fn notifications(
+        &self,
+        keep: &dyn Fn(&Notification) -> bool,
+        last: Option<usize>,
+    ) -> Result<(Vec<Notification>, usize)>;
+    /// Inbox messages with an id strictly above `after`, oldest first, those `keep`
+    /// accepts, at most `limit`.
+    fn inbox_after(
+        &self,
+        after: u64,
+        limit: usize,
+        keep: &dyn Fn(&InboxMessage) -> bool,
+    ) -> Result<Vec<InboxMessage>>;
+    /// The newest inbox id (0 when the inbox is empty).
+    fn inbox_last(&self) -> Result<u64>;
+    fn inbox_message(&self, id: u64) -> Result<Option<InboxMessage>>;
+    /// Open sessions with the time they were opened.
+    fn sessions(&self) -> Result<Vec<(String, i64)>>;
+    fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>>;
+    /// Whether any timer job is due at or before `now`.
+    fn any_job_due(&self, now: i64) -> Result<bool>;
+}
+
+/// A store: units of work on the state, and what a process needs to know of where it is.
+pub trait Storage: Send + Sync {
+    /// Runs `f` in one write transaction, committed as `commit` says when `f` returns `Ok`.
+    /// The generic [`write`](Self::write) is the one to call.
+    fn write_dyn(
+        &self,
+        commit: Commit,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>,
+    ) -> Result<()>;
+    /// Runs `f` on a consistent snapshot of what is durable. See [`read`](Self::read).
+    fn read_dyn(&self, f: &mut dyn FnMut(&dyn ReadTx) -> Result<()>) -> Result<()>;
+    /// Where the state is, for messages (a path, or a description).
+    fn location(&self) -> PathBuf;
+    /// The state directory of a file store, where pap keeps its other files beside it
+    /// (agents' process groups, serve's socket); `None` for a store in memory.
+    fn dir(&self) -> Option<PathBuf>;
+    /// A stamp that changes when another process commits; `None` when the store cannot tell
+    /// cheaply (then a watcher reads every time).
+    fn stamp(&self) -> Option<Stamp>;
+}
+
+impl dyn Storage + '_ {
+    /// Runs `f` in one write transaction and commits it durably when `f` returns `Ok`.
+    pub fn write<T>(&self, f: impl FnOnce(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
+        self.write_with(Commit::Durable, f)
+    }
+
+    /// As [`write`](Self::write), sharing the sync with other threads' commits.
+    pub fn write_grouped<T>(&self, f: impl FnOnce(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
+        self.write_with(Commit::Grouped, f)
+    }
+
+    fn write_with<T>(
+        &self,
+        commit: Commit,
+        f: impl FnOnce(&mut dyn WriteTx) -> Result<T>,
+    ) -> Result<T> {
+        let mut f = Some(f);
+        let mut value = None;
+        self.write_dyn(commit, &mut |tx| {
+            let f = f.take().expect("a write runs its closure once");
+            value = Some(f(tx)?);
+            Ok(())
+        })?;
+        Ok(value.expect("a committed write ran its closure"))
+    }
+
+    /// Runs `f` on a consistent snapshot of what is durable.
+    pub fn read<T>(&self, f: impl FnOnce(&dyn ReadTx) -> Result<T>) -> Result<T> {
+        let mut f = Some(f);
+        let mut value = None;
+        self.read_dyn(&mut |r| {
+            let f = f.take().expect("a read runs its closure once");
+            value = Some(f(r)?);
+            Ok(())
+        })?;
+        Ok(value.expect("a read ran its closure"))
+    }
+}
+
+/// The store of the state in `state_dir`, created if missing.
+pub fn open(state_dir: &Path) -> Result<Arc<dyn Storage>> {
+    Ok(Arc::new(crate::store::Store::open(state_dir)?))
+}
+
+/// The existing store of `state_dir`, or `None` when there is none yet (listing commands
+/// never create a state).
+pub fn open_existing(state_dir: &Path) -> Result<Option<Arc<dyn Storage>>> {
+    Ok(crate::store::Store::open_existing(state_dir)?.map(|s| Arc::new(s) as Arc<dyn Storage>))
+}
+
+/// The store for `--dry-run`: a private copy of the real one (or an empty one), which the dry
+/// run changes without touching the original.
+pub fn open_for_dry_run(state_dir: &Path) -> Result<Arc<dyn Storage>> {
+    Ok(Arc::new(crate::store::Store::open_for_dry_run(state_dir)?))
+}
+
+/// An empty store in memory (tests).
+pub fn in_memory() -> Result<Arc<dyn Storage>> {
+    Ok(Arc::new(crate::store::Store::in_memory()?))
+}
