@@ -93,25 +93,45 @@ pub struct Invocation {
     pub notifications: Vec<super::notification::Carried>,
 }
 
+/// Who provoked which agent with what: everything a new invocation starts from.
+#[derive(Debug, Clone)]
+pub struct Provocation {
+    pub id: String,
+    /// Its number in the store's invocation sequence.
+    pub seq: u64,
+    pub trigger: String,
+    pub agent: String,
+    pub event: Value,
+    pub event_id: String,
+    pub event_type: String,
+    pub depth: u32,
+    pub risk: String,
+    pub max_attempts: u32,
+}
+
 impl Invocation {
-    /// A bare invocation for unit tests: every optional part empty, no attempt yet.
-    #[cfg(test)]
-    pub(crate) fn for_tests(id: &str, status: Status) -> Invocation {
+    /// A new invocation with no attempt yet: awaiting approval until `approval_deadline`
+    /// when it has one, else queued.
+    pub fn new(p: Provocation, approval_deadline: Option<i64>, now: i64) -> Invocation {
         Invocation {
-            id: id.into(),
-            seq: 1,
-            status,
-            trigger: "t".into(),
-            agent: "a".into(),
-            event_id: "e".into(),
-            event_type: "a.b.c".into(),
-            depth: 0,
-            risk: "high".into(),
+            id: p.id,
+            seq: p.seq,
+            status: if approval_deadline.is_some() {
+                Status::AwaitingApproval
+            } else {
+                Status::Queued
+            },
+            trigger: p.trigger,
+            agent: p.agent,
+            event_id: p.event_id,
+            event_type: p.event_type,
+            depth: p.depth,
+            risk: p.risk,
             attempts: 0,
-            max_attempts: 3,
-            created_at: 0,
-            updated_at: 0,
-            approval_deadline: None,
+            max_attempts: p.max_attempts,
+            created_at: now,
+            updated_at: now,
+            approval_deadline,
             approval: None,
             approval_request: None,
             next_attempt_at: None,
@@ -120,9 +140,30 @@ impl Invocation {
             error: None,
             emitted: Vec::new(),
             history: Vec::new(),
-            event: Value::Object(Default::default()),
+            event: p.event,
             internal: false,
             notifications: Vec::new(),
+        }
+    }
+
+    /// A bare invocation for unit tests: every optional part empty, no attempt yet.
+    #[cfg(test)]
+    pub(crate) fn for_tests(id: &str, status: Status) -> Invocation {
+        let provocation = Provocation {
+            id: id.into(),
+            seq: 1,
+            trigger: "t".into(),
+            agent: "a".into(),
+            event: Value::Object(Default::default()),
+            event_id: "e".into(),
+            event_type: "a.b.c".into(),
+            depth: 0,
+            risk: "high".into(),
+            max_attempts: 3,
+        };
+        Invocation {
+            status,
+            ..Invocation::new(provocation, None, 0)
         }
     }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::ledger::{self, Refused};
 use crate::domain::{
     Address, AgentInstructions, Carried, Handler, InboxMessage, Invocation, Level, Notification,
-    NotifyStatus, Party, Routing, SinkDelivery, SinkState, Status, Transition,
+    NotifyStatus, Party, Provocation, Routing, SinkDelivery, SinkState, Transition,
 };
 use crate::manifest::Project;
 use crate::pipeline::ids;
@@ -367,38 +367,25 @@ fn new_turn(
             "content": n.content,
         },
     });
-    let mut inv = Invocation {
+    let provocation = Provocation {
         id: id.clone(),
         seq,
-        status: if awaiting {
-            Status::AwaitingApproval
-        } else {
-            Status::Queued
-        },
         trigger: "pap.notify".into(),
         agent: agent.id.clone(),
+        event,
         event_id: n.id.clone(),
         event_type: format!("pap.notification.{kind}"),
         depth: depth.saturating_add(1),
         risk: agent.effective_risk.as_str().to_owned(),
-        attempts: 0,
         max_attempts: agent.retry.max_attempts,
-        created_at: now,
-        updated_at: now,
-        approval_deadline: awaiting.then(|| now.saturating_add(timeout)),
-        approval: None,
-        approval_request: None,
-        next_attempt_at: None,
-        // Unheld: whichever pap process looks first runs it (serve's worker, or the command
-        // that caused it); the claim at its start keeps it to one.
-        lease: None,
-        output: None,
-        error: None,
-        emitted: Vec::new(),
-        history: Vec::new(),
-        event,
+    };
+    // Unheld (no lease): whichever pap process looks first runs it (serve's worker, or the
+    // command that caused it); the claim at its start keeps it to one.
+    let deadline = awaiting.then(|| now.saturating_add(timeout));
+    let mut inv = Invocation {
         internal: true,
         notifications: carried,
+        ..Invocation::new(provocation, deadline, now)
     };
     if awaiting {
         inv.approval_request = Some(super::outcome::approval_request(tx, project, &inv, now)?);

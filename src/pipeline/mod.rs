@@ -13,7 +13,7 @@ use crate::manifest::Project;
 use std::sync::Arc;
 
 use crate::domain::lease::HOLD_MARGIN_MS;
-use crate::domain::{AuditEntry, Invocation, Lease, Status};
+use crate::domain::{AuditEntry, Invocation, Lease, Provocation};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
@@ -346,43 +346,26 @@ impl<'p> Pipeline<'p> {
         let awaiting = outcome == Outcome::AwaitingApproval;
         let timeout =
             i64::try_from(self.project.config.approval_timeout.as_millis()).unwrap_or(i64::MAX);
-        Ok(Invocation {
+        let provocation = Provocation {
             id: id.to_owned(),
             seq: tx.next(Sequence::Invocation)?,
-            status: if awaiting {
-                Status::AwaitingApproval
-            } else {
-                Status::Queued
-            },
             trigger: trigger.id.clone(),
             agent: agent.id.clone(),
+            event: event.value.clone(),
             event_id: event.id.clone(),
             event_type: event.kind.clone(),
             depth: depth.as_ref().map_or(0, Depth::value),
             risk: agent.effective_risk.as_str().to_owned(),
-            attempts: 0,
             max_attempts: agent.retry.max_attempts,
-            created_at: now,
-            updated_at: now,
-            approval_deadline: awaiting.then(|| now.saturating_add(timeout)),
-            approval: None,
-            approval_request: None,
-            next_attempt_at: None,
-            // Held from the decision on by the process that will run it, so a `pap serve`
-            // watching the queue does not start it too; `--no-run` leaves it to serve.
-            lease: if awaiting || self.options.no_run {
-                None
-            } else {
-                Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS))
-            },
-            output: None,
-            error: None,
-            emitted: Vec::new(),
-            history: Vec::new(),
-            event: event.value.clone(),
-            internal: false,
-            notifications: Vec::new(),
-        })
+        };
+        let deadline = awaiting.then(|| now.saturating_add(timeout));
+        let mut inv = Invocation::new(provocation, deadline, now);
+        // Held from the decision on by the process that will run it, so a `pap serve`
+        // watching the queue does not start it too; `--no-run` leaves it to serve.
+        if !awaiting && !self.options.no_run {
+            inv.lease = Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS));
+        }
+        Ok(inv)
     }
 
     fn disabled(&self, index: usize) -> TriggerReport {
