@@ -75,11 +75,26 @@ pub fn change_word(s: &str) -> Option<&'static str> {
     })
 }
 
-/// A trigger's `match.type`, compiled: literal segments and `*` wildcards.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A trigger's `match.type`, compiled: literal segments and `*` wildcards. Cached as its
+/// text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct TypePattern {
     text: String,
     segments: Vec<Option<String>>,
+}
+
+impl TryFrom<String> for TypePattern {
+    type Error = String;
+    fn try_from(text: String) -> Result<TypePattern, String> {
+        TypePattern::new(&text).map_err(|e| format!("{e:?}"))
+    }
+}
+
+impl From<TypePattern> for String {
+    fn from(p: TypePattern) -> String {
+        p.text
+    }
 }
 
 impl TypePattern {

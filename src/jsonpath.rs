@@ -20,10 +20,14 @@ pub use eval::OverBudget;
 pub const DEFAULT_MAX_NODES: usize = 100_000;
 
 /// A parsed JSONPath query together with its source text.
-#[derive(Debug, Clone)]
+///
+/// Cached projects (`manifest::cache`) keep the text only: a plain path (`$.data.host`, by
+/// far the most common) is walked without the parsed query, and the query of any other is
+/// parsed when first evaluated.
+#[derive(Clone)]
 pub struct JsonPath {
     text: String,
-    query: JpQuery,
+    query: std::sync::OnceLock<JpQuery>,
     /// The steps of a singular query made only of names and indexes, if it is one.
     walk: Option<Vec<Step>>,
     max_nodes: usize,
@@ -46,9 +50,18 @@ impl JsonPath {
         typecheck::check(&query)?;
         Ok(JsonPath {
             text: text.to_string(),
-            query,
+            query: std::sync::OnceLock::from(query),
             walk: simple_walk(text),
             max_nodes: DEFAULT_MAX_NODES,
+        })
+    }
+
+    /// The parsed query, parsed now if this path came from a cache.
+    fn query(&self) -> &JpQuery {
+        self.query.get_or_init(|| {
+            // It parsed when it was cached, in this same build of pap (the cache is keyed
+            // by the binary).
+            parse_json_path(&self.text).expect("a cached path parses as it did")
         })
     }
 
@@ -66,13 +79,13 @@ impl JsonPath {
         if let Some(steps) = &self.walk {
             return Ok(walk(steps, value).into_iter().collect());
         }
-        eval::select(&self.query, value, self.max_nodes)
+        eval::select(self.query(), value, self.max_nodes)
     }
 
     /// Whether the cost of this path can grow much faster than the event (for `pap lint`):
     /// two descendant segments, or a descendant wildcard followed by more segments.
     pub fn may_blow_up(&self) -> bool {
-        let segments = &self.query.segments;
+        let segments = &self.query().segments;
         let descendant = |s: &Segment| matches!(s, Segment::Descendant(_));
         let wildcard_descendant = |s: &Segment| {
             matches!(s, Segment::Descendant(inner)
@@ -83,6 +96,44 @@ impl JsonPath {
                 .iter()
                 .position(wildcard_descendant)
                 .is_some_and(|i| i + 1 < segments.len())
+    }
+}
+
+impl std::fmt::Debug for JsonPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonPath")
+            .field("text", &self.text)
+            .field("max_nodes", &self.max_nodes)
+            .finish()
+    }
+}
+
+/// A path as cached: its text and budget.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CachedPath {
+    text: String,
+    max_nodes: usize,
+}
+
+impl serde::Serialize for JsonPath {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        CachedPath {
+            text: self.text.clone(),
+            max_nodes: self.max_nodes,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for JsonPath {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<JsonPath, D::Error> {
+        let cached = CachedPath::deserialize(d)?;
+        Ok(JsonPath {
+            walk: simple_walk(&cached.text),
+            text: cached.text,
+            query: std::sync::OnceLock::new(),
+            max_nodes: cached.max_nodes,
+        })
     }
 }
 
@@ -211,7 +262,7 @@ mod tests {
         for text in paths {
             let p = JsonPath::parse(text).unwrap();
             assert!(p.walk.is_some(), "{text} should take the fast path");
-            let general = eval::select(&p.query, &doc, DEFAULT_MAX_NODES).unwrap();
+            let general = eval::select(p.query(), &doc, DEFAULT_MAX_NODES).unwrap();
             assert_eq!(p.select(&doc).unwrap(), general, "{text}");
         }
         for general_only in [

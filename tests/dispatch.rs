@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::dispatch::{Project, T0, ev};
+use common::dispatch::{Project, T0, ev, filter_events};
 use serde_json::{Value, json};
 
 #[test]
@@ -140,26 +140,7 @@ fn the_agent_gets_the_invocation_on_stdin_and_pap_variables() {
 #[test]
 fn filter_semantics_every_row() {
     let p = Project::new();
-    let file = p.events(
-        "filter.ndjson",
-        &[
-            ev(
-                "a",
-                "test.filter.checked",
-                json!({"n": 3.0, "s": "hello", "tags": ["urgent"], "items": [{"p": 1}, {"p": 5}]}),
-            ),
-            ev(
-                "b",
-                "test.filter.checked",
-                json!({"n": "3", "s": "a", "opt": null}),
-            ),
-            ev(
-                "c",
-                "test.filter.checked",
-                json!({"s": 5, "opt": 0, "n": 2, "items": [{"p": 1}]}),
-            ),
-        ],
-    );
+    let file = p.events("filter.ndjson", &filter_events());
     let run = p.dispatch(T0, &file, &["--no-run"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let holds = |id: &str, t: &str| match run.outcome(id, t).as_str() {

@@ -20,10 +20,21 @@ pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
         .root
         .canonicalize()
         .with_context(|| format!("project root {}", cli.root.display()))?;
+    // The project as the last load that found no error compiled it, if no manifest changed
+    // since (see `manifest::cache`).
+    let key = manifest::cache::key(&root, cli.state.as_deref());
+    if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
+        return Ok(project);
+    }
     let loaded = manifest::load(&root, &[]);
     let errors = loaded.errors();
     match loaded.project {
-        Some(project) if errors.is_empty() => Ok(project),
+        Some(project) if errors.is_empty() => {
+            if let Some(key) = &key {
+                manifest::cache::store(key, &project);
+            }
+            Ok(project)
+        }
         _ => {
             let text = diagnostics::render_human(
                 &errors,
@@ -51,6 +62,10 @@ pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
         .root
         .canonicalize()
         .with_context(|| format!("project root {}", cli.root.display()))?;
+    let key = manifest::cache::key(&root, None);
+    if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
+        return Ok(state_dir(cli, &project));
+    }
     let loaded = manifest::load(&root, &[]);
     if let Some(project) = &loaded.project {
         return Ok(state_dir(cli, project));

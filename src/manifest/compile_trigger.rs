@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use regex::RegexBuilder;
+use super::regex_test::RegexTest;
 use serde_json::Value;
 
 use super::compiled::{Condition, Test, Throttle, Trigger};
@@ -15,9 +15,6 @@ use crate::diagnostics::did_you_mean;
 use crate::event_type::{self, TypePattern, TypeProblem};
 use crate::jsonpath::JsonPath;
 use crate::path;
-
-/// Largest compiled regex program, so a pathological pattern cannot eat memory at load.
-pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// Agent ids known to the project: `Some(index)` for compiled agents, `None` for agent files
 /// that failed their own checks (a trigger naming one is not reported as unknown).
@@ -240,10 +237,7 @@ fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test>
                 mismatch(ctx, "a string pattern");
                 return None;
             };
-            match RegexBuilder::new(pattern)
-                .size_limit(REGEX_SIZE_LIMIT)
-                .build()
-            {
+            match RegexTest::new(pattern) {
                 Ok(re) => Some(Test::Regex(re)),
                 Err(e) => {
                     ctx.at(

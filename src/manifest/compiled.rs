@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use regex::Regex;
+use super::regex_test::RegexTest;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use super::raw::{Impact, Operator, Provider, RiskLevel, SchemaType, UnknownParentPolicy};
@@ -13,7 +14,7 @@ use crate::event_type::TypePattern;
 use crate::jsonpath::JsonPath;
 
 /// A whole project: config, triggers and agents, all cross-checked.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Project {
     pub root: PathBuf,
     pub config: Config,
@@ -21,6 +22,8 @@ pub struct Project {
     pub agents: Vec<Agent>,
     pub schedules: Vec<Schedule>,
     /// Replaces the secret values this project knows in every text pap stores or prints.
+    /// Built from the environment at every load (see `Redactor::for_project`), never cached.
+    #[serde(skip)]
     pub redactor: std::sync::Arc<crate::secrets::Redactor>,
 }
 
@@ -38,7 +41,7 @@ impl Project {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Trigger {
     pub id: String,
     pub description: Option<String>,
@@ -54,13 +57,13 @@ pub struct Trigger {
 }
 
 /// One filter condition with its value already in the form its operator needs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Condition {
     pub path: JsonPath,
     pub test: Test,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Test {
     Eq(Value),
     Ne(Value),
@@ -73,7 +76,7 @@ pub enum Test {
     Contains(Value),
     /// `true`: present and not null; `false`: absent or null.
     Exists(bool),
-    Regex(Regex),
+    Regex(RegexTest),
 }
 
 impl Test {
@@ -94,14 +97,14 @@ impl Test {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Throttle {
     pub max_per_window: u64,
     pub window: Duration,
     pub window_key: Option<JsonPath>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Agent {
     pub id: String,
     pub description: Option<String>,
@@ -140,7 +143,7 @@ impl Agent {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ModelSpec {
     Anthropic(LlmModel),
     Openai(LlmModel),
@@ -155,7 +158,7 @@ pub enum ModelSpec {
     },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LlmModel {
     pub model_id: String,
     pub max_tokens: Option<u32>,
@@ -164,7 +167,7 @@ pub struct LlmModel {
     pub api_key_env: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolSpec {
     pub name: String,
     /// The MCP server name from `mcp://NAME`.
@@ -176,13 +179,13 @@ pub struct ToolSpec {
     pub flags: Vec<super::compiled_notify::AtpFlag>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct OutputSpec {
     pub structured: bool,
     pub schema: Option<BTreeMap<String, SchemaType>>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Total attempts, the first included.
     pub max_attempts: u32,
@@ -200,7 +203,7 @@ impl Default for RetryPolicy {
 }
 
 /// The project config, with defaults applied.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Config {
     /// Relative to the root unless absolute.
     pub state_dir: PathBuf,
@@ -222,7 +225,7 @@ pub struct Config {
 }
 
 /// `serve:` in pap.yaml, with defaults applied.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServeConfig {
     pub max_concurrent: usize,
     pub grace_period: Duration,
@@ -245,8 +248,10 @@ impl Default for ServeConfig {
     }
 }
 
-/// A checked cron schedule.
-#[derive(Debug, Clone)]
+/// A checked cron schedule. Cached by its texts: the cron expression and the zone are
+/// parsed again on load (see `ScheduleText`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(into = "ScheduleText", try_from = "ScheduleText")]
 pub struct Schedule {
     pub id: String,
     /// Where it is defined, for messages.
@@ -259,6 +264,52 @@ pub struct Schedule {
     pub catch_up: u32,
     pub event_type: String,
     pub data: serde_json::Map<String, Value>,
+}
+
+/// A schedule as cached.
+#[derive(Serialize, Deserialize)]
+pub struct ScheduleText {
+    id: String,
+    file: String,
+    cron: String,
+    timezone: String,
+    enabled: bool,
+    catch_up: u32,
+    event_type: String,
+    data: serde_json::Map<String, Value>,
+}
+
+impl From<Schedule> for ScheduleText {
+    fn from(s: Schedule) -> ScheduleText {
+        ScheduleText {
+            id: s.id,
+            file: s.file,
+            cron: s.cron_text,
+            timezone: s.timezone_name,
+            enabled: s.enabled,
+            catch_up: s.catch_up,
+            event_type: s.event_type,
+            data: s.data,
+        }
+    }
+}
+
+impl TryFrom<ScheduleText> for Schedule {
+    type Error = String;
+    fn try_from(s: ScheduleText) -> Result<Schedule, String> {
+        Ok(Schedule {
+            cron: super::compile_schedule::parse_cron(&s.cron)?,
+            timezone: jiff::tz::TimeZone::get(&s.timezone).map_err(|e| e.to_string())?,
+            id: s.id,
+            file: s.file,
+            cron_text: s.cron,
+            timezone_name: s.timezone,
+            enabled: s.enabled,
+            catch_up: s.catch_up,
+            event_type: s.event_type,
+            data: s.data,
+        })
+    }
 }
 
 pub const MIN_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -283,7 +334,7 @@ impl Default for Config {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum McpServerSpec {
     Stdio {
         command: String,

@@ -9,7 +9,9 @@ use crate::domain::{AgentInstructions, Level, Routing};
 use crate::notify::template::Template;
 
 /// What an outcome of an invocation (or a tool call) is, for notifications.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum OutcomeKind {
     Succeeded,
     Failed,
@@ -65,7 +67,7 @@ impl OutcomeKind {
 }
 
 /// One outcome's notification, as the manifest sets it (defaults applied).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RouteSpec {
     pub enabled: bool,
     pub routing: Routing,
@@ -95,7 +97,7 @@ impl Default for RouteSpec {
 }
 
 /// `notifications:` in pap.yaml, with defaults applied.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct NotifyConfig {
     pub user: String,
     /// ATP `context.project`; `None`: the root directory's name.
@@ -127,7 +129,7 @@ pub fn default_user() -> String {
 }
 
 /// JP RFD 011 delivery filter: per source an `enable` switch and per-name switches.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KindFilter(pub BTreeMap<String, BTreeMap<String, bool>>);
 
 impl KindFilter {
@@ -144,7 +146,7 @@ impl KindFilter {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SinkSpec {
     pub name: String,
     pub target: SinkTarget,
@@ -176,7 +178,7 @@ pub fn kind_matches(pattern: &str, kind: &str) -> bool {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum SinkTarget {
     /// `url` and `headers` still hold `${NAME}` references, expanded at delivery, so a
     /// secret never sits in the compiled project (or in a log line printing it).

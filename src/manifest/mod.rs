@@ -3,6 +3,7 @@
 //! raw (serde mirror of the YAML) → schema_check (shape, every problem) → compile_* (meaning)
 //! → compiled (what the dispatcher runs on). `loader` drives it for a whole project.
 
+pub mod cache;
 pub mod cascade_graph;
 pub mod compile_agent;
 pub mod compile_config;
@@ -16,6 +17,7 @@ pub mod duration;
 pub mod file_ctx;
 pub mod loader;
 pub mod raw;
+pub mod regex_test;
 pub mod schema_check;
 pub mod yaml_tree;
 

@@ -21,7 +21,7 @@ pub const NAMES: &[&str] = &[
     "output",
 ];
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 enum Part {
     Text(String),
     Name(String),
@@ -29,7 +29,7 @@ enum Part {
     Event(Vec<String>),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Template {
     parts: Vec<Part>,
 }

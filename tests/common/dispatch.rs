@@ -133,3 +133,26 @@ pub fn ev(id: &str, kind: &str, data: Value) -> Value {
     json!({"pap_version": "0.2", "id": id, "type": kind, "source": "test",
            "time": "2026-03-11T05:59:00Z", "data": data})
 }
+
+/// Three events of `test.filter.checked` that the fixture's `f-*` triggers tell apart: each
+/// operator holds for some and not for others (see `filter_semantics_every_row`).
+#[allow(dead_code)]
+pub fn filter_events() -> Vec<Value> {
+    vec![
+        ev(
+            "a",
+            "test.filter.checked",
+            json!({"n": 3.0, "s": "hello", "tags": ["urgent"], "items": [{"p": 1}, {"p": 5}]}),
+        ),
+        ev(
+            "b",
+            "test.filter.checked",
+            json!({"n": "3", "s": "a", "opt": null}),
+        ),
+        ev(
+            "c",
+            "test.filter.checked",
+            json!({"s": 5, "opt": 0, "n": 2, "items": [{"p": 1}]}),
+        ),
+    ]
+}
