@@ -20,6 +20,7 @@ fn main() -> ExitCode {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pap::run(cli)));
     // A store still referenced by a task that outlived the command is closed cleanly here.
     pap::store::release_all();
+    pap::agent::scratch::remove();
     match result {
         Ok(Ok(outcome)) => ExitCode::from(outcome.exit_code()),
         // A reader that went away (`pap … | head -1`) is not a failure of pap's: what was

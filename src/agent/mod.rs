@@ -12,6 +12,7 @@ pub mod groups;
 mod llm;
 pub mod mcp;
 pub mod output;
+pub mod scratch;
 pub mod supervise;
 
 use std::sync::Arc;
@@ -273,11 +274,8 @@ impl Runtime {
         mut env: Vec<(String, String)>,
     ) -> Result<(Value, Vec<Event>), String> {
         let max_bytes = self.project.config.max_event_bytes;
-        let scratch = tempfile::Builder::new()
-            .prefix("pap-emit-")
-            .tempdir()
-            .map_err(|e| format!("cannot create a scratch dir: {e}"))?;
-        let emit_file = scratch.path().join("emit.ndjson");
+        let emit = scratch::emit_file().map_err(|e| format!("cannot create a scratch dir: {e}"))?;
+        let emit_file = &emit.path;
         let stdin = serde_json::to_vec(&json!({
             "invocation_id": inv.id,
             "attempt": inv.attempts,
@@ -330,7 +328,7 @@ impl Runtime {
         let stdout = stdout?;
         let output = output::parse(&agent.output, &stdout)?;
         let now = self.clock.now_ms();
-        let follow_ups = emit::read_follow_ups(&emit_file, inv, &agent.emits, now, max_bytes)?;
+        let follow_ups = emit::read_follow_ups(emit_file, inv, &agent.emits, now, max_bytes)?;
         Ok((output, follow_ups))
     }
 

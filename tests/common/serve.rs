@@ -73,10 +73,10 @@ impl Project {
             .stderr(file)
             .spawn()
             .expect("start pap serve");
-        let serve = Serve { child, log };
+        let mut serve = Serve { child, log };
         // The log is shared by every serve of the project: wait for this one's line.
         let log = serve.log.clone();
-        wait_until("pap serve started", || started_count(&log) > before);
+        serve.wait_while_alive("pap serve started", || started_count(&log) > before);
         serve
     }
 
@@ -181,10 +181,15 @@ impl Serve {
                     tail.join("\n")
                 );
             }
-            assert!(
-                started.elapsed() < patience(),
-                "timed out waiting for {what}"
-            );
+            if started.elapsed() >= patience() {
+                let log = self.log_text();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "timed out waiting for {what}; the end of the serve log:\n{}",
+                    tail.join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
