@@ -173,25 +173,26 @@ impl Serve {
         let started = Instant::now();
         while !cond() {
             if let Ok(Some(status)) = self.child.try_wait() {
-                let log = self.log_text();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
                 panic!(
                     "serve exited ({status}) while waiting for {what}; the end of its log:\n{}",
-                    tail.join("\n")
+                    self.log_tail()
                 );
             }
             if started.elapsed() >= patience() {
-                let log = self.log_text();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
                 panic!(
                     "timed out waiting for {what}; the end of the serve log:\n{}",
-                    tail.join("\n")
+                    self.log_tail()
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The last 30 lines of the serve log.
+    fn log_tail(&self) -> String {
+        let log = self.log_text();
+        let tail: Vec<&str> = log.lines().rev().take(30).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 
     pub fn kill(mut self) {
