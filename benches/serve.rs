@@ -55,6 +55,15 @@ fn main() {
             Some(when.duration_since(*at).unwrap_or_default().as_secs_f64() * 1000.0)
         })
         .collect();
+    // The slowest, with their place in the sequence: a tail made by the first files (a
+    // process warming up) reads differently from one spread over the run.
+    let mut slowest: Vec<(usize, f64)> = latencies.iter().copied().enumerate().collect();
+    slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let slowest: Vec<String> = slowest
+        .iter()
+        .take(5)
+        .map(|(i, ms)| format!("file {i}: {ms:.1} ms"))
+        .collect();
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize];
     println!(
@@ -63,6 +72,7 @@ fn main() {
         pct(0.5),
         pct(0.99)
     );
+    println!("  slowest: {}", slowest.join(", "));
 
     // 2 and 3. The burst.
     let state = root.join("state-burst");

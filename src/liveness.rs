@@ -35,6 +35,13 @@ pub fn this_node() -> &'static str {
     })
 }
 
+/// Looks up, once, what leases name this process by (its node, its start time), so that the
+/// first decisions of a long-lived process do not read /proc inside their transactions.
+pub fn warm_up() {
+    let _ = this_node();
+    let _ = own_start();
+}
+
 /// What this process knows of lease holders: itself, and the processes of its node.
 pub struct ThisProcess;
 

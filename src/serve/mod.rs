@@ -176,6 +176,8 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
             arrivals.clone(),
         ));
     }
+    // What the first decisions and runs would otherwise look up inside their transactions.
+    crate::liveness::warm_up();
     tracing::info!(
         pid = std::process::id(),
         state = %state_dir.display(),
