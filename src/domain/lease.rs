@@ -62,7 +62,7 @@ pub enum Holding {
 
 impl Lease {
     /// Whether the lease still binds, and whom, as of `now`.
-    pub fn holding(&self, now: i64, facts: &impl HolderFacts) -> Holding {
+    pub fn holding(&self, now: i64, facts: &(impl HolderFacts + ?Sized)) -> Holding {
         let here = self.node.is_empty() || self.node == facts.node();
         if here && facts.is_me(&self.holder) {
             Holding::Mine
@@ -81,7 +81,7 @@ impl Lease {
 }
 
 /// Where `lease` leaves a process that wants the invocation (no lease: free).
-pub fn holding(lease: Option<&Lease>, now: i64, facts: &impl HolderFacts) -> Holding {
+pub fn holding(lease: Option<&Lease>, now: i64, facts: &(impl HolderFacts + ?Sized)) -> Holding {
     lease.map_or(Holding::Free, |l| l.holding(now, facts))
 }
 

@@ -16,10 +16,10 @@ use tracing::Instrument;
 
 use super::Wake;
 use crate::agent::{RunError, RunResult, Runtime};
+use crate::domain::Lease;
 use crate::domain::lease::HOLD_MARGIN_MS;
-use crate::domain::{Holding, Lease, Status};
-use crate::liveness::holding_now;
-use crate::storage;
+use crate::liveness::ThisProcess;
+use crate::storage::{self, TakeWork};
 
 /// How many due invocations one scan looks at, at most.
 const SCAN_LIMIT: usize = 1024;
@@ -278,30 +278,18 @@ impl State {
         let claimed = self
             .runtime
             .write(move |tx| {
-                let mut claimed = Vec::new();
-                let due = tx.work_due(now, limit)?;
-                let seen_all = due.len() < limit;
-                for id in due {
-                    if claimed.len() >= room {
-                        break;
-                    }
-                    if skip.contains(&id) {
-                        continue;
-                    }
-                    let Some(mut inv) = tx.invocation(&id)? else {
-                        continue;
-                    };
-                    // Held by this process: a decision of ours handed it over already.
-                    // Held by another live process: that one runs it.
-                    let free = holding_now(inv.lease.as_ref(), now) == Holding::Free;
-                    if !free || !matches!(inv.status, Status::Queued | Status::Running) {
-                        continue;
-                    }
-                    // Held until its attempt starts (under a lease of its own) right after.
-                    inv.lease = Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS));
-                    tx.put_invocation(&inv)?;
-                    claimed.push(id);
-                }
+                // Held by this process already (a decision of ours handed it over), or by
+                // another live process (that one runs it): not free, left alone. One taken
+                // is held until its attempt starts, under a lease of its own, right after.
+                let lease = |token| Lease::mine(token, now, HOLD_MARGIN_MS);
+                let (claimed, seen_all) = tx.take_due_work(TakeWork {
+                    now,
+                    limit,
+                    room,
+                    skip: &skip,
+                    facts: &ThisProcess,
+                    lease: &lease,
+                })?;
                 Ok::<_, storage::Error>((claimed, seen_all))
             })
             .await;

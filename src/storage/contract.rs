@@ -430,3 +430,84 @@ fn a_purge_removes_expired_claims_and_old_decisions_only() {
         })
     });
 }
+
+/// What the contract's holder checks see: this process is pid 1; pid 2 is alive; every
+/// other pid on this node is dead.
+struct Facts;
+
+impl crate::domain::lease::HolderFacts for Facts {
+    fn node(&self) -> &str {
+        "test-node"
+    }
+    fn is_me(&self, holder: &Runner) -> bool {
+        holder.pid == 1
+    }
+    fn is_alive(&self, holder: &Runner) -> bool {
+        matches!(holder.pid, 1 | 2)
+    }
+}
+
+#[test]
+fn due_work_is_taken_only_when_free_and_under_a_fresh_lease() {
+    for_each(|s| {
+        let held_by = |pid: u32, token: u64| Lease {
+            holder: Runner {
+                pid,
+                since: 0,
+                started: None,
+            },
+            ..lease(token)
+        };
+        s.write(|tx| {
+            tx.insert_invocation(&invocation("a-free", 1, Status::Queued))?;
+            let mut other = invocation("b-held", 2, Status::Queued);
+            other.lease = Some(held_by(2, 1));
+            tx.insert_invocation(&other)?;
+            let mut orphan = invocation("c-orphan", 3, Status::Running);
+            orphan.lease = Some(held_by(99, 2));
+            tx.insert_invocation(&orphan)?;
+            let mut mine = invocation("d-mine", 4, Status::Queued);
+            mine.lease = Some(held_by(1, 3));
+            tx.insert_invocation(&mine)?;
+            tx.insert_invocation(&invocation("e-skipped", 5, Status::Queued))?;
+            tx.insert_invocation(&invocation("f-free", 6, Status::Queued))?;
+            Ok(())
+        })?;
+        let skip: std::collections::HashSet<String> = ["e-skipped".to_owned()].into();
+        let take = |room: usize| {
+            s.write(|tx| {
+                let before = tx.issue_lease_token()?;
+                let make = |token| Lease {
+                    expires_at: 77,
+                    ..lease(token)
+                };
+                let (taken, seen_all) = tx.take_due_work(TakeWork {
+                    now: 10,
+                    limit: 100,
+                    room,
+                    skip: &skip,
+                    facts: &Facts,
+                    lease: &make,
+                })?;
+                Ok((before, taken, seen_all))
+            })
+        };
+        let (before, mut taken, seen_all) = take(2)?;
+        assert!(seen_all);
+        assert_eq!(taken.len(), 2, "room for two: {taken:?}");
+        let (_, more, _) = take(10)?;
+        taken.extend(more);
+        taken.sort();
+        assert_eq!(taken, ["a-free", "c-orphan", "f-free"]);
+        s.read(|r| {
+            for id in &taken {
+                let l = r.invocation(id)?.and_then(|i| i.lease).expect("leased");
+                assert!(l.token > before, "{id}: a fresh token");
+                assert_eq!(l.expires_at, 77);
+            }
+            let held = r.invocation("b-held")?.and_then(|i| i.lease).expect("kept");
+            assert_eq!(held.holder.pid, 2, "a live holder keeps its work");
+            Ok(())
+        })
+    });
+}

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::domain::{
-    AuditEntry, Claim, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry,
+    AuditEntry, Claim, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry, Status,
 };
 
 pub use error::{Error, Result};
@@ -104,6 +104,21 @@ impl Stamp {
     }
 }
 
+/// What [`WriteTx::take_due_work`] is asked for.
+pub struct TakeWork<'a> {
+    pub now: i64,
+    /// How many due ids to look at.
+    pub limit: usize,
+    /// How many to take at most.
+    pub room: usize,
+    /// Ids the caller has already (running, or about to).
+    pub skip: &'a std::collections::HashSet<String>,
+    /// What the caller knows of holders (this process, its node's processes).
+    pub facts: &'a dyn crate::domain::lease::HolderFacts,
+    /// The lease to record for a fresh token.
+    pub lease: &'a dyn Fn(u64) -> crate::domain::Lease,
+}
+
 /// When a write's commit counts as done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Commit {
@@ -152,6 +167,39 @@ pub trait WriteTx {
     /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
     /// holder may be gone), running ones first, at most `limit`.
     fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>>;
+
+    /// Takes due work under new leases: of the first `want.limit` due invocations, up to
+    /// `want.room` that are queued or running, not in `want.skip`, and that nobody holds
+    /// (as `want.facts` judges a holder), each leased to this process by `want.lease` with a
+    /// fresh token. Returns their ids, and whether every due id was looked at.
+    ///
+    /// The default goes through the operations above; a store that can lock rows (PostgreSQL's
+    /// `FOR UPDATE SKIP LOCKED`) does it in one statement.
+    fn take_due_work(&mut self, want: TakeWork<'_>) -> Result<(Vec<String>, bool)> {
+        let due = self.work_due(want.now, want.limit)?;
+        let seen_all = due.len() < want.limit;
+        let mut taken = Vec::new();
+        for id in due {
+            if taken.len() >= want.room {
+                break;
+            }
+            if want.skip.contains(&id) {
+                continue;
+            }
+            let Some(mut inv) = self.invocation(&id)? else {
+                continue;
+            };
+            let free = crate::domain::lease::holding(inv.lease.as_ref(), want.now, want.facts)
+                == crate::domain::Holding::Free;
+            if !free || !matches!(inv.status, Status::Queued | Status::Running) {
+                continue;
+            }
+            inv.lease = Some((want.lease)(self.issue_lease_token()?));
+            self.put_invocation(&inv)?;
+            taken.push(id);
+        }
+        Ok((taken, seen_all))
+    }
 
     // --- schedules, the outbox, the audit log
 
