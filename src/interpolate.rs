@@ -2,8 +2,22 @@
 //!
 //! Only values the user wrote in pap.yaml are interpolated, never event content.
 
+/// Why a value cannot be expanded. The value itself is never quoted: it may hold a secret
+/// next to the reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    #[error("`${{` without a closing `}}`")]
+    Unclosed,
+    #[error("`${{{0}}}` does not name an environment variable")]
+    NotAName(String),
+    #[error("environment variable {0} is not set")]
+    Unset(String),
+    #[error("a `$` must start `${{NAME}}` or be doubled as `$$`")]
+    LoneDollar,
+}
+
 /// Checks the syntax without looking anything up.
-pub fn check(value: &str) -> Result<(), String> {
+pub fn check(value: &str) -> Result<(), ExpandError> {
     expand(value, |_| Some(String::new())).map(|_| ())
 }
 
@@ -19,7 +33,7 @@ pub fn names(value: &str) -> Vec<String> {
 
 /// Expands `${NAME}` with `lookup`; `$$` is a literal `$`. A name `lookup` does not know is an
 /// error naming it (the value is never echoed, it may be a secret's neighbour).
-pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(i) = rest.find('$') {
@@ -29,19 +43,15 @@ pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<St
             out.push('$');
             rest = tail;
         } else if let Some(tail) = after.strip_prefix('{') {
-            let end = tail.find('}').ok_or("`${` without a closing `}`")?;
+            let end = tail.find('}').ok_or(ExpandError::Unclosed)?;
             let name = &tail[..end];
             if !crate::manifest::compile_agent::valid_env_name(name) {
-                return Err(format!(
-                    "`${{{name}}}` does not name an environment variable"
-                ));
+                return Err(ExpandError::NotAName(name.to_owned()));
             }
-            out.push_str(
-                &lookup(name).ok_or_else(|| format!("environment variable {name} is not set"))?,
-            );
+            out.push_str(&lookup(name).ok_or_else(|| ExpandError::Unset(name.to_owned()))?);
             rest = &tail[end + 1..];
         } else {
-            return Err("a `$` must start `${NAME}` or be doubled as `$$`".to_string());
+            return Err(ExpandError::LoneDollar);
         }
     }
     out.push_str(rest);
@@ -57,14 +67,16 @@ mod tests {
         let lookup = |n: &str| (n == "TOKEN").then(|| "s3cr3t".to_string());
         assert_eq!(expand("Bearer ${TOKEN}", lookup).unwrap(), "Bearer s3cr3t");
         assert_eq!(expand("cost: $$5", lookup).unwrap(), "cost: $5");
-        assert!(
-            expand("${MISSING}", lookup)
-                .unwrap_err()
-                .contains("MISSING")
+        let unset = expand("${MISSING}", lookup).unwrap_err();
+        assert_eq!(unset, ExpandError::Unset("MISSING".into()));
+        assert_eq!(unset.to_string(), "environment variable MISSING is not set");
+        assert_eq!(check("$TOKEN"), Err(ExpandError::LoneDollar));
+        assert_eq!(check("${TOKEN"), Err(ExpandError::Unclosed));
+        assert_eq!(check("${1X}"), Err(ExpandError::NotAName("1X".into())));
+        assert_eq!(
+            check("${1X}").unwrap_err().to_string(),
+            "`${1X}` does not name an environment variable"
         );
-        assert!(check("$TOKEN").is_err());
-        assert!(check("${TOKEN").is_err());
-        assert!(check("${1X}").is_err());
         assert!(check("plain").is_ok());
         assert_eq!(names("${A}:$$${B}"), ["A", "B"]);
     }

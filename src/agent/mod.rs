@@ -326,7 +326,7 @@ impl Runtime {
         .await;
         drop(record);
         let stdout = stdout?;
-        let output = output::parse(&agent.output, &stdout)?;
+        let output = output::parse(&agent.output, &stdout).map_err(|e| e.to_string())?;
         let now = self.clock.now_ms();
         let follow_ups = emit::read_follow_ups(emit_file, inv, &agent.emits, now, max_bytes)?;
         Ok((output, follow_ups))

@@ -6,7 +6,21 @@ use serde_json::{Map, Value};
 use crate::event::json_kind;
 use crate::manifest::compiled::{OutputSpec, SchemaType};
 
-pub fn parse(spec: &OutputSpec, stdout: &[u8]) -> Result<Value, String> {
+/// Why an agent's output is refused (its attempt then fails, and may be retried).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OutputError {
+    #[error("printed nothing; structured output must be one JSON value")]
+    Empty,
+    #[error("output is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("output must be a JSON object, found {0}")]
+    NotAnObject(&'static str),
+    /// Each field that is missing or of the wrong type.
+    #[error("output does not match output.schema: {}", .0.join("; "))]
+    Schema(Vec<String>),
+}
+
+pub fn parse(spec: &OutputSpec, stdout: &[u8]) -> Result<Value, OutputError> {
     let text = String::from_utf8_lossy(stdout);
     if !spec.structured {
         return Ok(Value::String(
@@ -15,16 +29,13 @@ pub fn parse(spec: &OutputSpec, stdout: &[u8]) -> Result<Value, String> {
     }
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err("printed nothing; structured output must be one JSON value".into());
+        return Err(OutputError::Empty);
     }
     let value: Value =
-        serde_json::from_str(trimmed).map_err(|e| format!("output is not valid JSON: {e}"))?;
+        serde_json::from_str(trimmed).map_err(|e| OutputError::NotJson(e.to_string()))?;
     if let Some(schema) = &spec.schema {
         let Value::Object(map) = &value else {
-            return Err(format!(
-                "output must be a JSON object, found {}",
-                json_kind(&value)
-            ));
+            return Err(OutputError::NotAnObject(json_kind(&value)));
         };
         check_fields(schema, map)?;
     }
@@ -33,7 +44,7 @@ pub fn parse(spec: &OutputSpec, stdout: &[u8]) -> Result<Value, String> {
 
 /// A model's final answer: like [`parse`], but a JSON answer may come inside a fenced
 /// block (models often wrap it in ```json … ```), which is taken out first.
-pub fn parse_answer(spec: &OutputSpec, text: &str) -> Result<Value, String> {
+pub fn parse_answer(spec: &OutputSpec, text: &str) -> Result<Value, OutputError> {
     if !spec.structured {
         return Ok(Value::String(text.trim().to_owned()));
     }
@@ -53,7 +64,7 @@ fn fenced(text: &str) -> Option<&str> {
 fn check_fields(
     schema: &std::collections::BTreeMap<String, SchemaType>,
     map: &Map<String, Value>,
-) -> Result<(), String> {
+) -> Result<(), OutputError> {
     let mut problems = Vec::new();
     for (field, want) in schema {
         match map.get(field) {
@@ -70,10 +81,7 @@ fn check_fields(
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "output does not match output.schema: {}",
-            problems.join("; ")
-        ))
+        Err(OutputError::Schema(problems))
     }
 }
 
@@ -135,16 +143,18 @@ mod tests {
         );
         let err = parse(&s, br#"{"plan":{},"x":1}"#).unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "output does not match output.schema: `n` is missing; `plan` must be an array, found an object"
         );
-        assert!(parse(&s, b"[1]").unwrap_err().contains("found an array"));
-        assert!(
-            parse(&s, b"plan: 1")
-                .unwrap_err()
-                .contains("not valid JSON")
+        assert_eq!(
+            parse(&s, b"[1]").unwrap_err(),
+            OutputError::NotAnObject("an array")
         );
-        assert!(parse(&s, b"\n").unwrap_err().contains("printed nothing"));
+        assert!(matches!(
+            parse(&s, b"plan: 1").unwrap_err(),
+            OutputError::NotJson(_)
+        ));
+        assert_eq!(parse(&s, b"\n").unwrap_err(), OutputError::Empty);
     }
 
     #[test]

@@ -260,7 +260,7 @@ fn compile_sink(s: &raw::Sink, base: &[PathSeg], ctx: &mut FileCtx) -> Option<Si
                 return None;
             };
             if let Err(reason) = interpolate::check(url) {
-                ctx.at("invalid-interpolation", &at("url"), reason);
+                ctx.at("invalid-interpolation", &at("url"), reason.to_string());
             } else if !is_http_url(url) && !url.starts_with("${") {
                 ctx.at(
                     "invalid-url",
@@ -272,7 +272,7 @@ fn compile_sink(s: &raw::Sink, base: &[PathSeg], ctx: &mut FileCtx) -> Option<Si
                 if let Err(reason) = interpolate::check(value) {
                     let mut p = at("headers");
                     p.extend(path![name.as_str()]);
-                    ctx.at("invalid-interpolation", &p, reason);
+                    ctx.at("invalid-interpolation", &p, reason.to_string());
                 }
             }
             let format = s.format.unwrap_or_default();

@@ -276,7 +276,7 @@ impl Attempt<'_> {
                 "the model stopped ({why}) without an answer"
             )));
         }
-        output::parse_answer(&self.agent.output, &reply.text).map_err(retryable)
+        output::parse_answer(&self.agent.output, &reply.text).map_err(|e| retryable(e.to_string()))
     }
 }
 
