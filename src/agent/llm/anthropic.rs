@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::chat::{Reply, Stop, ToolCall, ToolDef, ToolResult};
+use super::chat::{MalformedReply, Reply, Stop, ToolCall, ToolDef, ToolResult};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
@@ -61,11 +61,11 @@ impl Conversation {
     }
 
     /// Reads a reply and keeps the assistant message exactly as it came.
-    pub fn receive(&mut self, body: &Value) -> Result<Reply, String> {
+    pub fn receive(&mut self, body: &Value) -> Result<Reply, MalformedReply> {
         let content = body
             .get("content")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("the answer has no `content` array: {}", short(body)))?;
+            .ok_or_else(|| MalformedReply::new("the answer has no `content` array", body))?;
         let mut text = String::new();
         let mut calls = Vec::new();
         for block in content {
@@ -125,11 +125,6 @@ impl Conversation {
 
 fn str_field(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
-}
-
-/// An unexpected answer, quoted in the failure reason.
-pub(super) fn short(v: &Value) -> String {
-    crate::text::clip(&v.to_string(), 200)
 }
 
 #[cfg(test)]

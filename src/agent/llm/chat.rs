@@ -55,6 +55,24 @@ impl Stop {
     }
 }
 
+/// A provider's reply without the parts a turn needs: what is missing, and the start of
+/// the reply (clipped: it is untrusted and may be large).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{what}: {excerpt}")]
+pub struct MalformedReply {
+    pub what: &'static str,
+    pub excerpt: String,
+}
+
+impl MalformedReply {
+    pub fn new(what: &'static str, reply: &serde_json::Value) -> MalformedReply {
+        MalformedReply {
+            what,
+            excerpt: crate::text::clip(&reply.to_string(), 200),
+        }
+    }
+}
+
 /// One model turn.
 #[derive(Debug, Clone)]
 pub struct Reply {

@@ -4,8 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::anthropic::short;
-use super::chat::{Reply, Stop, ToolCall, ToolDef, ToolResult};
+use super::chat::{MalformedReply, Reply, Stop, ToolCall, ToolDef, ToolResult};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -65,15 +64,15 @@ impl Conversation {
         Value::Object(body)
     }
 
-    pub fn receive(&mut self, body: &Value) -> Result<Reply, String> {
+    pub fn receive(&mut self, body: &Value) -> Result<Reply, MalformedReply> {
         let choice = body
             .get("choices")
             .and_then(|c| c.get(0))
-            .ok_or_else(|| format!("the answer has no `choices[0]`: {}", short(body)))?;
+            .ok_or_else(|| MalformedReply::new("the answer has no `choices[0]`", body))?;
         let mut message = choice
             .get("message")
             .cloned()
-            .ok_or_else(|| format!("`choices[0]` has no `message`: {}", short(body)))?;
+            .ok_or_else(|| MalformedReply::new("`choices[0]` has no `message`", body))?;
         let text = message
             .get("content")
             .and_then(Value::as_str)
