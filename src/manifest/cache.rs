@@ -65,7 +65,7 @@ pub fn key(root: &Path, state: Option<&Path>) -> Option<Key> {
     }
     files.sort();
     for path in &files {
-        let bytes = read(path)?;
+        let bytes = super::loader::read_regular(path).ok()?;
         let name = path.strip_prefix(root).unwrap_or(path);
         hash.update(name.as_os_str().as_encoded_bytes());
         hash.update([0]);
@@ -155,7 +155,7 @@ fn read_config(root: &Path) -> Option<ConfigFacts> {
     };
     for name in [super::loader::CONFIG_FILE, "pap.yml"] {
         if let Found::File(path) = discover::check_file(&root.join(name), rules) {
-            let text = String::from_utf8(read(&path)?).ok()?;
+            let text = String::from_utf8(super::loader::read_regular(&path).ok()?).ok()?;
             let tree = yaml_tree::parse(&text).ok()?;
             let state_dir = match tree.value.get("state_dir").map(|v| &v.value) {
                 None => None,
@@ -177,15 +177,6 @@ fn read_config(root: &Path) -> Option<ConfigFacts> {
         follow_symlinks: false,
         state_dir: None,
     })
-}
-
-/// A file's bytes, refusing what is not a regular file (as the load does).
-fn read(path: &Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut file = crate::regular_file::open(path, crate::regular_file::Links::Follow).ok()?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
-    Some(bytes)
 }
 
 /// This binary, by path, size and modification time: another build is another cache.

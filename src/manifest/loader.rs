@@ -463,7 +463,7 @@ fn read_file(
 
 /// A file's bytes, if it is (still) a regular file: a FIFO swapped in since discovery must
 /// not hang the load. Discovery vetted where links lead.
-fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut file = crate::regular_file::open(path, crate::regular_file::Links::Follow)?;
     let mut bytes = Vec::new();
