@@ -445,6 +445,75 @@ pub enum InvocationsCommand {
         #[arg(long)]
         json: bool,
     },
+
+    /// Run a failed, rejected, expired or cancelled invocation again, as a new invocation
+    /// linked to it (`retry_of`) under the same idempotency claim.
+    #[command(
+        after_help = "The risk rules apply again: a high-risk agent waits for approval \
+        again, and retrying a rejection needs --by. Throttle windows count the retry but never \
+        refuse it. Its completion or failure event gets a new id. With a running pap serve the \
+        retry is handed to it; otherwise this command runs it (unless --no-run).\n\n\
+        Exit status: 0 the retry succeeded (or was queued, or waits for approval); 4 it failed \
+        after its retries; 1 the invocation cannot be retried (unknown, or not ended without \
+        success); 2 usage error.\n\n\
+        Examples:\n  pap invocations retry inv_0195a3c2e1f0a1b2c3d4e5f6a7b8c9d0\n  \
+        pap invocations retry inv_0195a3c2e1f0a1b2c3d4e5f6a7b8c9d0 --by alice --json\n  \
+        pap invocations retry inv_0195a3c2e1f0a1b2c3d4e5f6a7b8c9d0 --no-run   # leave it to pap serve"
+    )]
+    Retry(RetryArgs),
+
+    /// Stop invocations that have not finished (queued, waiting for a retry, awaiting
+    /// approval, or running); they end as `cancelled`, with no failure event.
+    #[command(
+        after_help = "A running command agent is stopped with its whole process group \
+        (SIGTERM, then SIGKILL after --grace). A running LLM agent is not interrupted mid-request: \
+        its result is discarded when it ends. Each cancelled invocation gets its `cancelled` \
+        notification and an audit line naming who cancelled it.\n\n\
+        Exit status: 0 every invocation named was cancelled (with --trigger: also when none was \
+        unfinished); 1 some could not be (unknown, or already ended); 2 usage error.\n\n\
+        Examples:\n  pap invocations cancel inv_0195a3c2e1f0a1b2c3d4e5f6a7b8c9d0 --reason \"wrong host\"\n  \
+        pap invocations cancel --trigger energy-price-spike --by alice   # kill switch for a runaway trigger\n  \
+        pap invocations cancel --trigger energy-price-spike --json | jq -r .id"
+    )]
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RetryArgs {
+    /// The invocation to run again.
+    pub id: String,
+    /// Who retries (default: $USER; required to retry a rejection).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Only queue the retry (for `pap serve`); do not run it here.
+    #[arg(long)]
+    pub no_run: bool,
+    /// Print the new invocation as JSON when done.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["ids", "trigger"])))]
+pub struct CancelArgs {
+    /// The invocations to cancel.
+    #[arg(value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Cancel every unfinished invocation of this trigger.
+    #[arg(long, value_name = "TRIGGER", conflicts_with = "ids")]
+    pub trigger: Option<String>,
+    /// Who cancels (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Why, for the notification and the audit log.
+    #[arg(long, value_name = "TEXT", value_parser = non_blank)]
+    pub reason: Option<String>,
+    /// How long a running agent gets between SIGTERM and SIGKILL (default 5s).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub grace: f64,
+    /// One JSON object per cancelled invocation.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

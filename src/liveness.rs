@@ -144,6 +144,29 @@ impl Runner {
         true
     }
 
+    /// Sends `signal` to the whole group, if it is still this one; returns whether a process
+    /// of it was alive.
+    pub fn signal_group(&self, signal: Signal) -> bool {
+        if !self.group_alive() {
+            return false;
+        }
+        let _ = killpg(Pid::from_raw(self.pid as i32), signal);
+        true
+    }
+
+    /// Waits, without signalling, until no process of the group runs, up to `bound`;
+    /// whether it ended.
+    pub fn wait_group_ended(&self, bound: Duration) -> bool {
+        let started = Instant::now();
+        while self.group_alive() {
+            if started.elapsed() >= bound {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
     /// Waits until no process of the group runs, up to `bound`; whether it is gone.
     pub fn wait_group_gone(&self, bound: Duration) -> bool {
         let started = Instant::now();

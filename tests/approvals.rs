@@ -7,24 +7,10 @@ use common::dispatch::{Project, T0, ev, lines};
 use common::{code, stderr, stdout};
 use serde_json::json;
 
-fn awaiting(p: &Project, id: &str) -> String {
-    let file = p.events(
-        &format!("{id}.ndjson"),
-        &[ev(id, "test.approval.needed", json!({}))],
-    );
-    let run = p.dispatch(T0, &file, &[]);
-    assert_eq!(run.code, 0);
-    assert_eq!(run.outcome(id, "t-approval"), "awaiting_approval");
-    run.trigger(id, "t-approval")["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 #[test]
 fn approve_runs_the_invocation_and_records_who() {
     let p = Project::new();
-    let inv = awaiting(&p, "a1");
+    let inv = p.awaiting("a1");
     let listed = p
         .cmd(T0)
         .args(["invocations", "--status", "awaiting_approval", "--json"])
@@ -77,7 +63,7 @@ fn approve_runs_the_invocation_and_records_who() {
 #[test]
 fn reject_ends_in_the_failure_event_with_the_reason() {
     let p = Project::new();
-    let inv = awaiting(&p, "r1");
+    let inv = p.awaiting("r1");
     let out = p
         .cmd(T0)
         .args([
@@ -114,7 +100,7 @@ fn reject_ends_in_the_failure_event_with_the_reason() {
 #[test]
 fn an_expired_approval_is_a_denial() {
     let p = Project::new();
-    let inv = awaiting(&p, "x1");
+    let inv = p.awaiting("x1");
     let out = p
         .cmd("2026-03-12T06:00:00Z")
         .args(["approve", &inv])
@@ -139,7 +125,7 @@ fn an_expired_approval_is_a_denial() {
 #[test]
 fn any_dispatch_expires_overdue_approvals() {
     let p = Project::new();
-    let inv = awaiting(&p, "y1");
+    let inv = p.awaiting("y1");
     let file = p.events(
         "later.ndjson",
         &[ev("later", "nobody.listens.here", json!({}))],
@@ -158,7 +144,7 @@ fn any_dispatch_expires_overdue_approvals() {
 #[test]
 fn listings_show_an_overdue_approval_as_expired_without_recording_it() {
     let p = Project::new();
-    let inv = awaiting(&p, "z1");
+    let inv = p.awaiting("z1");
     let later = "2026-03-13T00:00:00Z";
     let show = |at: &str| {
         let out = p

@@ -52,6 +52,9 @@ pub struct RunResult {
     pub error: Option<String>,
     /// A retry is queued for later (only when [`Runtime::queue_retries`]); not ended yet.
     pub retry_queued: bool,
+    /// An operator cancelled it while this process ran or held it (`pap invocations
+    /// cancel`): not a failure of the agent's.
+    pub cancelled: bool,
 }
 
 #[derive(Clone)]
@@ -96,6 +99,30 @@ impl From<anyhow::Error> for RunError {
 impl Runtime {
     /// Runs `id` to its end: every attempt it has left, with backoff between them.
     pub async fn run(&self, id: &str) -> Result<RunResult, RunError> {
+        match self.run_attempts(id).await {
+            Err(RunError::NotOurs(why)) => match self.cancelled(id).await {
+                Some(inv) => Ok(RunResult {
+                    cancelled: true,
+                    ..result(&inv, false, Vec::new())
+                }),
+                None => Err(RunError::NotOurs(why)),
+            },
+            other => other,
+        }
+    }
+
+    /// The invocation, if an operator cancelled it.
+    async fn cancelled(&self, id: &str) -> Option<Invocation> {
+        let store = self.store.clone();
+        let id = id.to_owned();
+        let inv = tokio::task::spawn_blocking(move || store.read(|r| r.invocation(&id)))
+            .await
+            .ok()?
+            .ok()??;
+        (inv.status == Status::Cancelled).then_some(inv)
+    }
+
+    async fn run_attempts(&self, id: &str) -> Result<RunResult, RunError> {
         loop {
             let (mut inv, agent, previous) = self.start_attempt(id).await?;
             if let Some((group, killed)) = previous {
@@ -604,6 +631,7 @@ fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
         emitted,
         error: inv.error.clone(),
         retry_queued: false,
+        cancelled: false,
     }
 }
 

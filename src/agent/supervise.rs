@@ -144,6 +144,12 @@ pub fn main(args: Vec<OsString>) -> ! {
     }
     let mut child = match cmd.spawn() {
         Ok(child) => {
+            // A SIGTERM to the group (`pap invocations cancel`) is for the program, which
+            // may shut down cleanly: the supervisor stays to report how it ended (were it to
+            // die first, the program would get SIGKILL at once). Set after the spawn, so
+            // the program keeps the default disposition.
+            // SAFETY: ignoring a signal installs no handler.
+            let _ = unsafe { signal(Signal::SIGTERM, SigHandler::SigIgn) };
             let _ = lifeline.write_all(b"ok\n");
             child
         }

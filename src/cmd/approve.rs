@@ -79,9 +79,20 @@ pub fn approve_as(
         return Ok(Outcome::Success);
     }
     crate::say!("approved {id} (by {by}); running it");
+    run_and_report(&runtime, &rt, &mut dispatcher, &id, json)
+}
 
-    let result = rt.block_on(runtime.run(&id))?;
-    report(&runtime, &id, json)?;
+/// Runs invocation `id` in this process, prints how it ended, and dispatches what it
+/// emitted: exit 0 when it succeeded, 4 when it failed after its retries.
+pub(super) fn run_and_report(
+    runtime: &Runtime,
+    rt: &tokio::runtime::Runtime,
+    dispatcher: &mut Dispatcher<'_>,
+    id: &str,
+    json: bool,
+) -> anyhow::Result<Outcome> {
+    let result = rt.block_on(runtime.run(id))?;
+    report(runtime, id, json)?;
     dispatcher.dispatch_emitted(result.emitted)?;
     dispatcher.settle_notifications()?;
     Ok(if result.succeeded {
@@ -154,7 +165,7 @@ fn short_answer(action: &str, by: &str, now: i64) -> Answer {
     }
 }
 
-fn dispatcher<'a>(
+pub(super) fn dispatcher<'a>(
     runtime: &'a Runtime,
     rt: &'a tokio::runtime::Runtime,
     json: bool,
@@ -210,7 +221,7 @@ fn check_awaiting(inv: &Invocation) -> storage::Result<()> {
     }
 }
 
-fn report(runtime: &Runtime, id: &str, json: bool) -> anyhow::Result<()> {
+pub(super) fn report(runtime: &Runtime, id: &str, json: bool) -> anyhow::Result<()> {
     let inv = runtime
         .store
         .read(|r| r.invocation(id))?

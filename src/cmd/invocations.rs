@@ -17,11 +17,24 @@ use crate::term::Paint;
 const HUMAN_PAGE: usize = 20;
 
 pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
+    // The two that write open the store for writing themselves.
+    match &args.command {
+        Some(InvocationsCommand::Retry(retry)) => {
+            return super::invocation_control::retry(cli, retry);
+        }
+        Some(InvocationsCommand::Cancel(cancel)) => {
+            return super::invocation_control::cancel(cli, cancel);
+        }
+        _ => {}
+    }
     let store = storage::open_existing(&context::state_dir_to_read(cli)?)?;
     // What is due is shown as of now (an approval past its deadline has expired); the next
     // pap that writes records it. A listing never writes.
     let now = crate::clock::Clock::from_env()?.now_ms();
     match &args.command {
+        Some(InvocationsCommand::Retry(_) | InvocationsCommand::Cancel(_)) => {
+            unreachable!("handled above")
+        }
         Some(InvocationsCommand::Show { id, json }) => {
             let found = match &store {
                 Some(s) => s.read(|r| r.invocation(id))?,
@@ -116,6 +129,7 @@ pub fn view(inv: &Invocation, detail: bool) -> Value {
         "internal": inv.internal,
         "approval_request": inv.approval_request,
         "notifications": inv.notifications,
+        "retry_of": inv.retry_of,
     });
     if detail {
         v["idempotency_key"] = json!(idempotency_key(inv));
@@ -158,6 +172,7 @@ fn status_painted(inv: &Invocation, p: Paint) -> String {
         "succeeded" => p.green(s),
         "failed" | "rejected" | "expired" => p.red(s),
         "awaiting_approval" => p.yellow(s),
+        "cancelled" => p.dim(s),
         _ => s.to_owned(),
     }
 }
@@ -282,6 +297,9 @@ fn show_human(shown: &AsOf, p: Paint) -> String {
         let _ = writeln!(o, "  {:<10}{v}", k);
     };
     row(&mut o, "trigger", inv.trigger.clone());
+    if let Some(original) = &inv.retry_of {
+        row(&mut o, "retry of", original.clone());
+    }
     if let Some(key) = idempotency_key(inv) {
         row(&mut o, "key", key);
     }

@@ -5,6 +5,7 @@ mod audit;
 mod context;
 mod dispatch;
 mod inbox;
+mod invocation_control;
 mod invocations;
 mod lint;
 mod notifications;

@@ -308,7 +308,11 @@ impl<'a> Dispatcher<'a> {
                     }
                     continue;
                 };
-                t.result = Some(if r.succeeded { "succeeded" } else { "failed" });
+                t.result = Some(match (r.succeeded, r.cancelled) {
+                    (true, _) => "succeeded",
+                    (false, true) => "cancelled",
+                    (false, false) => "failed",
+                });
                 t.attempts = Some(r.attempts);
                 t.emitted = Some(r.emitted_ids.clone());
                 if t.reason.is_none() {

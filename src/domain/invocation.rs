@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Contract section 5: `awaiting_approval → queued → running → succeeded | failed`, or
-/// `awaiting_approval → rejected | expired`.
+/// `awaiting_approval → rejected | expired`; an operator may cancel any unfinished one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
@@ -18,6 +18,8 @@ pub enum Status {
     Failed,
     Rejected,
     Expired,
+    /// Stopped by an operator (`pap invocations cancel`) before it finished.
+    Cancelled,
 }
 
 impl Status {
@@ -30,13 +32,18 @@ impl Status {
             Status::Failed => "failed",
             Status::Rejected => "rejected",
             Status::Expired => "expired",
+            Status::Cancelled => "cancelled",
         }
     }
 
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            Status::Succeeded | Status::Failed | Status::Rejected | Status::Expired
+            Status::Succeeded
+                | Status::Failed
+                | Status::Rejected
+                | Status::Expired
+                | Status::Cancelled
         )
     }
 }
@@ -91,6 +98,9 @@ pub struct Invocation {
     /// Notifications its prompt carries (handled ones, and those queued for its agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notifications: Vec<super::notification::Carried>,
+    /// The invocation this one re-runs (`pap invocations retry`), under the same claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<String>,
 }
 
 /// Who provoked which agent with what: everything a new invocation starts from.
@@ -143,6 +153,7 @@ impl Invocation {
             event: p.event,
             internal: false,
             notifications: Vec::new(),
+            retry_of: None,
         }
     }
 

@@ -6,6 +6,10 @@
 //!        │                         ▲  │              │  ▲
 //!        ├──reject──▶ rejected     │  └──end──▶ failed ◀──end──┘  └─start (resume after a crash)
 //!        └──expire──▶ expired      └────retry / requeue────┘
+//!
+//! awaiting_approval, queued, running ──cancel──▶ cancelled     (an operator's kill switch)
+//! failed, rejected, expired, cancelled ──retry──▶ a new invocation (`retry_of`), which
+//!                                                 starts at queued or awaiting_approval
 //! ```
 //!
 //! Each move keeps the fields that go with the status in step (attempt count and history,
@@ -36,6 +40,7 @@ fn allowed_from(to: Status) -> &'static [Status] {
         Succeeded => &[Running],
         Failed => &[Queued, Running],
         Rejected | Expired => &[AwaitingApproval],
+        Cancelled => &[AwaitingApproval, Queued, Running],
     }
 }
 
@@ -202,6 +207,68 @@ impl Invocation {
         Ok(())
     }
 
+    /// An operator stopped it (`reason` says who and why): no further attempt, no failure
+    /// event. A running attempt is closed with the reason; its process is stopped by the
+    /// caller, after this is recorded (so the runner finds its lease gone).
+    pub fn cancel(&mut self, reason: &str, now: i64) -> Result<(), NotAllowed> {
+        self.check(Status::Cancelled, "be cancelled")?;
+        self.close_attempt(Some(reason), now);
+        self.status = Status::Cancelled;
+        self.lease = None;
+        self.updated_at = now;
+        self.error = Some(reason.to_owned());
+        self.next_attempt_at = None;
+        Ok(())
+    }
+
+    /// Whether an operator may run it again (`pap invocations retry`): it ended without
+    /// success.
+    pub fn check_retryable(&self) -> Result<(), NotAllowed> {
+        match self.status {
+            Status::Failed | Status::Rejected | Status::Expired | Status::Cancelled
+                if !self.internal =>
+            {
+                Ok(())
+            }
+            from => Err(NotAllowed {
+                id: self.id.clone(),
+                from,
+                action: "be retried (only a failed, rejected, expired or cancelled one can)",
+            }),
+        }
+    }
+
+    /// A new invocation that runs this one again under the same claim: same trigger, agent,
+    /// event and depth, a fresh attempt count, linked by `retry_of`. `risk` and
+    /// `max_attempts` are the agent's as the project says now; it awaits approval until
+    /// `approval_deadline` when it has one.
+    pub fn retry(
+        &self,
+        id: String,
+        seq: u64,
+        risk: &str,
+        max_attempts: u32,
+        approval_deadline: Option<i64>,
+        now: i64,
+    ) -> Result<Invocation, NotAllowed> {
+        self.check_retryable()?;
+        let provocation = super::invocation::Provocation {
+            id,
+            seq,
+            trigger: self.trigger.clone(),
+            agent: self.agent.clone(),
+            event: self.event.clone(),
+            event_id: self.event_id.clone(),
+            event_type: self.event_type.clone(),
+            depth: self.depth,
+            risk: risk.to_owned(),
+            max_attempts,
+        };
+        let mut again = Invocation::new(provocation, approval_deadline, now);
+        again.retry_of = Some(self.id.clone());
+        Ok(again)
+    }
+
     fn close_attempt(&mut self, error: Option<&str>, now: i64) {
         if let Some(last) = self.history.last_mut()
             && last.ended_at.is_none()
@@ -278,8 +345,10 @@ mod tests {
             Status::Failed,
             Status::Rejected,
             Status::Expired,
+            Status::Cancelled,
         ] {
             let mut i = inv(status);
+            assert!(i.cancel("x", 1).is_err());
             assert!(i.start_attempt(lease(), None, 1).is_err());
             assert!(i.end(Status::Failed, "x", vec![], 1).is_err());
             assert!(i.succeed(json!(null), vec![], 1).is_err());
@@ -314,5 +383,47 @@ mod tests {
         let mut k = inv(Status::Queued);
         assert!(k.end(Status::Rejected, "no", vec![], 1).is_err());
         assert!(k.requeue_interrupted("stop", 1).is_err());
+    }
+
+    #[test]
+    fn a_cancel_ends_any_unfinished_invocation_and_closes_its_attempt() {
+        for status in [Status::AwaitingApproval, Status::Queued] {
+            let mut i = inv(status);
+            i.cancel("cancelled by ann", 9).unwrap();
+            assert_eq!(i.status, Status::Cancelled);
+            assert!(i.status.is_terminal());
+        }
+        let mut i = inv(Status::Queued);
+        i.start_attempt(lease(), None, 10).unwrap();
+        i.cancel("cancelled by ann: runaway", 20).unwrap();
+        assert_eq!(i.lease, None, "the runner finds its lease gone");
+        assert_eq!(i.history[0].ended_at, Some(20));
+        assert_eq!(
+            i.history[0].error.as_deref(),
+            Some("cancelled by ann: runaway")
+        );
+        assert!(i.queue_retry("late failure", 30, None, 30).is_err());
+    }
+
+    #[test]
+    fn a_retry_is_a_new_invocation_linked_to_the_old_one() {
+        let mut i = inv(Status::Queued);
+        i.start_attempt(lease(), None, 10).unwrap();
+        i.end(Status::Failed, "boom", vec![], 20).unwrap();
+        let again = i.retry("inv_2".into(), 7, "low", 5, None, 30).unwrap();
+        assert_eq!(
+            (again.status, again.attempts, again.max_attempts, again.seq),
+            (Status::Queued, 0, 5, 7)
+        );
+        assert_eq!(again.retry_of.as_deref(), Some("inv_1"));
+        assert_eq!((again.event_id.as_str(), again.risk.as_str()), ("e", "low"));
+        let waits = i.retry("inv_3".into(), 8, "high", 1, Some(99), 30).unwrap();
+        assert_eq!(waits.status, Status::AwaitingApproval);
+        for status in [Status::Queued, Status::Running, Status::Succeeded] {
+            let err = inv(status)
+                .retry("x".into(), 1, "low", 1, None, 1)
+                .unwrap_err();
+            assert!(err.to_string().contains("cannot be retried"), "{err}");
+        }
     }
 }

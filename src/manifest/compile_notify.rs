@@ -34,6 +34,7 @@ pub fn compile_routes(
             OutcomeKind::AwaitingApproval => &raw.awaiting_approval,
             OutcomeKind::Rejected => &raw.rejected,
             OutcomeKind::Expired => &raw.expired,
+            OutcomeKind::Cancelled => &raw.cancelled,
             OutcomeKind::ExternalToolCall => &raw.external_tool_call,
         };
         if let Some(route) = route {

@@ -18,16 +18,19 @@ pub enum OutcomeKind {
     AwaitingApproval,
     Rejected,
     Expired,
+    /// An operator cancelled it (`pap invocations cancel`).
+    Cancelled,
     ExternalToolCall,
 }
 
 impl OutcomeKind {
-    pub const ALL: [OutcomeKind; 6] = [
+    pub const ALL: [OutcomeKind; 7] = [
         OutcomeKind::Succeeded,
         OutcomeKind::Failed,
         OutcomeKind::AwaitingApproval,
         OutcomeKind::Rejected,
         OutcomeKind::Expired,
+        OutcomeKind::Cancelled,
         OutcomeKind::ExternalToolCall,
     ];
 
@@ -39,6 +42,7 @@ impl OutcomeKind {
             OutcomeKind::AwaitingApproval => "awaiting_approval",
             OutcomeKind::Rejected => "rejected",
             OutcomeKind::Expired => "expired",
+            OutcomeKind::Cancelled => "cancelled",
             OutcomeKind::ExternalToolCall => "external_tool_call",
         }
     }
@@ -51,6 +55,7 @@ impl OutcomeKind {
             OutcomeKind::AwaitingApproval => "invocation.awaiting_approval",
             OutcomeKind::Rejected => "invocation.rejected",
             OutcomeKind::Expired => "invocation.expired",
+            OutcomeKind::Cancelled => "invocation.cancelled",
             OutcomeKind::ExternalToolCall => "tool.external_call",
         }
     }
@@ -58,9 +63,10 @@ impl OutcomeKind {
     pub fn default_level(self) -> Level {
         match self {
             OutcomeKind::Succeeded | OutcomeKind::ExternalToolCall => Level::Info,
-            OutcomeKind::AwaitingApproval | OutcomeKind::Rejected | OutcomeKind::Expired => {
-                Level::Warning
-            }
+            OutcomeKind::AwaitingApproval
+            | OutcomeKind::Rejected
+            | OutcomeKind::Expired
+            | OutcomeKind::Cancelled => Level::Warning,
             OutcomeKind::Failed => Level::Error,
         }
     }

@@ -217,6 +217,9 @@ pub struct Notify {
     pub rejected: Option<NotifyRoute>,
     #[serde(default)]
     pub expired: Option<NotifyRoute>,
+    /// An operator cancelled the invocation (`pap invocations cancel`).
+    #[serde(default)]
+    pub cancelled: Option<NotifyRoute>,
     /// Each call of an EXTERNAL tool (ANP 6.1: the user must be made aware of it).
     #[serde(default)]
     pub external_tool_call: Option<NotifyRoute>,

@@ -193,6 +193,7 @@ fn default_content(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) 
         ),
         OutcomeKind::Rejected => format!("{} was not run on {about}: {error}", inv.agent),
         OutcomeKind::Expired => format!("{} was not run on {about}: {error}", inv.agent),
+        OutcomeKind::Cancelled => format!("{} was stopped on {about}: {error}", inv.agent),
         OutcomeKind::ExternalToolCall => {
             let get = |k: &str| {
                 extra

@@ -27,6 +27,21 @@ pub fn invocation(key: &[u8; 32], decided_at: i64) -> String {
     id
 }
 
+/// A retry of invocation `original` (`pap invocations retry`): the same form as
+/// [`invocation`], from the original's id and the retry's place in the invocation sequence,
+/// so two retries of one invocation never share an id.
+pub fn retry(original: &str, seq: u64, decided_at: i64) -> String {
+    let time = (decided_at.max(0) as u64) & 0xffff_ffff_ffff;
+    let mut id = String::with_capacity(36);
+    id.push_str("inv_");
+    crate::text::push_hex(&mut id, &time.to_be_bytes()[2..]);
+    id.push_str(&hex_prefix(
+        &[b"retry", original.as_bytes(), &seq.to_le_bytes()],
+        20,
+    ));
+    id
+}
+
 /// Internal turns' ids start with this (ordinary ones are `inv_` and hex), so they can be
 /// told apart in the work index by key alone.
 pub const TURN_PREFIX: &str = "inv_turn_";

@@ -215,6 +215,10 @@ impl State {
                 error = r.error.as_deref().unwrap_or(""),
                 "attempt failed; retry queued"
             ),
+            Ok(r) if r.cancelled => tracing::warn!(
+                error = r.error.as_deref().unwrap_or(""),
+                "cancelled by an operator"
+            ),
             Ok(r) => {
                 if r.succeeded {
                     tracing::info!(

@@ -61,6 +61,8 @@ struct ExtrasRef<'a> {
     history: &'a [Attempt],
     #[serde(skip_serializing_if = "<[Carried]>::is_empty")]
     notifications: &'a [Carried],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_of: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +87,8 @@ struct Extras {
     history: Vec<Attempt>,
     #[serde(default)]
     notifications: Vec<Carried>,
+    #[serde(default)]
+    retry_of: Option<String>,
 }
 
 /// The status byte's flag for an internal turn.
@@ -93,7 +97,8 @@ const INTERNAL: u8 = 0x80;
 /// Risk levels stored as one byte (append only: a code's meaning never changes).
 const RISKS: [&str; 4] = ["read_only", "low", "medium", "high"];
 
-const STATUSES: [Status; 7] = [
+/// A status is its index here: new ones are only ever appended.
+const STATUSES: [Status; 8] = [
     Status::AwaitingApproval,
     Status::Queued,
     Status::Running,
@@ -101,6 +106,7 @@ const STATUSES: [Status; 7] = [
     Status::Failed,
     Status::Rejected,
     Status::Expired,
+    Status::Cancelled,
 ];
 
 /// The record of `inv`, whose event is stored under `event`.
@@ -139,6 +145,7 @@ pub fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
         emitted: &inv.emitted,
         history: &inv.history,
         notifications: &inv.notifications,
+        retry_of: inv.retry_of.as_deref(),
     };
     serde_json::to_writer(&mut out, &extras).expect("records serialise");
     out
@@ -203,6 +210,7 @@ pub fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malforme
         event: Value::Null,
         internal,
         notifications: extras.notifications,
+        retry_of: extras.retry_of,
     };
     Ok((inv, event))
 }
@@ -305,6 +313,7 @@ mod tests {
             event: Value::Null,
             internal: true,
             notifications: Vec::new(),
+            retry_of: Some("inv_0".into()),
         }
     }
 
@@ -330,6 +339,7 @@ mod tests {
         let mut inv = sample();
         (inv.approval, inv.approval_request, inv.lease, inv.output) = (None, None, None, None);
         inv.approval_deadline = None;
+        inv.retry_of = None;
         inv.emitted.clear();
         inv.history.clear();
         assert!(encode(&inv, 1_000_000).len() < 40);

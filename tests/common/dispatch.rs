@@ -89,6 +89,23 @@ impl Project {
         run_of(&out)
     }
 
+    /// Dispatches `test.approval.needed` event `id`; returns the invocation that awaits
+    /// approval (trigger `t-approval`, a high-risk agent).
+    #[allow(dead_code)]
+    pub fn awaiting(&self, id: &str) -> String {
+        let file = self.events(
+            &format!("{id}.ndjson"),
+            &[ev(id, "test.approval.needed", json!({}))],
+        );
+        let run = self.dispatch(T0, &file, &[]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.outcome(id, "t-approval"), "awaiting_approval");
+        run.trigger(id, "t-approval")["invocation_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// `pap invocations show ID --json`.
     pub fn invocation(&self, id: &str) -> Value {
         let out = self

@@ -1,0 +1,266 @@
+//! `pap invocations retry` and `pap invocations cancel`: an operator's control over
+//! invocations that ended without success, or that should not go on.
+
+use std::time::Duration;
+
+use anyhow::bail;
+
+use super::{Outcome, approve, context};
+use crate::cli::{CancelArgs, Cli, RetryArgs};
+use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{Invocation, Lease, Runner, Status};
+use crate::manifest::compiled_notify::OutcomeKind;
+use crate::pipeline::{audit_entry, ids};
+use crate::serve::control;
+use crate::stages::{Verdict, risk, throttle};
+use crate::storage::{self, Sequence, WriteTx};
+
+pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
+    let runtime = context::runtime(cli, false)?;
+    let rt = context::tokio_runtime()?;
+    let mut dispatcher = approve::dispatcher(&runtime, &rt, args.json);
+    // An approval past its deadline is recorded as expired first, so it can be retried.
+    dispatcher.expire_approvals()?;
+
+    let id = args.id.clone();
+    let Some(old) = runtime.store.read(|r| r.invocation(&id))? else {
+        bail!("no invocation {id} in this state dir");
+    };
+    if old.status == Status::Rejected && args.by.is_none() {
+        crate::say!(
+            "error: {id} was rejected by a person; retrying it overrides that decision, so say who does with --by NAME"
+        );
+        return Ok(Outcome::Usage);
+    }
+    let by = context::actor(&args.by);
+    let now = runtime.clock.now_ms();
+    let state_dir = context::state_dir(cli, &runtime.project);
+    let serve = control::running(&state_dir);
+    let run_here = serve.is_none() && !args.no_run;
+    let project = runtime.project.clone();
+    let again = runtime.store.write(|tx| {
+        let old = tx
+            .invocation(&id)?
+            .ok_or_else(|| conflict(format!("no invocation {id} in this state dir")))?;
+        old.check_retryable().map_err(|e| conflict(e.to_string()))?;
+        let agent = project.agent(&old.agent).ok_or_else(|| {
+            conflict(format!(
+                "agent {} of {id} is no longer in the project, so it cannot run again",
+                old.agent
+            ))
+        })?;
+        let awaits = matches!(risk::check(agent), Verdict::Stop(..));
+        let timeout =
+            i64::try_from(project.config.approval_timeout.as_millis()).unwrap_or(i64::MAX);
+        let deadline = awaits.then(|| now.saturating_add(timeout));
+        let seq = tx.next(Sequence::Invocation)?;
+        let mut again = old
+            .retry(
+                ids::retry(&old.id, seq, now),
+                seq,
+                agent.effective_risk.as_str(),
+                agent.retry.max_attempts,
+                deadline,
+                now,
+            )
+            .map_err(|e| conflict(e.to_string()))?;
+        if awaits {
+            again.approval_request = Some(crate::notify::outcome::approval_request(
+                tx, &project, &again, now,
+            )?);
+        } else if run_here {
+            // Held by this process, so a serve starting meanwhile leaves it alone.
+            again.lease = Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS));
+        }
+        // The retry counts in its trigger's window, but an operator's explicit retry is
+        // never refused by it.
+        if let Some(trigger) = project.trigger(&again.trigger)
+            && let Some(t) = &trigger.throttle
+        {
+            let key = throttle::window_key(t, &again.event);
+            tx.throttle_record(&trigger.id, &key, now, throttle::window_ms(t))?;
+        }
+        tx.insert_invocation(&again)?;
+        // Operator actions are audited at every risk level.
+        tx.audit(audit_entry(
+            &again,
+            now,
+            "retried",
+            Some(by.clone()),
+            Some(format!("retry of {}", old.id)),
+        ))?;
+        Ok(again)
+    })?;
+    let new = again.id.clone();
+    if again.status == Status::AwaitingApproval {
+        crate::say!(
+            "{new} retries {id} (by {by}) and waits for approval: `pap approve {new}` or `pap reject {new} --reason …`"
+        );
+        approve::report(&runtime, &new, args.json)?;
+        return Ok(Outcome::Success);
+    }
+    if !run_here {
+        let whom = match &serve {
+            Some(s) if control::wake(&state_dir) => {
+                format!("the running pap serve (pid {})", s.pid)
+            }
+            _ => "the next `pap serve`".to_owned(),
+        };
+        crate::say!("{new} retries {id} (by {by}); queued for {whom}");
+        approve::report(&runtime, &new, args.json)?;
+        return Ok(Outcome::Success);
+    }
+    crate::say!("{new} retries {id} (by {by}); running it");
+    approve::run_and_report(&runtime, &rt, &mut dispatcher, &new, args.json)
+}
+
+pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
+    if !(args.grace.is_finite() && args.grace >= 0.0) {
+        crate::say!("error: --grace {}: give seconds, 0 or more", args.grace);
+        return Ok(Outcome::Usage);
+    }
+    let runtime = context::runtime(cli, false)?;
+    let rt = context::tokio_runtime()?;
+    let mut dispatcher = approve::dispatcher(&runtime, &rt, args.json);
+    dispatcher.expire_approvals()?;
+    let by = context::actor(&args.by);
+    let reason = match &args.reason {
+        Some(why) => format!("cancelled by {by}: {why}"),
+        None => format!("cancelled by {by}"),
+    };
+    let now = runtime.clock.now_ms();
+    let project = runtime.project.clone();
+
+    // Every invocation named (or every unfinished one of the trigger) in one transaction:
+    // a kill switch either takes effect for all of them or for none.
+    let ids: Vec<String> = match &args.trigger {
+        Some(trigger) => {
+            let (list, _) = runtime.store.read(|r| {
+                r.invocations(
+                    &|i| i.trigger == *trigger && !i.internal && !i.status.is_terminal(),
+                    None,
+                )
+            })?;
+            if list.is_empty() && project.trigger(trigger).is_none() {
+                crate::say!(
+                    "error: no trigger {trigger} in the project, and no invocation of it to cancel"
+                );
+                return Ok(Outcome::Failure);
+            }
+            list.into_iter().map(|i| i.id).collect()
+        }
+        None => args.ids.clone(),
+    };
+    let (cancelled, refused) = runtime.store.write(|tx| {
+        let mut cancelled: Vec<(Invocation, Option<Lease>)> = Vec::new();
+        let mut refused = Vec::new();
+        for id in &ids {
+            match cancel_in_tx(tx, &project, id, &reason, &by, now)? {
+                Ok(done) => cancelled.push(done),
+                Err(why) => refused.push(why),
+            }
+        }
+        Ok((cancelled, refused))
+    })?;
+
+    // Recorded first, so a runner that outlives its processes finds its lease gone and
+    // records nothing over the cancellation.
+    let grace = Duration::from_secs_f64(args.grace);
+    let state_dir = runtime.store.dir();
+    for (inv, lease) in &cancelled {
+        let stopped = match (lease, &state_dir) {
+            (Some(lease), Some(dir)) if lease.node == crate::liveness::this_node() => {
+                crate::agent::groups::read(dir, &inv.id).map(|group| stop_group(&group, grace))
+            }
+            (Some(lease), _) => {
+                crate::say!(
+                    "  {} runs on another node ({}); its runner stops when it finds its lease gone",
+                    inv.id,
+                    lease.node
+                );
+                None
+            }
+            _ => None,
+        };
+        if args.json {
+            let mut row = super::invocations::view(inv, false);
+            row["stopped_process_group"] = serde_json::json!(stopped);
+            println!("{row}");
+        } else {
+            let how = match stopped {
+                Some(true) => " and stopped its process group",
+                Some(false) => " (its process group had already ended)",
+                None => "",
+            };
+            crate::say!("cancelled {}{how}", inv.id);
+        }
+    }
+    dispatcher.settle_notifications()?;
+    for why in &refused {
+        crate::say!("error: {why}");
+    }
+    if cancelled.is_empty() && refused.is_empty() {
+        crate::say!(
+            "nothing to cancel: {} has no unfinished invocation",
+            args.trigger.as_deref().unwrap_or("the selection")
+        );
+    }
+    Ok(if refused.is_empty() {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+/// Cancels `id` inside `tx`: the cancelled invocation and the lease it had (whose runner
+/// must now be stopped), or why it cannot be cancelled.
+fn cancel_in_tx(
+    tx: &mut dyn WriteTx,
+    project: &crate::manifest::Project,
+    id: &str,
+    reason: &str,
+    by: &str,
+    now: i64,
+) -> storage::Result<Result<(Invocation, Option<Lease>), String>> {
+    let Some(mut inv) = tx.invocation(id)? else {
+        return Ok(Err(format!("no invocation {id} in this state dir")));
+    };
+    if inv.internal {
+        return Ok(Err(format!(
+            "{id} is an internal notification turn; it ends with its notifications"
+        )));
+    }
+    let lease = (inv.status == Status::Running)
+        .then(|| inv.lease.clone())
+        .flatten();
+    if let Err(e) = inv.cancel(reason, now) {
+        return Ok(Err(e.to_string()));
+    }
+    tx.audit(audit_entry(
+        &inv,
+        now,
+        "cancelled",
+        Some(by.to_owned()),
+        Some(reason.to_owned()),
+    ))?;
+    tx.put_invocation(&inv)?;
+    crate::notify::outcome::invocation_outcome(tx, project, &inv, OutcomeKind::Cancelled, now)?;
+    Ok(Ok((inv, lease)))
+}
+
+/// Stops a running agent's process group: SIGTERM, then SIGKILL once `grace` has passed.
+/// Returns whether a process of it was running.
+fn stop_group(group: &Runner, grace: Duration) -> bool {
+    if !group.signal_group(nix::sys::signal::Signal::SIGTERM) {
+        return false;
+    }
+    if !group.wait_group_ended(grace) {
+        group.kill_group();
+        group.wait_group_gone(Duration::from_secs(5));
+    }
+    true
+}
+
+fn conflict(why: String) -> storage::Error {
+    storage::Error::Conflict(why)
+}
