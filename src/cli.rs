@@ -25,28 +25,38 @@ pub const VERSION: &str = if cfg!(feature = "test-clock") {
         agent (agents/*.yaml) is provoked, under filters, idempotency, cascade control, \
         throttling and risk rules.",
     after_help = "Exit codes: 0 success; 1 failure (lint errors, an unreadable file, an unusable store); \
-        2 usage error; 3 an event was invalid; 4 an agent run failed after its retries (3 wins over 4).\n\n\
+        2 usage error; 3 an event was invalid; 4 an agent run failed after its retries (3 wins over 4); \
+        5 `pap status` found something that needs a person.\n\n\
         Examples:\n  pap dispatch examples/events/server-latency-sla-breach.json\n  \
         monitor | pap dispatch - --json\n  pap invocations --status awaiting_approval\n  \
         pap lint --format github --strict"
 )]
 pub struct Cli {
-    /// Project root holding pap.yaml, triggers/ and agents/.
-    #[arg(
-        long,
-        global = true,
-        env = "PAP_ROOT",
-        value_name = "DIR",
-        default_value = "."
-    )]
-    pub root: PathBuf,
+    /// Project root holding pap.yaml, triggers/ and agents/. Default: the nearest directory,
+    /// from the current one upward, with a pap.yaml (or both triggers/ and agents/).
+    #[arg(long, global = true, env = "PAP_ROOT", value_name = "DIR")]
+    pub root: Option<PathBuf>,
 
     /// State directory (store, spool). Default: <root>/.pap, or `state_dir` from pap.yaml.
     #[arg(long, global = true, env = "PAP_STATE", value_name = "DIR")]
     pub state: Option<PathBuf>,
 
+    /// When to colour human output: auto (a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t)]
+    pub color: crate::term::ColorChoice,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The project root: `--root` (or `PAP_ROOT`), else the one found upward from the current
+    /// directory (`cmd::run` fills it in), else the current directory.
+    pub fn root(&self) -> &std::path::Path {
+        self.root
+            .as_deref()
+            .unwrap_or_else(|| std::path::Path::new("."))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,11 +99,13 @@ pub enum Command {
     )]
     Dispatch(DispatchArgs),
 
-    /// List invocations, or show one (`pap invocations show ID`).
+    /// List invocations, show one, retry one that failed, or cancel unfinished ones.
     #[command(
         after_help = "Examples:\n  pap invocations\n  pap invocations --status awaiting_approval\n  \
         pap invocations --json | jq -r 'select(.status == \"failed\") | .id'\n  \
-        pap invocations show inv_0123456789abcdef01234567"
+        pap invocations show 3e0313                    # a short id, as listings show it\n  \
+        pap invocations retry 3e0313 --by alice\n  \
+        pap invocations cancel --trigger energy-price-spike"
     )]
     Invocations(InvocationsArgs),
 
@@ -111,7 +123,8 @@ pub enum Command {
     )]
     Reject(RejectArgs),
 
-    /// Show the append-only audit log of medium and high risk invocations.
+    /// Show the append-only audit log: medium and high risk invocations, and every operator
+    /// action (retry, cancel) at any risk level.
     #[command(after_help = "Examples:\n  pap audit\n  pap audit --json --limit 100")]
     Audit(AuditArgs),
 
@@ -165,6 +178,29 @@ pub enum Command {
         Example:\n  pap respond answer.json"
     )]
     Respond(RespondArgs),
+
+    /// Print a shell's completion script for pap.
+    #[command(after_help = "Examples:\n  \
+        pap completions bash > ~/.local/share/bash-completion/completions/pap\n  \
+        pap completions zsh > ~/.zfunc/_pap      # with fpath+=~/.zfunc before compinit\n  \
+        pap completions fish > ~/.config/fish/completions/pap.fish")]
+    Completions(CompletionsArgs),
+
+    /// Print pap's manual page (roff), for `man`.
+    #[command(after_help = "Examples:\n  pap man | man -l -\n  \
+        pap man > /usr/local/share/man/man1/pap.1")]
+    Man,
+
+    /// Is pap healthy: serve, the queue, approvals waiting, failing sinks, schedules, the store.
+    #[command(
+        after_help = "Needs attention (exit 5) when an approval has waited past half its deadline, \
+        a sink is failing (a delivery failed or is being retried), queued work is overdue by more \
+        than 5 minutes, or the project has errors. It only reads the state.\n\n\
+        Exit status: 0 healthy; 5 something needs a person; 1 the state cannot be read.\n\n\
+        Examples:\n  pap status\n  pap status --json | jq .queue\n  \
+        pap status >/dev/null || page-oncall   # in a cron job"
+    )]
+    Status(StatusArgs),
 
     /// The notification ledger (every notification, also those for agents), or one in full.
     #[command(
@@ -269,8 +305,13 @@ pub struct NotificationsArgs {
 #[derive(Debug, Subcommand)]
 pub enum NotificationsCommand {
     /// Everything about one notification: routing, status history, leases, sinks.
+    #[command(after_help = "Examples:\n  pap notifications show ntf_12\n  \
+        pap notifications show 12               # the same, by its number\n  \
+        pap notifications show 3f2a9c1e --json  # by (a prefix of) its ATP request's id")]
     Show {
+        /// The notification: its id, its number, or its ATP request's id (or a prefix).
         id: String,
+        /// As one JSON object.
         #[arg(long)]
         json: bool,
     },
@@ -282,10 +323,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_concurrent: Option<u32>,
 
-    /// Seconds running agents get to finish after SIGINT/SIGTERM (default: `serve.grace_period`,
-    /// else 10).
-    #[arg(long, value_name = "SECONDS")]
-    pub grace: Option<f64>,
+    /// How long running agents get to finish after SIGINT/SIGTERM, as in pap.yaml (`10s`,
+    /// `2m`) or in seconds (default: `serve.grace_period`, else 10s).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub grace: Option<std::time::Duration>,
 
     /// Log format on stderr.
     #[arg(long, value_enum, default_value = "human")]
@@ -385,7 +426,7 @@ pub struct DispatchArgs {
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
 
-    /// One JSON object per event, one per line (contract section 4).
+    /// One JSON object per event, one per line (the fields are listed in the README).
     #[arg(long)]
     pub json: bool,
 
@@ -410,10 +451,10 @@ pub struct DispatchArgs {
     #[arg(long, short = 'j', value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: u16,
 
-    /// Seconds running agents get to finish after SIGINT/SIGTERM (default: `serve.grace_period`,
-    /// else 10).
-    #[arg(long, value_name = "SECONDS")]
-    pub grace: Option<f64>,
+    /// How long running agents get to finish after SIGINT/SIGTERM, as in pap.yaml (`10s`,
+    /// `2m`) or in seconds (default: `serve.grace_period`, else 10s).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub grace: Option<std::time::Duration>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -439,7 +480,7 @@ pub struct InvocationsArgs {
 pub enum InvocationsCommand {
     /// Everything about one invocation: status, attempts, output or error, the event.
     Show {
-        /// The invocation id (`inv_…`).
+        /// The invocation: its full id, a prefix of it, or its short form.
         id: String,
         /// As one JSON object.
         #[arg(long)]
@@ -508,9 +549,9 @@ pub struct CancelArgs {
     /// Why, for the notification and the audit log.
     #[arg(long, value_name = "TEXT", value_parser = non_blank)]
     pub reason: Option<String>,
-    /// How long a running agent gets between SIGTERM and SIGKILL (default 5s).
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-    pub grace: f64,
+    /// How long a running agent gets between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, default_value = "5s")]
+    pub grace: std::time::Duration,
     /// One JSON object per cancelled invocation.
     #[arg(long)]
     pub json: bool,
@@ -518,7 +559,7 @@ pub struct CancelArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ApproveArgs {
-    /// The invocation id (`inv_…`).
+    /// The invocation: its full id, a prefix of it, or its short form.
     pub id: String,
     /// Who approves (default: $USER).
     #[arg(long, value_name = "NAME")]
@@ -533,7 +574,7 @@ pub struct ApproveArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct RejectArgs {
-    /// The invocation id (`inv_…`).
+    /// The invocation: its full id, a prefix of it, or its short form.
     pub id: String,
     /// Why; recorded and carried in the failure event (not empty).
     #[arg(long, value_name = "TEXT", required = true, value_parser = non_blank)]
@@ -542,6 +583,20 @@ pub struct RejectArgs {
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
     /// Print the invocation as JSON when done.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// One JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -618,6 +673,18 @@ fn parse_timestamp(text: &str) -> Result<jiff::Timestamp, String> {
 }
 
 /// A free-text argument that must say something (a rejection's reason).
+/// A duration flag: the syntax of pap.yaml (`90s`, `5m`, `1h30m`), or a number of seconds.
+fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    if let Ok(seconds) = text.trim().parse::<f64>() {
+        return if seconds.is_finite() && seconds >= 0.0 {
+            Ok(std::time::Duration::from_secs_f64(seconds))
+        } else {
+            Err("give a duration such as 10s, 2m or 1h30m (or seconds, 0 or more)".into())
+        };
+    }
+    crate::manifest::duration::parse(text)
+}
+
 fn non_blank(text: &str) -> Result<String, String> {
     if text.trim().is_empty() {
         Err("must not be empty: say why, for the audit log and the agent's failure event".into())

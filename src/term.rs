@@ -1,6 +1,36 @@
-//! Terminal styling: ANSI colour only on a terminal, and never when NO_COLOR is set.
+//! Terminal styling: ANSI colour as `--color` says; by default only on a terminal, and never
+//! when NO_COLOR is set.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use anstyle::{AnsiColor, Effects, Style};
+
+/// `--color`: when human output is coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+static CHOICE: AtomicU8 = AtomicU8::new(0);
+
+/// Sets the process's colour choice (from `--color`, once at start).
+pub fn set_color(choice: ColorChoice) {
+    CHOICE.store(choice as u8, Ordering::Relaxed);
+}
+
+/// Whether output to a stream (a terminal or not) is coloured.
+pub fn colored(is_terminal: bool) -> bool {
+    match CHOICE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Paint {
@@ -10,32 +40,38 @@ pub struct Paint {
 impl Paint {
     pub fn for_stdout() -> Paint {
         Paint {
-            on: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            on: colored(std::io::stdout().is_terminal()),
         }
     }
 
-    pub fn wrap(&self, code: &str, text: &str) -> String {
+    pub fn for_stderr() -> Paint {
+        Paint {
+            on: colored(std::io::stderr().is_terminal()),
+        }
+    }
+
+    fn paint(&self, style: Style, text: &str) -> String {
         if self.on {
-            format!("\x1b[{code}m{text}\x1b[0m")
+            format!("{}{text}{}", style.render(), style.render_reset())
         } else {
             text.to_string()
         }
     }
 
     pub fn red(&self, t: &str) -> String {
-        self.wrap("31", t)
+        self.paint(AnsiColor::Red.on_default(), t)
     }
     pub fn green(&self, t: &str) -> String {
-        self.wrap("32", t)
+        self.paint(AnsiColor::Green.on_default(), t)
     }
     pub fn yellow(&self, t: &str) -> String {
-        self.wrap("33", t)
+        self.paint(AnsiColor::Yellow.on_default(), t)
     }
     pub fn dim(&self, t: &str) -> String {
-        self.wrap("2", t)
+        self.paint(Style::new().effects(Effects::DIMMED), t)
     }
     pub fn bold(&self, t: &str) -> String {
-        self.wrap("1", t)
+        self.paint(Style::new().effects(Effects::BOLD), t)
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use common::notify::{NotifyProject, lines, messages_of};
 use common::serve::wait_until;
-use common::stderr;
+use common::{stderr, stdout};
 use serde_json::{Value, json};
 
 const LATER: &str = "2026-11-21T10:10:00Z";
@@ -500,6 +500,17 @@ fn a_webhook_that_keeps_failing_is_retried_then_the_notification_fails() {
     assert_eq!(n["status"], "dispatched");
     assert_eq!(n["sinks"][0]["attempts"], 1);
     assert_eq!(n["sinks"][0]["error"], "the webhook answered HTTP 500");
+    // `pap status` names the failing sink (exit 5: it needs a person).
+    let s: Value = serde_json::from_str(stdout(&p.run(&["status", "--json"], 5)).trim()).unwrap();
+    assert_eq!(s["sinks"][0]["sink"], "hook", "{s}");
+    assert_eq!(
+        (&s["sinks"][0]["retrying"], &s["sinks"][0]["failed"]),
+        (&json!(1), &json!(0))
+    );
+    assert!(
+        s["attention"].to_string().contains("sink hook is failing"),
+        "{s}"
+    );
     // Not due before the backoff.
     p.now = "2026-11-21T10:00:30Z".into();
     p.run(&["serve", "--once"], 0);
@@ -510,6 +521,8 @@ fn a_webhook_that_keeps_failing_is_retried_then_the_notification_fails() {
     assert_eq!(n["status"], "failed", "{n:#}");
     assert_eq!(n["sinks"][0]["state"], "failed");
     assert!(notes(&n).iter().any(|s| s.contains("every sink gave up")));
+    let s: Value = serde_json::from_str(stdout(&p.run(&["status", "--json"], 5)).trim()).unwrap();
+    assert_eq!(s["sinks"][0]["failed"], 1, "{s}");
     assert_eq!(hook.bodies.lock().unwrap().len(), 2);
     // A failed notification cannot be acknowledged.
     let inbox = p.inbox();

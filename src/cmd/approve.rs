@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use super::{Outcome, context, invocations};
+use super::{Outcome, context, invocations, typed_ids};
 use crate::agent::{Runtime, end_in_tx};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
 use crate::dispatcher::{Dispatcher, Format};
@@ -37,7 +37,10 @@ pub fn approve_as(
     dispatcher.expire_approvals()?;
 
     let now = runtime.clock.now_ms();
-    let id = id.to_owned();
+    let id = match typed_ids::invocation(&*runtime.store, id)? {
+        Ok(id) => id,
+        Err(outcome) => return Ok(outcome),
+    };
     let answer = answer.unwrap_or_else(|| short_answer("approve", &by, now));
     // A running serve takes the run over (contract section 5); else this process runs it,
     // and holds it so that a serve starting meanwhile leaves it alone.
@@ -122,7 +125,10 @@ pub fn reject_as(
     dispatcher.expire_approvals()?;
 
     let now = runtime.clock.now_ms();
-    let id = id.to_owned();
+    let id = match typed_ids::invocation(&*runtime.store, id)? {
+        Ok(id) => id,
+        Err(outcome) => return Ok(outcome),
+    };
     let reason = format!("rejected by {by}: {why}");
     let answer = answer.unwrap_or_else(|| short_answer("reject", &by, now));
     // Checked and ended in one transaction, so a racing answer cannot also win.

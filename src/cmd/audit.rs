@@ -8,13 +8,12 @@ use serde_json::json;
 use super::{Outcome, context};
 use crate::cli::{AuditArgs, Cli};
 use crate::clock::rfc3339_ms;
-use crate::storage;
 use crate::term::Paint;
 
 const HUMAN_PAGE: usize = 50;
 
 pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
-    let store = storage::open_existing(&context::state_dir_to_read(cli)?)?;
+    let store = context::store_to_read(cli)?;
     let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
     // Each entry with the idempotency key of its invocation's pair (contract section 3).
     let (entries, total) = match &store {

@@ -1,7 +1,7 @@
 //! What the commands that touch the state share: the checked project, the state dir, the
 //! store, the clock and the async runtime.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -13,13 +13,23 @@ use crate::diagnostics::{self, HumanStyle};
 use crate::manifest::{self, Project};
 use crate::storage;
 
+/// The nearest directory from `start` upward that holds a project: a `pap.yaml`, or both
+/// `triggers/` and `agents/` (as cargo looks for Cargo.toml).
+pub fn find_root(start: &Path) -> Option<PathBuf> {
+    start.ancestors().find_map(|dir| {
+        let is_project = dir.join("pap.yaml").is_file()
+            || (dir.join("triggers").is_dir() && dir.join("agents").is_dir());
+        is_project.then(|| dir.to_path_buf())
+    })
+}
+
 /// Loads the project as `pap lint` would; any error stops the command (with the diagnostics
 /// on stderr), since deciding with a half-loaded project would be wrong.
 pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
     let root = cli
-        .root
+        .root()
         .canonicalize()
-        .with_context(|| format!("project root {}", cli.root.display()))?;
+        .with_context(|| format!("project root {}", cli.root().display()))?;
     // The project as the last load that found no error compiled it, if no manifest changed
     // since (see `manifest::cache`).
     let key = manifest::cache::key(&root, cli.state.as_deref());
@@ -59,9 +69,9 @@ pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
         return Ok(dir.clone());
     }
     let root = cli
-        .root
+        .root()
         .canonicalize()
-        .with_context(|| format!("project root {}", cli.root.display()))?;
+        .with_context(|| format!("project root {}", cli.root().display()))?;
     let key = manifest::cache::key(&root, None);
     if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
         return Ok(state_dir(cli, &project));
@@ -84,6 +94,20 @@ pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// The store of a command that only reads, or `None` (said on stderr) when there is none
+/// yet: a listing never creates a state dir.
+pub fn store_to_read(cli: &Cli) -> anyhow::Result<Option<Arc<dyn storage::Storage>>> {
+    let dir = state_dir_to_read(cli)?;
+    let store = storage::open_existing(&dir)?;
+    if store.is_none() {
+        crate::say!(
+            "no state store at {} yet: nothing was decided here",
+            dir.join("state.redb").display()
+        );
+    }
+    Ok(store)
+}
+
 /// `--state`, else `state_dir` from pap.yaml (relative to the root), else `<root>/.pap`.
 pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
     match &cli.state {
@@ -92,16 +116,12 @@ pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
     }
 }
 
-/// `--grace SECONDS` (0 or more), else the configured grace period.
+/// `--grace`, else the configured grace period.
 pub fn grace(
-    arg: Option<f64>,
+    arg: Option<std::time::Duration>,
     configured: std::time::Duration,
 ) -> anyhow::Result<std::time::Duration> {
-    match arg {
-        Some(s) if !(s.is_finite() && s >= 0.0) => bail!("--grace {s}: give seconds, 0 or more"),
-        Some(s) => Ok(std::time::Duration::from_secs_f64(s)),
-        None => Ok(configured),
-    }
+    Ok(arg.unwrap_or(configured))
 }
 
 pub fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {

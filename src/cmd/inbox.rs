@@ -17,8 +17,7 @@ use crate::term::Paint;
 pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
     match &args.command {
         None => {
-            let dir = context::state_dir_to_read(cli)?;
-            let Some(store) = storage::open_existing(&dir)? else {
+            let Some(store) = context::store_to_read(cli)? else {
                 return Ok(Outcome::Success);
             };
             let limit = args.limit.unwrap_or(usize::MAX);

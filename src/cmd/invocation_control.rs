@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use super::{Outcome, approve, context};
+use super::{Outcome, approve, context, typed_ids};
 use crate::cli::{CancelArgs, Cli, RetryArgs};
 use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{Invocation, Lease, Runner, Status};
@@ -22,7 +22,10 @@ pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     // An approval past its deadline is recorded as expired first, so it can be retried.
     dispatcher.expire_approvals()?;
 
-    let id = args.id.clone();
+    let id = match typed_ids::invocation(&*runtime.store, &args.id)? {
+        Ok(id) => id,
+        Err(outcome) => return Ok(outcome),
+    };
     let Some(old) = runtime.store.read(|r| r.invocation(&id))? else {
         bail!("no invocation {id} in this state dir");
     };
@@ -115,10 +118,6 @@ pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
 }
 
 pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
-    if !(args.grace.is_finite() && args.grace >= 0.0) {
-        crate::say!("error: --grace {}: give seconds, 0 or more", args.grace);
-        return Ok(Outcome::Usage);
-    }
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
     let mut dispatcher = approve::dispatcher(&runtime, &rt, args.json);
@@ -149,7 +148,16 @@ pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
             }
             list.into_iter().map(|i| i.id).collect()
         }
-        None => args.ids.clone(),
+        None => {
+            let mut ids = Vec::with_capacity(args.ids.len());
+            for typed in &args.ids {
+                match typed_ids::invocation(&*runtime.store, typed)? {
+                    Ok(id) => ids.push(id),
+                    Err(outcome) => return Ok(outcome),
+                }
+            }
+            ids
+        }
     };
     let (cancelled, refused) = runtime.store.write(|tx| {
         let mut cancelled: Vec<(Invocation, Option<Lease>)> = Vec::new();
@@ -165,7 +173,7 @@ pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
 
     // Recorded first, so a runner that outlives its processes finds its lease gone and
     // records nothing over the cancellation.
-    let grace = Duration::from_secs_f64(args.grace);
+    let grace = args.grace;
     let state_dir = runtime.store.dir();
     for (inv, lease) in &cancelled {
         let stopped = match (lease, &state_dir) {

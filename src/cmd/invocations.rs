@@ -10,7 +10,6 @@ use super::{Outcome, context};
 use crate::cli::{Cli, InvocationsArgs, InvocationsCommand};
 use crate::clock::rfc3339_ms;
 use crate::domain::{Invocation, Transcript};
-use crate::storage;
 use crate::term::Paint;
 
 /// A human listing shows this many unless `--limit` says otherwise.
@@ -27,7 +26,7 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
         }
         _ => {}
     }
-    let store = storage::open_existing(&context::state_dir_to_read(cli)?)?;
+    let store = context::store_to_read(cli)?;
     // What is due is shown as of now (an approval past its deadline has expired); the next
     // pap that writes records it. A listing never writes.
     let now = crate::clock::Clock::from_env()?.now_ms();
@@ -37,7 +36,10 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
         }
         Some(InvocationsCommand::Show { id, json }) => {
             let found = match &store {
-                Some(s) => s.read(|r| r.invocation(id))?,
+                Some(s) => match super::typed_ids::invocation(&**s, id)? {
+                    Ok(id) => s.read(|r| r.invocation(&id))?,
+                    Err(outcome) => return Ok(outcome),
+                },
                 None => None,
             };
             let Some(inv) = found else {
@@ -61,14 +63,22 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
                 None => (Vec::new(), 0),
             };
             let list: Vec<AsOf> = list.into_iter().map(|i| as_of(i, now)).collect();
+            let ids: Vec<&str> = list.iter().map(|a| a.inv.id.as_str()).collect();
+            let shorts = match &store {
+                Some(s) if !ids.is_empty() => super::typed_ids::short_forms(&**s, &ids)?,
+                _ => Default::default(),
+            };
+            let short = |id: &str| shorts.get(id).cloned().unwrap_or_else(|| id.to_owned());
             let mut out = String::new();
             if args.json {
                 for inv in &list {
-                    out.push_str(&serde_json::to_string(&inv.view(false))?);
+                    let mut row = inv.view(false);
+                    row["short_id"] = json!(short(&inv.inv.id));
+                    out.push_str(&serde_json::to_string(&row)?);
                     out.push('\n');
                 }
             } else {
-                list_human(&list, total, Paint::for_stdout(), &mut out);
+                list_human(&list, total, &short, Paint::for_stdout(), &mut out);
                 crate::term::escape_from(&mut out, 0);
             }
             std::io::stdout().write_all(out.as_bytes())?;
@@ -177,7 +187,13 @@ fn status_painted(inv: &Invocation, p: Paint) -> String {
     }
 }
 
-fn list_human(list: &[AsOf], total: usize, p: Paint, out: &mut String) {
+fn list_human(
+    list: &[AsOf],
+    total: usize,
+    short: &dyn Fn(&str) -> String,
+    p: Paint,
+    out: &mut String,
+) {
     if list.is_empty() {
         out.push_str("no invocations\n");
         return;
@@ -189,7 +205,7 @@ fn list_human(list: &[AsOf], total: usize, p: Paint, out: &mut String) {
         let _ = writeln!(
             out,
             "{}  {status}{pad}{:<9} {} → {}  {}  attempts {}/{}  {}",
-            inv.id,
+            p.bold(&short(&inv.id)),
             inv.risk,
             inv.trigger,
             inv.agent,
@@ -202,6 +218,11 @@ fn list_human(list: &[AsOf], total: usize, p: Paint, out: &mut String) {
             let _ = writeln!(out, "{}", p.dim(DUE_NOTE));
         }
     }
+    let _ = writeln!(
+        out,
+        "{}",
+        p.dim("ids are short forms: `pap invocations show ID` takes one, a prefix, or the full id")
+    );
     if total > list.len() {
         let _ = writeln!(
             out,

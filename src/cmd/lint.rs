@@ -13,9 +13,9 @@ use crate::manifest::loader::{self, display_name};
 
 pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
     let root = cli
-        .root
+        .root()
         .canonicalize()
-        .with_context(|| format!("project root {}", cli.root.display()))?;
+        .with_context(|| format!("project root {}", cli.root().display()))?;
 
     // With PATHs, only those files are reported, but they are checked against the whole
     // project so a trigger's agent defined elsewhere is not "unknown".
@@ -68,7 +68,7 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
         LintFormat::Github => diagnostics::render_github(&diagnostics),
         LintFormat::Human => {
             let style = HumanStyle {
-                color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+                color: crate::term::colored(std::io::stdout().is_terminal()),
             };
             let mut text = diagnostics::render_human(
                 &diagnostics,

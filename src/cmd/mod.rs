@@ -13,7 +13,10 @@ mod respond;
 mod schedule;
 mod schema;
 mod serve;
+mod shell;
+mod status;
 mod store;
+mod typed_ids;
 
 use crate::cli::{Cli, Command};
 
@@ -29,6 +32,8 @@ pub enum Outcome {
     InvalidEvent,
     /// Some agent run failed after its retries.
     AgentFailed,
+    /// `pap status`: something needs a person.
+    NeedsAttention,
     /// Stopped by a signal (`pap dispatch`): 128 + its number, 130 for SIGINT, 143 for
     /// SIGTERM (wins over the others).
     Signalled(u8),
@@ -42,13 +47,35 @@ impl Outcome {
             Outcome::Usage => 2,
             Outcome::InvalidEvent => 3,
             Outcome::AgentFailed => 4,
+            Outcome::NeedsAttention => 5,
             Outcome::Signalled(code) => code,
         }
     }
 }
 
 /// Runs a parsed command. An `Err` is an unexpected failure (exit 1 with the message).
-pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
+    crate::term::set_color(cli.color);
+    // Like cargo: without --root (or PAP_ROOT), the project is the nearest one upward.
+    let needs_project = !matches!(
+        cli.command,
+        Command::Schema(_) | Command::Completions(_) | Command::Man
+    );
+    if cli.root.is_none() && needs_project {
+        let here = std::env::current_dir()?;
+        match context::find_root(&here) {
+            Some(root) => cli.root = Some(root),
+            // A command given its state dir can work on the state alone.
+            None if cli.state.is_some() => {}
+            None => {
+                crate::say!(
+                    "error: no pap project in {} or any directory above it (a project has a pap.yaml, or triggers/ and agents/); run pap inside one, or pass --root DIR",
+                    here.display()
+                );
+                return Ok(Outcome::Usage);
+            }
+        }
+    }
     match &cli.command {
         Command::Lint(args) => lint::run(&cli, args),
         Command::Schema(args) => schema::run(args),
@@ -63,5 +90,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Inbox(args) => inbox::run(&cli, args),
         Command::Respond(args) => respond::run(&cli, args),
         Command::Notifications(args) => notifications::run(&cli, args),
+        Command::Status(args) => status::run(&cli, args),
+        Command::Completions(args) => shell::completions(args),
+        Command::Man => shell::man(),
     }
 }

@@ -10,17 +10,19 @@ use crate::cli::{Cli, NotificationsArgs, NotificationsCommand};
 use crate::clock::rfc3339_ms;
 use crate::domain::Notification;
 use crate::notify::inbox::notification_view;
-use crate::storage;
 
 const HUMAN_PAGE: usize = 20;
 
 pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
-    let store = storage::open_existing(&context::state_dir_to_read(cli)?)?;
+    let store = context::store_to_read(cli)?;
     let mut out = String::new();
     match &args.command {
         Some(NotificationsCommand::Show { id, json }) => {
             let found = match &store {
-                Some(s) => s.read(|r| r.notification(id))?,
+                Some(s) => match super::typed_ids::notification(&**s, id)? {
+                    Ok(id) => s.read(|r| r.notification(&id))?,
+                    Err(outcome) => return Ok(outcome),
+                },
                 None => None,
             };
             let Some(n) = found else {

@@ -9,6 +9,7 @@ pub mod invocation;
 pub mod lease;
 pub mod lifecycle;
 pub mod notification;
+pub mod short_id;
 
 pub use audit::AuditEntry;
 pub use decision::{Claim, LedgerRow};

@@ -15,7 +15,7 @@ pub fn init(format: LogFormat) {
         .with_target(false);
     let result = match format {
         LogFormat::Human => {
-            let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let color = crate::term::colored(std::io::stderr().is_terminal());
             builder.with_ansi(color).try_init()
         }
         LogFormat::Json => builder

@@ -230,6 +230,10 @@ fn invocations_round_trip_and_list_in_creation_order() {
             assert_eq!((b.status, b.attempts), (Status::Running, 1));
             assert_eq!(b.lease.map(|l| l.token), Some(9));
             assert_eq!(b.event["data"]["n"], 3);
+            // Ids alone, in id order, filtered and bounded.
+            let ids = r.invocation_ids(&|_| true, usize::MAX)?;
+            assert_eq!(ids, ["a", "b", "c"]);
+            assert_eq!(r.invocation_ids(&|id| id != "a", 1)?, ["b"]);
             Ok(())
         })
     });

@@ -272,6 +272,9 @@ pub trait ReadTx {
         keep: &dyn Fn(&Invocation) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Invocation>, usize)>;
+    /// The ids of invocations that `keep` accepts (it sees only the id), at most `max`, in
+    /// id order: for resolving the short or partial ids people type.
+    fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>>;
     /// As [`WriteTx::work_due`] (a look before taking work in a write).
     fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>>;
     /// As [`WriteTx::approvals_due`].

@@ -81,7 +81,7 @@ impl Reader {
                 report.bad_records.push(what);
             }
         };
-        match self.invocation_ids() {
+        match self.invocation_ids(&|_| true, usize::MAX) {
             Ok(ids) => {
                 for id in ids {
                     match self.invocation(&id) {

@@ -186,6 +186,9 @@ impl ReadTx for Reader {
     ) -> Result<(Vec<Invocation>, usize)> {
         Reader::invocations(self, keep, last)
     }
+    fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
+        Reader::invocation_ids(self, keep, max)
+    }
     fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
         Reader::work_due(self, now, limit)
     }

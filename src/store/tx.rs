@@ -411,6 +411,27 @@ impl Reader {
     ///
     /// There is no creation-order index (it cost 48 bytes an invocation): the records carry
     /// their sequence number, and the ones kept are sorted by it.
+    /// The ids of invocations that `keep` accepts, at most `max`, from the keys alone (no
+    /// record is decoded): for resolving what a person typed.
+    pub fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for row in self
+            .invocations
+            .iter()
+            .map_err(|e| redb_err(&self.path, e))?
+        {
+            let (key, _) = row.map_err(|e| redb_err(&self.path, e))?;
+            let id = unpack_id(key.value(), &self.path)?;
+            if keep(&id) {
+                out.push(id);
+                if out.len() >= max {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub fn invocations(
         &self,
         keep: impl Fn(&Invocation) -> bool,
@@ -451,20 +472,6 @@ impl Reader {
             out.push(inv);
         }
         Ok((out, total))
-    }
-
-    /// Every invocation id (for `store check`).
-    pub(super) fn invocation_ids(&self) -> Result<Vec<String>> {
-        let mut ids = Vec::new();
-        for row in self
-            .invocations
-            .iter()
-            .map_err(|e| redb_err(&self.path, e))?
-        {
-            let (key, _) = row.map_err(|e| redb_err(&self.path, e))?;
-            ids.push(unpack_id(key.value(), &self.path)?);
-        }
-        Ok(ids)
     }
 
     /// Every stored ledger block with its first row number (for `store check`).

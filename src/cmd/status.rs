@@ -1,0 +1,401 @@
+//! `pap status`: is this pap healthy, and if not, what needs a person. It only reads: what is
+//! due (an approval past its deadline) is shown as of now.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{Outcome, context, typed_ids};
+use crate::cli::{Cli, StatusArgs};
+use crate::clock::{Clock, rfc3339_ms};
+use crate::domain::{Invocation, SinkState, Status};
+use crate::serve::control;
+use crate::storage::{self, Storage};
+use crate::term::Paint;
+
+/// Queued work this long past its due time is overdue (nothing is taking it).
+pub const OVERDUE_AFTER_MS: i64 = 5 * 60 * 1000;
+
+/// At most this many approvals are listed.
+const APPROVALS_LISTED: usize = 20;
+
+#[derive(Debug, Serialize)]
+struct Report {
+    healthy: bool,
+    /// What needs a person, one sentence each.
+    attention: Vec<String>,
+    serve: Option<ServeState>,
+    queue: BTreeMap<&'static str, usize>,
+    approvals: Vec<Approval>,
+    sinks: Vec<SinkHealth>,
+    schedules: Vec<ScheduleState>,
+    store: StoreState,
+}
+
+#[derive(Debug, Serialize)]
+struct ServeState {
+    pid: u32,
+    since: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Approval {
+    id: String,
+    short_id: String,
+    agent: String,
+    trigger: String,
+    waiting_since: String,
+    deadline: Option<String>,
+    /// More than half of the time to answer has passed.
+    past_half: bool,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct SinkHealth {
+    sink: String,
+    failed: usize,
+    retrying: usize,
+    last_error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ScheduleState {
+    id: String,
+    enabled: bool,
+    last_fire: Option<String>,
+    next_fire: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct StoreState {
+    path: String,
+    bytes: u64,
+}
+
+pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
+    let state_dir = context::state_dir_to_read(cli)?;
+    let Some(store) = storage::open_existing(&state_dir)? else {
+        crate::say!(
+            "error: no state store at {} (nothing was decided here yet, or --state points elsewhere)",
+            state_dir.join("state.redb").display()
+        );
+        return Ok(Outcome::Failure);
+    };
+    let clock = Clock::from_env()?;
+    let now = clock.now_ms();
+    // Schedules come from the project; a broken one is reported, not fatal.
+    let project = context::load_project(cli).ok();
+    let report = gather(&*store, &state_dir, project.as_ref(), now)?;
+    if args.json {
+        crate::out!("{}", serde_json::to_string(&report)?)?;
+    } else {
+        let mut text = String::new();
+        human(&report, Paint::for_stdout(), &mut text);
+        std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())?;
+    }
+    Ok(if report.healthy {
+        Outcome::Success
+    } else {
+        Outcome::NeedsAttention
+    })
+}
+
+fn gather(
+    store: &dyn Storage,
+    state_dir: &Path,
+    project: Option<&crate::manifest::Project>,
+    now: i64,
+) -> anyhow::Result<Report> {
+    let serve = control::running(state_dir).map(|s| ServeState {
+        pid: s.pid,
+        since: s.started_at,
+    });
+    let mut attention = Vec::new();
+    let (invocations, _) = store.read(|r| r.invocations(&|i| !i.status.is_terminal(), None))?;
+    let mut queue: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut awaiting: Vec<&Invocation> = Vec::new();
+    let mut overdue = 0;
+    for inv in &invocations {
+        let status = inv.status_at(now);
+        *queue.entry(status.as_str()).or_default() += 1;
+        match status {
+            Status::AwaitingApproval => awaiting.push(inv),
+            Status::Queued
+                if inv.next_attempt_at.unwrap_or(inv.created_at) + OVERDUE_AFTER_MS <= now =>
+            {
+                overdue += 1
+            }
+            _ => {}
+        }
+    }
+    if overdue > 0 {
+        attention.push(format!(
+            "{overdue} queued invocation(s) overdue by more than {} minutes{}",
+            OVERDUE_AFTER_MS / 60_000,
+            if serve.is_none() {
+                ": no pap serve is running"
+            } else {
+                ""
+            }
+        ));
+    }
+    awaiting.sort_by_key(|i| (i.created_at, i.seq));
+    let ids: Vec<&str> = awaiting.iter().map(|i| i.id.as_str()).collect();
+    let shorts = if ids.is_empty() {
+        Default::default()
+    } else {
+        typed_ids::short_forms(store, &ids)?
+    };
+    let approvals: Vec<Approval> = awaiting
+        .iter()
+        .take(APPROVALS_LISTED)
+        .map(|i| {
+            let past_half = past_half(i, now);
+            Approval {
+                id: i.id.clone(),
+                short_id: shorts.get(&i.id).cloned().unwrap_or_else(|| i.id.clone()),
+                agent: i.agent.clone(),
+                trigger: i.trigger.clone(),
+                waiting_since: rfc3339_ms(i.created_at),
+                deadline: i.approval_deadline.map(rfc3339_ms),
+                past_half,
+            }
+        })
+        .collect();
+    let late = awaiting.iter().filter(|i| past_half(i, now)).count();
+    if late > 0 {
+        attention.push(format!(
+            "{late} approval(s) waiting past half their deadline"
+        ));
+    }
+
+    let sinks = sink_health(store)?;
+    for s in &sinks {
+        attention.push(format!(
+            "sink {} is failing ({} failed, {} retrying){}",
+            s.sink,
+            s.failed,
+            s.retrying,
+            s.last_error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ));
+    }
+
+    let mut schedules = Vec::new();
+    match project {
+        Some(project) => {
+            for s in &project.schedules {
+                let last = store.read(|r| r.schedule_last(&s.id))?;
+                let next =
+                    crate::schedule::next_fires(s, jiff::Timestamp::from_millisecond(now)?, 1)
+                        .into_iter()
+                        .next();
+                schedules.push(ScheduleState {
+                    id: s.id.clone(),
+                    enabled: s.enabled,
+                    last_fire: last.map(rfc3339_ms),
+                    next_fire: next.map(|z| format!("{:.0}", z.timestamp())),
+                });
+            }
+        }
+        None => attention.push("the project has errors (`pap lint` shows them)".into()),
+    }
+    let path = store.location();
+    let bytes = store_bytes(state_dir);
+    Ok(Report {
+        healthy: attention.is_empty(),
+        attention,
+        serve,
+        queue,
+        approvals,
+        sinks,
+        schedules,
+        store: StoreState {
+            path: path.display().to_string(),
+            bytes,
+        },
+    })
+}
+
+/// Sinks with deliveries that failed for good or are being retried, from the notifications
+/// that still have any.
+fn sink_health(store: &dyn Storage) -> storage::Result<Vec<SinkHealth>> {
+    let (troubled, _) = store.read(|r| {
+        r.notifications(
+            &|n| {
+                n.sinks.iter().any(|d| {
+                    d.state == SinkState::Failed
+                        || (d.state == SinkState::Pending && d.error.is_some())
+                })
+            },
+            None,
+        )
+    })?;
+    let mut by_sink: BTreeMap<String, SinkHealth> = BTreeMap::new();
+    for n in &troubled {
+        for d in &n.sinks {
+            let failed = d.state == SinkState::Failed;
+            let retrying = d.state == SinkState::Pending && d.error.is_some();
+            if !(failed || retrying) {
+                continue;
+            }
+            let entry = by_sink.entry(d.sink.clone()).or_insert_with(|| SinkHealth {
+                sink: d.sink.clone(),
+                ..SinkHealth::default()
+            });
+            entry.failed += usize::from(failed);
+            entry.retrying += usize::from(retrying);
+            if d.error.is_some() {
+                entry.last_error = d.error.clone();
+            }
+        }
+    }
+    Ok(by_sink.into_values().collect())
+}
+
+/// Whether more than half of the time to answer `inv`'s approval request has passed.
+fn past_half(inv: &Invocation, now: i64) -> bool {
+    inv.approval_deadline.is_some_and(|deadline| {
+        now.saturating_sub(inv.created_at) > deadline.saturating_sub(inv.created_at) / 2
+    })
+}
+
+fn store_bytes(state_dir: &Path) -> u64 {
+    std::fs::metadata(state_dir.join("state.redb")).map_or(0, |m| m.len())
+}
+
+fn human(r: &Report, p: Paint, o: &mut String) {
+    let verdict = if r.healthy {
+        p.green("healthy")
+    } else {
+        p.red("needs attention")
+    };
+    let _ = writeln!(o, "pap status: {verdict}");
+    for a in &r.attention {
+        let _ = writeln!(o, "  {} {a}", p.red("!"));
+    }
+    match &r.serve {
+        Some(s) => {
+            let _ = writeln!(o, "serve      running (pid {}, since {})", s.pid, s.since);
+        }
+        None => {
+            let _ = writeln!(o, "serve      not running");
+        }
+    }
+    let queue = if r.queue.is_empty() {
+        "empty".to_owned()
+    } else {
+        r.queue
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(o, "queue      {queue}");
+    if r.approvals.is_empty() {
+        let _ = writeln!(o, "approvals  none waiting");
+    } else {
+        let _ = writeln!(o, "approvals  {} waiting, oldest first:", r.approvals.len());
+        for a in &r.approvals {
+            let deadline = a.deadline.as_deref().unwrap_or("no deadline");
+            let late = if a.past_half {
+                p.red(" (past half its deadline)")
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                o,
+                "  {}  {} → {}  since {}  deadline {deadline}{late}",
+                p.bold(&a.short_id),
+                a.trigger,
+                a.agent,
+                a.waiting_since
+            );
+        }
+    }
+    if r.sinks.is_empty() {
+        let _ = writeln!(o, "sinks      no failures");
+    } else {
+        for s in &r.sinks {
+            let _ = writeln!(
+                o,
+                "sink       {}: {} failed, {} retrying{}",
+                s.sink,
+                s.failed,
+                s.retrying,
+                s.last_error
+                    .as_deref()
+                    .map(|e| format!(" (last: {e})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    for s in &r.schedules {
+        let _ = writeln!(
+            o,
+            "schedule   {}{}: last {}, next {}",
+            s.id,
+            if s.enabled { "" } else { " (disabled)" },
+            s.last_fire.as_deref().unwrap_or("never"),
+            s.next_fire.as_deref().unwrap_or("never")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "store      {} ({:.1} MB)",
+        r.store.path,
+        r.store.bytes as f64 / 1e6
+    );
+    crate::term::escape_from(o, 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_approval_is_late_past_half_its_deadline() {
+        let mut inv = Invocation::for_tests("inv_1", Status::AwaitingApproval);
+        inv.created_at = 1_000;
+        inv.approval_deadline = Some(11_000);
+        assert!(!past_half(&inv, 6_000));
+        assert!(past_half(&inv, 6_001));
+        inv.approval_deadline = None;
+        assert!(!past_half(&inv, i64::MAX));
+    }
+
+    #[test]
+    fn the_json_report_names_every_part() {
+        let r = Report {
+            healthy: false,
+            attention: vec!["x".into()],
+            serve: None,
+            queue: BTreeMap::from([("queued", 2)]),
+            approvals: Vec::new(),
+            sinks: Vec::new(),
+            schedules: Vec::new(),
+            store: StoreState {
+                path: "s".into(),
+                bytes: 1,
+            },
+        };
+        let v = json!(r);
+        for key in [
+            "healthy",
+            "attention",
+            "serve",
+            "queue",
+            "approvals",
+            "sinks",
+            "schedules",
+            "store",
+        ] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! What a person types for an id, resolved against the store: for invocations the full id,
+//! any prefix of it, or a short form (see `domain::short_id`); for notifications the full id,
+//! its number alone (`12` for `ntf_12`), or its ATP request's id or a prefix of it. An id
+//! that names several is a usage error (exit 2) that lists them; an id that names none is
+//! passed on as typed, so the command says what it says of an unknown id.
+
+use std::collections::{HashMap, HashSet};
+
+use super::Outcome;
+use crate::domain::short_id::{self, MIN, Resolved};
+use crate::storage::{self, Storage};
+
+/// How many candidates an ambiguous id lists.
+const LISTED: usize = 10;
+
+/// The invocation `typed` names, or the outcome to end the command with (said on stderr).
+pub fn invocation(store: &dyn Storage, typed: &str) -> storage::Result<Result<String, Outcome>> {
+    let candidates =
+        store.read(|r| r.invocation_ids(&|id| short_id::names(id, typed), LISTED + 1))?;
+    Ok(settle("invocation", typed, candidates))
+}
+
+/// The notification `typed` names, as [`invocation`] does.
+pub fn notification(store: &dyn Storage, typed: &str) -> storage::Result<Result<String, Outcome>> {
+    let numbered = typed
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| format!("ntf_{typed}"));
+    let full = numbered.as_deref().unwrap_or(typed);
+    let candidates = store.read(|r| {
+        if r.notification(full)?.is_some() {
+            return Ok(vec![full.to_owned()]);
+        }
+        if typed.len() < MIN {
+            return Ok(Vec::new());
+        }
+        // An ATP request's id (a UUID) or a prefix of it.
+        let (found, _) = r.notifications(
+            &|n| {
+                n.atp
+                    .as_ref()
+                    .and_then(|a| a["id"].as_str())
+                    .is_some_and(|atp| atp.starts_with(typed))
+            },
+            Some(LISTED + 1),
+        )?;
+        Ok(found.into_iter().map(|n| n.id).collect())
+    })?;
+    Ok(settle("notification", typed, candidates))
+}
+
+fn settle(what: &str, typed: &str, candidates: Vec<String>) -> Result<String, Outcome> {
+    match short_id::resolve(typed, candidates) {
+        Resolved::One(id) => Ok(id),
+        Resolved::None => Ok(typed.to_owned()),
+        Resolved::Many(ids) => {
+            let more = if ids.len() > LISTED {
+                " (and more)"
+            } else {
+                ""
+            };
+            let listed: Vec<&str> = ids.iter().take(LISTED).map(String::as_str).collect();
+            crate::say!(
+                "error: {typed} names more than one {what}{more}; type more of it:\n  {}",
+                listed.join("\n  ")
+            );
+            Err(Outcome::Usage)
+        }
+    }
+}
+
+/// The short form of each of `ids` (at least [`MIN`] digits of its random part, unique in the
+/// store), read in one pass over the invocations that share a first [`MIN`] digits with one
+/// of them.
+pub fn short_forms(store: &dyn Storage, ids: &[&str]) -> storage::Result<HashMap<String, String>> {
+    let heads: HashSet<&str> = ids.iter().map(|id| head(id)).collect();
+    let alike = store.read(|r| r.invocation_ids(&|id| heads.contains(head(id)), usize::MAX))?;
+    let sorted = short_id::sorted_random_parts(&alike);
+    Ok(ids
+        .iter()
+        .map(|id| (id.to_string(), short_id::short(id, &sorted)))
+        .collect())
+}
+
+fn head(id: &str) -> &str {
+    let random = short_id::random_part(id);
+    &random[..MIN.min(random.len())]
+}

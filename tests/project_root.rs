@@ -1,0 +1,80 @@
+//! Finding the project like cargo and just: without --root or PAP_ROOT, pap uses the nearest
+//! directory upward with a pap.yaml (or triggers/ and agents/); with none, it says so.
+
+mod common;
+
+use common::dispatch::{T0, ev};
+use common::{code, fixture_copy, pap, stderr, stdout};
+use serde_json::json;
+
+#[test]
+fn pap_finds_the_project_from_a_directory_inside_it() {
+    let dir = fixture_copy("dispatch");
+    let root = dir.path();
+    std::fs::write(
+        root.join("e.json"),
+        ev("up1", "test.basic.happened", json!({})).to_string(),
+    )
+    .unwrap();
+    let out = pap()
+        .current_dir(root.join("triggers"))
+        .env("PAP_NOW", T0)
+        .args(["dispatch", "../e.json", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("\"t-echo\""), "{}", stdout(&out));
+    assert!(
+        root.join(".pap/state.redb").is_file(),
+        "the project's state"
+    );
+    assert!(
+        !root.join("triggers/.pap").exists(),
+        "not a state beside the cwd"
+    );
+
+    // `pap lint` from deep inside checks the whole project.
+    let out = pap()
+        .current_dir(root.join("bin"))
+        .args(["lint", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+#[test]
+fn outside_any_project_dispatch_says_so_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let here = dir.path().join("not-a-project");
+    std::fs::create_dir(&here).unwrap();
+    std::fs::write(
+        here.join("e.json"),
+        ev("x1", "test.basic.happened", json!({})).to_string(),
+    )
+    .unwrap();
+    let out = pap()
+        .current_dir(&here)
+        .args(["dispatch", "e.json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no pap project in"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!here.join(".pap").exists());
+
+    // --root turns the search off: the directory given is the project, as before.
+    let out = pap()
+        .current_dir(&here)
+        .args(["--root", ".", "invocations"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no state store at"),
+        "a listing says there is no state yet: {}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,115 @@
+//! `pap status`: healthy (0), needs attention (5) and unreadable (1), while serve runs and
+//! after it stopped.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::dispatch::{Project, T0, ev};
+use common::{code, stderr, stdout};
+use serde_json::{Value, json};
+
+fn status(p: &Project, at: &str) -> (i32, Value) {
+    let out = p.cmd(at).args(["status", "--json"]).output().unwrap();
+    let text = stdout(&out);
+    let value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {text} {}", stderr(&out)));
+    (code(&out), value)
+}
+
+#[test]
+fn no_state_is_exit_1() {
+    let p = Project::new();
+    let out = p.cmd(T0).args(["status"]).output().unwrap();
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("no state store at"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_approval_past_half_its_deadline_and_overdue_work_need_a_person() {
+    let p = Project::new();
+    let inv = p.awaiting("a1");
+    let (code0, s) = status(&p, T0);
+    assert_eq!(code0, 0, "{s}");
+    assert_eq!(s["healthy"], true);
+    assert_eq!(s["serve"], Value::Null);
+    assert_eq!(s["queue"], json!({"awaiting_approval": 1}));
+    assert_eq!(s["approvals"][0]["id"], inv.as_str());
+    assert_eq!(s["approvals"][0]["deadline"], "2026-03-12T06:00:00.000Z");
+    assert!(s["store"]["bytes"].as_u64().unwrap() > 0);
+
+    // Thirteen of its twenty-four hours later.
+    let (code, s) = status(&p, "2026-03-11T19:00:00Z");
+    assert_eq!(code, 5, "{s}");
+    assert_eq!(s["approvals"][0]["past_half"], true);
+    let attention = s["attention"].to_string();
+    assert!(
+        attention.contains("past half their deadline"),
+        "{attention}"
+    );
+
+    // Queued work that nobody takes.
+    let p = Project::new();
+    let file = p.events("q.ndjson", &[ev("q1", "test.basic.happened", json!({}))]);
+    assert_eq!(p.dispatch(T0, &file, &["--no-run"]).code, 0);
+    assert_eq!(status(&p, "2026-03-11T06:04:00Z").0, 0);
+    let (code, s) = status(&p, "2026-03-11T06:06:00Z");
+    assert_eq!(code, 5, "{s}");
+    let attention = s["attention"].to_string();
+    assert!(
+        attention.contains("overdue") && attention.contains("no pap serve is running"),
+        "{attention}"
+    );
+    let human = p
+        .cmd("2026-03-11T06:06:00Z")
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&human).contains("needs attention"),
+        "{}",
+        stdout(&human)
+    );
+}
+
+#[test]
+fn status_names_a_running_serve_and_sees_it_gone() {
+    let p = Project::new();
+    let file = p.events("e.ndjson", &[ev("e1", "test.basic.happened", json!({}))]);
+    assert_eq!(p.dispatch(T0, &file, &[]).code, 0);
+    let mut serve = p
+        .cmd(T0)
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let running = loop {
+        let (code, s) = status(&p, T0);
+        if !s["serve"].is_null() {
+            assert_eq!(code, 0, "{s}");
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "serve never showed: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(running["serve"]["pid"], serve.id());
+    assert!(running["serve"]["since"].is_string());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(serve.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(serve.wait().unwrap().success());
+    let (code, s) = status(&p, T0);
+    assert_eq!((code, &s["serve"]), (0, &Value::Null), "{s}");
+}
