@@ -179,6 +179,17 @@ pub enum Command {
     )]
     Respond(RespondArgs),
 
+    /// Check what would stop the first real page: provider keys, programs, MCP servers and
+    /// their tools, sinks, the state dir.
+    #[command(
+        after_help = "One line per check (ok, warn, FAIL). MCP servers are started and asked for \
+        their tools, each within --timeout; a webhook sink's host is resolved (its URL is never \
+        printed: it may hold a secret).\n\n\
+        Exit status: 0 no problem (warnings allowed); 1 some check failed.\n\n\
+        Examples:\n  pap doctor\n  pap doctor --json | jq -r 'select(.status == \"fail\") | .check'"
+    )]
+    Doctor(DoctorArgs),
+
     /// Print a shell's completion script for pap.
     #[command(after_help = "Examples:\n  \
         pap completions bash > ~/.local/share/bash-completion/completions/pap\n  \
@@ -585,6 +596,16 @@ pub struct RejectArgs {
     /// Print the invocation as JSON when done.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// One JSON object per check.
+    #[arg(long)]
+    pub json: bool,
+    /// How long an MCP server gets to start, and then to list its tools.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg, default_value = "30s")]
+    pub timeout: std::time::Duration,
 }
 
 #[derive(Debug, clap::Args)]

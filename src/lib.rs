@@ -19,6 +19,7 @@ pub mod manifest;
 pub mod notify;
 pub mod panic_report;
 pub mod pipeline;
+pub mod program;
 pub mod regular_file;
 pub mod schedule;
 pub mod secrets;

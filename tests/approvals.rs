@@ -20,6 +20,31 @@ fn approve_runs_the_invocation_and_records_who() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["approval_deadline"], "2026-03-12T06:00:00.000Z");
 
+    // What the approver sees: why it waits, the event's data, the commands to answer.
+    let shown = p
+        .cmd(T0)
+        .args(["invocations", "show", &inv])
+        .output()
+        .unwrap();
+    let text = stdout(&shown);
+    let short = &inv[16..22];
+    for needed in [
+        "waits for a person's approval",
+        "the agent's risk_level is high",
+        "event data",
+        "no answer by then is a denial",
+    ] {
+        assert!(text.contains(needed), "{needed}: {text}");
+    }
+    assert!(
+        text.contains(&format!("pap approve {short} --by")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("pap reject {short} --reason")),
+        "{text}"
+    );
+
     let out = p
         .cmd("2026-03-11T07:00:00Z")
         .args(["approve", &inv, "--by", "alice", "--note", "checked"])

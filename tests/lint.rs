@@ -121,9 +121,39 @@ fn the_repository_example_project_lints_clean_with_strict() {
         .output()
         .unwrap();
     let doc = json(&out);
-    assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert_eq!(doc["errors"], 0);
-    assert_eq!(doc["warnings"], 0);
+    assert_eq!(doc["errors"], 0, "{}", stdout(&out));
+    // The example's MCP servers run through npx and uvx. Where one is not installed, lint
+    // rightly warns about it (`command-not-found`); that is the only warning allowed, and
+    // only for a program this machine lacks. (CI installs both.)
+    let missing_here = |message: &str| {
+        ["npx", "uvx"].iter().any(|program| {
+            message.contains(&format!("`{program}` is not on PATH"))
+                && !std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                    .any(|dir| dir.join(program).is_file())
+        })
+    };
+    let other: Vec<&serde_json::Value> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| {
+            !(d["code"] == "command-not-found" && missing_here(d["message"].as_str().unwrap()))
+        })
+        .collect();
+    assert!(other.is_empty(), "{other:?}");
+    if doc["warnings"] == 0 {
+        assert_eq!(code(&out), 0, "{}", stdout(&out));
+    } else {
+        assert!(
+            std::env::var_os("PAP_TEST_REQUIRE_EXAMPLE_TOOLS").is_none(),
+            "PAP_TEST_REQUIRE_EXAMPLE_TOOLS is set but npx or uvx is missing: {}",
+            stdout(&out)
+        );
+        common::skip_note(&format!(
+            "strict lint of the example project: {} warning(s) for MCP server programs not installed here (uvx comes with `pip install uv`)",
+            doc["warnings"]
+        ));
+    }
     assert!(
         doc["files"].as_u64().unwrap() >= 17,
         "pap.yaml + 8 triggers + 8 agents at least"

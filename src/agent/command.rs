@@ -45,8 +45,34 @@ pub type OnStart<'a> = Box<dyn FnOnce(&Runner) + Send + 'a>;
 /// Keeps this many bytes of stderr, the end of it, for the failure reason.
 const STDERR_TAIL: usize = 4096;
 
+/// Why a run failed, and whether the program could not be started at all.
+#[derive(Debug)]
+pub struct Failed {
+    pub reason: String,
+    /// The program does not exist or may not be run: trying again cannot help.
+    pub cannot_start: bool,
+}
+
+impl From<String> for Failed {
+    fn from(reason: String) -> Failed {
+        Failed {
+            reason,
+            cannot_start: false,
+        }
+    }
+}
+
+/// Whether a failed spawn is the program's absence (or its permissions), not a passing
+/// condition of the system.
+fn missing(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    )
+}
+
 /// Runs the program; `Ok(stdout)` when it exited 0 within the time limit.
-pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
+pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, Failed> {
     let supervisor = supervise::supervisor();
     let mut cmd = match supervisor {
         Some(s) => {
@@ -59,12 +85,13 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
         None => Command::new(spec.program),
     };
     // The supervisor's end of the lifeline; pap's end closes when pap goes away.
-    let lifeline = match supervisor {
-        Some(_) => Some(
-            lifeline_pair().map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?,
-        ),
-        None => None,
-    };
+    let lifeline =
+        match supervisor {
+            Some(_) => Some(lifeline_pair().map_err(|e| {
+                Failed::from(format!("cannot start {}: {e}", spec.program.display()))
+            })?),
+            None => None,
+        };
     if let Some((_, theirs)) = &lifeline {
         cmd.arg(theirs.as_raw_fd().to_string())
             .arg("--")
@@ -82,8 +109,11 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let (mut child, lifeline) = spawn_with_lifeline(&mut cmd, lifeline)
-        .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
+    let (mut child, lifeline) = spawn_with_lifeline(&mut cmd, lifeline).map_err(|e| Failed {
+        reason: format!("cannot start {}: {e}", spec.program.display()),
+        // Started directly, the error is the program's own; the supervisor is pap's.
+        cannot_start: supervisor.is_none() && missing(&e),
+    })?;
     drop(cmd);
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
     // If this run is dropped midway (serve stopping after its grace period), the whole
@@ -117,10 +147,13 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
             record(group);
         }
         if let Some(lifeline) = lifeline.as_mut()
-            && let Some(Err(e)) = handshake(lifeline).await
+            && let Some(Err((e, missing))) = handshake(lifeline).await
         {
             let _ = child.wait().await;
-            return Err(format!("cannot start {}: {e}", spec.program.display()));
+            return Err(Failed {
+                reason: format!("cannot start {}: {e}", spec.program.display()),
+                cannot_start: missing,
+            });
         }
         let status = child.wait().await;
         // The leader is gone; whatever it left behind in its group goes too.
@@ -145,10 +178,12 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
             return Err(format!(
                 "ran longer than {} (limits.max_runtime_seconds); its process group was killed",
                 crate::manifest::duration::format(spec.timeout)
-            ));
+            )
+            .into());
         }
     };
-    let status = status.map_err(|e| format!("waiting for the program failed: {e}"))?;
+    let status =
+        status.map_err(|e| Failed::from(format!("waiting for the program failed: {e}")))?;
     let stderr_text = last_line(&err_tail);
     if !status.success() {
         let how = match (
@@ -162,12 +197,14 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, String> {
         return Err(match stderr_text {
             Some(line) => format!("{how}: {line}"),
             None => how,
-        });
+        }
+        .into());
     }
     if out_len > max_output {
         return Err(format!(
             "printed {out_len} bytes, more than the {max_output} an output may have"
-        ));
+        )
+        .into());
     }
     Ok(out)
 }
@@ -238,7 +275,9 @@ fn lifeline_pair() -> std::io::Result<(
 /// Lets the supervisor start the program and reads its answer: `Some(Ok)` the program runs,
 /// `Some(Err(why))` it could not start, `None` no word (the supervisor died: its exit status
 /// tells the rest).
-async fn handshake(lifeline: &mut tokio::net::UnixStream) -> Option<Result<(), String>> {
+/// Lets the supervisor start the program; `Err((why, missing))` when it could not, `missing`
+/// when the program does not exist or may not be run.
+async fn handshake(lifeline: &mut tokio::net::UnixStream) -> Option<Result<(), (String, bool)>> {
     lifeline.write_all(b"go\n").await.ok()?;
     let mut line = Vec::new();
     let mut buf = [0u8; 512];
@@ -250,8 +289,11 @@ async fn handshake(lifeline: &mut tokio::net::UnixStream) -> Option<Result<(), S
     }
     let text = String::from_utf8_lossy(&line);
     let text = text.lines().next().unwrap_or_default();
+    if let Some(why) = text.strip_prefix(supervise::MISSING) {
+        return Some(Err((why.to_owned(), true)));
+    }
     match text.strip_prefix("err ") {
-        Some(why) => Some(Err(why.to_owned())),
+        Some(why) => Some(Err((why.to_owned(), false))),
         None => (text == "ok").then_some(Ok(())),
     }
 }
@@ -365,7 +407,7 @@ mod tests {
     async fn non_zero_exit_reports_the_last_stderr_line() {
         let args = sh("echo first >&2; echo 'no key' >&2; exit 3");
         assert_eq!(
-            run(spec(&args, 10_000)).await.unwrap_err(),
+            run(spec(&args, 10_000)).await.unwrap_err().reason,
             "exited with status 3: no key"
         );
     }
@@ -377,6 +419,7 @@ mod tests {
             run(spec(&args, 10_000))
                 .await
                 .unwrap_err()
+                .reason
                 .contains("1000 bytes")
         );
     }
@@ -385,11 +428,8 @@ mod tests {
     async fn missing_program_is_a_clear_error() {
         let mut s = spec(&[], 1000);
         s.program = Path::new("/nonexistent/agent");
-        assert!(
-            run(s)
-                .await
-                .unwrap_err()
-                .starts_with("cannot start /nonexistent/agent")
-        );
+        let failed = run(s).await.unwrap_err();
+        assert!(failed.reason.starts_with("cannot start /nonexistent/agent"));
+        assert!(failed.cannot_start, "no attempt can start it");
     }
 }

@@ -276,13 +276,7 @@ impl Runtime {
                         return (Err(Failure { reason, retry }), None);
                     }
                 };
-                let result = self
-                    .run_command(inv, agent, program, args, env)
-                    .await
-                    .map_err(|reason| Failure {
-                        reason,
-                        retry: true,
-                    });
+                let result = self.run_command(inv, agent, program, args, env).await;
                 (result, None)
             }
             ModelSpec::Anthropic(_) | ModelSpec::Openai(_) => {
@@ -299,9 +293,10 @@ impl Runtime {
         program: &std::path::Path,
         args: &[String],
         mut env: Vec<(String, String)>,
-    ) -> Result<(Value, Vec<Event>), String> {
+    ) -> Result<(Value, Vec<Event>), Failure> {
         let max_bytes = self.project.config.max_event_bytes;
-        let emit = scratch::emit_file().map_err(|e| format!("cannot create a scratch dir: {e}"))?;
+        let emit = scratch::emit_file()
+            .map_err(|e| Failure::retry(format!("cannot create a scratch dir: {e}")))?;
         let emit_file = &emit.path;
         let stdin = serde_json::to_vec(&json!({
             "invocation_id": inv.id,
@@ -352,10 +347,16 @@ impl Runtime {
         })
         .await;
         drop(record);
-        let stdout = stdout?;
-        let output = output::parse(&agent.output, &stdout).map_err(|e| e.to_string())?;
+        // A program that is not there will not be there on the next attempt either.
+        let stdout = stdout.map_err(|failed| Failure {
+            reason: failed.reason,
+            retry: !failed.cannot_start,
+        })?;
+        let output =
+            output::parse(&agent.output, &stdout).map_err(|e| Failure::retry(e.to_string()))?;
         let now = self.clock.now_ms();
-        let follow_ups = emit::read_follow_ups(emit_file, inv, &agent.emits, now, max_bytes)?;
+        let follow_ups = emit::read_follow_ups(emit_file, inv, &agent.emits, now, max_bytes)
+            .map_err(Failure::retry)?;
         Ok((output, follow_ups))
     }
 
@@ -639,6 +640,16 @@ fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
 pub(crate) struct Failure {
     reason: String,
     retry: bool,
+}
+
+impl Failure {
+    /// A failure another attempt may not meet.
+    fn retry(reason: String) -> Failure {
+        Failure {
+            reason,
+            retry: true,
+        }
+    }
 }
 
 /// Contract section 5: the delay before attempt n+1 is `backoff_seconds × 2^(n-1)`.

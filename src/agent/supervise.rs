@@ -17,7 +17,8 @@
 //! fires when the spawning *thread* exits, and the async runtime retires idle threads.)
 //!
 //! pap writes `go` on FD once it has recorded the group; only then does the program start.
-//! The first line back tells pap whether it started: `ok` or `err MESSAGE`.
+//! The first line back tells pap whether it started: `ok`, or `err MESSAGE` (`err-missing
+//! MESSAGE` when the program does not exist or may not be run).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -31,6 +32,10 @@ use nix::unistd::{Pid, getpgrp, getpid, setpgid};
 
 /// The hidden subcommand's name (never in `--help`: `main` takes it before the CLI parser).
 pub const SUBCOMMAND: &str = "__supervise";
+
+/// The answer when the program does not exist or may not be run (a retry cannot help); any
+/// other failure to start is `err MESSAGE`.
+pub const MISSING: &str = "err-missing ";
 
 /// The supervisor's own small binary, installed beside `pap` (`src/bin/pap-supervise.rs`).
 pub const BINARY: &str = "pap-supervise";
@@ -154,7 +159,12 @@ pub fn main(args: Vec<OsString>) -> ! {
             child
         }
         Err(e) => {
-            let _ = lifeline.write_all(format!("err {e}\n").as_bytes());
+            let missing = matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            );
+            let tag = if missing { MISSING } else { "err " };
+            let _ = lifeline.write_all(format!("{tag}{e}\n").as_bytes());
             std::process::exit(127);
         }
     };

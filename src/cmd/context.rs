@@ -61,6 +61,21 @@ pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
     }
 }
 
+/// The project if it loads, for what only improves a view (no diagnostics are printed).
+pub fn project_quietly(cli: &Cli) -> Option<Project> {
+    let root = cli.root().canonicalize().ok()?;
+    let key = manifest::cache::key(&root, cli.state.as_deref());
+    if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
+        return Some(project);
+    }
+    let loaded = manifest::load(&root, &[]);
+    loaded
+        .errors()
+        .is_empty()
+        .then_some(loaded.project)
+        .flatten()
+}
+
 /// The state dir for a command that only reads the state (a listing, the inbox). Such a
 /// command works while a trigger or agent manifest is broken (mid-edit, say), as long as
 /// pap.yaml, which may name the state dir, is sound; it says so on stderr.

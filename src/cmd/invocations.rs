@@ -49,7 +49,25 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
             let text = if *json {
                 format!("{}\n", serde_json::to_string_pretty(&inv.view(true))?)
             } else {
-                crate::term::for_humans(&show_human(&inv, Paint::for_stdout())).into_owned()
+                let p = Paint::for_stdout();
+                let mut text = show_human(&inv, p);
+                if inv.inv.status == crate::domain::Status::AwaitingApproval {
+                    let short = match &store {
+                        Some(s) => super::typed_ids::short_forms(&**s, &[inv.inv.id.as_str()])?
+                            .remove(&inv.inv.id),
+                        None => None,
+                    };
+                    let project = context::project_quietly(cli);
+                    super::approver_view::append(
+                        &mut text,
+                        &inv.inv,
+                        short.as_deref().unwrap_or(&inv.inv.id),
+                        project.as_ref(),
+                        super::approver_view::terminal_width(),
+                        p,
+                    );
+                }
+                crate::term::for_humans(&text).into_owned()
             };
             std::io::stdout().write_all(text.as_bytes())?;
         }
@@ -342,7 +360,14 @@ fn show_human(shown: &AsOf, p: Paint) -> String {
     row(&mut o, "created", rfc3339_ms(inv.created_at));
     row(&mut o, "updated", rfc3339_ms(inv.updated_at));
     if let Some(d) = inv.approval_deadline {
-        row(&mut o, "deadline", format!("{} (approval)", rfc3339_ms(d)));
+        row(
+            &mut o,
+            "deadline",
+            format!(
+                "{} (approval; no answer by then is a denial)",
+                rfc3339_ms(d)
+            ),
+        );
     }
     if let Some(a) = &inv.approval {
         let verb = if a.approved { "approved" } else { "rejected" };

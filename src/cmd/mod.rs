@@ -1,9 +1,11 @@
 //! One module per subcommand: glue between the CLI and the library.
 
 mod approve;
+mod approver_view;
 mod audit;
 mod context;
 mod dispatch;
+mod doctor;
 mod inbox;
 mod invocation_control;
 mod invocations;
@@ -91,6 +93,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
         Command::Respond(args) => respond::run(&cli, args),
         Command::Notifications(args) => notifications::run(&cli, args),
         Command::Status(args) => status::run(&cli, args),
+        Command::Doctor(args) => doctor::run(&cli, args),
         Command::Completions(args) => shell::completions(args),
         Command::Man => shell::man(),
     }

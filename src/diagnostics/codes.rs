@@ -153,7 +153,7 @@ pub const CODES: &[CodeInfo] = &[
     ),
     warning(
         "command-not-found",
-        "a `model.command` program path that does not exist or is not executable",
+        "a `model.command` program path that does not exist or is not executable; an MCP server's `command` that is not on PATH (or, as a path, does not exist)",
     ),
     error(
         "invalid-emit-type",

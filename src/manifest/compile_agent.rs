@@ -161,7 +161,7 @@ fn compile_model(ctx: &mut FileCtx, raw: &raw::Agent, root: &Path) -> Option<Mod
             } else {
                 PathBuf::from(program)
             };
-            if program.contains('/') && !is_executable(&resolved) {
+            if program.contains('/') && !crate::program::is_executable(&resolved) {
                 ctx.at(
                     "command-not-found",
                     &path!["agent", "model", "command", 0usize],
@@ -360,13 +360,6 @@ pub fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::raw::{self, UnknownParentPolicy};
 use super::yaml_tree::PathSeg;
 use crate::path;
 
-pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
+pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Path) -> Config {
     let defaults = Config::default();
     let mut config = Config {
         state_dir: raw
@@ -75,7 +75,7 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx) -> Config {
         }
     }
     for (name, server) in &raw.mcp_servers {
-        if let Some(spec) = compile_server(ctx, name, server) {
+        if let Some(spec) = compile_server(ctx, name, server, root) {
             config.mcp_servers.insert(name.clone(), spec);
         }
     }
@@ -144,7 +144,12 @@ fn duration_error(ctx: &mut FileCtx, at: &[PathSeg], field: &str, text: &str, re
     .help("durations look like 90s, 30m, 24h, 7d or 1h30m");
 }
 
-fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<McpServerSpec> {
+fn compile_server(
+    ctx: &mut FileCtx,
+    name: &str,
+    s: &raw::McpServer,
+    root: &std::path::Path,
+) -> Option<McpServerSpec> {
     let base = path!["mcp_servers", name];
     if name.is_empty()
         || !name
@@ -172,6 +177,14 @@ fn compile_server(ctx: &mut FileCtx, name: &str, s: &raw::McpServer) -> Option<M
                     "unused-field",
                     &path!["mcp_servers", name, "headers"],
                     "`headers` only apply to `url` servers",
+                );
+            }
+            // As for `model.command`: a warning, since the program may be installed later.
+            if let Err(why) = crate::program::locate(command, root) {
+                ctx.at(
+                    "command-not-found",
+                    &path!["mcp_servers", name, "command"],
+                    format!("MCP server `{name}`: {why}; agents that use it will fail"),
                 );
             }
             Some(McpServerSpec::Stdio {

@@ -159,7 +159,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
                 tree,
                 diags: &mut diags,
             };
-            config = compile_config::compile(&raw, &mut ctx);
+            config = compile_config::compile(&raw, &mut ctx, &canonical);
             for (i, raw) in raw.schedules.iter().enumerate() {
                 let base = path!["schedules", i];
                 if let Some(s) = compile_one_schedule(raw, &base, &mut ctx, &mut schedule_seen) {

@@ -44,6 +44,7 @@ pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<()
             })
             .await
             .map(|_| ())
+            .map_err(|failed| failed.reason)
         }
         SinkTarget::Ndjson { path } => {
             let path = if path.is_absolute() {

@@ -26,8 +26,26 @@ pub struct Request<'a> {
     pub clock: &'a Clock,
 }
 
+/// Why a request failed for good (after its retries within the attempt), and whether
+/// another attempt could help: one the provider refused as unauthorised, forbidden, not
+/// found or malformed would be refused again (a wrong key, base URL or model).
+#[derive(Debug)]
+pub struct Failed {
+    pub why: String,
+    pub permanent: bool,
+}
+
+impl From<String> for Failed {
+    fn from(why: String) -> Failed {
+        Failed {
+            why,
+            permanent: false,
+        }
+    }
+}
+
 /// The parsed JSON body of a 2xx answer, and how long the request took.
-pub async fn post(req: Request<'_>) -> Result<(Value, Duration), String> {
+pub async fn post(req: Request<'_>) -> Result<(Value, Duration), Failed> {
     let started = Instant::now();
     let mut pause = FIRST_PAUSE;
     let mut tries = 0;
@@ -45,7 +63,7 @@ pub async fn post(req: Request<'_>) -> Result<(Value, Duration), String> {
                 let bytes = resp
                     .bytes()
                     .await
-                    .map_err(|e| format!("reading the answer of {}: {e}", req.url))?;
+                    .map_err(|e| Failed::from(format!("reading the answer of {}: {e}", req.url)))?;
                 let value = serde_json::from_slice(&bytes).map_err(|e| {
                     format!(
                         "{} answered with something that is not JSON ({e}): {}",
@@ -61,29 +79,44 @@ pub async fn post(req: Request<'_>) -> Result<(Value, Duration), String> {
                 let body = resp.bytes().await.unwrap_or_default();
                 let why = format!("{} answered HTTP {status}: {}", req.url, quote(&body));
                 if !retryable(status) {
-                    return Err(why);
+                    return Err(Failed {
+                        why,
+                        permanent: permanent(status),
+                    });
                 }
                 (why, wait)
             }
             Err(e) if e.is_connect() || e.is_timeout() || e.is_request() => {
                 (format!("{}: {}", req.url, error_chain(&e)), None)
             }
-            Err(e) => return Err(format!("{}: {}", req.url, error_chain(&e))),
+            Err(e) => return Err(format!("{}: {}", req.url, error_chain(&e)).into()),
         };
         let wait = wait.unwrap_or(pause);
         pause *= 2;
         let left = req.deadline_ms.saturating_sub(req.clock.now_ms());
         if tries > MAX_RETRIES {
-            return Err(format!("{why} (gave up after {tries} tries)"));
+            return Err(format!("{why} (gave up after {tries} tries)").into());
         }
         if wait.as_millis() as i64 >= left {
             return Err(format!(
                 "{why} (a retry after {} s would pass the runtime limit)",
                 wait.as_secs_f64()
-            ));
+            )
+            .into());
         }
         req.clock.sleep(wait).await;
     }
+}
+
+/// An answer that the same request would get again.
+fn permanent(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::BAD_REQUEST
+            | StatusCode::UNAUTHORIZED
+            | StatusCode::FORBIDDEN
+            | StatusCode::NOT_FOUND
+    )
 }
 
 fn retryable(status: StatusCode) -> bool {
@@ -158,5 +191,7 @@ mod tests {
         assert!(retryable(StatusCode::SERVICE_UNAVAILABLE));
         assert!(!retryable(StatusCode::BAD_REQUEST));
         assert!(!retryable(StatusCode::UNAUTHORIZED));
+        assert!(permanent(StatusCode::UNAUTHORIZED) && permanent(StatusCode::NOT_FOUND));
+        assert!(!permanent(StatusCode::CONFLICT) && !permanent(StatusCode::TOO_MANY_REQUESTS));
     }
 }

@@ -204,7 +204,10 @@ impl Attempt<'_> {
                 clock: &self.rt.clock,
             })
             .await
-            .map_err(retryable)?;
+            .map_err(|failed| Failure {
+                reason: failed.why,
+                retry: !failed.permanent,
+            })?;
             let reply = match conversation {
                 Conversation::Anthropic(c) => c.receive(&answer),
                 Conversation::Openai(c) => c.receive(&answer),

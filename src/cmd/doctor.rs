@@ -1,0 +1,315 @@
+//! `pap doctor`: what would stop the first real page, checked before it: the project loads,
+//! the state dir is writable, each provider's key is set, each program exists, each MCP
+//! server starts and lists the tools the agents use, each sink's address resolves. One line
+//! per check; exit 1 when any fails.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Outcome, context};
+use crate::cli::{Cli, DoctorArgs};
+use crate::manifest::Project;
+use crate::manifest::compiled::{McpServerSpec, ModelSpec};
+use crate::manifest::compiled_notify::SinkTarget;
+use crate::term::Paint;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Verdict {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+struct Check {
+    check: String,
+    status: Verdict,
+    detail: String,
+}
+
+fn check(checks: &mut Vec<Check>, name: String, verdict: Verdict, detail: String) {
+    checks.push(Check {
+        check: name,
+        status: verdict,
+        detail,
+    });
+}
+
+pub fn run(cli: &Cli, args: &DoctorArgs) -> anyhow::Result<Outcome> {
+    let mut checks = Vec::new();
+    match context::load_project(cli) {
+        Ok(project) => {
+            check(
+                &mut checks,
+                "project".into(),
+                Verdict::Ok,
+                format!(
+                    "{} ({} triggers, {} agents, {} schedules)",
+                    project.root.display(),
+                    project.triggers.len(),
+                    project.agents.len(),
+                    project.schedules.len()
+                ),
+            );
+            state_dir(&mut checks, &context::state_dir(cli, &project));
+            provider_keys(&mut checks, &project);
+            programs(&mut checks, &project);
+            mcp_servers(&mut checks, &project, args.timeout)?;
+            sinks(&mut checks, &project);
+        }
+        Err(e) => check(
+            &mut checks,
+            "project".into(),
+            Verdict::Fail,
+            format!("{e:#}"),
+        ),
+    }
+    print(&checks, args.json)?;
+    Ok(if checks.iter().any(|c| c.status == Verdict::Fail) {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
+}
+
+/// Writable: a file can be made in it (or, before the first run, in the directory it will be
+/// made in). Nothing is left behind.
+fn state_dir(checks: &mut Vec<Check>, dir: &Path) {
+    let existing = dir.ancestors().find(|d| d.is_dir());
+    let verdict = match existing {
+        Some(at) => match tempfile::Builder::new()
+            .prefix(".pap-doctor-")
+            .tempfile_in(at)
+        {
+            Ok(_) if at == dir => (Verdict::Ok, format!("{} is writable", dir.display())),
+            Ok(_) => (
+                Verdict::Ok,
+                format!(
+                    "{} will be created (in {}, which is writable)",
+                    dir.display(),
+                    at.display()
+                ),
+            ),
+            Err(e) => (
+                Verdict::Fail,
+                format!("{}: cannot write in {}: {e}", dir.display(), at.display()),
+            ),
+        },
+        None => (
+            Verdict::Fail,
+            format!("{}: no directory above it exists", dir.display()),
+        ),
+    };
+    check(checks, "state dir".into(), verdict.0, verdict.1);
+}
+
+fn provider_keys(checks: &mut Vec<Check>, project: &Project) {
+    let mut by_var: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for agent in &project.agents {
+        if let ModelSpec::Anthropic(m) | ModelSpec::Openai(m) = &agent.model {
+            by_var
+                .entry(m.api_key_env.as_str())
+                .or_default()
+                .push(&agent.id);
+        }
+    }
+    for (var, agents) in by_var {
+        let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        let (verdict, detail) = if set {
+            (Verdict::Ok, format!("set (agents {})", agents.join(", ")))
+        } else {
+            (
+                Verdict::Fail,
+                format!(
+                    "not set: {} {} cannot run (each run would fail at once)",
+                    if agents.len() == 1 { "agent" } else { "agents" },
+                    agents.join(", ")
+                ),
+            )
+        };
+        check(checks, format!("provider key {var}"), verdict, detail);
+    }
+}
+
+fn programs(checks: &mut Vec<Check>, project: &Project) {
+    for agent in &project.agents {
+        if let ModelSpec::Command { program, .. } = &agent.model {
+            let text = program.display().to_string();
+            let (verdict, detail) = match crate::program::locate(&text, &project.root) {
+                Ok(path) => (Verdict::Ok, path.display().to_string()),
+                Err(why) => (Verdict::Fail, why),
+            };
+            check(
+                checks,
+                format!("agent {} program", agent.id),
+                verdict,
+                detail,
+            );
+        }
+    }
+}
+
+/// Each MCP server: its command exists, it starts within `timeout` and lists its tools, and
+/// every tool an agent uses from it is among them.
+fn mcp_servers(
+    checks: &mut Vec<Check>,
+    project: &Project,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let specs = &project.config.mcp_servers;
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let mut used: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for agent in &project.agents {
+        for tool in &agent.tools {
+            used.entry(tool.server.as_str())
+                .or_default()
+                .push((tool.name.as_str(), agent.id.as_str()));
+        }
+    }
+    let rt = context::tokio_runtime()?;
+    for (name, spec) in specs {
+        let label = format!("mcp server {name}");
+        if let McpServerSpec::Stdio { command, .. } = spec
+            && let Err(why) = crate::program::locate(command, &project.root)
+        {
+            check(checks, label, Verdict::Fail, why);
+            continue;
+        }
+        let names = BTreeSet::from([name.clone()]);
+        let listed = rt.block_on(async {
+            let session = tokio::time::timeout(
+                timeout,
+                crate::agent::mcp::Session::connect(&project.root, specs, &names),
+            )
+            .await
+            .map_err(|_| format!("did not start within {}s", timeout.as_secs()))??;
+            let tools = tokio::time::timeout(timeout, session.list_tools()).await;
+            let mut session = session;
+            session.shutdown().await;
+            tools.map_err(|_| format!("did not list its tools within {}s", timeout.as_secs()))?
+        });
+        let tools = match listed {
+            Ok(tools) => tools,
+            Err(why) => {
+                // The line names the server already.
+                let prefix = format!("MCP server `{name}`: ");
+                let why = why.strip_prefix(&prefix).map(str::to_owned).unwrap_or(why);
+                check(checks, label, Verdict::Fail, why);
+                continue;
+            }
+        };
+        let have: BTreeSet<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        let missing: Vec<String> = used
+            .get(name.as_str())
+            .into_iter()
+            .flatten()
+            .filter(|(tool, _)| !have.contains(tool))
+            .map(|(tool, agent)| format!("{tool} (agent {agent})"))
+            .collect();
+        let (verdict, detail) = match (missing.is_empty(), used.contains_key(name.as_str())) {
+            (false, _) => (
+                Verdict::Fail,
+                format!("lacks {}; it lists {}", missing.join(", "), have.len()),
+            ),
+            (true, true) => (
+                Verdict::Ok,
+                format!(
+                    "started; lists {} tools, every one the agents use among them",
+                    have.len()
+                ),
+            ),
+            (true, false) => (
+                Verdict::Warn,
+                format!("started; lists {} tools, but no agent uses it", have.len()),
+            ),
+        };
+        check(checks, label, verdict, detail);
+    }
+    Ok(())
+}
+
+fn sinks(checks: &mut Vec<Check>, project: &Project) {
+    for sink in &project.config.notify.sinks {
+        let label = format!("sink {}", sink.name);
+        let (verdict, detail) = match &sink.target {
+            SinkTarget::Webhook { url, .. } => webhook_resolves(url),
+            SinkTarget::Command { program, .. } => {
+                match crate::program::locate(&program.display().to_string(), &project.root) {
+                    Ok(path) => (Verdict::Ok, path.display().to_string()),
+                    Err(why) => (Verdict::Fail, why),
+                }
+            }
+            SinkTarget::Ndjson { path } => {
+                let path = project.root.join(path);
+                match path
+                    .parent()
+                    .and_then(|d| d.ancestors().find(|a| a.is_dir()))
+                {
+                    Some(dir) if tempfile::tempfile_in(dir).is_ok() => (
+                        Verdict::Ok,
+                        format!("{} (its directory is writable)", path.display()),
+                    ),
+                    _ => (
+                        Verdict::Fail,
+                        format!("{}: its directory is not writable", path.display()),
+                    ),
+                }
+            }
+        };
+        check(checks, label, verdict, detail);
+    }
+}
+
+/// The webhook's host resolves (its `${NAME}` parts expanded; the URL is never printed whole,
+/// since a secret may be part of it).
+fn webhook_resolves(url: &str) -> (Verdict, String) {
+    let expanded = match crate::interpolate::expand(url, |name| std::env::var(name).ok()) {
+        Ok(u) => u,
+        Err(e) => return (Verdict::Fail, format!("its URL cannot be made: {e}")),
+    };
+    let parsed = match reqwest::Url::parse(&expanded) {
+        Ok(u) => u,
+        Err(e) => return (Verdict::Fail, format!("its URL is not valid: {e}")),
+    };
+    let Some(host) = parsed.host_str() else {
+        return (Verdict::Fail, "its URL has no host".into());
+    };
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    use std::net::ToSocketAddrs;
+    match (host, port).to_socket_addrs() {
+        Ok(mut addrs) => match addrs.next() {
+            Some(addr) => (Verdict::Ok, format!("{host} resolves ({})", addr.ip())),
+            None => (Verdict::Fail, format!("{host} resolves to no address")),
+        },
+        Err(e) => (Verdict::Fail, format!("{host} does not resolve: {e}")),
+    }
+}
+
+fn print(checks: &[Check], json: bool) -> std::io::Result<()> {
+    if json {
+        for c in checks {
+            crate::out!("{}", serde_json::to_string(c).expect("JSON"))?;
+        }
+        return Ok(());
+    }
+    let p = Paint::for_stdout();
+    for c in checks {
+        let mark = match c.status {
+            Verdict::Ok => p.green("ok  "),
+            Verdict::Warn => p.yellow("warn"),
+            Verdict::Fail => p.red("FAIL"),
+        };
+        crate::out!("{mark}  {}: {}", c.check, c.detail)?;
+    }
+    let failed = checks.iter().filter(|c| c.status == Verdict::Fail).count();
+    if failed > 0 {
+        crate::out!("{failed} problem(s)")?;
+    }
+    Ok(())
+}
