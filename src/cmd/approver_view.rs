@@ -27,12 +27,7 @@ pub fn append(
     let why = project
         .and_then(|project| project.agent(&inv.agent))
         .map(|agent| {
-            let tools: Vec<&str> = agent
-                .tools
-                .iter()
-                .filter(|t| t.risk == RiskLevel::High)
-                .map(|t| t.name.as_str())
-                .collect();
+            let tools = agent.high_risk_tools();
             match (agent.risk_level == RiskLevel::High, tools.is_empty()) {
                 (true, true) => "the agent's risk_level is high".to_owned(),
                 (true, false) => format!(

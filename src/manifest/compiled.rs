@@ -141,6 +141,15 @@ impl Agent {
     pub fn requires_approval(&self) -> bool {
         self.effective_risk == RiskLevel::High
     }
+
+    /// The tools whose own risk is high (their `risk_override`).
+    pub fn high_risk_tools(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter(|t| t.risk == RiskLevel::High)
+            .map(|t| t.name.as_str())
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

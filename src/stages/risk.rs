@@ -11,13 +11,10 @@ pub fn check(agent: &Agent) -> Verdict {
     let why = if agent.risk_level == RiskLevel::High {
         "the agent's risk_level is high".to_owned()
     } else {
-        let tools: Vec<&str> = agent
-            .tools
-            .iter()
-            .filter(|t| t.risk == RiskLevel::High)
-            .map(|t| t.name.as_str())
-            .collect();
-        format!("tool {} has risk_override high", tools.join(", "))
+        format!(
+            "tool {} has risk_override high",
+            agent.high_risk_tools().join(", ")
+        )
     };
     Verdict::Stop(
         Outcome::AwaitingApproval,
