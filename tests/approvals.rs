@@ -211,6 +211,16 @@ fn listings_show_an_overdue_approval_as_expired_without_recording_it() {
     let recorded = show(later);
     assert_eq!(recorded["status"], "expired");
     assert!(recorded.get("recorded_status").is_none(), "{recorded}");
+    // An expiry is not an ATP response: the request is closed, with no invented answer.
+    let request = recorded["approval_request"].as_str().unwrap();
+    let out = p
+        .cmd(later)
+        .args(["notifications", "show", request, "--json"])
+        .output()
+        .unwrap();
+    let n: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(n.get("answer").is_none(), "{n:#}");
+    assert_eq!(n["closed"]["reason"], "expired", "{n:#}");
 }
 
 #[test]

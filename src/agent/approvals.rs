@@ -28,13 +28,7 @@ pub fn expire_due(
             crate::clock::rfc3339_ms(inv.approval_deadline.unwrap_or(now))
         );
         if let Some(request) = &inv.approval_request {
-            let answer = crate::domain::Answer {
-                action_id: "expired".into(),
-                responder: serde_json::json!({"id": "pap", "type": "system"}),
-                responded_at: None,
-                recorded_at: now,
-            };
-            crate::notify::atp::record_answer(tx, request, answer, now)?;
+            crate::notify::atp::close_unanswered(tx, request, "expired", now)?;
         }
         events.extend(end_in_tx(
             tx,

@@ -73,6 +73,7 @@ fn read(
     limit: usize,
     session: Option<&str>,
 ) -> anyhow::Result<Vec<(InboxMessage, serde_json::Value)>> {
+    let now = Clock::from_env()?.now_ms();
     Ok(store.read(|r| {
         let n = r;
         let msgs = n.inbox_after(after, limit, &|m| {
@@ -80,7 +81,10 @@ fn read(
         })?;
         let mut out = Vec::new();
         for m in msgs {
-            let ntf = n.notification(&m.notification_id)?;
+            // As of now: an escalation that is due shows, though nobody recorded it yet.
+            let ntf = n
+                .notification(&m.notification_id)?
+                .map(|ntf| ntf.as_of(now).0);
             let view = inbox::view(&m, ntf.as_ref());
             out.push((m, view));
         }

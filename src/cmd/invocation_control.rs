@@ -244,6 +244,9 @@ fn cancel_in_tx(
     if let Err(e) = inv.cancel(reason, now) {
         return Ok(Err(e.to_string()));
     }
+    if let Some(request) = &inv.approval_request {
+        crate::notify::atp::close_unanswered(tx, request, "cancelled", now)?;
+    }
     tx.audit(audit_entry(
         &inv,
         now,

@@ -13,8 +13,26 @@ use crate::notify::inbox::notification_view;
 
 const HUMAN_PAGE: usize = 20;
 
+/// Said above a notification whose escalation is due but not yet recorded.
+const DUE_NOTE: &str =
+    "(past its delivery deadline: the next pap that writes records the escalation)\n";
+
+/// The JSON view as of now, with `recorded_status` when the stored status differs.
+fn view_as_of(
+    n: &Notification,
+    recorded: Option<crate::domain::NotifyStatus>,
+) -> serde_json::Value {
+    let mut v = notification_view(n);
+    if let Some(recorded) = recorded {
+        v["recorded_status"] = serde_json::json!(recorded.as_str());
+    }
+    v
+}
+
 pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
     let store = context::store_to_read(cli)?;
+    // What is due is shown as of now; a listing never writes.
+    let now = crate::clock::Clock::from_env()?.now_ms();
     let mut out = String::new();
     match &args.command {
         Some(NotificationsCommand::Show { id, json }) => {
@@ -28,12 +46,16 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
             let Some(n) = found else {
                 bail!("no notification {id} in this state dir");
             };
+            let (n, recorded) = n.as_of(now);
             if *json {
                 out = format!(
                     "{}\n",
-                    serde_json::to_string_pretty(&notification_view(&n))?
+                    serde_json::to_string_pretty(&view_as_of(&n, recorded))?
                 );
             } else {
+                if recorded.is_some() {
+                    out.push_str(DUE_NOTE);
+                }
                 show_human(&n, &mut out);
                 crate::term::escape_from(&mut out, 0);
             }
@@ -42,24 +64,23 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
             let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
             let status = args.status;
             let (list, total) = match &store {
-                Some(s) => {
-                    s.read(|r| r.notifications(&|n| status.is_none_or(|st| n.status == st), limit))?
-                }
+                Some(s) => s.read(|r| {
+                    r.notifications(&|n| status.is_none_or(|st| n.status_at(now) == st), limit)
+                })?,
                 None => (Vec::new(), 0),
             };
-            for n in &list {
+            let shown = list.len();
+            for n in list {
+                let (n, recorded) = n.as_of(now);
                 if args.json {
-                    out.push_str(&serde_json::to_string(&notification_view(n))?);
+                    out.push_str(&serde_json::to_string(&view_as_of(&n, recorded))?);
                     out.push('\n');
                 } else {
-                    out.push_str(&crate::term::for_humans(&line(n)));
+                    out.push_str(&crate::term::for_humans(&line(&n)));
                 }
             }
-            if !args.json && total > list.len() {
-                out.push_str(&format!(
-                    "({} of {total} shown; --limit N for more)\n",
-                    list.len()
-                ));
+            if !args.json && total > shown {
+                out.push_str(&format!("({shown} of {total} shown; --limit N for more)\n"));
             }
         }
     }

@@ -59,6 +59,13 @@ pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
             actions.join(", ")
         );
     }
+    if let Some(closed) = &request.closed {
+        bail!(
+            "{name}: the approval request {} closed unanswered ({}): an expired approval is a denial",
+            response.notification_id,
+            closed.reason
+        );
+    }
     if let Some(a) = &request.answer {
         bail!(
             "{name}: the approval request {} was already answered ({})",

@@ -227,10 +227,9 @@ fn sink_health(store: &dyn Storage) -> storage::Result<Vec<SinkHealth>> {
     let (troubled, _) = store.read(|r| {
         r.notifications(
             &|n| {
-                n.sinks.iter().any(|d| {
-                    d.state == SinkState::Failed
-                        || (d.state == SinkState::Pending && d.error.is_some())
-                })
+                n.sinks
+                    .iter()
+                    .any(|d| matches!(d.state, SinkState::Failed | SinkState::Retrying))
             },
             None,
         )
@@ -239,7 +238,7 @@ fn sink_health(store: &dyn Storage) -> storage::Result<Vec<SinkHealth>> {
     for n in &troubled {
         for d in &n.sinks {
             let failed = d.state == SinkState::Failed;
-            let retrying = d.state == SinkState::Pending && d.error.is_some();
+            let retrying = d.state == SinkState::Retrying;
             if !(failed || retrying) {
                 continue;
             }

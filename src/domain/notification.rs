@@ -168,9 +168,13 @@ pub struct Notification {
     /// An approval request's ATP notification object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub atp: Option<Value>,
-    /// The answer to an approval request.
+    /// The answer to an approval request (ATP: a person's response).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Answer>,
+    /// An approval request that closed without an answer: its deadline passed, or an operator
+    /// cancelled the invocation. Not an ATP response, so not an `answer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<Closed>,
     /// Every transition, oldest first (the compliance trail of ANP 5).
     #[serde(default)]
     pub history: Vec<Transition>,
@@ -189,11 +193,40 @@ pub struct Transition {
     pub note: Option<String>,
 }
 
+impl Notification {
+    /// The status as of `now`: one handed to an agent (DISPATCHED) past its delivery
+    /// deadline has escalated, even before the watchdog of a writer (serve, a dispatch)
+    /// records it. Readers show this and never write to record it.
+    pub fn status_at(&self, now: i64) -> NotifyStatus {
+        match (self.status, self.delivery_deadline) {
+            (NotifyStatus::Dispatched, Some(due)) if due <= now => NotifyStatus::Escalated,
+            (status, _) => status,
+        }
+    }
+
+    /// As [`status_at`](Self::status_at) says, for a view: the status as of `now`, and the
+    /// recorded one when they differ.
+    pub fn as_of(mut self, now: i64) -> (Notification, Option<NotifyStatus>) {
+        let status = self.status_at(now);
+        let recorded = (status != self.status).then_some(self.status);
+        self.status = status;
+        (self, recorded)
+    }
+}
+
+/// How one sink's delivery of a notification went. A sink that took it says nothing of
+/// whether a person saw it: only an acknowledgement makes the notification DELIVERED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SinkState {
+    /// Not sent yet.
     Pending,
-    Delivered,
+    /// The sink accepted it (a webhook's 2xx, a command's exit 0, a line appended).
+    #[serde(alias = "delivered")]
+    Sent,
+    /// An attempt failed; another is due at `next_at`.
+    Retrying,
+    /// Every attempt failed; `error` says why the last did.
     Failed,
 }
 
@@ -206,8 +239,19 @@ pub struct SinkDelivery {
     pub next_at: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// When the sink accepted it (after the request finished).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<i64>,
     /// The inbox message it sends.
     pub message: u64,
+}
+
+/// Why an approval request closed unanswered, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Closed {
+    /// `expired` or `cancelled`.
+    pub reason: String,
+    pub at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -108,19 +108,50 @@ pub fn record_answer(
             rfc3339_ms(old.recorded_at)
         )));
     }
-    let human = answer.action_id != "expired";
+    if let Some(closed) = &n.closed {
+        return Err(storage::Error::Conflict(format!(
+            "the approval request {} closed unanswered ({}) at {}",
+            n.atp
+                .as_ref()
+                .and_then(|a| a["id"].as_str())
+                .unwrap_or(&n.id),
+            closed.reason,
+            rfc3339_ms(closed.at)
+        )));
+    }
     let by = format!(
         "user:{}",
         answer.responder["id"].as_str().unwrap_or("unknown")
     );
     n.answer = Some(answer);
-    if human {
-        let lease = n.owner_lease;
-        let note = Some("answered".into());
-        if ledger::finish(&mut n, lease, NotifyStatus::Delivered, &by, note, now).is_ok() {
-            n.ack_at = Some(now);
-        }
+    // A person answered: they saw it.
+    let lease = n.owner_lease;
+    let note = Some("answered".into());
+    if ledger::finish(&mut n, lease, NotifyStatus::Delivered, &by, note, now).is_ok() {
+        n.ack_at = Some(now);
     }
+    tx.put_notification(&n)
+}
+
+/// Closes the approval request `notification` unanswered (`reason`: `expired` or
+/// `cancelled`), in the transaction that ends its invocation: nobody can answer it any more,
+/// and no ATP response is invented for it.
+pub fn close_unanswered(
+    tx: &mut dyn WriteTx,
+    notification: &str,
+    reason: &str,
+    now: i64,
+) -> storage::Result<()> {
+    let Some(mut n) = tx.notification(notification)? else {
+        return Ok(());
+    };
+    if n.answer.is_some() || n.closed.is_some() {
+        return Ok(());
+    }
+    n.closed = Some(crate::domain::Closed {
+        reason: reason.to_owned(),
+        at: now,
+    });
     tx.put_notification(&n)
 }
 

@@ -89,12 +89,15 @@ pub fn view(msg: &InboxMessage, n: Option<&Notification>) -> Value {
 
 /// Whether an approval request is still open, and how it was answered.
 fn approval_state(n: Option<&Notification>) -> Value {
+    if let Some(closed) = n.and_then(|n| n.closed.as_ref()) {
+        return json!({"state": closed.reason, "closed_at": rfc3339_ms(closed.at)});
+    }
     match n.and_then(|n| n.answer.as_ref()) {
         Some(a) => json!({
             "state": match a.action_id.as_str() {
                 "approve" => "approved",
                 "reject" => "rejected",
-                _ => "expired",
+                other => other,
             },
             "action_id": a.action_id,
             "responder": a.responder,
@@ -108,6 +111,9 @@ fn approval_state(n: Option<&Notification>) -> Value {
 /// A notification as `pap notifications show --json` prints it.
 pub fn notification_view(n: &Notification) -> Value {
     let mut v = serde_json::to_value(n).expect("serialisable");
+    if let Some(at) = v["closed"]["at"].as_i64() {
+        v["closed"]["at"] = json!(rfc3339_ms(at));
+    }
     let times = ["created_at", "updated_at", "ack_at", "delivery_deadline"];
     for field in times {
         if let Some(ms) = v.get(field).and_then(Value::as_i64) {

@@ -202,6 +202,7 @@ pub(crate) mod tests {
             sinks: vec![],
             atp: None,
             answer: None,
+            closed: None,
             history: vec![],
         }
     }

@@ -170,17 +170,74 @@ fn draft(
     }
 }
 
+/// How much of an agent's output a default notification quotes.
+const OUTPUT_CHARS: usize = 300;
+/// How many of the event's fields it names, and how much of each value.
+const KEY_FIELDS: usize = 6;
+const FIELD_CHARS: usize = 60;
+
+/// What on-call reads first about the event: the first few top-level values of its data
+/// (strings, numbers, booleans), each clipped, as `name=value`.
+fn key_fields(inv: &Invocation) -> String {
+    let Some(data) = inv.event.get("data").and_then(serde_json::Value::as_object) else {
+        return String::new();
+    };
+    data.iter()
+        .filter_map(|(name, value)| {
+            let text = match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                _ => return None,
+            };
+            Some(format!(
+                "{name}={}",
+                crate::text::clip_whole(&text, FIELD_CHARS)
+            ))
+        })
+        .take(KEY_FIELDS)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The agent's output, clipped (already redacted when it was recorded).
+fn output_excerpt(inv: &Invocation) -> Option<String> {
+    let text = match inv.output.as_ref()? {
+        serde_json::Value::Null => return None,
+        serde_json::Value::String(s) if s.trim().is_empty() => return None,
+        serde_json::Value::String(s) => s.trim().to_owned(),
+        other => other.to_string(),
+    };
+    Some(crate::text::clip_whole(&text, OUTPUT_CHARS))
+}
+
 fn default_content(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) -> String {
+    let text = outcome_text(kind, inv, extra);
+    let fields = key_fields(inv);
+    if fields.is_empty() || kind == OutcomeKind::ExternalToolCall {
+        text
+    } else {
+        format!("{text} [{fields}]")
+    }
+}
+
+fn outcome_text(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) -> String {
     let error = inv.error.as_deref().unwrap_or("no reason given");
     let about = format!(
         "{} (event {}, trigger {})",
         inv.event_type, inv.event_id, inv.trigger
     );
     match kind {
-        OutcomeKind::Succeeded => format!(
-            "{} succeeded on {about} after {} attempt(s)",
-            inv.agent, inv.attempts
-        ),
+        OutcomeKind::Succeeded => match output_excerpt(inv) {
+            Some(output) => format!(
+                "{} succeeded on {about} after {} attempt(s): {output}",
+                inv.agent, inv.attempts
+            ),
+            None => format!(
+                "{} succeeded on {about} after {} attempt(s)",
+                inv.agent, inv.attempts
+            ),
+        },
         OutcomeKind::Failed => format!(
             "{} failed on {about} after {} attempt(s): {}",
             inv.agent,
@@ -188,8 +245,8 @@ fn default_content(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) 
             crate::text::clip(error, 500)
         ),
         OutcomeKind::AwaitingApproval => format!(
-            "{} (risk {}) waits for approval to handle {about}: `pap approve {}` or `pap reject {} --reason …`",
-            inv.agent, inv.risk, inv.id, inv.id
+            "{} (risk {}) waits for approval to handle {about}: `pap approve {}` or `pap reject {} --reason …` (`pap invocations show {}` shows the event)",
+            inv.agent, inv.risk, inv.id, inv.id, inv.id
         ),
         OutcomeKind::Rejected => format!("{} was not run on {about}: {error}", inv.agent),
         OutcomeKind::Expired => format!("{} was not run on {about}: {error}", inv.agent),
@@ -210,5 +267,40 @@ fn default_content(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) 
                 inv.id
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Status;
+    use serde_json::json;
+
+    #[test]
+    fn the_default_text_quotes_the_output_and_the_events_key_fields() {
+        let mut inv = Invocation::for_tests("inv_1", Status::Succeeded);
+        inv.attempts = 1;
+        inv.output = Some(json!(format!(
+            "restarted db-1; {}",
+            "then waited ".repeat(40)
+        )));
+        inv.event = json!({"data": {"host": "db-1", "severity": "critical", "nested": {"a": 1},
+                                    "p99_ms": 870, "note": "y ".repeat(50)}});
+        let text = default_content(OutcomeKind::Succeeded, &inv, &[]);
+        assert!(
+            text.contains("after 1 attempt(s): restarted db-1; then waited"),
+            "{text}"
+        );
+        assert!(text.contains('…'), "the output is clipped: {text}");
+        assert!(text.ends_with(']'), "{text}");
+        assert!(text.contains("[host=db-1, "), "{text}");
+        assert!(
+            text.contains("severity=critical") && text.contains("p99_ms=870"),
+            "{text}"
+        );
+        assert!(!text.contains("nested"), "only scalar fields: {text}");
+        inv.output = None;
+        let text = default_content(OutcomeKind::Succeeded, &inv, &[]);
+        assert!(text.contains("after 1 attempt(s) [host=db-1"), "{text}");
     }
 }

@@ -82,6 +82,7 @@ pub fn produce(
         sinks: Vec::new(),
         atp: draft.atp,
         answer: None,
+        closed: None,
         history: vec![Transition {
             at: now,
             from: None,
@@ -326,6 +327,7 @@ pub fn append_to_inbox(
             attempts: 0,
             next_at: Some(now),
             error: None,
+            sent_at: None,
             message: id,
         });
         tx.add_job(now, &sink_job(&sink.name, &n.id, id))?;

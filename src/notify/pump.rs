@@ -145,8 +145,10 @@ fn take_due(
     Ok((escalated, claimed))
 }
 
-/// Records each delivery: a success delivers the notification (2xx means delivered); a
-/// failure is retried with backoff, and when every sink gave up, the notification FAILED.
+/// Records each delivery beside the notification: sent, retrying (with backoff) or failed,
+/// with the cause. A sink taking a notification does not deliver it (ANP: DELIVERED means a
+/// person acknowledged it); a notification with an inbox entry stays acknowledgeable however
+/// its sinks fare, and only one without any becomes FAILED when every sink gave up.
 fn record(
     tx: &mut dyn WriteTx,
     project: &Project,
@@ -176,15 +178,10 @@ fn record(
         let by = format!("sink:{}", c.sink);
         match outcome {
             Ok(()) => {
-                d.state = SinkState::Delivered;
+                d.state = SinkState::Sent;
                 d.next_at = None;
                 d.error = None;
-                let lease = n.owner_lease;
-                let note = Some(format!("delivered to sink {}", c.sink));
-                // Already delivered (by the human, another sink) or failed: nothing to do.
-                if ledger::finish(&mut n, lease, NotifyStatus::Delivered, &by, note, now).is_ok() {
-                    n.ack_at = Some(now);
-                }
+                d.sent_at = Some(now);
             }
             Err(error) => {
                 let max = spec.map_or(1, |s| s.max_attempts);
@@ -197,7 +194,7 @@ fn record(
                         .saturating_mul(2u32.saturating_pow(d.attempts.saturating_sub(1)));
                     let at = now.saturating_add(millis(delay));
                     d.next_at = Some(at);
-                    d.state = SinkState::Pending;
+                    d.state = SinkState::Retrying;
                     tx.add_job(at, &job)?;
                 } else {
                     d.state = SinkState::Failed;
@@ -213,8 +210,11 @@ fn record(
                         "every sink gave up (last: {} after {} attempt(s): {error})",
                         c.sink, max
                     ));
+                    // A person can still see it in the inbox: it is not lost.
+                    let in_inbox = !n.inbox.is_empty();
                     if all_failed
-                        && ledger::finish(&mut n, lease, NotifyStatus::Failed, "system", note, now)
+                        && !in_inbox
+                        && ledger::finish(&mut n, lease, NotifyStatus::Failed, &by, note, now)
                             .is_ok()
                     {
                         tracing::warn!(notification = %n.id, "notification FAILED: every sink gave up");
