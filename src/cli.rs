@@ -149,16 +149,24 @@ pub enum Command {
     Serve(ServeArgs),
 
     /// Cron schedules: list them, or show the next fire times of one.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  pap schedule list\n  pap schedule next nightly-report -n 5"
+    )]
     Schedule(ScheduleCommand),
 
     /// The state store: verify it, or copy it consistently while others use it.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  pap store check\n  pap store backup /backups/pap-$(date +%F).redb"
+    )]
     Store(StoreCommand),
 
     /// The human inbox: notifications of outcomes and approval requests, oldest first.
     #[command(
-        after_help = "Messages are append-only with strictly increasing ids; `--after ID` lists those         strictly after ID (a watermark you keep: reading never moves anything). `status` is the         notification's ANP status: dispatched until you acknowledge it, then delivered.\n\n\
+        after_help = "Messages are append-only with strictly increasing ids; `--after ID` lists those \
+        strictly after ID (a watermark you keep: reading never moves anything). `status` is the \
+        notification's ANP status: dispatched until you acknowledge it, then delivered.\n\n\
         Examples:\n  pap inbox\n  pap inbox --after 41 --json | jq -r .content\n  \
         pap inbox watch                 # follow new messages\n  \
         pap inbox ack 42 43             # seen: DELIVERED\n  \
@@ -168,7 +176,8 @@ pub enum Command {
 
     /// Answer an approval request with an ATP response message (a file, or `-` for stdin).
     #[command(
-        after_help = "The response names the request by the ATP `id` shown in `pap inbox --json`         (`.atp.id`), and picks `approve` or `reject`:\n  \
+        after_help = "The response names the request by the ATP `id` shown in `pap inbox --json` \
+        (`.atp.id`), and picks `approve` or `reject`:\n  \
         {\"notification_id\": \"…\", \"action_id\": \"approve\", \"response_data\": null,\n   \
         \"responded_at\": \"2026-11-21T10:35:12Z\", \"responder\": {\"id\": \"alice\", \"type\": \"human\"}}\n\n\
         Refused (exit 1): a responder that is not human, an unknown action, non-null response_data, \
@@ -246,6 +255,11 @@ pub struct InboxArgs {
 #[derive(Debug, Subcommand)]
 pub enum InboxCommand {
     /// Mark messages as seen: their notifications become DELIVERED.
+    #[command(
+        after_help = "Exit status: 0 every id acknowledged; 1 an unknown or FAILED message (the \
+        other ids still count).\n\n\
+        Examples:\n  pap inbox ack 42\n  pap inbox ack 42 43 --by alice"
+    )]
     Ack {
         /// Inbox message ids.
         #[arg(required = true)]
@@ -255,6 +269,10 @@ pub enum InboxCommand {
         by: Option<String>,
     },
     /// Follow the inbox: print messages as they arrive (Ctrl-C stops).
+    #[command(
+        after_help = "It only reads: it never holds the store's write lock.\n\n\
+        Examples:\n  pap inbox watch\n  pap inbox watch --after 0 --json | jq -r .content"
+    )]
     Watch {
         /// Start after this id (default: the newest message now).
         #[arg(long, value_name = "ID")]
@@ -268,19 +286,32 @@ pub enum InboxCommand {
     },
     /// Session threads: notifications addressed to a session go to its thread while it is
     /// open, and to the user's inbox once it is closed (ANP 2.1).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  pap inbox session open incident-db1\n  \
+        pap inbox --session incident-db1\n  pap inbox session close incident-db1"
+    )]
     Session(SessionCommand),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
+    /// Open a session thread: notifications addressed to it gather there.
+    #[command(after_help = "Example:\n  pap inbox session open incident-db1")]
     Open {
+        /// The session's name (notification routes name it with `session:`).
         name: String,
     },
+    /// Close a session thread: what is addressed to it goes to the user's inbox from now on.
+    #[command(after_help = "Example:\n  pap inbox session close incident-db1")]
     Close {
+        /// The session's name.
         name: String,
     },
+    /// List the open session threads and when each was opened.
+    #[command(after_help = "Examples:\n  pap inbox session list\n  pap inbox session list --json")]
     List {
+        /// One JSON object per session.
         #[arg(long)]
         json: bool,
     },
@@ -490,6 +521,11 @@ pub struct InvocationsArgs {
 #[derive(Debug, Subcommand)]
 pub enum InvocationsCommand {
     /// Everything about one invocation: status, attempts, output or error, the event.
+    #[command(
+        after_help = "Of one awaiting approval, it also shows why it waits, the event's data and \
+        the commands to approve or reject it.\n\n\
+        Examples:\n  pap invocations show 3e0313\n  pap invocations show 3e0313 --json | jq .history"
+    )]
     Show {
         /// The invocation: its full id, a prefix of it, or its short form.
         id: String,
