@@ -277,9 +277,9 @@ pub enum InboxCommand {
         /// Start after this id (default: the newest message now).
         #[arg(long, value_name = "ID")]
         after: Option<u64>,
-        /// How often to look, in milliseconds.
-        #[arg(long, value_name = "MS", default_value_t = 500)]
-        interval: u64,
+        /// How often to look (`500ms`, `2s`; a bare number is seconds).
+        #[arg(long, value_name = "DURATION", value_parser = duration_arg, default_value = "500ms")]
+        interval: std::time::Duration,
         /// One JSON object per message, one per line.
         #[arg(long)]
         json: bool,
@@ -730,7 +730,8 @@ fn parse_timestamp(text: &str) -> Result<jiff::Timestamp, String> {
 }
 
 /// A free-text argument that must say something (a rejection's reason).
-/// A duration flag: the syntax of pap.yaml (`90s`, `5m`, `1h30m`), or a number of seconds.
+/// A duration flag: the syntax of pap.yaml (`500ms`, `90s`, `5m`, `1h30m`), or a number of
+/// seconds.
 fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
     if let Ok(seconds) = text.trim().parse::<f64>() {
         return if seconds.is_finite() && seconds >= 0.0 {

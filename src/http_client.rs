@@ -22,3 +22,58 @@ pub fn shared() -> reqwest::Client {
         })
         .clone()
 }
+
+/// An error with its causes (`error sending request: client error (Connect): tcp connect
+/// error: Connection refused`), each said once: a cause whose text its parent already
+/// carries is left out.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let e = Layer(
+            "error sending request",
+            Some(Box::new(Layer(
+                "connect",
+                Some(Box::new(Layer("Connection refused", None))),
+            ))),
+        );
+        assert_eq!(
+            super::error_chain(&e),
+            "error sending request: connect: Connection refused"
+        );
+        let repeated = Layer(
+            "io: Connection refused",
+            Some(Box::new(Layer("Connection refused", None))),
+        );
+        assert_eq!(super::error_chain(&repeated), "io: Connection refused");
+    }
+}

@@ -50,6 +50,12 @@ fn the_watchdog_escalates_a_handler_notification_past_its_deadline() {
         "{due:#}"
     );
     assert_eq!(due["owner_lease"], 1, "nothing was written");
+    // The inbox does not have it yet, and says it is coming.
+    let text = stdout(&p.run(&["inbox"], 0));
+    assert!(
+        text.contains("1 notification(s) handed to an agent are past their delivery deadline"),
+        "{text}"
+    );
     p.run(&["serve", "--once"], 0);
     let n = p.notification(&id);
     assert_eq!(n["status"], "escalated", "{n:#}");
@@ -567,4 +573,33 @@ fn a_webhook_that_keeps_failing_is_retried_and_the_notification_stays_acknowledg
         .unwrap();
     assert_eq!(common::code(&out), 0, "{}", stderr(&out));
     assert_eq!(p.notification(&id)["status"], "delivered");
+}
+
+#[test]
+fn a_sink_that_cannot_connect_says_why_without_quoting_its_url() {
+    let p = NotifyProject::new();
+    // A port nobody listens on any more.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/hook-secret-token");
+    with_sinks(
+        &p,
+        &format!("    - {{name: hook, type: webhook, url: \"{url}\", max_attempts: 1}}\n"),
+    );
+    p.fire("a-uus", "e1", json!({}));
+    let n = p.notification_of("a-uus", "invocation.succeeded");
+    let error = n["sinks"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.to_lowercase().contains("connection refused"),
+        "the underlying cause: {error}"
+    );
+    assert!(!error.contains("hook-secret-token"), "{error}");
+    assert_eq!(n["sinks"][0]["state"], "failed");
+    assert_ne!(n["status"], "failed", "still in the inbox: {n:#}");
 }

@@ -82,8 +82,8 @@ fn the_walkthrough_replays_from_a_fresh_clone() {
             .env_remove("OPENAI_API_KEY")
             .output()
             .unwrap();
-        let got = String::from_utf8_lossy(&out.stdout)
-            .replace(&shown_root.display().to_string(), ".");
+        let got =
+            String::from_utf8_lossy(&out.stdout).replace(&shown_root.display().to_string(), ".");
         assert_eq!(
             got, expected,
             "README walkthrough: `$ {command}` printed (left) not what the README shows (right)"

@@ -9,7 +9,7 @@ use anyhow::bail;
 use super::{Outcome, context};
 use crate::cli::{Cli, InboxArgs, InboxCommand, SessionCommand};
 use crate::clock::{Clock, rfc3339_ms};
-use crate::domain::{InboxMessage, Level};
+use crate::domain::{InboxMessage, Level, NotifyStatus};
 use crate::notify::inbox::{self, Acked};
 use crate::storage::{self, Stamp, Storage};
 use crate::term::Paint;
@@ -23,6 +23,9 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
             let limit = args.limit.unwrap_or(usize::MAX);
             let lines = read(store.as_ref(), args.after, limit, args.session.as_deref())?;
             print(&lines, args.json)?;
+            if !args.json {
+                pending_escalations(store.as_ref())?;
+            }
             Ok(Outcome::Success)
         }
         Some(InboxCommand::Ack { ids, by }) => {
@@ -90,6 +93,26 @@ fn read(
         }
         Ok(out)
     })?)
+}
+
+/// Says how many notifications handed to an agent are past their deadline: the watchdog of
+/// the next pap that writes escalates them into this inbox; a reader only tells.
+fn pending_escalations(store: &dyn Storage) -> anyhow::Result<()> {
+    let now = Clock::from_env()?.now_ms();
+    let (_, due) = store.read(|r| {
+        r.notifications(
+            &|n| n.status_at(now) == NotifyStatus::Escalated && n.status != NotifyStatus::Escalated,
+            Some(0),
+        )
+    })?;
+    if due > 0 {
+        let p = Paint::for_stdout();
+        let line = format!(
+            "{due} notification(s) handed to an agent are past their delivery deadline: they come here when the next pap writes (`pap notifications --status escalated` shows them now)"
+        );
+        crate::out!("{}", p.yellow(&line))?;
+    }
+    Ok(())
 }
 
 fn print(lines: &[(InboxMessage, serde_json::Value)], json: bool) -> anyhow::Result<()> {
@@ -161,7 +184,7 @@ const WATCH_BATCH: usize = 1000;
 fn watch(
     dir: &std::path::Path,
     after: Option<u64>,
-    interval: u64,
+    interval: Duration,
     json: bool,
 ) -> anyhow::Result<Outcome> {
     let store = storage::open(dir)?;
@@ -169,7 +192,7 @@ fn watch(
         Some(a) => a,
         None => store.read(|r| r.inbox_last())?,
     };
-    let pause = Duration::from_millis(interval.max(50));
+    let pause = interval.max(Duration::from_millis(50));
     let mut seen = None;
     loop {
         // Each read makes a serve that holds the store give it up for a moment: look only

@@ -1,4 +1,5 @@
-//! Durations in pap.yaml: `90s`, `30m`, `24h`, `7d`, or combinations like `1h30m`.
+//! Durations in pap.yaml and in flags: `500ms`, `90s`, `30m`, `24h`, `7d`, or combinations
+//! like `1h30m`.
 
 use std::time::Duration;
 
@@ -8,20 +9,26 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     if s.is_empty() {
         return Err("empty duration".to_string());
     }
+    // In milliseconds, so `ms` (for the short intervals of flags) is exact.
     let mut total: u64 = 0;
     let mut digits = String::new();
-    for c in s.chars() {
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
         if c.is_ascii_digit() {
             digits.push(c);
             continue;
         }
         let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            'w' => 7 * 86_400,
-            _ => return Err(format!("unknown unit `{c}` (use s, m, h, d or w)")),
+            'm' if chars.peek() == Some(&'s') => {
+                chars.next();
+                1
+            }
+            's' => 1000,
+            'm' => 60_000,
+            'h' => 3_600_000,
+            'd' => 86_400_000,
+            'w' => 7 * 86_400_000,
+            _ => return Err(format!("unknown unit `{c}` (use ms, s, m, h, d or w)")),
         };
         if digits.is_empty() {
             return Err(format!("unit `{c}` without a number before it"));
@@ -38,7 +45,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             "`{digits}` has no unit (write e.g. {digits}s or {digits}h)"
         ));
     }
-    Ok(Duration::from_secs(total))
+    Ok(Duration::from_millis(total))
 }
 
 /// Formats whole seconds back in the largest exact units (`86400` → `24h`).
@@ -67,6 +74,8 @@ mod tests {
         assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse("7d"), Ok(Duration::from_secs(604_800)));
         assert_eq!(parse("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse("1m30s250ms"), Ok(Duration::from_millis(90_250)));
         assert!(parse("24").unwrap_err().contains("no unit"));
         assert!(parse("3y").unwrap_err().contains("unknown unit"));
         assert!(parse("h").is_err());

@@ -96,10 +96,11 @@ async fn webhook(
         value.set_sensitive(true);
         req = req.header(name.as_str(), value);
     }
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| format!("request failed: {}", e.without_url()))?;
+    let resp = req.send().await.map_err(|e| {
+        // The URL may itself be the secret (a Slack webhook): never quoted; the causes
+        // (a refused connection, a DNS failure) are.
+        crate::http_client::error_chain(&e.without_url())
+    })?;
     let status = resp.status();
     if status.is_success() {
         Ok(())

@@ -153,16 +153,7 @@ fn quote(body: &[u8]) -> String {
 }
 
 /// reqwest's top-level message is vague ("error sending request"); the causes say why.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
-}
+use crate::http_client::error_chain;
 
 #[cfg(test)]
 mod tests {
