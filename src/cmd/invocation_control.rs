@@ -96,8 +96,12 @@ pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     })?;
     let new = again.id.clone();
     if again.status == Status::AwaitingApproval {
+        // The short form, as listings show it, to type next.
+        let short = typed_ids::short_forms(&*runtime.store, &[new.as_str()])?
+            .remove(&new)
+            .unwrap_or_else(|| new.clone());
         crate::say!(
-            "{new} retries {id} (by {by}) and waits for approval: `pap approve {new}` or `pap reject {new} --reason …`"
+            "{new} retries {id} (by {by}) and waits for approval: `pap approve {short}` or `pap reject {short} --reason …`"
         );
         approve::report(&runtime, &new, args.json)?;
         return Ok(Outcome::Success);
