@@ -141,8 +141,9 @@ fn retrying_a_rejection_needs_by_and_waits_for_approval_again() {
     );
     assert!(again["approval_request"].is_string());
     let id = again["id"].as_str().unwrap();
+    // It names the short id to type next.
     assert!(
-        stderr(&out).contains(&format!("pap approve {id}")),
+        stderr(&out).contains(&format!("pap approve {}", &id[16..22])),
         "{}",
         stderr(&out)
     );
