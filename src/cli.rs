@@ -733,14 +733,20 @@ fn parse_timestamp(text: &str) -> Result<jiff::Timestamp, String> {
 /// A duration flag: the syntax of pap.yaml (`500ms`, `90s`, `5m`, `1h30m`), or a number of
 /// seconds.
 fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
-    if let Ok(seconds) = text.trim().parse::<f64>() {
-        return if seconds.is_finite() && seconds >= 0.0 {
-            Ok(std::time::Duration::from_secs_f64(seconds))
-        } else {
-            Err("give a duration such as 10s, 2m or 1h30m (or seconds, 0 or more)".into())
-        };
+    /// Longer is a typo, and would overflow the clock arithmetic it feeds.
+    const LONGEST: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
+    let parsed = match text.trim().parse::<f64>() {
+        Ok(seconds) if seconds >= 0.0 => std::time::Duration::try_from_secs_f64(seconds)
+            .map_err(|_| "too long a duration (at most 30d)".to_owned())?,
+        Ok(_) => {
+            return Err("give a duration such as 10s, 2m or 1h30m (or seconds, 0 or more)".into());
+        }
+        Err(_) => crate::manifest::duration::parse(text)?,
+    };
+    if parsed > LONGEST {
+        return Err("too long a duration (at most 30d)".into());
     }
-    crate::manifest::duration::parse(text)
+    Ok(parsed)
 }
 
 fn non_blank(text: &str) -> Result<String, String> {

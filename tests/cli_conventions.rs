@@ -78,4 +78,9 @@ fn duration_flags_take_the_yaml_syntax_and_seconds() {
     let run = p.dispatch(T0, &file, &["--grace", "10x"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("unknown unit"), "{}", run.stderr);
+    // Absurd values are refused, not a panic or an overflow later.
+    for absurd in ["1e20", "400d", "-1"] {
+        let run = p.dispatch(T0, &file, &["--grace", absurd]);
+        assert_eq!(run.code, 2, "--grace {absurd}: {}", run.stderr);
+    }
 }

@@ -448,3 +448,73 @@ fn cancel_works_while_serve_runs_the_agent() {
     .unwrap();
     assert!(serve.wait().unwrap().success());
 }
+
+#[test]
+fn a_cancelled_llm_agent_makes_no_further_tool_call_or_turn() {
+    let Some(server) = common::llm::everything_server() else {
+        return;
+    };
+    // The first turn asks for a tool, slowly: the cancel lands while it is on its way.
+    let fake = FakeLlm::start(vec![
+        Scripted::ok(common::fake_llm::anthropic_tool_use(&[(
+            "toolu_01",
+            "get-sum",
+            json!({"a": 2, "b": 5}),
+        )]))
+        .delayed(Duration::from_millis(1500)),
+        Scripted::ok(anthropic_text("7")),
+    ]);
+    let agent = format!(
+        "  risk_level: low
+  model:
+    provider: anthropic
+    model_id: test-model
+    base_url: \"{}\"
+    max_tokens: 500
+  tools:
+    - name: get-sum
+      source: mcp://everything
+      risk_override: read_only
+      impact: internal
+",
+        fake.url
+    );
+    let p = common::llm::project(&agent, Some(&server));
+    let file = p.events("c1.ndjson", &[ev("c1", "test.llm.asked", json!({}))]);
+    let dispatch = p
+        .cmd(T0)
+        .env("ANTHROPIC_API_KEY", "k")
+        .arg("dispatch")
+        .arg(&file)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the first request to the model", || {
+        !fake.requests().is_empty()
+    });
+    let inv = p.invocations()[0]["id"].as_str().unwrap().to_owned();
+    let out = p
+        .cmd(T0)
+        .args(["invocations", "cancel", &inv])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let finished = dispatch.wait_with_output().unwrap();
+    assert_eq!(code(&finished), 0, "{}", stderr(&finished));
+    assert_eq!(fake.requests().len(), 1, "no turn after the cancel");
+    let shown = p.invocation(&inv);
+    assert_eq!(shown["status"], "cancelled");
+    let calls = &shown["history"][0]["transcript"]["turns"];
+    let made: usize = calls.as_array().map_or(0, |turns| {
+        turns
+            .iter()
+            .map(|t| t["tool_calls"].as_array().map_or(0, Vec::len))
+            .sum()
+    });
+    assert_eq!(
+        made, 0,
+        "the tool call the late turn asked for was not made: {shown:#}"
+    );
+}

@@ -573,6 +573,12 @@ fn a_webhook_that_keeps_failing_is_retried_and_the_notification_stays_acknowledg
         .unwrap();
     assert_eq!(common::code(&out), 0, "{}", stderr(&out));
     assert_eq!(p.notification(&id)["status"], "delivered");
+    // The webhook recovers: its next delivery is sent, and `pap status` is healthy again
+    // (the old notification still records the deliveries that failed).
+    hook.status.store(200, Ordering::SeqCst);
+    p.fire("a-uus", "e2", json!({}));
+    let s: Value = serde_json::from_str(stdout(&p.run(&["status", "--json"], 0)).trim()).unwrap();
+    assert_eq!(s["sinks"], json!([]), "{s}");
 }
 
 #[test]

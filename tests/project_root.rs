@@ -78,3 +78,42 @@ fn outside_any_project_dispatch_says_so_and_creates_nothing() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_project_someone_else_owns_above_the_directory_is_not_picked_up() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        common::skip_note("not root: cannot give a planted pap.yaml to another user");
+        return;
+    }
+    // A shared directory with a pap.yaml another user planted, and my work below it.
+    let shared = dir.path().join("shared");
+    let mine = shared.join("work");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(shared.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    nix::unistd::chown(&shared.join("pap.yaml"), Some(nobody), None).unwrap();
+    std::fs::write(
+        mine.join("e.json"),
+        ev("x1", "test.basic.happened", json!({})).to_string(),
+    )
+    .unwrap();
+    let out = pap()
+        .current_dir(&mine)
+        .args(["dispatch", "e.json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("that you own"), "{}", stderr(&out));
+    assert!(!shared.join(".pap").exists());
+
+    // The same directory given to another user stops the search there.
+    nix::unistd::chown(&shared, Some(nobody), None).unwrap();
+    let out = pap()
+        .current_dir(&mine)
+        .args(["dispatch", "e.json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}

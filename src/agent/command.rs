@@ -39,8 +39,9 @@ pub struct Spec<'a> {
     pub started: Option<OnStart<'a>>,
 }
 
-/// Records a program's process group before the program starts.
-pub type OnStart<'a> = Box<dyn FnOnce(&Runner) + Send + 'a>;
+/// Records a program's process group before the program starts; `false` when the program
+/// must not start after all (its invocation was cancelled meanwhile).
+pub type OnStart<'a> = Box<dyn FnOnce(&Runner) -> bool + Send + 'a>;
 
 /// Keeps this many bytes of stderr, the end of it, for the failure reason.
 const STDERR_TAIL: usize = 4096;
@@ -143,8 +144,16 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, Failed> {
     let started = spec.started.take();
 
     let work = async {
-        if let (Some(record), Some(group)) = (started, &group) {
-            record(group);
+        if let (Some(record), Some(group)) = (started, &group)
+            && !record(group)
+        {
+            // The supervisor waits for `go`, which never comes: the program never starts.
+            kill_group(pgid);
+            let _ = child.wait().await;
+            return Err(Failed::from(
+                "not started: the invocation was taken away (cancelled) before its program started"
+                    .to_owned(),
+            ));
         }
         if let Some(lifeline) = lifeline.as_mut()
             && let Some(Err((e, missing))) = handshake(lifeline).await

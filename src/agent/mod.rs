@@ -111,6 +111,17 @@ impl Runtime {
         }
     }
 
+    /// Whether `inv`'s lease is still the one stored (no operator cancelled it, nobody took
+    /// it over). A store that cannot be read does not stop the run: its end is checked again.
+    pub(crate) fn still_holds(&self, inv: &Invocation) -> bool {
+        let token = lease_token(inv);
+        match self.store.read(|r| r.invocation(&inv.id)) {
+            Ok(Some(now)) => now.lease.as_ref().map_or(0, |l| l.token) == token,
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
+
     /// The invocation, if an operator cancelled it.
     async fn cancelled(&self, id: &str) -> Option<Invocation> {
         let store = self.store.clone();
@@ -324,7 +335,7 @@ impl Runtime {
         let record = std::sync::Mutex::new(None);
         let state_dir = self.store.dir();
         let started = |group: &Runner| {
-            let Some(dir) = state_dir else { return };
+            let Some(dir) = state_dir else { return true };
             let group = Runner {
                 since: self.clock.now_ms(),
                 ..group.clone()
@@ -333,6 +344,9 @@ impl Runtime {
                 Ok(r) => *record.lock().unwrap_or_else(|e| e.into_inner()) = Some(r),
                 Err(e) => tracing::warn!(error = %e, "cannot record the agent's process group"),
             }
+            // Recorded first, then checked: a cancel commits first, then reads the record, so
+            // either it finds the group to stop or this finds the lease gone.
+            self.still_holds(inv)
         };
         let stdout = command::run(command::Spec {
             program,

@@ -98,7 +98,8 @@ pub(super) fn run_and_report(
     report(runtime, id, json)?;
     dispatcher.dispatch_emitted(result.emitted)?;
     dispatcher.settle_notifications()?;
-    Ok(if result.succeeded {
+    // An operator cancelling it meanwhile is a decision, not the agent's failure.
+    Ok(if result.succeeded || result.cancelled {
         Outcome::Success
     } else {
         Outcome::AgentFailed

@@ -14,13 +14,30 @@ use crate::manifest::{self, Project};
 use crate::storage;
 
 /// The nearest directory from `start` upward that holds a project: a `pap.yaml`, or both
-/// `triggers/` and `agents/` (as cargo looks for Cargo.toml).
+/// `triggers/` and `agents/` (as cargo looks for Cargo.toml). The search stays inside what
+/// the user owns: it stops at the first directory owned by someone else (`/tmp`, `/home`),
+/// and takes no project whose directory or `pap.yaml` another user owns. A project runs its
+/// agents' programs, so one planted in a shared directory (`/tmp/pap.yaml`) must never be
+/// picked up by a pap started below it (git's safe.directory guards the same way).
 pub fn find_root(start: &Path) -> Option<PathBuf> {
-    start.ancestors().find_map(|dir| {
-        let is_project = dir.join("pap.yaml").is_file()
-            || (dir.join("triggers").is_dir() && dir.join("agents").is_dir());
-        is_project.then(|| dir.to_path_buf())
-    })
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let mine = |path: &Path| std::fs::metadata(path).is_ok_and(|m| m.uid() == me);
+    for dir in start.ancestors() {
+        if !mine(dir) {
+            return None;
+        }
+        let config = dir.join("pap.yaml");
+        let is_project = if config.is_file() {
+            mine(&config)
+        } else {
+            dir.join("triggers").is_dir() && dir.join("agents").is_dir()
+        };
+        if is_project {
+            return Some(dir.to_path_buf());
+        }
+    }
+    None
 }
 
 /// Loads the project as `pap lint` would; any error stops the command (with the diagnostics

@@ -71,7 +71,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
             None if cli.state.is_some() => {}
             None => {
                 crate::say!(
-                    "error: no pap project in {} or any directory above it (a project has a pap.yaml, or triggers/ and agents/); run pap inside one, or pass --root DIR",
+                    "error: no pap project in {} or any directory above it that you own (a project has a pap.yaml, or triggers/ and agents/); run pap inside one, or pass --root DIR",
                     here.display()
                 );
                 return Ok(Outcome::Usage);

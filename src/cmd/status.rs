@@ -221,39 +221,36 @@ fn gather(
     })
 }
 
-/// Sinks with deliveries that failed for good or are being retried, from the notifications
-/// that still have any.
+/// Sinks that are failing now: those whose latest deliveries (since their last one that was
+/// sent) failed for good or are being retried. A sink that recovered is healthy again, though
+/// older notifications still record the deliveries it failed.
 fn sink_health(store: &dyn Storage) -> storage::Result<Vec<SinkHealth>> {
-    let (troubled, _) = store.read(|r| {
-        r.notifications(
-            &|n| {
-                n.sinks
-                    .iter()
-                    .any(|d| matches!(d.state, SinkState::Failed | SinkState::Retrying))
-            },
-            None,
-        )
-    })?;
+    let (with_sinks, _) = store.read(|r| r.notifications(&|n| !n.sinks.is_empty(), None))?;
     let mut by_sink: BTreeMap<String, SinkHealth> = BTreeMap::new();
-    for n in &troubled {
+    // In creation order: a later delivery says more about the sink's state than an earlier one.
+    for n in &with_sinks {
         for d in &n.sinks {
-            let failed = d.state == SinkState::Failed;
-            let retrying = d.state == SinkState::Retrying;
-            if !(failed || retrying) {
-                continue;
-            }
             let entry = by_sink.entry(d.sink.clone()).or_insert_with(|| SinkHealth {
                 sink: d.sink.clone(),
                 ..SinkHealth::default()
             });
-            entry.failed += usize::from(failed);
-            entry.retrying += usize::from(retrying);
+            match d.state {
+                SinkState::Sent => {
+                    (entry.failed, entry.retrying, entry.last_error) = (0, 0, None);
+                }
+                SinkState::Failed => entry.failed += 1,
+                SinkState::Retrying => entry.retrying += 1,
+                SinkState::Pending => continue,
+            }
             if d.error.is_some() {
                 entry.last_error = d.error.clone();
             }
         }
     }
-    Ok(by_sink.into_values().collect())
+    Ok(by_sink
+        .into_values()
+        .filter(|s| s.failed + s.retrying > 0)
+        .collect())
 }
 
 /// Whether more than half of the time to answer `inv`'s approval request has passed.

@@ -180,6 +180,14 @@ impl Attempt<'_> {
         let max_calls = self.agent.max_tool_calls;
         let mut calls_made: u64 = 0;
         loop {
+            // A cancelled invocation takes no further turn (nor the tool calls it would ask
+            // for): checked before each request to the model.
+            if !self.rt.still_holds(self.inv) {
+                return Err(Failure {
+                    reason: "stopped: the invocation was cancelled while it ran".into(),
+                    retry: false,
+                });
+            }
             let body = match conversation {
                 Conversation::Anthropic(c) => c.request(
                     &self.model.model_id,
@@ -243,6 +251,13 @@ impl Attempt<'_> {
                      the last {} were not made",
                     reply.calls.len()
                 )));
+            }
+            // Nor does it make the tool calls of a turn that came back after the cancel.
+            if !self.rt.still_holds(self.inv) {
+                return Err(Failure {
+                    reason: "stopped: the invocation was cancelled while it ran; its last turn's tool calls were not made".into(),
+                    retry: false,
+                });
             }
             let (results, records) = session
                 .call_all(self.rt, self.inv, &reply.calls)
