@@ -335,3 +335,24 @@ fn an_unset_model_env_variable_fails_the_attempt_without_retry() {
         "model.env GIVEN_TOKEN: environment variable GIVEN_TOKEN is not set"
     );
 }
+
+#[test]
+fn a_secret_an_event_carries_is_redacted_in_the_notification_that_quotes_its_fields() {
+    let p = Proj::new("http://127.0.0.1:9");
+    // The default text quotes the event's first fields; this one holds a known secret value.
+    let path = p.root().join("q1.json");
+    let event = json!({"pap_version": "0.2", "id": "q1", "type": "test.leak.asked",
+                       "source": "test", "time": "2026-03-11T05:59:00Z",
+                       "data": {"host": "db-1", "token": TOKEN}});
+    std::fs::write(&path, event.to_string()).unwrap();
+    let out = p.cmd().arg("dispatch").arg(&path).output().unwrap();
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let notes = stdout(&p.run(&["notifications", "--json"]));
+    assert!(
+        notes.contains("host=db-1"),
+        "the key fields are quoted: {notes}"
+    );
+    assert_clean("notifications", &notes, &[TOKEN]);
+    let inbox = stdout(&p.run(&["inbox", "--json"]));
+    assert_clean("the inbox", &inbox, &[TOKEN]);
+}

@@ -140,6 +140,9 @@ fn draft(
         Some(t) => t.render(lookup, &inv.event),
         None => default_content(kind, inv, extra),
     };
+    // The text quotes the event (its fields, a template's placeholders), which pap did not
+    // redact when it arrived: a known secret value in it never reaches an inbox or a sink.
+    let content = project.redactor.text(&content).into_owned();
     let session = route.session.as_ref().map(|t| t.render(lookup, &inv.event));
     let deduplication_key = route
         .deduplication_key
