@@ -34,15 +34,46 @@ pub fn acquire(state_dir: &Path, holder: &Holder) -> anyhow::Result<ServeLock> {
         .truncate(false)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
-    let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => lock,
-        Err((mut file, _)) => bail!("{}", refusal(&mut file, state_dir)),
+    let mut file = file;
+    let mut waited = std::time::Duration::ZERO;
+    let mut lock = loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => break lock,
+            Err((back, _)) => file = back,
+        }
+        // A serve that just died (SIGKILL, a crash) can leave its lock held for a moment by
+        // a child it was starting: the child shares the lock until its exec closes it. When
+        // the named holder is gone, wait for that moment to pass instead of refusing.
+        if waited >= HOLDER_GONE_WAIT || holder_alive(&mut file) {
+            bail!("{}", refusal(&mut file, state_dir));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += std::time::Duration::from_millis(20);
     };
     lock.set_len(0)?;
     lock.rewind()?;
     lock.write_all(serde_json::to_string(holder)?.as_bytes())?;
     lock.sync_data()?;
     Ok(ServeLock { _lock: lock })
+}
+
+/// How long a new serve waits for a lock whose named holder is dead.
+const HOLDER_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether the serve the lock file names still runs (or cannot be told: then it does).
+fn holder_alive(file: &mut File) -> bool {
+    let mut text = String::new();
+    let _ = file.rewind();
+    let _ = file.read_to_string(&mut text);
+    let Ok(holder) = serde_json::from_str::<Holder>(&text) else {
+        // Not written yet: a serve that is starting.
+        return true;
+    };
+    let pid = nix::unistd::Pid::from_raw(holder.pid as i32);
+    !matches!(
+        nix::sys::signal::kill(pid, None),
+        Err(nix::errno::Errno::ESRCH)
+    )
 }
 
 /// The message for a second serve, naming the first.
@@ -74,5 +105,68 @@ fn refusal(file: &mut File, state_dir: &Path) -> String {
             state_dir.display(),
             state_dir.join(LOCK_FILE).display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    fn holder(pid: u32) -> String {
+        serde_json::to_string(&Holder {
+            pid,
+            started_at: "2026-03-11T06:00:00Z".into(),
+            root: "/p".into(),
+        })
+        .unwrap()
+    }
+
+    /// `flock(1)` holds the lock for `secs` in another process, as a child of a dead serve
+    /// would until its exec.
+    fn hold_elsewhere(path: &Path, secs: &str) -> Option<std::process::Child> {
+        let child = Command::new("flock")
+            .arg(path)
+            .args(["sleep", secs])
+            .spawn()
+            .ok()?;
+        std::thread::sleep(Duration::from_millis(150));
+        Some(child)
+    }
+
+    #[test]
+    fn a_lock_left_for_a_moment_by_a_dead_serve_is_waited_for_a_live_one_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        // A pid that is surely gone: a child that ran and was reaped.
+        let mut gone = Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        std::fs::write(&path, holder(dead)).unwrap();
+        let Some(mut other) = hold_elsewhere(&path, "0.5") else {
+            eprintln!("note: skipped: flock(1) is not installed");
+            return;
+        };
+        let me = Holder {
+            pid: std::process::id(),
+            started_at: "now".into(),
+            root: "/p".into(),
+        };
+        let started = Instant::now();
+        let lock = acquire(dir.path(), &me).expect("taken once the moment passed");
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        drop(lock);
+        other.wait().unwrap();
+
+        // A holder that runs (this test's own process) is refused at once.
+        std::fs::write(&path, holder(std::process::id())).unwrap();
+        let mut other = hold_elsewhere(&path, "2").unwrap();
+        let started = Instant::now();
+        let err = acquire(dir.path(), &me).err().expect("refused");
+        assert!(started.elapsed() < Duration::from_secs(2), "not waited for");
+        assert!(err.to_string().contains("already runs"), "{err}");
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 }
