@@ -36,12 +36,7 @@ pub fn notification(store: &dyn Storage, typed: &str) -> storage::Result<Result<
         }
         // An ATP request's id (a UUID) or a prefix of it.
         let (found, _) = r.notifications(
-            &|n| {
-                n.atp
-                    .as_ref()
-                    .and_then(|a| a["id"].as_str())
-                    .is_some_and(|atp| atp.starts_with(typed))
-            },
+            &|n| n.atp_id().is_some_and(|atp| atp.starts_with(typed)),
             Some(LISTED + 1),
         )?;
         Ok(found.into_iter().map(|n| n.id).collect())

@@ -194,6 +194,11 @@ pub struct Transition {
 }
 
 impl Notification {
+    /// The id of the ATP approval request it carries, if it carries one.
+    pub fn atp_id(&self) -> Option<&str> {
+        self.atp.as_ref().and_then(|a| a["id"].as_str())
+    }
+
     /// The status as of `now`: one handed to an agent (DISPATCHED) past its delivery
     /// deadline has escalated, even before the watchdog of a writer (serve, a dispatch)
     /// records it. Readers show this and never write to record it.

@@ -100,10 +100,7 @@ pub fn record_answer(
     if let Some(old) = &n.answer {
         return Err(storage::Error::Conflict(format!(
             "the approval request {} was already answered: {} at {}",
-            n.atp
-                .as_ref()
-                .and_then(|a| a["id"].as_str())
-                .unwrap_or(&n.id),
+            n.atp_id().unwrap_or(&n.id),
             old.action_id,
             rfc3339_ms(old.recorded_at)
         )));
@@ -111,10 +108,7 @@ pub fn record_answer(
     if let Some(closed) = &n.closed {
         return Err(storage::Error::Conflict(format!(
             "the approval request {} closed unanswered ({}) at {}",
-            n.atp
-                .as_ref()
-                .and_then(|a| a["id"].as_str())
-                .unwrap_or(&n.id),
+            n.atp_id().unwrap_or(&n.id),
             closed.reason,
             rfc3339_ms(closed.at)
         )));

@@ -95,7 +95,7 @@ pub fn produce(
     if let Some(key) = &n.deduplication_key {
         tx.set_dedup(key, &n.id)?;
     }
-    if let Some(atp_id) = n.atp.as_ref().and_then(|a| a["id"].as_str()) {
+    if let Some(atp_id) = n.atp_id() {
         tx.atp_put(atp_id, &n.id)?;
     }
     route(tx, project, &mut n, draft.deadline, draft.depth, now)?;
