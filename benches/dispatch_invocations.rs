@@ -10,6 +10,10 @@
 //! disk − empty state size − the events' bytes) / invocations, and the cost of an fdatasync on this
 //! disk in the same run. `PAP_BENCH_EVENTS` sets the stream's length.
 //!
+//! And the floor, in the same run: redb alone writing the records pap writes (and only the
+//! claim and the event's body), grouped as pap groups them, so a reader can tell how much of
+//! pap's time is the embedded store's own cost.
+//!
 //! Run: `cargo bench --bench dispatch_invocations` (builds the release binary).
 
 #[path = "../tests/common/measure.rs"]
@@ -116,10 +120,130 @@ fn main() {
         event_bytes as f64 / 1e6,
         (store as f64 - empty_size as f64 - event_bytes as f64) / events as f64
     );
+    let floor = store_floor(&file, &root.join("floor.redb"));
+    println!(
+        "  floor, same run: redb alone writing the same records (event body, claim, invocation, work index; ledger rows in blocks) in groups of 32,768 durable commits: {:.0} ms; only the claim and the event's body: {:.0} ms; parsing the lines into serde_json values and a SHA-256 key each, one thread: {:.0} ms",
+        ms(floor.store),
+        ms(floor.claim_and_event),
+        ms(floor.parse)
+    );
+    if !jq_times.is_empty() {
+        let jq_t = median(&mut jq_times);
+        println!(
+            "  2x jq's rate leaves {:.0} ms for everything; redb's writes alone take {:.0}% of that ({:.0}% for the claim and the event's body only)",
+            ms(jq_t) / 2.0,
+            100.0 * floor.store.as_secs_f64() / (jq_t.as_secs_f64() / 2.0),
+            100.0 * floor.claim_and_event.as_secs_f64() / (jq_t.as_secs_f64() / 2.0)
+        );
+    }
     let (median, p90) = measure::fsync_ms(root);
     println!(
         "  fdatasync of a 4 KiB append on this disk, same run: median {median:.2} ms, p90 {p90:.2} ms"
     );
+}
+
+struct Floor {
+    /// Every record pap writes per queued invocation.
+    store: Duration,
+    /// Only the idempotency claim and the event's body: what no durable design can skip.
+    claim_and_event: Duration,
+    parse: Duration,
+}
+
+/// What any durable implementation of these decisions costs on redb, without pap: the same
+/// records pap writes per queued invocation (the event's body once, the 32-byte claim, the
+/// packed invocation record under a 17-byte time-ordered id, its work-index entry, and a
+/// 70-byte ledger row packed in blocks of 1,024), committed durably every 32,768 events as
+/// `pap dispatch` groups them. The parse floor is serde_json into a `Value` plus one SHA-256
+/// per line, what reading the events costs before any filter runs.
+fn store_floor(file: &Path, db_path: &Path) -> Floor {
+    use redb::{Database, TableDefinition};
+    use sha2::{Digest, Sha256};
+    const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+    const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> = TableDefinition::new("claims");
+    const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
+    const WORK: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("work");
+    const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger_blocks");
+
+    let text = std::fs::read_to_string(file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let keys: Vec<[u8; 32]> = lines
+        .iter()
+        .map(|l| Sha256::digest(l.as_bytes()).into())
+        .collect();
+    let parse = time(|| {
+        for line in &lines {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let key: [u8; 32] = Sha256::digest(line.as_bytes()).into();
+            std::hint::black_box((value, key));
+        }
+    });
+    let record = [7u8; 92];
+    let ledger_row = [3u8; 70];
+    let store = time(|| {
+        let db = Database::create(db_path).unwrap();
+        let mut seq = 0u64;
+        for group in lines.chunks(32_768) {
+            let tx = db.begin_write().unwrap();
+            {
+                let mut events = tx.open_table(EVENTS).unwrap();
+                let mut claims = tx.open_table(CLAIMS).unwrap();
+                let mut invocations = tx.open_table(INVOCATIONS).unwrap();
+                let mut work = tx.open_table(WORK).unwrap();
+                let mut ledger = tx.open_table(LEDGER).unwrap();
+                let mut block = Vec::with_capacity(1024 * 70);
+                for line in group {
+                    let n = seq;
+                    seq += 1;
+                    events.insert(n, line.as_bytes()).unwrap();
+                    claims
+                        .insert(&keys[n as usize], (1_773_208_740_000i64, 0i64, n))
+                        .unwrap();
+                    let mut id = [0u8; 17];
+                    id[..8].copy_from_slice(&(1_773_208_740_000u64 + n).to_be_bytes());
+                    id[8..16].copy_from_slice(&n.to_le_bytes());
+                    invocations.insert(&id[..], &record[..]).unwrap();
+                    work.insert((1_773_208_740_000i64, &id[..]), ()).unwrap();
+                    block.extend_from_slice(&ledger_row);
+                    if block.len() == 1024 * 70 {
+                        ledger.insert(n / 1024, &block[..]).unwrap();
+                        block.clear();
+                    }
+                }
+                if !block.is_empty() {
+                    ledger.insert(seq / 1024, &block[..]).unwrap();
+                }
+            }
+            tx.commit().unwrap();
+        }
+    });
+    let _ = std::fs::remove_file(db_path);
+    let claim_and_event = time(|| {
+        let db = Database::create(db_path).unwrap();
+        let mut seq = 0u64;
+        for group in lines.chunks(32_768) {
+            let tx = db.begin_write().unwrap();
+            {
+                let mut claims = tx.open_table(CLAIMS).unwrap();
+                let mut events = tx.open_table(EVENTS).unwrap();
+                for line in group {
+                    let n = seq;
+                    seq += 1;
+                    claims
+                        .insert(&keys[n as usize], (1_773_208_740_000i64, 0i64, n))
+                        .unwrap();
+                    events.insert(n, line.as_bytes()).unwrap();
+                }
+            }
+            tx.commit().unwrap();
+        }
+    });
+    let _ = std::fs::remove_file(db_path);
+    Floor {
+        store,
+        claim_and_event,
+        parse,
+    }
 }
 
 fn write_project(root: &Path) {
