@@ -243,6 +243,80 @@ fn throttle_window_slides_on_the_dispatcher_clock() {
     assert_eq!(outcomes, ["queued", "queued", "throttled"]);
 }
 
+/// 3 an hour and 7 a day (a list of windows): the 4th event in an hour is refused by the
+/// hourly window, the 8th invocation of the day by the daily one even though the hour has
+/// room, and
+/// another host has windows of its own.
+#[test]
+fn several_throttle_windows_each_need_room() {
+    let p = Project::new();
+    let mut n = 0;
+    let mut hit_at = |at: &str, host: &str, extra: &[&str]| {
+        n += 1;
+        let id = format!("w{n}");
+        let file = p.events(
+            &format!("{id}.ndjson"),
+            &[ev(&id, "test.windows.hit", json!({"host": host}))],
+        );
+        let run = p.dispatch(
+            at,
+            &file,
+            &["--no-run"]
+                .iter()
+                .chain(extra)
+                .copied()
+                .collect::<Vec<_>>(),
+        );
+        (run.outcome(&id, "t-windows"), run)
+    };
+    for at in ["06:00", "06:01", "06:02"] {
+        let (outcome, _) = hit_at(&format!("2026-03-11T{at}:00Z"), "a", &[]);
+        assert_eq!(outcome, "queued", "at {at}");
+    }
+    let (outcome, run) = hit_at("2026-03-11T06:03:00Z", "a", &[]);
+    assert_eq!(outcome, "throttled", "the 4th in an hour");
+    let reason = run.trigger("w4", "t-windows")["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("3 of 3 invocations used in the last 1h")
+            && reason.contains("07:00:00.000Z"),
+        "{reason}"
+    );
+    // The 06:00 invocation left the hour at 07:00: room again, up to 7 in the day (at 08:00
+    // the hour holds 07:01 and 07:02).
+    for at in ["07:00", "07:01", "07:02", "08:00"] {
+        let (outcome, _) = hit_at(&format!("2026-03-11T{at}:00Z"), "a", &[]);
+        assert_eq!(outcome, "queued", "at {at}");
+    }
+    let (outcome, run) = hit_at("2026-03-11T08:10:00Z", "a", &[]);
+    assert_eq!(
+        outcome, "throttled",
+        "the 8th of the day, with room in the hour"
+    );
+    let reason = run.trigger("w9", "t-windows")["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("7 of 7 invocations used in the last 1d")
+            && reason.contains("2026-03-12T06:00:00.000Z"),
+        "{reason}"
+    );
+    // Host b has windows of its own; --explain names both.
+    let (outcome, run) = hit_at("2026-03-11T08:10:00Z", "b", &["--explain"]);
+    assert_eq!(outcome, "queued");
+    let stages = run.trigger("w10", "t-windows")["explain"]["stages"].to_string();
+    assert!(
+        stages.contains(
+            "0 of 3 invocations used in the last 1h; 0 of 7 invocations used in the last 1d"
+        ),
+        "{stages}"
+    );
+    // Throttled events queue nothing: 7 invocations for host a, 1 for b.
+    let queued = p
+        .invocations()
+        .iter()
+        .filter(|i| i["trigger"] == "t-windows")
+        .count();
+    assert_eq!(queued, 8);
+}
+
 #[test]
 fn a_chain_of_completion_events_stops_at_depth_three() {
     let p = Project::new();

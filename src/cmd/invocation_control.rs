@@ -77,11 +77,12 @@ pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
         }
         // The retry counts in its trigger's window, but an operator's explicit retry is
         // never refused by it.
-        if let Some(trigger) = project.trigger(&again.trigger)
-            && let Some(t) = &trigger.throttle
-        {
-            let key = throttle::window_key(t, &again.event);
-            tx.throttle_record(&trigger.id, &key, now, throttle::window_ms(t))?;
+        if let Some(trigger) = project.trigger(&again.trigger) {
+            for (index, t) in trigger.throttles.iter().enumerate() {
+                let key = throttle::window_key(t, &again.event);
+                let bucket = throttle::bucket(&trigger.id, index);
+                tx.throttle_record(&bucket, &key, now, throttle::window_ms(t))?;
+            }
         }
         tx.insert_invocation(&again)?;
         // Operator actions are audited at every risk level.

@@ -76,7 +76,7 @@ pub const CODES: &[CodeInfo] = &[
     error("out-of-range", "a number outside its allowed range"),
     error(
         "throttle-range",
-        "`max_per_window` or `window_seconds` below 1",
+        "`max_per_window` or `window_seconds` below 1, or a `throttle` list with no window",
     ),
     error("retry-attempts-range", "`retry.max_attempts` outside 1..10"),
     // Meaning, checked by the compile step that dispatch and serve share.
@@ -200,6 +200,10 @@ pub const CODES: &[CodeInfo] = &[
     warning(
         "jsonpath-cost",
         "a JSONPath whose cost can grow much faster than the event (nested descendant segments)",
+    ),
+    warning(
+        "throttle-window-unreachable",
+        "a throttle window that never refuses anything: a shorter window with the same key already admits fewer in its time",
     ),
     warning(
         "trigger-id-suffix",

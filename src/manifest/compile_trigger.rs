@@ -30,7 +30,11 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         .enumerate()
         .filter_map(|(i, c)| compile_condition(ctx, c, i))
         .collect();
-    let throttle = raw.throttle.as_ref().and_then(|t| compile_throttle(ctx, t));
+    let throttles = raw
+        .throttle
+        .as_ref()
+        .map(|t| compile_throttles(ctx, t))
+        .unwrap_or_default();
 
     let agent = match agents.get(&raw.agent) {
         Some(index) => *index,
@@ -60,7 +64,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         enabled: raw.enabled.unwrap_or(true),
         pattern: pattern?,
         filter,
-        throttle,
+        throttles,
         agent: agent?,
         agent_id: raw.agent.clone(),
         file: ctx.file.to_string(),
@@ -255,18 +259,78 @@ fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test>
     }
 }
 
-fn compile_throttle(ctx: &mut FileCtx, t: &raw::Throttle) -> Option<Throttle> {
+fn compile_throttles(ctx: &mut FileCtx, raw: &raw::Throttles) -> Vec<Throttle> {
+    let windows = raw.windows();
+    if windows.is_empty() {
+        ctx.at(
+            "throttle-range",
+            &path!["trigger", "throttle"],
+            "`trigger.throttle` lists no window".to_string(),
+        )
+        .help("give at least one `{max_per_window, window_seconds}`, or remove `throttle`");
+        return Vec::new();
+    }
+    let compiled: Vec<(Throttle, Vec<PathSeg>)> = windows
+        .into_iter()
+        .filter_map(|(t, index)| {
+            let mut at = path!["trigger", "throttle"].to_vec();
+            at.extend(index.map(PathSeg::Index));
+            Some((compile_throttle(ctx, t, &at)?, at))
+        })
+        .collect();
+    warn_unreachable_windows(ctx, &compiled);
+    compiled.into_iter().map(|(t, _)| t).collect()
+}
+
+/// A window that can never be the one that refuses: a longer window with the same key whose
+/// limit is at least what the shorter one lets through over its length (`3` an hour next to
+/// `100` a day, when the hourly window admits at most 72 a day).
+fn warn_unreachable_windows(ctx: &mut FileCtx, windows: &[(Throttle, Vec<PathSeg>)]) {
+    for (long, long_at) in windows {
+        let binding = windows.iter().find(|(short, _)| {
+            short.window < long.window
+                && short.window_key.as_ref().map(JsonPath::as_str)
+                    == long.window_key.as_ref().map(JsonPath::as_str)
+                && short.max_per_window.saturating_mul(
+                    long.window.as_millis().div_ceil(short.window.as_millis()) as u64,
+                ) <= long.max_per_window
+        });
+        if let Some((short, _)) = binding {
+            ctx.at(
+                "throttle-window-unreachable",
+                long_at,
+                format!(
+                    "this window ({} per {}) never refuses anything: the {} window lets through at most {} in that time",
+                    long.max_per_window,
+                    super::duration::format(long.window),
+                    super::duration::format(short.window),
+                    short.max_per_window.saturating_mul(
+                        long.window.as_millis().div_ceil(short.window.as_millis()) as u64
+                    )
+                ),
+            )
+            .help("lower its `max_per_window`, or remove it");
+        }
+    }
+}
+
+fn compile_throttle(ctx: &mut FileCtx, t: &raw::Throttle, at: &[PathSeg]) -> Option<Throttle> {
+    let key_at: Vec<PathSeg> = at
+        .iter()
+        .cloned()
+        .chain([PathSeg::from("window_key")])
+        .collect();
     let window_key = match &t.window_key {
         None => None,
         Some(text) => match JsonPath::parse(text) {
             Ok(p) => {
-                warn_if_costly(ctx, &p, &path!["trigger", "throttle", "window_key"]);
+                warn_if_costly(ctx, &p, &key_at);
                 Some(p)
             }
             Err(reason) => {
                 ctx.at(
                     "invalid-window-key",
-                    &path!["trigger", "throttle", "window_key"],
+                    &key_at,
                     format!("`window_key` `{text}` is not valid JSONPath: {reason}"),
                 )
                 .help("e.g. `$.data.region`: one window per region");

@@ -48,7 +48,8 @@ pub struct Trigger {
     pub enabled: bool,
     pub pattern: TypePattern,
     pub filter: Vec<Condition>,
-    pub throttle: Option<Throttle>,
+    /// Every throttle window; an invocation needs room in each. Empty: no throttle.
+    pub throttles: Vec<Throttle>,
     /// Index into [`Project::agents`].
     pub agent: usize,
     pub agent_id: String,

@@ -317,10 +317,10 @@ fn set_budgets(trigger: &mut Trigger, max_nodes: usize) {
     for c in &mut trigger.filter {
         c.path.set_budget(max_nodes);
     }
-    if let Some(key) = trigger
-        .throttle
-        .as_mut()
-        .and_then(|t| t.window_key.as_mut())
+    for key in trigger
+        .throttles
+        .iter_mut()
+        .filter_map(|t| t.window_key.as_mut())
     {
         key.set_budget(max_nodes);
     }

@@ -48,9 +48,10 @@ pub struct Trigger {
     /// Guard conditions, all of which must hold (implicit AND).
     #[serde(default)]
     pub filter: Vec<Condition>,
-    /// At most `max_per_window` invocations per sliding window.
+    /// At most `max_per_window` invocations per sliding window; a list of windows (a pap
+    /// extension) needs room in every one, e.g. 3 an hour and 7 a day.
     #[serde(default)]
-    pub throttle: Option<Throttle>,
+    pub throttle: Option<Throttles>,
     /// The id of the agent to provoke.
     pub agent: String,
 }
@@ -108,6 +109,27 @@ impl Operator {
             Operator::Contains => "contains",
             Operator::Exists => "exists",
             Operator::Regex => "regex",
+        }
+    }
+}
+
+/// PAP 0.2's one window, or (a pap extension) a list of windows, each with its own limit,
+/// length and window key: an invocation needs room in every one.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Throttles {
+    One(Throttle),
+    Several(#[schemars(length(min = 1))] Vec<Throttle>),
+}
+
+impl Throttles {
+    /// The windows with the YAML path of each (`throttle` or `throttle[i]`), in file order.
+    pub fn windows(&self) -> Vec<(&Throttle, Option<usize>)> {
+        match self {
+            Throttles::One(t) => vec![(t, None)],
+            Throttles::Several(list) => {
+                list.iter().enumerate().map(|(i, t)| (t, Some(i))).collect()
+            }
         }
     }
 }

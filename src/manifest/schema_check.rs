@@ -97,7 +97,11 @@ impl<'a> Walker<'a> {
         if matches!(node.value, Node::Null) && variants.iter().any(is_null_schema) {
             return;
         }
+        // Of the variants that fail, report the first one whose type fits the node (a list
+        // given for `One | Several` is checked as a list), so the messages are about the
+        // value's own fields rather than "expected an object".
         let mut first_failure = None;
+        let mut fitting_failure = None;
         for variant in variants.iter().filter(|v| !is_null_schema(v)) {
             let mut trial = Walker {
                 root: self.root,
@@ -109,9 +113,28 @@ impl<'a> Walker<'a> {
             if trial.out.is_empty() {
                 return;
             }
-            first_failure.get_or_insert(trial.out);
+            if fitting_failure.is_none() && self.type_fits(variant, &node.value) {
+                fitting_failure = Some(trial.out);
+            } else {
+                first_failure.get_or_insert(trial.out);
+            }
         }
-        self.out.extend(first_failure.unwrap_or_default());
+        self.out
+            .extend(fitting_failure.or(first_failure).unwrap_or_default());
+    }
+
+    /// Whether `schema` (after `$ref`s) states a `type` that `node` has.
+    fn type_fits(&self, schema: &'a Value, node: &Node) -> bool {
+        let mut schema = schema;
+        while let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+            match self.resolve(reference) {
+                Some((target, _)) => schema = target,
+                None => return false,
+            }
+        }
+        schema
+            .get("type")
+            .is_some_and(|expected| type_matches(expected, node))
     }
 
     fn object(
@@ -394,6 +417,20 @@ mod tests {
                 ("wrong-type".into(), 5, 12),
                 ("throttle-range".into(), 7, 21),
                 ("missing-field".into(), 2, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_list_given_where_one_or_several_fit_is_checked_as_a_list() {
+        // `throttle` is one window or a list: a misspelt field inside the list is reported
+        // there, not as "expected an object" at the list.
+        let yaml = "pap_version: \"0.2\"\ntrigger:\n  id: t\n  match:\n    type: a.b.c\n  agent: x\n  throttle:\n    - max_per_window: 3\n      window_seconds: 60\n    - max_per_windw: 7\n      window_seconds: 600\n";
+        assert_eq!(
+            problems(yaml),
+            vec![
+                ("unknown-field".into(), 10, 7),
+                ("missing-field".into(), 10, 7),
             ]
         );
     }

@@ -233,27 +233,35 @@ impl<'p> Pipeline<'p> {
             });
         }
 
-        // throttle
-        let mut bucket = None;
-        if verdict == Verdict::Continue
-            && let Some(t) = &trigger.throttle
-        {
-            let key = considered
-                .window_key
-                .unwrap_or_else(|| throttle::window_key(t, &event.value));
-            let times = tx.throttle_times(&trigger.id, &key)?;
-            verdict = throttle::check(t, &key, &times, now);
-            note(&mut explain, "throttle", &verdict, || {
-                let used = times
-                    .iter()
-                    .filter(|x| throttle::counts(**x, now, throttle::window_ms(t)))
-                    .count();
-                format!(
-                    "{used} of {} invocations used in the window",
-                    t.max_per_window
-                )
-            });
-            bucket = Some((key, throttle::window_ms(t)));
+        // throttle: room is needed in every window
+        let mut buckets = Vec::new();
+        if verdict == Verdict::Continue && !trigger.throttles.is_empty() {
+            let mut keys = considered.window_keys.into_iter();
+            let mut decided = Verdict::Continue;
+            let mut used_in = Vec::new();
+            for (index, t) in trigger.throttles.iter().enumerate() {
+                let key = keys
+                    .next()
+                    .unwrap_or_else(|| throttle::window_key(t, &event.value));
+                let bucket = throttle::bucket(&trigger.id, index);
+                let times = tx.throttle_times(&bucket, &key)?;
+                decided = throttle::stricter(decided, throttle::check(t, &key, &times, now));
+                if explain.is_some() {
+                    let window = throttle::window_ms(t);
+                    let used = times
+                        .iter()
+                        .filter(|x| throttle::counts(**x, now, window))
+                        .count();
+                    used_in.push(format!(
+                        "{used} of {} invocations used in the last {}",
+                        t.max_per_window,
+                        crate::manifest::duration::format(t.window)
+                    ));
+                }
+                buckets.push((bucket.into_owned(), key, throttle::window_ms(t)));
+            }
+            verdict = decided;
+            note(&mut explain, "throttle", &verdict, || used_in.join("; "));
         }
 
         // risk
@@ -277,8 +285,8 @@ impl<'p> Pipeline<'p> {
         let mut invocation_id = None;
         if creates_invocation {
             let id = ids::invocation(&claimed_key, now);
-            if let Some((key, window_ms)) = &bucket {
-                tx.throttle_record(&trigger.id, key, now, *window_ms)?;
+            for (bucket, key, window_ms) in &buckets {
+                tx.throttle_record(bucket, key, now, *window_ms)?;
             }
             let mut inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
             if outcome == Outcome::AwaitingApproval {

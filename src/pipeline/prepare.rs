@@ -25,8 +25,8 @@ pub struct Considered {
     pub conditions: Vec<ConditionExplain>,
     /// SHA-256(event.id ‖ trigger.id), when the filter passed.
     pub key: Option<[u8; 32]>,
-    /// The throttle window key (JSON), when the filter passed and the trigger throttles.
-    pub window_key: Option<String>,
+    /// The window key (JSON) of each throttle window, when the filter passed.
+    pub window_keys: Vec<String>,
 }
 
 impl Pipeline<'_> {
@@ -44,7 +44,7 @@ impl Pipeline<'_> {
                         filter: Verdict::Continue,
                         conditions: Vec::new(),
                         key: None,
-                        window_key: None,
+                        window_keys: Vec::new(),
                     };
                 }
                 let verdict = filter::check(trigger, &event.value);
@@ -74,11 +74,15 @@ impl Pipeline<'_> {
                 Considered {
                     index,
                     key: passed.then(|| idempotency::key(&event.id, &trigger.id)),
-                    window_key: trigger
-                        .throttle
-                        .as_ref()
-                        .filter(|_| passed)
-                        .map(|t| throttle::window_key(t, &event.value)),
+                    window_keys: if passed {
+                        trigger
+                            .throttles
+                            .iter()
+                            .map(|t| throttle::window_key(t, &event.value))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
                     filter: verdict,
                     conditions,
                 }

@@ -1,6 +1,9 @@
 //! Throttle stage: at most `max_per_window` invocations per sliding `window_seconds`, per
 //! trigger and per value of `window_key` (serialised as JSON; a missing value is its own
-//! bucket). Measured on the dispatcher's clock; only invocations count.
+//! bucket). Measured on the dispatcher's clock; only invocations count. A trigger may list
+//! several windows (a pap extension): an invocation needs room in every one.
+
+use std::borrow::Cow;
 
 use serde_json::Value;
 
@@ -22,6 +25,33 @@ pub fn window_key(throttle: &Throttle, event: &Value) -> String {
         [] => String::new(),
         [one] => one.to_string(),
         many => Value::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
+    }
+}
+
+/// Where window `index` of a trigger keeps its times: the first under the trigger's id, as
+/// when a trigger had one window (so a store from then keeps its counts), the others under
+/// `id#index` (`#` is outside the trigger id alphabet, so no trigger's first window is
+/// another's second).
+pub fn bucket(trigger: &str, index: usize) -> Cow<'_, str> {
+    if index == 0 {
+        Cow::Borrowed(trigger)
+    } else {
+        Cow::Owned(format!("{trigger}#{index}"))
+    }
+}
+
+/// Of two windows' verdicts, the one that decides: a refusal over room, and of two
+/// refusals the one whose next slot comes later (the event needs room in both).
+pub fn stricter(a: Verdict, b: Verdict) -> Verdict {
+    let next = |v: &Verdict| match v {
+        Verdict::Stop(_, Reason::Throttled { next, .. }) => Some(*next),
+        _ => None,
+    };
+    match (next(&a), next(&b)) {
+        (Some(x), Some(y)) if y > x => b,
+        (Some(_), _) => a,
+        (None, Some(_)) => b,
+        (None, None) => a,
     }
 }
 
@@ -107,6 +137,40 @@ mod tests {
             window_key(&many, &json!({"data": {"r": [1, "a"]}})),
             "[1,\"a\"]"
         );
+    }
+
+    #[test]
+    fn the_window_whose_slot_comes_last_decides() {
+        let hour = throttle(3, 3600, None);
+        let day = throttle(7, 86_400, None);
+        let now = 3_600_000 * 5;
+        // 3 in the last hour, 7 today: both full; the day's slot is later.
+        let hourly = [now - 3000, now - 2000, now - 1000];
+        let daily = [0, 1, 2, now - 4000, now - 3000, now - 2000, now - 1000];
+        let decided = stricter(check(&hour, "", &hourly, now), check(&day, "", &daily, now));
+        let Verdict::Stop(_, Reason::Throttled { next, max, .. }) = decided else {
+            panic!("{decided:?}")
+        };
+        assert_eq!((max, next), (7, 86_400_000));
+        // Room in the day, none in the hour: the hour refuses.
+        let decided = stricter(
+            check(&hour, "", &hourly, now),
+            check(&day, "", &hourly, now),
+        );
+        assert!(matches!(
+            decided,
+            Verdict::Stop(_, Reason::Throttled { max: 3, .. })
+        ));
+        assert_eq!(
+            stricter(Verdict::Continue, Verdict::Continue),
+            Verdict::Continue
+        );
+    }
+
+    #[test]
+    fn the_first_window_keeps_the_trigger_id_as_its_bucket() {
+        assert_eq!(bucket("t", 0), "t");
+        assert_eq!(bucket("t", 1), "t#1");
     }
 
     #[test]
