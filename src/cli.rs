@@ -71,6 +71,25 @@ pub enum Command {
     )]
     Lint(LintArgs),
 
+    /// Run rule tests: events at simulated times, and the outcome each trigger should decide.
+    #[command(
+        after_help = "A rule test file (default: every *.yaml under rule-tests/) lists cases; each case \
+        decides its events in order on a fresh, throwaway state, each at `start` plus its `at`, and \
+        checks the outcome expected per trigger (invoked, filtered, duplicate, cascade_rejected, \
+        throttled, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
+        Agents are not run. Nothing is written to the project's state.\n\n\
+        cases:\n  - name: a second spike within the hour is throttled\n    start: 2026-03-11T06:00:00Z\n    \
+        events:\n      - file: ../examples/events/energy-price-spike.json\n        expect: {energy-price-optimizer: invoked}\n      \
+        - at: +90s\n        event: {type: energy.price.threshold_exceeded, data: {region: NO1, price_nok_per_kwh: 4.1}}\n        \
+        expect:\n          energy-price-optimizer: {outcome: throttled, reason: \"1 of 1\"}\n\n\
+        Exit status: 0 every case passed; 1 a case failed, a test file has errors, the project does \
+        not load, or there are no tests; 2 usage error.\n\n\
+        Examples:\n  pap test\n  pap test rule-tests/energy.yaml --coverage\n  \
+        pap test --format junit > rule-tests.xml\n  \
+        pap test --format github          # annotations on the failing lines in a GitHub Actions job"
+    )]
+    Test(TestArgs),
+
     /// Print the JSON Schema of a manifest kind, for editors (yaml-language-server).
     #[command(
         after_help = "Examples:\n  pap schema trigger > schemas/trigger.schema.json\n  \
@@ -694,8 +713,36 @@ pub enum LintFormat {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Test files or folders (default: rule-tests/ under the project root).
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+
+    /// Output format; every format writes to stdout.
+    #[arg(long, value_enum, default_value_t = TestFormat::Human)]
+    pub format: TestFormat,
+
+    /// Also list enabled triggers no case's event was decided by, and filter conditions no
+    /// case saw hold or fail.
+    #[arg(long)]
+    pub coverage: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TestFormat {
+    /// `ok`/`FAIL` per case, the failing condition with the value seen, the totals.
+    Human,
+    /// One JSON document: the cases, their failures, the totals (and the coverage).
+    Json,
+    /// JUnit XML for CI servers (Jenkins, GitLab).
+    Junit,
+    /// GitHub Actions workflow annotations on the failing lines.
+    Github,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct SchemaArgs {
-    /// Which manifest kind (omit with --out to write all four).
+    /// Which manifest kind (omit with --out to write them all).
     #[arg(value_enum, required_unless_present = "out")]
     pub kind: Option<SchemaKind>,
 
@@ -710,6 +757,8 @@ pub enum SchemaKind {
     Agent,
     Config,
     Schedule,
+    /// Rule test files (`pap test`).
+    RuleTest,
 }
 
 impl SchemaKind {
@@ -719,6 +768,7 @@ impl SchemaKind {
             SchemaKind::Agent => "agent",
             SchemaKind::Config => "config",
             SchemaKind::Schedule => "schedule",
+            SchemaKind::RuleTest => "rule-test",
         }
     }
 }

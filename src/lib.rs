@@ -21,6 +21,7 @@ pub mod panic_report;
 pub mod pipeline;
 pub mod program;
 pub mod regular_file;
+pub mod rule_test;
 pub mod schedule;
 pub mod secrets;
 pub mod serve;

@@ -63,7 +63,7 @@ fn out_writes_a_file_per_kind() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0);
-    for kind in ["trigger", "agent", "config", "schedule"] {
+    for kind in ["trigger", "agent", "config", "schedule", "rule-test"] {
         let text = std::fs::read_to_string(dir.path().join(format!("{kind}.schema.json"))).unwrap();
         serde_json::from_str::<Value>(&text).unwrap();
     }
@@ -77,7 +77,7 @@ fn a_kind_is_required_without_out() {
 #[test]
 fn the_schemas_shipped_with_the_example_project_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for kind in ["trigger", "agent", "config", "schedule"] {
+    for kind in ["trigger", "agent", "config", "schedule", "rule-test"] {
         let out = pap().args(["schema", kind]).output().unwrap();
         let shipped =
             std::fs::read_to_string(root.join(format!("schemas/{kind}.schema.json"))).unwrap();

@@ -15,26 +15,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::pap_at;
 use common::serve::wait_until;
-use common::{pap_at, skip_note};
 
 /// The calls that push data to the disk.
 const SYNC_CALLS: &str = "trace=fdatasync,fsync,sync_file_range,syncfs,sync,msync";
 
 fn strace() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("strace"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("PAP_TEST_REQUIRE_STRACE").is_none(),
-            "strace is required (PAP_TEST_REQUIRE_STRACE is set) but not on PATH"
-        );
-        skip_note("strace is not installed: the sync counts are not checked");
-    }
-    found
+    common::required_tool(
+        "strace",
+        "PAP_TEST_REQUIRE_STRACE",
+        "the sync counts are not checked",
+    )
 }
 
 /// The sync calls in an strace output file (an interrupted call is counted once).

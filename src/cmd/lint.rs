@@ -10,6 +10,7 @@ use super::Outcome;
 use crate::cli::{Cli, LintArgs, LintFormat};
 use crate::diagnostics::{self, Diagnostic, HumanStyle, Summary};
 use crate::manifest::loader::{self, display_name};
+use crate::rule_test;
 
 pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
     let root = cli
@@ -47,8 +48,18 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
         selected = Some(files);
     }
 
+    // Rule test files (rule-tests/) are checked as such, against the project's triggers.
+    let tests_dir = root.join(rule_test::load::DEFAULT_DIR);
+    let (rule_files, selected) = match selected {
+        None => (None, None),
+        Some(files) => {
+            let (tests, manifests): (Vec<PathBuf>, Vec<PathBuf>) =
+                files.into_iter().partition(|f| f.starts_with(&tests_dir));
+            (Some(tests), Some(manifests))
+        }
+    };
     let loaded = loader::load(&root, selected.as_deref().unwrap_or_default());
-    let (diagnostics, file_count) = match &selected {
+    let (mut diagnostics, mut file_count) = match &selected {
         None => (loaded.diagnostics.clone(), loaded.sources.len()),
         Some(files) => {
             let names: BTreeSet<String> = files.iter().map(|f| display_name(&root, f)).collect();
@@ -61,6 +72,38 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
             (diags, names.len())
         }
     };
+    let mut sources = loaded.sources.clone();
+    let rule_files = match rule_files {
+        Some(files) => files,
+        None => match rule_test::find(&root, &[]) {
+            Ok(files) => files,
+            Err(why) => {
+                diagnostics.push(Diagnostic::new(
+                    "unreadable-file",
+                    rule_test::load::DEFAULT_DIR,
+                    crate::manifest::yaml_tree::Pos::START,
+                    why,
+                ));
+                Vec::new()
+            }
+        },
+    };
+    let facts = rule_test::load::ProjectFacts {
+        root: &root,
+        trigger_ids: loaded
+            .project
+            .as_ref()
+            .map(|p| p.triggers.iter().map(|t| t.id.as_str()).collect()),
+        max_event_bytes: loaded
+            .config
+            .as_ref()
+            .map_or(1024 * 1024, |c| c.max_event_bytes),
+    };
+    for file in &rule_files {
+        rule_test::load::load(file, &facts, &mut diagnostics, &mut sources);
+    }
+    file_count += rule_files.len();
+    diagnostics::sort(&mut diagnostics);
     let summary = Summary::of(file_count, &diagnostics);
 
     let out = match args.format {
@@ -72,7 +115,7 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
             };
             let mut text = diagnostics::render_human(
                 &diagnostics,
-                |f| loaded.sources.get(f).map(String::as_str),
+                |f| sources.get(f).map(String::as_str),
                 style,
             );
             text.push_str(&summary_line(summary));

@@ -18,6 +18,7 @@ mod serve;
 mod shell;
 mod status;
 mod store;
+mod test;
 mod typed_ids;
 
 use crate::cli::{Cli, Command};
@@ -80,6 +81,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
     }
     match &cli.command {
         Command::Lint(args) => lint::run(&cli, args),
+        Command::Test(args) => test::run(&cli, args),
         Command::Schema(args) => schema::run(args),
         Command::Dispatch(args) => dispatch::run(&cli, args),
         Command::Invocations(args) => invocations::run(&cli, args),

@@ -8,7 +8,10 @@ use crate::manifest::loader;
 
 pub fn run(args: &SchemaArgs) -> anyhow::Result<Outcome> {
     let text = |kind: SchemaKind| -> String {
-        let schema = loader::schema(kind.as_str()).expect("every kind has a schema");
+        let schema = match kind {
+            SchemaKind::RuleTest => crate::rule_test::load::schema(),
+            _ => loader::schema(kind.as_str()).expect("every kind has a schema"),
+        };
         let mut s = serde_json::to_string_pretty(schema).expect("schemas serialise");
         s.push('\n');
         s
@@ -21,6 +24,7 @@ pub fn run(args: &SchemaArgs) -> anyhow::Result<Outcome> {
                 SchemaKind::Agent,
                 SchemaKind::Config,
                 SchemaKind::Schedule,
+                SchemaKind::RuleTest,
             ];
             for kind in kinds.map(|k| vec![k]).unwrap_or(all.to_vec()) {
                 let path = dir.join(format!("{}.schema.json", kind.as_str()));

@@ -213,6 +213,19 @@ pub const CODES: &[CodeInfo] = &[
         "schedule-unmatched",
         "a schedule whose event type no enabled trigger matches",
     ),
+    // Rule test files (`pap test`, rule-tests/).
+    error(
+        "unknown-trigger",
+        "a rule test expects an outcome of a trigger that no trigger manifest defines",
+    ),
+    error(
+        "rule-test-event",
+        "a rule test step whose event is missing, doubled (`event` and `file`), unreadable or not a valid event",
+    ),
+    error(
+        "invalid-timestamp",
+        "a time that is not RFC 3339 (`2026-03-11T06:00:00Z`)",
+    ),
     error(
         "unknown-agent",
         "a trigger's `agent`, or a `notify` route's `agent`, that no agent manifest defines",

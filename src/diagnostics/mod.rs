@@ -9,7 +9,9 @@ mod render_human;
 mod render_json;
 
 pub use codes::{CODES, CodeInfo, code_info};
-pub use render_github::render_github;
+pub use render_github::{
+    escape_data as github_data, escape_property as github_property, render_github,
+};
 pub use render_human::{HumanStyle, render_human};
 pub use render_json::render_json;
 

@@ -28,14 +28,14 @@ pub fn render_github(diagnostics: &[Diagnostic]) -> String {
 }
 
 /// Message text: GitHub decodes %25, %0D and %0A.
-fn escape_data(s: &str) -> String {
+pub fn escape_data(s: &str) -> String {
     s.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
 }
 
 /// Property values additionally need `:` and `,` escaped.
-fn escape_property(s: &str) -> String {
+pub fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 

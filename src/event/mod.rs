@@ -4,7 +4,7 @@
 //! after that its content is only ever read as data (JSONPath, JSON on an agent's stdin).
 
 pub mod input;
-mod rfc3339;
+pub mod rfc3339;
 pub mod strict;
 
 use serde_json::{Map, Value};

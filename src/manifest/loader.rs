@@ -405,43 +405,9 @@ fn read_file(
         kind: is_config.then_some(Kind::Config),
         tree: None,
     };
-    let text = match read_regular(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(_) => {
-                diags.push(Diagnostic::new(
-                    "unreadable-file",
-                    display,
-                    yaml_tree::Pos::START,
-                    "the file is not UTF-8 text",
-                ));
-                return file;
-            }
-        },
-        Err(e) => {
-            diags.push(Diagnostic::new(
-                "unreadable-file",
-                display,
-                yaml_tree::Pos::START,
-                format!("cannot read the file: {e}"),
-            ));
-            return file;
-        }
-    };
-    let parsed = yaml_tree::parse(&text);
-    sources.insert(display.to_string(), text);
-    let tree = match parsed {
-        Ok(tree) => tree,
-        Err(e) => {
-            let code = if e.duplicate_key {
-                "duplicate-key"
-            } else {
-                "yaml-syntax"
-            };
-            diags.push(Diagnostic::new(code, display, e.pos, e.message));
-            // A broken pap.yaml still counts as the config (its server names are unknown).
-            return file;
-        }
+    let Some(tree) = read_yaml(path, display, diags, sources) else {
+        // A broken pap.yaml still counts as the config (its server names are unknown).
+        return file;
     };
     if !is_config {
         file.kind = classify(&tree, path);
@@ -461,9 +427,57 @@ fn read_file(
     file
 }
 
+/// Reads and parses a YAML file into its located tree, keeping its text in `sources` for
+/// snippets; what stands in the way is one diagnostic (`unreadable-file`, `yaml-syntax`,
+/// `duplicate-key`).
+pub(crate) fn read_yaml(
+    path: &Path,
+    display: &str,
+    diags: &mut Vec<Diagnostic>,
+    sources: &mut BTreeMap<String, String>,
+) -> Option<Located<Node>> {
+    let text = match read_regular(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(_) => {
+                diags.push(Diagnostic::new(
+                    "unreadable-file",
+                    display,
+                    yaml_tree::Pos::START,
+                    "the file is not UTF-8 text",
+                ));
+                return None;
+            }
+        },
+        Err(e) => {
+            diags.push(Diagnostic::new(
+                "unreadable-file",
+                display,
+                yaml_tree::Pos::START,
+                format!("cannot read the file: {e}"),
+            ));
+            return None;
+        }
+    };
+    let parsed = yaml_tree::parse(&text);
+    sources.insert(display.to_string(), text);
+    match parsed {
+        Ok(tree) => Some(tree),
+        Err(e) => {
+            let code = if e.duplicate_key {
+                "duplicate-key"
+            } else {
+                "yaml-syntax"
+            };
+            diags.push(Diagnostic::new(code, display, e.pos, e.message));
+            None
+        }
+    }
+}
+
 /// A file's bytes, if it is (still) a regular file: a FIFO swapped in since discovery must
 /// not hang the load. Discovery vetted where links lead.
-pub(super) fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut file = crate::regular_file::open(path, crate::regular_file::Links::Follow)?;
     let mut bytes = Vec::new();

@@ -66,6 +66,25 @@ pub fn skip_note(why: &str) {
     let _ = writeln!(std::io::stderr(), "note: skipped: {why}");
 }
 
+/// `program` on PATH. When it is missing: a failure if `require_env` is set (CI sets it for
+/// what it installs), else `None` and a skip note saying what goes unchecked.
+#[allow(dead_code)]
+pub fn required_tool(program: &str, require_env: &str, unchecked: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os(require_env).is_none(),
+            "{program} is required ({require_env} is set) but not on PATH"
+        );
+        skip_note(&format!("{program} is not installed: {unchecked}"));
+    }
+    found
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -1,0 +1,382 @@
+//! Reading a rule test file: its shape against the schema, then its meaning (times, offsets,
+//! events, trigger ids), every problem a diagnostic with the file, line and column, as
+//! `pap lint` reports manifests.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value};
+
+use super::raw::{self, ExpectedOutcome, RuleTestFile};
+use crate::diagnostics::{Diagnostic, Severity, did_you_mean};
+use crate::event::{self, Origin};
+use crate::manifest::file_ctx::{FileCtx, HelpExt};
+use crate::manifest::loader::{display_name, read_regular, read_yaml};
+use crate::manifest::schema_check;
+use crate::manifest::yaml_tree::PathSeg;
+use crate::path;
+
+/// The folder `pap test` and `pap lint` look in by default, under the project root. Not
+/// `tests/`, which a Rust or Python project around the manifests may already use.
+pub const DEFAULT_DIR: &str = "rule-tests";
+
+/// The simulated clock's start when a case names none.
+pub const DEFAULT_START: &str = "2026-01-01T00:00:00Z";
+
+/// A test file ready to run.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    /// As diagnostics name it: relative to the project root.
+    pub file: String,
+    pub cases: Vec<Case>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub name: String,
+    pub line: u32,
+    /// The simulated time of `at: +0s` (ms since the epoch).
+    pub start_ms: i64,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The offset from the case's start (ms) and as written (`+90s`).
+    pub at_ms: i64,
+    pub at: String,
+    /// The event, with the defaults of an inline event filled in, checked valid.
+    pub event: event::Event,
+    pub line: u32,
+    pub expect: Vec<Expect>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Expect {
+    pub trigger: String,
+    pub outcome: ExpectedOutcome,
+    pub reason: Option<String>,
+    pub line: u32,
+}
+
+/// What the checks need to know of the project.
+pub struct ProjectFacts<'a> {
+    pub root: &'a Path,
+    /// Every trigger id; `None` when the project did not load (then ids are not checked).
+    pub trigger_ids: Option<Vec<&'a str>>,
+    pub max_event_bytes: u64,
+}
+
+/// The JSON Schema of rule test files, as `pap schema rule-test` prints it.
+pub fn schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        serde_json::to_value(schemars::schema_for!(RuleTestFile)).expect("schemas serialise")
+    })
+}
+
+/// Reads and checks the rule test file at `path`. The suite is `None` when any error was
+/// found: a test file with a mistake in it must not run half its cases and pass.
+pub fn load(
+    path: &Path,
+    project: &ProjectFacts,
+    diags: &mut Vec<Diagnostic>,
+    sources: &mut BTreeMap<String, String>,
+) -> Option<Suite> {
+    let display = display_name(project.root, path);
+    let tree = read_yaml(path, &display, diags, sources)?;
+    let errors_before = count_errors(diags);
+    diags.extend(schema_check::check(&tree, schema(), &display));
+    if count_errors(diags) > errors_before {
+        return None;
+    }
+    let raw: RuleTestFile = match serde_json::from_value(tree.value.to_json()) {
+        Ok(raw) => raw,
+        Err(e) => {
+            diags.push(Diagnostic::new(
+                "wrong-type",
+                &display,
+                tree.pos,
+                format!("cannot read the rule tests: {e}"),
+            ));
+            return None;
+        }
+    };
+    let mut ctx = FileCtx {
+        file: &display,
+        tree: &tree,
+        diags,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut cases = Vec::new();
+    for (i, case) in raw.cases.iter().enumerate() {
+        if let Some(first) = names.insert(case.name.as_str(), i) {
+            ctx.at(
+                "duplicate-id",
+                &path!["cases", i, "name"],
+                format!(
+                    "two cases are named `{}` (cases {} and {})",
+                    case.name,
+                    first + 1,
+                    i + 1
+                ),
+            )
+            .help("a report names cases by name: give each its own");
+        }
+        cases.extend(compile_case(&mut ctx, case, i, dir, project));
+    }
+    if count_errors(ctx.diags) > errors_before {
+        return None;
+    }
+    Some(Suite {
+        file: display.clone(),
+        cases,
+    })
+}
+
+fn count_errors(diags: &[Diagnostic]) -> usize {
+    diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count()
+}
+
+fn compile_case(
+    ctx: &mut FileCtx,
+    case: &raw::Case,
+    i: usize,
+    dir: &Path,
+    project: &ProjectFacts,
+) -> Option<Case> {
+    let start_text = case.start.as_deref().unwrap_or(DEFAULT_START);
+    let start_ms = match parse_time(start_text) {
+        Ok(ms) => Some(ms),
+        Err(why) => {
+            ctx.at(
+                "invalid-timestamp",
+                &path!["cases", i, "start"],
+                format!("`start` {start_text:?} is not an RFC 3339 time: {why}"),
+            )
+            .help("e.g. `2026-03-11T06:00:00Z`");
+            None
+        }
+    };
+    let mut steps = Vec::new();
+    for (j, step) in case.events.iter().enumerate() {
+        if let Some(start_ms) = start_ms {
+            steps.extend(compile_step(ctx, step, (i, j), start_ms, dir, project));
+        }
+    }
+    Some(Case {
+        name: case.name.clone(),
+        line: ctx.tree.locate(&path!["cases", i]).line,
+        start_ms: start_ms?,
+        steps,
+    })
+}
+
+fn compile_step(
+    ctx: &mut FileCtx,
+    step: &raw::Step,
+    (i, j): (usize, usize),
+    start_ms: i64,
+    dir: &Path,
+    project: &ProjectFacts,
+) -> Option<Step> {
+    let base = path!["cases", i, "events", j];
+    let at_text = step.at.clone().unwrap_or_else(|| "+0s".to_string());
+    let at_ms = match parse_offset(&at_text) {
+        Ok(ms) => Some(ms),
+        Err(why) => {
+            ctx.at(
+                "invalid-duration",
+                &[&base[..], &path!["at"]].concat(),
+                format!("`at` {at_text:?} is not an offset such as `+90s`: {why}"),
+            )
+            .help("an offset from the case's `start`: `+0s`, `+90s`, `+1h30m`, `+2d`");
+            None
+        }
+    };
+    let expect = compile_expectations(ctx, step, &base, project);
+    let now_ms = start_ms.saturating_add(at_ms?);
+    let value = step_event(ctx, step, &base, now_ms, dir, project.root)?;
+    let encoded = value.to_string().len();
+    let at_event = event_path(step, &base);
+    let event = match event::validate(value, encoded, project.max_event_bytes, Origin::Outside) {
+        Ok(event) => event,
+        Err(invalid) => {
+            ctx.at(
+                "rule-test-event",
+                &at_event,
+                format!("the event is not valid: {}", invalid.reason),
+            );
+            return None;
+        }
+    };
+    Some(Step {
+        at_ms: at_ms?,
+        at: at_text,
+        event,
+        line: ctx.tree.locate(&base).line,
+        expect: expect?,
+    })
+}
+
+fn event_path(step: &raw::Step, base: &[PathSeg]) -> Vec<PathSeg> {
+    let field = if step.file.is_some() { "file" } else { "event" };
+    [base, &path![field]].concat()
+}
+
+/// The step's event: inline with its defaults, or read from its file.
+fn step_event(
+    ctx: &mut FileCtx,
+    step: &raw::Step,
+    base: &[PathSeg],
+    now_ms: i64,
+    dir: &Path,
+    root: &Path,
+) -> Option<Value> {
+    match (&step.event, &step.file) {
+        (Some(_), Some(_)) | (None, None) => {
+            ctx.at(
+                "rule-test-event",
+                base,
+                "a step needs exactly one of `event` (inline) and `file`".to_string(),
+            );
+            None
+        }
+        (Some(inline), None) => Some(with_defaults(inline, base, now_ms)),
+        (None, Some(file)) => {
+            let at = [base, &path!["file"]].concat();
+            match read_event_file(&dir.join(file), root) {
+                Ok(value) => Some(value),
+                Err(why) => {
+                    ctx.at("rule-test-event", &at, format!("`{file}`: {why}"));
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// An inline event needs only what the case is about (`type`, `data`): the envelope is
+/// filled in, its id named after where it stands in the file so a report can name it.
+fn with_defaults(inline: &Map<String, Value>, base: &[PathSeg], now_ms: i64) -> Value {
+    let mut event = inline.clone();
+    let place = match base {
+        [_, PathSeg::Index(i), _, PathSeg::Index(j)] => format!("case{}-event{}", i + 1, j + 1),
+        _ => "event".to_string(),
+    };
+    let defaults = [
+        ("pap_version", Value::from("0.2")),
+        ("id", Value::from(place)),
+        ("source", Value::from("pap-test")),
+        ("time", Value::from(crate::clock::rfc3339_ms(now_ms))),
+        ("data", Value::Object(Map::new())),
+    ];
+    for (field, value) in defaults {
+        event.entry(field).or_insert(value);
+    }
+    Value::Object(event)
+}
+
+/// One JSON event from a file inside the project (a test file in an untrusted change must
+/// not read files elsewhere into a CI log).
+fn read_event_file(path: &Path, root: &Path) -> Result<Value, String> {
+    let resolved: PathBuf = path
+        .canonicalize()
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    if !resolved.starts_with(&root) {
+        return Err("the file is outside the project root".to_string());
+    }
+    let bytes = read_regular(&resolved).map_err(|e| format!("cannot read it: {e}"))?;
+    serde_json::from_slice::<event::strict::Strict>(&bytes)
+        .map(|event::strict::Strict(value)| value)
+        .map_err(|e| format!("not one JSON event: {e}"))
+}
+
+fn compile_expectations(
+    ctx: &mut FileCtx,
+    step: &raw::Step,
+    base: &[PathSeg],
+    project: &ProjectFacts,
+) -> Option<Vec<Expect>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (trigger, expectation) in &step.expect {
+        let at = [base, &path!["expect", trigger.as_str()]].concat();
+        if let Some(ids) = &project.trigger_ids
+            && !ids.contains(&trigger.as_str())
+        {
+            let d = ctx.at_key(
+                "unknown-trigger",
+                &at,
+                format!("no trigger manifest defines `{trigger}`"),
+            );
+            match did_you_mean(trigger, ids.iter().copied()) {
+                Some(s) => d.help(s),
+                None => d.help("expectations are keyed by trigger id (`trigger.id`)"),
+            }
+            ok = false;
+            continue;
+        }
+        out.push(Expect {
+            trigger: trigger.clone(),
+            outcome: expectation.outcome(),
+            reason: expectation.reason().map(str::to_string),
+            line: ctx.tree.locate_key(&at).line,
+        });
+    }
+    // In file order, so a report lists them as written.
+    out.sort_by_key(|e| e.line);
+    ok.then_some(out)
+}
+
+/// An offset from a case's start: `+90s`, `90s`, `+1h30m` (ms).
+pub fn parse_offset(text: &str) -> Result<i64, String> {
+    let body = text.strip_prefix('+').unwrap_or(text);
+    if body.starts_with('-') {
+        return Err("offsets count forward from `start`".to_string());
+    }
+    let d = crate::manifest::duration::parse(body)?;
+    i64::try_from(d.as_millis()).map_err(|_| "too large".to_string())
+}
+
+/// A strict RFC 3339 time (ms since the epoch).
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    crate::event::rfc3339::check(text)?;
+    let at: jiff::Timestamp = text.parse().map_err(|e| format!("{e}"))?;
+    Ok(at.as_millisecond())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_count_forward_from_the_start() {
+        assert_eq!(parse_offset("+0s"), Ok(0));
+        assert_eq!(parse_offset("+90s"), Ok(90_000));
+        assert_eq!(parse_offset("1h30m"), Ok(5_400_000));
+        assert!(parse_offset("-5s").is_err());
+        assert!(parse_offset("+soon").is_err());
+    }
+
+    #[test]
+    fn an_inline_event_gets_its_envelope_from_its_place_and_time() {
+        let inline: Map<String, Value> =
+            serde_json::from_str(r#"{"type": "a.b.crossed", "data": {"x": 1}}"#).unwrap();
+        let base = path!["cases", 1, "events", 2];
+        let event = with_defaults(&inline, &base, 0);
+        assert_eq!(
+            event,
+            serde_json::json!({
+                "type": "a.b.crossed", "data": {"x": 1}, "pap_version": "0.2",
+                "id": "case2-event3", "source": "pap-test", "time": "1970-01-01T00:00:00.000Z"
+            })
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! The rule test file as written (`rule-tests/*.yaml`), and the JSON Schema `pap schema
+//! rule-test` prints. Checked for shape by the same schema walk as the manifests, then for
+//! meaning by [`super::load`].
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// A file of rule tests: cases, each decided on a fresh, throwaway state.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(title = "pap rule tests")]
+pub struct RuleTestFile {
+    /// The cases of this file, run in order, each on its own empty state.
+    #[schemars(length(min = 1))]
+    pub cases: Vec<Case>,
+}
+
+/// One scenario: events at offsets from a start time, and what each should decide.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Case {
+    /// What the case shows, as the test report names it.
+    pub name: String,
+    /// The simulated clock's time at `at: +0s` (RFC 3339). Default 2026-01-01T00:00:00Z.
+    #[serde(default)]
+    pub start: Option<String>,
+    /// The events, decided in this order, each at its own `at`.
+    #[schemars(length(min = 1))]
+    pub events: Vec<Step>,
+}
+
+/// One event of a case and the outcomes expected for it.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Step {
+    /// When the event is decided, as an offset from the case's `start`: `+0s`, `+90s`,
+    /// `+1h30m`. Default `+0s`.
+    #[serde(default)]
+    pub at: Option<String>,
+    /// The event inline. Missing `pap_version`, `id`, `source` and `time` are filled in
+    /// (`time` is the simulated time of the step).
+    #[serde(default)]
+    pub event: Option<Map<String, Value>>,
+    /// A file holding one JSON event, relative to this test file (instead of `event`).
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Expected outcome per trigger id. Triggers not named are not checked.
+    #[serde(default)]
+    pub expect: BTreeMap<String, Expectation>,
+}
+
+/// An outcome, or an outcome with a substring its reason must contain.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Expectation {
+    Outcome(ExpectedOutcome),
+    Detailed(DetailedExpectation),
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct DetailedExpectation {
+    pub outcome: ExpectedOutcome,
+    /// A substring the decision's reason must contain.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// What a trigger decided for the event. `unmatched`: the trigger did not consider the event
+/// (another type). `invoked`: the agent would run (`pap test` does not run agents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpectedOutcome {
+    Invoked,
+    Filtered,
+    Duplicate,
+    CascadeRejected,
+    Throttled,
+    AwaitingApproval,
+    Disabled,
+    Unmatched,
+}
+
+impl ExpectedOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpectedOutcome::Invoked => "invoked",
+            ExpectedOutcome::Filtered => "filtered",
+            ExpectedOutcome::Duplicate => "duplicate",
+            ExpectedOutcome::CascadeRejected => "cascade_rejected",
+            ExpectedOutcome::Throttled => "throttled",
+            ExpectedOutcome::AwaitingApproval => "awaiting_approval",
+            ExpectedOutcome::Disabled => "disabled",
+            ExpectedOutcome::Unmatched => "unmatched",
+        }
+    }
+}
+
+impl Expectation {
+    pub fn outcome(&self) -> ExpectedOutcome {
+        match self {
+            Expectation::Outcome(o) => *o,
+            Expectation::Detailed(d) => d.outcome,
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Expectation::Outcome(_) => None,
+            Expectation::Detailed(d) => d.reason.as_deref(),
+        }
+    }
+}

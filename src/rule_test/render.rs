@@ -1,0 +1,337 @@
+//! The report of a `pap test` run: for people (`ok`/`FAIL` per case), for scripts (JSON), for
+//! CI servers (JUnit XML, as Jenkins' xunit schema has it) and for GitHub Actions (workflow
+//! annotations on the failing expectation's line).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::run::{CaseResult, Coverage};
+use crate::diagnostics::{github_data as gh_data, github_property as gh_property};
+use crate::manifest::Project;
+use crate::term::{Paint, for_humans};
+
+/// What `--coverage` found missing: triggers no case's event was decided by, and conditions
+/// no case saw hold or fail.
+#[derive(Debug, Clone, Default)]
+pub struct Gaps {
+    pub triggers: Vec<(String, String)>,
+    pub conditions: Vec<ConditionGap>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConditionGap {
+    pub trigger: String,
+    pub file: String,
+    /// The condition's place in the filter, from 1.
+    pub index: usize,
+    pub condition: String,
+    /// `held` or `failed`: what no case saw it do.
+    pub never: &'static str,
+}
+
+impl Gaps {
+    /// Each gap as (the manifest it is in, a sentence), for the human and GitHub formats.
+    pub fn sentences(&self) -> Vec<(&str, String)> {
+        let triggers = self.triggers.iter().map(|(trigger, file)| {
+            (
+                file.as_str(),
+                format!("trigger {trigger} ({file}): no case's event was decided by it"),
+            )
+        });
+        let conditions = self.conditions.iter().map(|g| {
+            (
+                g.file.as_str(),
+                format!(
+                    "trigger {} ({}), condition {} `{}`: never {}",
+                    g.trigger, g.file, g.index, g.condition, g.never
+                ),
+            )
+        });
+        triggers.chain(conditions).collect()
+    }
+
+    pub fn of(project: &Project, coverage: &Coverage) -> Gaps {
+        let mut gaps = Gaps::default();
+        for (i, trigger) in project.triggers.iter().enumerate() {
+            if !trigger.enabled {
+                continue;
+            }
+            if !coverage.decided[i] {
+                gaps.triggers
+                    .push((trigger.id.clone(), trigger.file.clone()));
+                continue;
+            }
+            for (c, (held, failed)) in coverage.conditions[i].iter().enumerate() {
+                for (seen, never) in [(held, "held"), (failed, "failed")] {
+                    if !seen {
+                        gaps.conditions.push(ConditionGap {
+                            trigger: trigger.id.clone(),
+                            file: trigger.file.clone(),
+                            index: c + 1,
+                            condition: crate::stages::filter::describe(&trigger.filter[c]),
+                            never,
+                        });
+                    }
+                }
+            }
+        }
+        gaps
+    }
+}
+
+pub struct Totals {
+    pub passed: usize,
+    pub failed: usize,
+    pub elapsed: Duration,
+}
+
+impl Totals {
+    pub fn of(results: &[CaseResult], elapsed: Duration) -> Totals {
+        let passed = results.iter().filter(|r| r.passed()).count();
+        Totals {
+            passed,
+            failed: results.len() - passed,
+            elapsed,
+        }
+    }
+}
+
+pub fn human(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>, paint: Paint) -> String {
+    let mut out = String::new();
+    let mut file = None;
+    for r in results {
+        if file != Some(&r.file) {
+            let _ = writeln!(out, "{}", paint.bold(&for_humans(&r.file)));
+            file = Some(&r.file);
+        }
+        if r.passed() {
+            let _ = writeln!(out, "  {}    {}", paint.green("ok"), for_humans(&r.name));
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  {}  {}  {}",
+            paint.red("FAIL"),
+            for_humans(&r.name),
+            paint.dim(&format!("({}:{})", r.file, r.line))
+        );
+        for f in &r.failures {
+            let _ = writeln!(out, "        {}", for_humans(&f.message()));
+            let _ = writeln!(
+                out,
+                "          {}",
+                paint.dim(&format!("--> {}:{}", r.file, f.line))
+            );
+        }
+    }
+    if let Some(gaps) = gaps {
+        out.push_str(&coverage_text(gaps));
+    }
+    let summary = format!(
+        "{} passed, {} failed ({:.2} s)",
+        totals.passed,
+        totals.failed,
+        totals.elapsed.as_secs_f64()
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        if totals.failed > 0 {
+            paint.red(&summary)
+        } else {
+            paint.green(&summary)
+        }
+    );
+    out
+}
+
+fn coverage_text(gaps: &Gaps) -> String {
+    let mut out = String::from("coverage:\n");
+    if gaps.triggers.is_empty() && gaps.conditions.is_empty() {
+        out.push_str("  every enabled trigger was decided, every filter condition seen holding and failing\n");
+        return out;
+    }
+    for (_, sentence) in gaps.sentences() {
+        let _ = writeln!(out, "  {}", for_humans(&sentence));
+    }
+    out
+}
+
+pub fn json(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> String {
+    let cases: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            json!({
+                "file": r.file,
+                "name": r.name,
+                "line": r.line,
+                "status": if r.passed() { "passed" } else { "failed" },
+                "elapsed_ms": r.elapsed.as_secs_f64() * 1000.0,
+                "failures": r.failures.iter().map(|f| json!({
+                    "step": f.step,
+                    "at": f.at,
+                    "event_id": f.event_id,
+                    "line": f.line,
+                    "trigger": f.trigger,
+                    "expected": f.expected,
+                    "saw": f.saw,
+                    "message": f.message(),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut doc = json!({
+        "passed": totals.passed,
+        "failed": totals.failed,
+        "elapsed_ms": totals.elapsed.as_secs_f64() * 1000.0,
+        "cases": cases,
+    });
+    if let Some(gaps) = gaps {
+        doc["coverage"] = json!({
+            "triggers_not_decided": gaps.triggers.iter().map(|(t, f)| json!({"trigger": t, "file": f})).collect::<Vec<_>>(),
+            "conditions": gaps.conditions.iter().map(|g| json!({
+                "trigger": g.trigger,
+                "file": g.file,
+                "index": g.index,
+                "condition": g.condition,
+                "never": g.never,
+            })).collect::<Vec<_>>(),
+        });
+    }
+    let mut text = serde_json::to_string_pretty(&doc).expect("a report serialises");
+    text.push('\n');
+    text
+}
+
+/// JUnit XML: one `<testsuite>` per test file, one `<testcase>` per case, a `<failure>` per
+/// expectation that did not hold. Valid against Jenkins' `junit-10.xsd`.
+pub fn junit(results: &[CaseResult], totals: &Totals) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"pap test\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{}\">",
+        totals.passed + totals.failed,
+        totals.failed,
+        seconds(totals.elapsed)
+    );
+    let mut files: Vec<&str> = Vec::new();
+    for r in results {
+        if !files.contains(&r.file.as_str()) {
+            files.push(&r.file);
+        }
+    }
+    for file in files {
+        let cases: Vec<&CaseResult> = results.iter().filter(|r| r.file == file).collect();
+        let failed = cases.iter().filter(|r| !r.passed()).count();
+        let time: Duration = cases.iter().map(|r| r.elapsed).sum();
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failed}\" errors=\"0\" skipped=\"0\" time=\"{}\" file=\"{}\">",
+            xml(file),
+            cases.len(),
+            seconds(time),
+            xml(file)
+        );
+        for r in cases {
+            let open = format!(
+                "    <testcase name=\"{}\" classname=\"{}\" time=\"{}\"",
+                xml(&r.name),
+                xml(file),
+                seconds(r.elapsed)
+            );
+            if r.passed() {
+                let _ = writeln!(out, "{open}/>");
+                continue;
+            }
+            let _ = writeln!(out, "{open}>");
+            for f in &r.failures {
+                let _ = writeln!(
+                    out,
+                    "      <failure type=\"expectation\" message=\"{}\">{}:{}: {}</failure>",
+                    xml(&f.message()),
+                    xml(file),
+                    f.line,
+                    xml(&f.message())
+                );
+            }
+            out.push_str("    </testcase>\n");
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// GitHub Actions workflow commands: an error annotation on each failing expectation's line,
+/// then a notice with the totals.
+pub fn github(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> String {
+    let mut out = String::new();
+    for r in results {
+        for f in &r.failures {
+            let _ = writeln!(
+                out,
+                "::error file={},line={},title={}::{}",
+                gh_property(&r.file),
+                f.line,
+                gh_property(&format!("pap test: {}", r.name)),
+                gh_data(&f.message())
+            );
+        }
+    }
+    for (file, sentence) in gaps.map(Gaps::sentences).unwrap_or_default() {
+        let _ = writeln!(
+            out,
+            "::warning file={},title=pap test coverage::{}",
+            gh_property(file),
+            gh_data(&sentence)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} passed, {} failed ({:.2} s)",
+        totals.passed,
+        totals.failed,
+        totals.elapsed.as_secs_f64()
+    );
+    out
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64())
+}
+
+/// Text for an XML attribute or element. Characters XML 1.0 cannot carry at all (most
+/// control characters) become U+FFFD, so a name from a test file cannot break the document.
+fn xml(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\t' => out.push_str("&#9;"),
+            '\r' => out.push_str("&#13;"),
+            c if (c as u32) < 0x20 || matches!(c, '\u{FFFE}' | '\u{FFFF}') => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xml_text_cannot_break_out_of_its_attribute() {
+        assert_eq!(
+            xml("a\"<b>&'\u{1}\n"),
+            "a&quot;&lt;b&gt;&amp;&apos;\u{FFFD}&#10;"
+        );
+    }
+}

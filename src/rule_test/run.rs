@@ -1,0 +1,205 @@
+//! Running rule test cases: each case decides its events through the real decision pipeline,
+//! on a fresh store in memory, at simulated times (the case's start plus each step's offset),
+//! and compares every expected outcome with what was decided. Agents are not run: an
+//! `invoked` decision is recorded and left there.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::load::{Case, Expect, Step, Suite};
+use crate::event::input::Location;
+use crate::manifest::Project;
+use crate::pipeline::report::{EventReport, TriggerReport};
+use crate::pipeline::{Options, Pipeline};
+use crate::storage;
+
+/// How one case went.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    pub file: String,
+    pub name: String,
+    pub line: u32,
+    pub failures: Vec<Failure>,
+    pub elapsed: Duration,
+}
+
+impl CaseResult {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// One expectation that did not hold, with the value seen.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The step, counted from 1, and its offset as written.
+    pub step: usize,
+    pub at: String,
+    pub event_id: String,
+    /// The line of the expectation in the test file.
+    pub line: u32,
+    pub trigger: String,
+    /// What was expected and what was seen, as one sentence each.
+    pub expected: String,
+    pub saw: String,
+}
+
+impl Failure {
+    /// `event 2 (+90s), trigger energy: expected throttled, saw invoked`.
+    pub fn message(&self) -> String {
+        format!(
+            "event {} `{}` (at {}), trigger `{}`: expected {}, saw {}",
+            self.step, self.event_id, self.at, self.trigger, self.expected, self.saw
+        )
+    }
+}
+
+/// What the cases exercised, for `--coverage`: per trigger (project order), whether any event
+/// was decided by it, and per filter condition whether it was seen holding and failing.
+#[derive(Debug, Clone)]
+pub struct Coverage {
+    pub decided: Vec<bool>,
+    /// `(held, failed)` per condition of each trigger.
+    pub conditions: Vec<Vec<(bool, bool)>>,
+}
+
+impl Coverage {
+    pub fn new(project: &Project) -> Coverage {
+        Coverage {
+            decided: vec![false; project.triggers.len()],
+            conditions: project
+                .triggers
+                .iter()
+                .map(|t| vec![(false, false); t.filter.len()])
+                .collect(),
+        }
+    }
+
+    fn record(&mut self, index: usize, decided: &TriggerReport) {
+        if decided.outcome == crate::stages::Outcome::Disabled {
+            return;
+        }
+        self.decided[index] = true;
+        let Some(explain) = &decided.explain else {
+            return;
+        };
+        for (seen, checked) in self.conditions[index].iter_mut().zip(&explain.conditions) {
+            if checked.holds {
+                seen.0 = true;
+            } else {
+                seen.1 = true;
+            }
+        }
+    }
+}
+
+/// Runs every case of `suite`.
+pub fn run_suite(
+    project: &Project,
+    suite: &Suite,
+    coverage: &mut Coverage,
+) -> storage::Result<Vec<CaseResult>> {
+    let pipeline = Pipeline::new(
+        project,
+        Options {
+            no_run: false,
+            dry_run: false,
+            // Every condition's verdict, for the coverage and for a failure's explanation.
+            explain: true,
+        },
+    );
+    let index: HashMap<&str, usize> = project
+        .triggers
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    suite
+        .cases
+        .iter()
+        .map(|case| run_case(&pipeline, &index, suite, case, coverage))
+        .collect()
+}
+
+fn run_case(
+    pipeline: &Pipeline,
+    index: &HashMap<&str, usize>,
+    suite: &Suite,
+    case: &Case,
+    coverage: &mut Coverage,
+) -> storage::Result<CaseResult> {
+    let started = Instant::now();
+    let store = storage::in_memory()?;
+    let source: Arc<str> = suite.file.as_str().into();
+    let mut failures = Vec::new();
+    for (n, step) in case.steps.iter().enumerate() {
+        let now = case.start_ms.saturating_add(step.at_ms);
+        let input = Location {
+            source: source.clone(),
+            line: Some(u64::from(step.line)),
+            index: None,
+        };
+        let (decided, _body) =
+            store.write(|tx| pipeline.decide(tx, step.event.clone(), None, input, now))?;
+        for t in &decided.report.triggers {
+            if let Some(i) = index.get(&*t.trigger) {
+                coverage.record(*i, t);
+            }
+        }
+        for expect in &step.expect {
+            if let Some(failure) = check(n + 1, step, expect, &decided.report) {
+                failures.push(failure);
+            }
+        }
+    }
+    Ok(CaseResult {
+        file: suite.file.clone(),
+        name: case.name.clone(),
+        line: case.line,
+        failures,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn check(n: usize, step: &Step, expect: &Expect, report: &EventReport) -> Option<Failure> {
+    let decided = report
+        .triggers
+        .iter()
+        .find(|t| *t.trigger == *expect.trigger);
+    let saw_outcome = decided.map_or("unmatched", |t| t.outcome.as_str());
+    let saw_reason = decided
+        .and_then(|t| t.reason.as_ref())
+        .map(ToString::to_string);
+    let fail = |expected: String, saw: String| Failure {
+        step: n,
+        at: step.at.clone(),
+        event_id: step.event.id.clone(),
+        line: expect.line,
+        trigger: expect.trigger.clone(),
+        expected,
+        saw,
+    };
+    let expected = expect.outcome.as_str();
+    if saw_outcome != expected {
+        let saw = match (&saw_reason, decided) {
+            (Some(reason), _) => format!("{saw_outcome} ({reason})"),
+            (None, None) => "unmatched (the trigger did not consider this event's type)".into(),
+            (None, Some(_)) => saw_outcome.to_string(),
+        };
+        return Some(fail(expected.to_string(), saw));
+    }
+    let wanted = expect.reason.as_deref()?;
+    let reason = saw_reason.unwrap_or_default();
+    if reason.contains(wanted) {
+        return None;
+    }
+    Some(fail(
+        format!("{expected} with a reason containing {wanted:?}"),
+        if reason.is_empty() {
+            format!("{expected} with no reason")
+        } else {
+            format!("{expected} with the reason {reason:?}")
+        },
+    ))
+}
