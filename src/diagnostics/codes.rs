@@ -78,6 +78,7 @@ pub const CODES: &[CodeInfo] = &[
         "throttle-range",
         "`max_per_window` or `window_seconds` below 1, or a `throttle` list with no window",
     ),
+    error("debounce-range", "`debounce.seconds` below 1"),
     error("retry-attempts-range", "`retry.max_attempts` outside 1..10"),
     // Meaning, checked by the compile step that dispatch and serve share.
     error(

@@ -15,7 +15,7 @@ use crate::agent::{RunError, RunResult, Runtime, approvals};
 use crate::event::input::Location;
 use crate::event::{Event, Invalid};
 use crate::pipeline::report::EventReport;
-use crate::pipeline::{Decided, Options, Pipeline, Prepared};
+use crate::pipeline::{Decided, Fired, Options, Pipeline, Prepared};
 use crate::stages::Outcome;
 use crate::storage::{self, WriteTx};
 pub use render::Format;
@@ -219,6 +219,44 @@ impl<'a> Dispatcher<'a> {
             .store
             .write(|tx| approvals::expire_due(tx, &project, now))?;
         self.dispatch_emitted(events)
+    }
+
+    /// Fires the trailing debounces that are due: their invocations run as decided ones do
+    /// (handed to serve's worker, or run here). Returns what fired, for the log.
+    pub fn fire_debounced(&mut self) -> anyhow::Result<Vec<Fired>> {
+        if self.options().dry_run {
+            return Ok(Vec::new());
+        }
+        let now = self.runtime.clock.now_ms();
+        // Usually nothing is due: a read then spares a commit (and its sync of the file).
+        let next = self.runtime.store.read(|r| r.debounce_next_due())?;
+        if next.is_none_or(|due| due > now) {
+            return Ok(Vec::new());
+        }
+        let pipeline = &self.pipeline;
+        let fired = self
+            .runtime
+            .store
+            .write(|tx| pipeline.fire_debounced(tx, now))?;
+        let to_run: Vec<String> = fired
+            .iter()
+            .filter_map(|f| f.decided.as_ref())
+            .filter(|t| t.outcome == Outcome::Invoked)
+            .filter_map(|t| t.invocation_id.clone())
+            .collect();
+        match &self.defer {
+            Some(hand_over) => {
+                if !to_run.is_empty() {
+                    hand_over(to_run);
+                }
+            }
+            None => {
+                let results = self.run_all(to_run)?;
+                let emitted = results.into_values().flat_map(|r| r.emitted).collect();
+                self.dispatch_emitted(emitted)?;
+            }
+        }
+        Ok(fired)
     }
 
     /// Dispatches events an invocation emitted (they are in the outbox already).

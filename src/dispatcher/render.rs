@@ -52,6 +52,7 @@ impl Format {
             Outcome::Queued,
             Outcome::AwaitingApproval,
             Outcome::Throttled,
+            Outcome::Debounced,
             Outcome::CascadeRejected,
             Outcome::Duplicate,
             Outcome::Filtered,
@@ -163,9 +164,10 @@ fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String) {
     let painted = match t.outcome {
         Outcome::Invoked if t.result == Some("failed") => p.red(&outcome),
         Outcome::Invoked | Outcome::Queued => p.green(&outcome),
-        Outcome::AwaitingApproval | Outcome::Throttled | Outcome::CascadeRejected => {
-            p.yellow(&outcome)
-        }
+        Outcome::AwaitingApproval
+        | Outcome::Throttled
+        | Outcome::Debounced
+        | Outcome::CascadeRejected => p.yellow(&outcome),
         Outcome::Filtered | Outcome::Duplicate | Outcome::Disabled => p.dim(&outcome),
     };
     let mut line = format!("    {} → {}: {painted}", t.trigger, t.agent);

@@ -4,6 +4,7 @@
 //! (`crate::storage`); the layers above use them without knowing the storage.
 
 pub mod audit;
+pub mod debounce;
 pub mod decision;
 pub mod invocation;
 pub mod lease;
@@ -12,6 +13,7 @@ pub mod notification;
 pub mod short_id;
 
 pub use audit::AuditEntry;
+pub use debounce::{DebounceState, PendingFire};
 pub use decision::{Claim, LedgerRow};
 pub use invocation::*;
 pub use lease::{Holding, Lease};

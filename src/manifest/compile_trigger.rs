@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::regex_test::RegexTest;
 use serde_json::Value;
 
-use super::compiled::{Condition, Test, Throttle, Trigger};
+use super::compiled::{Condition, Debounce, Test, Throttle, Trigger};
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, Operator};
 use super::yaml_tree::PathSeg;
@@ -35,6 +35,8 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         .as_ref()
         .map(|t| compile_throttles(ctx, t))
         .unwrap_or_default();
+
+    let debounce = raw.debounce.as_ref().and_then(|d| compile_debounce(ctx, d));
 
     let agent = match agents.get(&raw.agent) {
         Some(index) => *index,
@@ -65,6 +67,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         pattern: pattern?,
         filter,
         throttles,
+        debounce,
         agent: agent?,
         agent_id: raw.agent.clone(),
         file: ctx.file.to_string(),
@@ -314,30 +317,51 @@ fn warn_unreachable_windows(ctx: &mut FileCtx, windows: &[(Throttle, Vec<PathSeg
     }
 }
 
-fn compile_throttle(ctx: &mut FileCtx, t: &raw::Throttle, at: &[PathSeg]) -> Option<Throttle> {
+fn compile_debounce(ctx: &mut FileCtx, d: &raw::Debounce) -> Option<Debounce> {
+    let window_key =
+        compile_window_key(ctx, d.window_key.as_deref(), &path!["trigger", "debounce"])?;
+    // The schema check already rejected values below 1.
+    Some(Debounce {
+        quiet: Duration::from_secs(u64::try_from(d.seconds).ok()?),
+        window_key,
+        mode: d.mode.unwrap_or(raw::DebounceMode::Trailing),
+    })
+}
+
+/// A `window_key` under `at`: `Some(None)` when there is none, `None` when it is invalid
+/// (reported).
+fn compile_window_key(
+    ctx: &mut FileCtx,
+    text: Option<&str>,
+    at: &[PathSeg],
+) -> Option<Option<JsonPath>> {
+    let Some(text) = text else {
+        return Some(None);
+    };
     let key_at: Vec<PathSeg> = at
         .iter()
         .cloned()
         .chain([PathSeg::from("window_key")])
         .collect();
-    let window_key = match &t.window_key {
-        None => None,
-        Some(text) => match JsonPath::parse(text) {
-            Ok(p) => {
-                warn_if_costly(ctx, &p, &key_at);
-                Some(p)
-            }
-            Err(reason) => {
-                ctx.at(
-                    "invalid-window-key",
-                    &key_at,
-                    format!("`window_key` `{text}` is not valid JSONPath: {reason}"),
-                )
-                .help("e.g. `$.data.region`: one window per region");
-                return None;
-            }
-        },
-    };
+    match JsonPath::parse(text) {
+        Ok(p) => {
+            warn_if_costly(ctx, &p, &key_at);
+            Some(Some(p))
+        }
+        Err(reason) => {
+            ctx.at(
+                "invalid-window-key",
+                &key_at,
+                format!("`window_key` `{text}` is not valid JSONPath: {reason}"),
+            )
+            .help("e.g. `$.data.region`: one window per region");
+            None
+        }
+    }
+}
+
+fn compile_throttle(ctx: &mut FileCtx, t: &raw::Throttle, at: &[PathSeg]) -> Option<Throttle> {
+    let window_key = compile_window_key(ctx, t.window_key.as_deref(), at)?;
     // The schema check already rejected values below 1.
     Some(Throttle {
         max_per_window: u64::try_from(t.max_per_window).ok()?,

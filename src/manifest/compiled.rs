@@ -50,6 +50,7 @@ pub struct Trigger {
     pub filter: Vec<Condition>,
     /// Every throttle window; an invocation needs room in each. Empty: no throttle.
     pub throttles: Vec<Throttle>,
+    pub debounce: Option<Debounce>,
     /// Index into [`Project::agents`].
     pub agent: usize,
     pub agent_id: String,
@@ -103,6 +104,14 @@ pub struct Throttle {
     pub max_per_window: u64,
     pub window: Duration,
     pub window_key: Option<JsonPath>,
+}
+
+/// A burst of events is acted on once (a pap extension; see `stages::debounce`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Debounce {
+    pub quiet: Duration,
+    pub window_key: Option<JsonPath>,
+    pub mode: super::raw::DebounceMode,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

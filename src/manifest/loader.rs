@@ -317,10 +317,15 @@ fn set_budgets(trigger: &mut Trigger, max_nodes: usize) {
     for c in &mut trigger.filter {
         c.path.set_budget(max_nodes);
     }
+    let debounce_key = trigger
+        .debounce
+        .as_mut()
+        .and_then(|d| d.window_key.as_mut());
     for key in trigger
         .throttles
         .iter_mut()
         .filter_map(|t| t.window_key.as_mut())
+        .chain(debounce_key)
     {
         key.set_budget(max_nodes);
     }

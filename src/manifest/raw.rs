@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// The only PAP version this dispatcher speaks.
@@ -52,6 +52,10 @@ pub struct Trigger {
     /// extension) needs room in every one, e.g. 3 an hour and 7 a day.
     #[serde(default)]
     pub throttle: Option<Throttles>,
+    /// A pap extension: act on a burst of events once, at its first event (`leading`) or
+    /// once it has been quiet for `seconds` (`trailing`, with the last event's data).
+    #[serde(default)]
+    pub debounce: Option<Debounce>,
     /// The id of the agent to provoke.
     pub agent: String,
 }
@@ -146,6 +150,29 @@ pub struct Throttle {
     /// JSONPath whose value (serialised as JSON) separates windows, e.g. `$.data.region`.
     #[serde(default)]
     pub window_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Debounce {
+    /// The quiet period that ends a burst, in seconds (at least 1).
+    #[schemars(range(min = 1))]
+    pub seconds: i64,
+    /// JSONPath whose value (serialised as JSON) separates bursts, e.g. `$.data.host`.
+    #[serde(default)]
+    pub window_key: Option<String>,
+    /// `leading`: the first event of a burst provokes, the rest are `debounced`. `trailing`
+    /// (default): every event is `debounced`, and once the burst has been quiet for
+    /// `seconds` one invocation runs with the last event (`pap serve` fires it).
+    #[serde(default)]
+    pub mode: Option<DebounceMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DebounceMode {
+    Leading,
+    Trailing,
 }
 
 /// An agent manifest file (PAP 0.2 section 5).

@@ -183,6 +183,7 @@ impl<'a> Walker<'a> {
         let field = last_key(path);
         let code = match field {
             "max_per_window" | "window_seconds" => "throttle-range",
+            "seconds" => "debounce-range",
             "max_attempts" => "retry-attempts-range",
             _ => "out-of-range",
         };

@@ -2,6 +2,7 @@
 //! PAP 0.2 order, and the whole decision (claims, throttle records, invocations, ledger,
 //! audit) is written in the caller's transaction, so it commits (or not) as one.
 
+mod fire;
 pub mod ids;
 mod prepare;
 pub mod report;
@@ -16,8 +17,9 @@ use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{AuditEntry, Invocation, Lease, Provocation};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
-use crate::stages::{Outcome, Verdict, cascade, idempotency, risk, throttle};
+use crate::stages::{Outcome, Reason, Verdict, cascade, debounce, idempotency, risk, throttle};
 use crate::storage::{self, Claimed, RowRef, Sequence, WriteTx};
+pub use fire::{FIRE_BATCH, Fired};
 pub use prepare::{Considered, Prepared};
 use report::{EventReport, Explain, StageExplain, TriggerReport};
 pub use trigger_index::TriggerIndex;
@@ -149,25 +151,6 @@ impl<'p> Pipeline<'p> {
             file: trigger.file.clone(),
             ..Explain::default()
         });
-        fn note(
-            explain: &mut Option<Explain>,
-            stage: &'static str,
-            verdict: &Verdict,
-            ok: impl FnOnce() -> String,
-        ) {
-            if let Some(ex) = explain.as_mut() {
-                let (passed, note) = match verdict {
-                    Verdict::Continue => (true, ok()),
-                    Verdict::Stop(_, why) => (false, why.to_string()),
-                };
-                ex.stages.push(StageExplain {
-                    stage,
-                    passed,
-                    note,
-                });
-            }
-        }
-
         // filter (evaluated in `prepare`)
         let mut verdict = considered.filter;
         if let Some(ex) = explain.as_mut() {
@@ -233,82 +216,39 @@ impl<'p> Pipeline<'p> {
             });
         }
 
-        // throttle: room is needed in every window
-        let mut buckets = Vec::new();
-        if verdict == Verdict::Continue && !trigger.throttles.is_empty() {
-            let mut keys = considered.window_keys.into_iter();
-            let mut decided = Verdict::Continue;
-            let mut used_in = Vec::new();
-            for (index, t) in trigger.throttles.iter().enumerate() {
-                let key = keys
-                    .next()
-                    .unwrap_or_else(|| throttle::window_key(t, &event.value));
-                let bucket = throttle::bucket(&trigger.id, index);
-                let times = tx.throttle_times(&bucket, &key)?;
-                decided = throttle::stricter(decided, throttle::check(t, &key, &times, now));
-                if explain.is_some() {
-                    let window = throttle::window_ms(t);
-                    let used = times
-                        .iter()
-                        .filter(|x| throttle::counts(**x, now, window))
-                        .count();
-                    used_in.push(format!(
-                        "{used} of {} invocations used in the last {}",
-                        t.max_per_window,
-                        crate::manifest::duration::format(t.window)
-                    ));
-                }
-                buckets.push((bucket.into_owned(), key, throttle::window_ms(t)));
-            }
+        // debounce (a pap extension)
+        if verdict == Verdict::Continue
+            && let Some(d) = &trigger.debounce
+        {
+            let key = considered
+                .debounce_key
+                .unwrap_or_else(|| debounce::window_key(d, &event.value));
+            let state = tx.debounce_state(&trigger.id, &key)?;
+            let (decided, next) = debounce::check(d, &key, state.as_ref(), &event.value, now);
+            tx.debounce_put(&trigger.id, &key, &next)?;
             verdict = decided;
-            note(&mut explain, "throttle", &verdict, || used_in.join("; "));
-        }
-
-        // risk
-        if verdict == Verdict::Continue {
-            verdict = risk::check(agent);
-            note(&mut explain, "risk", &verdict, || {
-                format!("effective risk {}", agent.effective_risk.as_str())
+            note(&mut explain, "debounce", &verdict, || {
+                "the first event of a burst".to_string()
             });
         }
 
-        let (outcome, reason) = match verdict {
-            Verdict::Stop(outcome, reason) => (outcome, Some(reason)),
-            Verdict::Continue if self.options.no_run => (Outcome::Queued, None),
-            Verdict::Continue => (Outcome::Invoked, None),
+        let (outcome, reason, invocation_id) = if verdict == Verdict::Continue {
+            self.decide_rest(
+                tx,
+                event,
+                considered_index,
+                considered.window_keys,
+                &claimed_key,
+                depth,
+                now,
+                &mut explain,
+            )?
+        } else {
+            let Verdict::Stop(outcome, reason) = verdict else {
+                unreachable!("checked above")
+            };
+            (outcome, Some(reason), None)
         };
-
-        let creates_invocation = matches!(
-            outcome,
-            Outcome::Invoked | Outcome::Queued | Outcome::AwaitingApproval
-        );
-        let mut invocation_id = None;
-        if creates_invocation {
-            let id = ids::invocation(&claimed_key, now);
-            for (bucket, key, window_ms) in &buckets {
-                tx.throttle_record(bucket, key, now, *window_ms)?;
-            }
-            let mut inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
-            if outcome == Outcome::AwaitingApproval {
-                inv.approval_request = Some(crate::notify::outcome::approval_request(
-                    tx,
-                    self.project,
-                    &inv,
-                    now,
-                )?);
-            }
-            tx.insert_invocation(&inv)?;
-            if agent.effective_risk >= RiskLevel::Medium {
-                tx.audit(audit_entry(
-                    &inv,
-                    now,
-                    "decided",
-                    None,
-                    Some(outcome.as_str().into()),
-                ))?;
-            }
-            invocation_id = Some(id);
-        }
         if let Some(row) = ledger_row {
             tx.record_decision(
                 row,
@@ -337,6 +277,102 @@ impl<'p> Pipeline<'p> {
             emitted: None,
             explain,
         })
+    }
+
+    /// The stages after debounce (throttle, risk) and what they decide: the invocation, when
+    /// one is made. A trailing debounce's fire starts here too (see `fire`).
+    #[allow(clippy::too_many_arguments)]
+    fn decide_rest(
+        &self,
+        tx: &mut dyn WriteTx,
+        event: &Event,
+        index: usize,
+        window_keys: Vec<String>,
+        claimed_key: &[u8; 32],
+        depth: &Option<Depth>,
+        now: i64,
+        explain: &mut Option<Explain>,
+    ) -> storage::Result<(Outcome, Option<Reason>, Option<String>)> {
+        let trigger = &self.project.triggers[index];
+        let agent = &self.project.agents[trigger.agent];
+        // throttle: room is needed in every window
+        let mut verdict = Verdict::Continue;
+        let mut buckets = Vec::new();
+        if !trigger.throttles.is_empty() {
+            let mut keys = window_keys.into_iter();
+            let mut decided = Verdict::Continue;
+            let mut used_in = Vec::new();
+            for (index, t) in trigger.throttles.iter().enumerate() {
+                let key = keys
+                    .next()
+                    .unwrap_or_else(|| throttle::window_key(t, &event.value));
+                let bucket = throttle::bucket(&trigger.id, index);
+                let times = tx.throttle_times(&bucket, &key)?;
+                decided = throttle::stricter(decided, throttle::check(t, &key, &times, now));
+                if explain.is_some() {
+                    let window = throttle::window_ms(t);
+                    let used = times
+                        .iter()
+                        .filter(|x| throttle::counts(**x, now, window))
+                        .count();
+                    used_in.push(format!(
+                        "{used} of {} invocations used in the last {}",
+                        t.max_per_window,
+                        crate::manifest::duration::format(t.window)
+                    ));
+                }
+                buckets.push((bucket.into_owned(), key, throttle::window_ms(t)));
+            }
+            verdict = decided;
+            note(explain, "throttle", &verdict, || used_in.join("; "));
+        }
+
+        // risk
+        if verdict == Verdict::Continue {
+            verdict = risk::check(agent);
+            note(explain, "risk", &verdict, || {
+                format!("effective risk {}", agent.effective_risk.as_str())
+            });
+        }
+
+        let (outcome, reason) = match verdict {
+            Verdict::Stop(outcome, reason) => (outcome, Some(reason)),
+            Verdict::Continue if self.options.no_run => (Outcome::Queued, None),
+            Verdict::Continue => (Outcome::Invoked, None),
+        };
+
+        let creates_invocation = matches!(
+            outcome,
+            Outcome::Invoked | Outcome::Queued | Outcome::AwaitingApproval
+        );
+        let mut invocation_id = None;
+        if creates_invocation {
+            let id = ids::invocation(claimed_key, now);
+            for (bucket, key, window_ms) in &buckets {
+                tx.throttle_record(bucket, key, now, *window_ms)?;
+            }
+            let mut inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
+            if outcome == Outcome::AwaitingApproval {
+                inv.approval_request = Some(crate::notify::outcome::approval_request(
+                    tx,
+                    self.project,
+                    &inv,
+                    now,
+                )?);
+            }
+            tx.insert_invocation(&inv)?;
+            if agent.effective_risk >= RiskLevel::Medium {
+                tx.audit(audit_entry(
+                    &inv,
+                    now,
+                    "decided",
+                    None,
+                    Some(outcome.as_str().into()),
+                ))?;
+            }
+            invocation_id = Some(id);
+        }
+        Ok((outcome, reason, invocation_id))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -394,6 +430,25 @@ impl<'p> Pipeline<'p> {
                 ..Explain::default()
             }),
         }
+    }
+}
+
+fn note(
+    explain: &mut Option<Explain>,
+    stage: &'static str,
+    verdict: &Verdict,
+    ok: impl FnOnce() -> String,
+) {
+    if let Some(ex) = explain.as_mut() {
+        let (passed, note) = match verdict {
+            Verdict::Continue => (true, ok()),
+            Verdict::Stop(_, why) => (false, why.to_string()),
+        };
+        ex.stages.push(StageExplain {
+            stage,
+            passed,
+            note,
+        });
     }
 }
 

@@ -6,7 +6,7 @@
 use super::Pipeline;
 use super::report::ConditionExplain;
 use crate::event::Event;
-use crate::stages::{Verdict, filter, idempotency, throttle};
+use crate::stages::{Verdict, debounce, filter, idempotency, throttle};
 
 /// What an event's matching triggers decide before the store is consulted.
 #[derive(Debug, Default)]
@@ -27,6 +27,8 @@ pub struct Considered {
     pub key: Option<[u8; 32]>,
     /// The window key (JSON) of each throttle window, when the filter passed.
     pub window_keys: Vec<String>,
+    /// The debounce's window key (JSON), when the filter passed and the trigger debounces.
+    pub debounce_key: Option<String>,
 }
 
 impl Pipeline<'_> {
@@ -45,6 +47,7 @@ impl Pipeline<'_> {
                         conditions: Vec::new(),
                         key: None,
                         window_keys: Vec::new(),
+                        debounce_key: None,
                     };
                 }
                 let verdict = filter::check(trigger, &event.value);
@@ -83,6 +86,11 @@ impl Pipeline<'_> {
                     } else {
                         Vec::new()
                     },
+                    debounce_key: trigger
+                        .debounce
+                        .as_ref()
+                        .filter(|_| passed)
+                        .map(|d| debounce::window_key(d, &event.value)),
                     filter: verdict,
                     conditions,
                 }

@@ -46,10 +46,13 @@ pub struct Step {
     /// The offset from the case's start (ms) and as written (`+90s`).
     pub at_ms: i64,
     pub at: String,
-    /// The event, with the defaults of an inline event filled in, checked valid.
-    pub event: event::Event,
+    /// The event, with the defaults of an inline event filled in, checked valid; `None` for
+    /// a step that only checks what fired.
+    pub event: Option<event::Event>,
     pub line: u32,
     pub expect: Vec<Expect>,
+    /// Expected outcomes of the trailing debounces fired since the previous step.
+    pub fired: Vec<Expect>,
 }
 
 #[derive(Debug, Clone)]
@@ -199,20 +202,34 @@ fn compile_step(
             None
         }
     };
-    let expect = compile_expectations(ctx, step, &base, project);
+    let expect = compile_expectations(ctx, &step.expect, &base, "expect", project);
+    let fired = compile_expectations(ctx, &step.fired, &base, "fired", project);
     let now_ms = start_ms.saturating_add(at_ms?);
-    let value = step_event(ctx, step, &base, now_ms, dir, project.root)?;
-    let encoded = value.to_string().len();
-    let at_event = event_path(step, &base);
-    let event = match event::validate(value, encoded, project.max_event_bytes, Origin::Outside) {
-        Ok(event) => event,
-        Err(invalid) => {
+    let only_fired = step.event.is_none() && step.file.is_none() && !step.fired.is_empty();
+    let event = if only_fired {
+        if !step.expect.is_empty() {
             ctx.at(
                 "rule-test-event",
-                &at_event,
-                format!("the event is not valid: {}", invalid.reason),
+                &base,
+                "a step with `expect` needs an event (`event` or `file`)".to_string(),
             );
             return None;
+        }
+        None
+    } else {
+        let value = step_event(ctx, step, &base, now_ms, dir, project.root)?;
+        let encoded = value.to_string().len();
+        let at_event = event_path(step, &base);
+        match event::validate(value, encoded, project.max_event_bytes, Origin::Outside) {
+            Ok(event) => Some(event),
+            Err(invalid) => {
+                ctx.at(
+                    "rule-test-event",
+                    &at_event,
+                    format!("the event is not valid: {}", invalid.reason),
+                );
+                return None;
+            }
         }
     };
     Some(Step {
@@ -221,6 +238,7 @@ fn compile_step(
         event,
         line: ctx.tree.locate(&base).line,
         expect: expect?,
+        fired: fired?,
     })
 }
 
@@ -300,14 +318,15 @@ fn read_event_file(path: &Path, root: &Path) -> Result<Value, String> {
 
 fn compile_expectations(
     ctx: &mut FileCtx,
-    step: &raw::Step,
+    expectations: &BTreeMap<String, raw::Expectation>,
     base: &[PathSeg],
+    field: &str,
     project: &ProjectFacts,
 ) -> Option<Vec<Expect>> {
     let mut out = Vec::new();
     let mut ok = true;
-    for (trigger, expectation) in &step.expect {
-        let at = [base, &path!["expect", trigger.as_str()]].concat();
+    for (trigger, expectation) in expectations {
+        let at = [base, &path![field, trigger.as_str()]].concat();
         if let Some(ids) = &project.trigger_ids
             && !ids.contains(&trigger.as_str())
         {

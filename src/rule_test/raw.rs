@@ -50,6 +50,10 @@ pub struct Step {
     /// Expected outcome per trigger id. Triggers not named are not checked.
     #[serde(default)]
     pub expect: BTreeMap<String, Expectation>,
+    /// Expected outcome per trigger of the trailing debounces that fired since the previous
+    /// step, up to this step's time (`unmatched`: none fired). A step may have only this.
+    #[serde(default)]
+    pub fired: BTreeMap<String, Expectation>,
 }
 
 /// An outcome, or an outcome with a substring its reason must contain.
@@ -70,7 +74,8 @@ pub struct DetailedExpectation {
 }
 
 /// What a trigger decided for the event. `unmatched`: the trigger did not consider the event
-/// (another type). `invoked`: the agent would run (`pap test` does not run agents).
+/// (another type), or (under `fired`) no trailing debounce of it fired. `invoked`: the agent
+/// would run (`pap test` does not run agents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExpectedOutcome {
@@ -79,6 +84,7 @@ pub enum ExpectedOutcome {
     Duplicate,
     CascadeRejected,
     Throttled,
+    Debounced,
     AwaitingApproval,
     Disabled,
     Unmatched,
@@ -92,6 +98,7 @@ impl ExpectedOutcome {
             ExpectedOutcome::Duplicate => "duplicate",
             ExpectedOutcome::CascadeRejected => "cascade_rejected",
             ExpectedOutcome::Throttled => "throttled",
+            ExpectedOutcome::Debounced => "debounced",
             ExpectedOutcome::AwaitingApproval => "awaiting_approval",
             ExpectedOutcome::Disabled => "disabled",
             ExpectedOutcome::Unmatched => "unmatched",

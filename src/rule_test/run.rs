@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::load::{Case, Expect, Step, Suite};
 use crate::event::input::Location;
 use crate::manifest::Project;
-use crate::pipeline::report::{EventReport, TriggerReport};
+use crate::pipeline::report::TriggerReport;
 use crate::pipeline::{Options, Pipeline};
 use crate::storage;
 
@@ -36,6 +36,7 @@ pub struct Failure {
     /// The step, counted from 1, and its offset as written.
     pub step: usize,
     pub at: String,
+    /// Empty for what a trailing debounce fired.
     pub event_id: String,
     /// The line of the expectation in the test file.
     pub line: u32,
@@ -48,6 +49,12 @@ pub struct Failure {
 impl Failure {
     /// `event 2 (+90s), trigger energy: expected throttled, saw invoked`.
     pub fn message(&self) -> String {
+        if self.event_id.is_empty() {
+            return format!(
+                "step {} (at {}), trailing debounce of trigger `{}`: expected {}, saw {}",
+                self.step, self.at, self.trigger, self.expected, self.saw
+            );
+        }
         format!(
             "event {} `{}` (at {}), trigger `{}`: expected {}, saw {}",
             self.step, self.event_id, self.at, self.trigger, self.expected, self.saw
@@ -133,22 +140,48 @@ fn run_case(
     let store = storage::in_memory()?;
     let source: Arc<str> = suite.file.as_str().into();
     let mut failures = Vec::new();
+    // What trailing debounces made since the last `fired` check, as serve would have made
+    // them on its clock.
+    let mut fired = Vec::new();
     for (n, step) in case.steps.iter().enumerate() {
         let now = case.start_ms.saturating_add(step.at_ms);
+        fired.extend(
+            store
+                .write(|tx| pipeline.fire_debounced(tx, now))?
+                .into_iter()
+                .filter_map(|f| f.decided),
+        );
+        if !step.fired.is_empty() {
+            for expect in &step.fired {
+                let seen = fired.iter().rev().find(|t| *t.trigger == *expect.trigger);
+                if let Some(failure) = check(n + 1, step, expect, seen, "fired") {
+                    failures.push(failure);
+                }
+            }
+            fired.clear();
+        }
+        let Some(event) = &step.event else {
+            continue;
+        };
         let input = Location {
             source: source.clone(),
             line: Some(u64::from(step.line)),
             index: None,
         };
         let (decided, _body) =
-            store.write(|tx| pipeline.decide(tx, step.event.clone(), None, input, now))?;
+            store.write(|tx| pipeline.decide(tx, event.clone(), None, input, now))?;
         for t in &decided.report.triggers {
             if let Some(i) = index.get(&*t.trigger) {
                 coverage.record(*i, t);
             }
         }
         for expect in &step.expect {
-            if let Some(failure) = check(n + 1, step, expect, &decided.report) {
+            let seen = decided
+                .report
+                .triggers
+                .iter()
+                .find(|t| *t.trigger == *expect.trigger);
+            if let Some(failure) = check(n + 1, step, expect, seen, "decided") {
                 failures.push(failure);
             }
         }
@@ -162,11 +195,15 @@ fn run_case(
     })
 }
 
-fn check(n: usize, step: &Step, expect: &Expect, report: &EventReport) -> Option<Failure> {
-    let decided = report
-        .triggers
-        .iter()
-        .find(|t| *t.trigger == *expect.trigger);
+/// Compares one expectation with what was `seen` for its trigger (`None`: not decided, or
+/// under `fired`, nothing fired).
+fn check(
+    n: usize,
+    step: &Step,
+    expect: &Expect,
+    decided: Option<&TriggerReport>,
+    what: &str,
+) -> Option<Failure> {
     let saw_outcome = decided.map_or("unmatched", |t| t.outcome.as_str());
     let saw_reason = decided
         .and_then(|t| t.reason.as_ref())
@@ -174,7 +211,10 @@ fn check(n: usize, step: &Step, expect: &Expect, report: &EventReport) -> Option
     let fail = |expected: String, saw: String| Failure {
         step: n,
         at: step.at.clone(),
-        event_id: step.event.id.clone(),
+        event_id: match (what, &step.event) {
+            ("decided", Some(e)) => e.id.clone(),
+            _ => String::new(),
+        },
         line: expect.line,
         trigger: expect.trigger.clone(),
         expected,
@@ -184,6 +224,9 @@ fn check(n: usize, step: &Step, expect: &Expect, report: &EventReport) -> Option
     if saw_outcome != expected {
         let saw = match (&saw_reason, decided) {
             (Some(reason), _) => format!("{saw_outcome} ({reason})"),
+            (None, None) if what == "fired" => {
+                "unmatched (no trailing debounce of the trigger fired)".into()
+            }
             (None, None) => "unmatched (the trigger did not consider this event's type)".into(),
             (None, Some(_)) => saw_outcome.to_string(),
         };

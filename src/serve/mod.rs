@@ -349,6 +349,7 @@ impl Server {
     /// on the rescan and purge intervals.
     fn periodic(&mut self, rescan: bool) {
         self.fire_schedules();
+        self.fire_debounced();
         self.notify_timers();
         if rescan {
             self.last_rescan = Instant::now();
@@ -587,6 +588,37 @@ impl Server {
                 "deciding events a stopped process left in the outbox"
             );
             self.dispatch_emitted(events);
+        }
+    }
+
+    /// Trailing debounces whose burst has gone quiet: one invocation each.
+    fn fire_debounced(&mut self) {
+        let mut d = self.dispatcher();
+        let fired = d.fire_debounced().and_then(|f| d.finish().map(|_| f));
+        match fired {
+            Ok(fired) => {
+                for f in fired {
+                    match (&f.decided, &f.dropped) {
+                        (Some(t), _) => tracing::info!(
+                            trigger = %f.trigger,
+                            window_key = %f.key,
+                            event = %f.event_id,
+                            outcome = t.outcome.as_str(),
+                            invocation = t.invocation_id.as_deref().unwrap_or(""),
+                            reason = %t.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
+                            "trailing debounce fired"
+                        ),
+                        (None, why) => tracing::warn!(
+                            trigger = %f.trigger,
+                            window_key = %f.key,
+                            event = %f.event_id,
+                            why = why.as_deref().unwrap_or(""),
+                            "trailing debounce dropped"
+                        ),
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot fire debounced triggers"),
         }
     }
 

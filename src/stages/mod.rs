@@ -1,8 +1,9 @@
 //! The decision stages of PAP 0.2 section 6, in order: filter, idempotency, cascade,
-//! throttle, risk. Each is a small unit deciding Continue or Stop for one (event, trigger);
+//! (debounce, a pap extension), throttle, risk. Each is a small unit deciding Continue or Stop for one (event, trigger);
 //! the pipeline runs them in order and the first Stop decides the outcome.
 
 pub mod cascade;
+pub mod debounce;
 pub mod filter;
 pub mod idempotency;
 pub mod risk;
@@ -20,6 +21,8 @@ pub enum Outcome {
     Duplicate,
     CascadeRejected,
     Throttled,
+    /// A pap extension: part of a burst a debounce acts on once.
+    Debounced,
     AwaitingApproval,
     /// Only under `--explain`: a disabled trigger whose type matched.
     Disabled,
@@ -34,6 +37,7 @@ impl Outcome {
             Outcome::Duplicate => "duplicate",
             Outcome::CascadeRejected => "cascade_rejected",
             Outcome::Throttled => "throttled",
+            Outcome::Debounced => "debounced",
             Outcome::AwaitingApproval => "awaiting_approval",
             Outcome::Disabled => "disabled",
         }
@@ -62,6 +66,15 @@ pub enum Reason {
         /// When the oldest invocation in the window leaves it (ms).
         next: i64,
     },
+    Debounced {
+        trailing: bool,
+        quiet: std::time::Duration,
+        /// The window key (JSON), empty without one.
+        key: String,
+        /// Leading: when the burst's previous event came. Trailing: when the invocation is
+        /// made unless another event comes first (ms).
+        at: i64,
+    },
 }
 
 impl std::fmt::Display for Reason {
@@ -84,6 +97,31 @@ impl std::fmt::Display for Reason {
                     write!(f, " for window key {key}")?;
                 }
                 write!(f, "; next slot at {}", crate::clock::rfc3339_ms(*next))
+            }
+            Reason::Debounced {
+                trailing,
+                quiet,
+                key,
+                at,
+            } => {
+                let quiet = crate::manifest::duration::format(*quiet);
+                let key = if key.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (window key {key})")
+                };
+                let at = crate::clock::rfc3339_ms(*at);
+                if *trailing {
+                    write!(
+                        f,
+                        "trailing debounce: one invocation with the last event of the burst once it has been quiet for {quiet}{key}, at {at} unless another event comes first; `pap serve` makes it"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "leading debounce: the burst goes on (its last event came at {at}, within the quiet period of {quiet}){key}; the next event after {quiet} of quiet provokes"
+                    )
+                }
             }
         }
     }

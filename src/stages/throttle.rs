@@ -13,7 +13,12 @@ use crate::manifest::compiled::Throttle;
 /// The bucket an event falls in: the selected value as JSON, `""` when missing (or when the
 /// trigger has no `window_key`), a JSON array when the path selects several nodes.
 pub fn window_key(throttle: &Throttle, event: &Value) -> String {
-    let Some(path) = &throttle.window_key else {
+    key_of(throttle.window_key.as_ref(), event)
+}
+
+/// The bucket `path` selects in `event` (a throttle's or a debounce's `window_key`).
+pub fn key_of(path: Option<&crate::jsonpath::JsonPath>, event: &Value) -> String {
+    let Some(path) = path else {
         return String::new();
     };
     let Ok(selected) = path.select(event) else {

@@ -298,6 +298,50 @@ fn throttle_windows_forget_what_left_them() {
 }
 
 #[test]
+fn debounce_state_keeps_its_pending_fire_due_in_order() {
+    use crate::domain::{DebounceState, PendingFire};
+    let pending = |due: i64, n: i64| DebounceState {
+        last_seen: due - 60,
+        pending: Some(PendingFire {
+            due,
+            event: serde_json::json!({"n": n}),
+        }),
+    };
+    for_each(|s| {
+        assert_eq!(s.read(|r| r.debounce_next_due())?, None);
+        s.write(|tx| {
+            assert_eq!(tx.debounce_state("t", "a")?, None);
+            tx.debounce_put("t", "a", &pending(500, 1))?;
+            tx.debounce_put("t", "b", &pending(300, 2))?;
+            // A later event of burst a moves its fire.
+            tx.debounce_put("t", "a", &pending(900, 3))?;
+            Ok(())
+        })?;
+        assert_eq!(s.read(|r| r.debounce_next_due())?, Some(300));
+        s.write(|tx| {
+            assert_eq!(tx.debounce_due(600, 10)?, [("t".into(), "b".into())]);
+            assert_eq!(
+                tx.debounce_due(1000, 10)?,
+                [("t".to_string(), "b".to_string()), ("t".into(), "a".into())]
+            );
+            assert_eq!(tx.debounce_state("t", "a")?, Some(pending(900, 3)));
+            // Taking the fire leaves the state without it, and nothing due.
+            let quiet = DebounceState {
+                last_seen: 840,
+                pending: None,
+            };
+            tx.debounce_put("t", "a", &quiet)?;
+            tx.debounce_put("t", "b", &quiet)?;
+            assert!(tx.debounce_due(i64::MAX, 10)?.is_empty());
+            assert_eq!(tx.debounce_state("t", "a")?, Some(quiet));
+            Ok(())
+        })?;
+        assert_eq!(s.read(|r| r.debounce_next_due())?, None);
+        Ok(())
+    });
+}
+
+#[test]
 fn the_inbox_hands_out_increasing_ids_and_reads_strictly_after_a_watermark() {
     for_each(|s| {
         let ids = s.write(|tx| {

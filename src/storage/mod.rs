@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::domain::{
-    AuditEntry, Claim, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry, Status,
+    AuditEntry, Claim, DebounceState, InboxMessage, Invocation, LedgerRow, Notification,
+    OutboxEntry, Status,
 };
 
 pub use error::{Error, Result};
@@ -154,6 +155,14 @@ pub trait WriteTx {
     /// Records an invocation at `now`, forgetting times that left the window.
     fn throttle_record(&mut self, trigger: &str, key: &str, now: i64, window_ms: i64)
     -> Result<()>;
+    /// Where the debounce of (trigger, window key) stands.
+    fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>>;
+    /// Records the debounce of (trigger, window key); its pending fire (if any) becomes due
+    /// at its time (see [`WriteTx::debounce_due`]).
+    fn debounce_put(&mut self, trigger: &str, key: &str, state: &DebounceState) -> Result<()>;
+    /// (trigger, window key) of pending trailing debounces due at or before `now`, earliest
+    /// first, at most `limit`.
+    fn debounce_due(&mut self, now: i64, limit: usize) -> Result<Vec<(String, String)>>;
 
     // --- invocations
 
@@ -308,6 +317,8 @@ pub trait ReadTx {
     /// Open sessions with the time they were opened.
     fn sessions(&self) -> Result<Vec<(String, i64)>>;
     fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>>;
+    /// When the earliest pending trailing debounce fires (ms), if any.
+    fn debounce_next_due(&self) -> Result<Option<i64>>;
     /// Whether any timer job is due at or before `now`.
     fn any_job_due(&self, now: i64) -> Result<bool>;
 }

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use super::{Reader, Store, Tx};
 use crate::domain::{
-    AuditEntry, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry, Runner,
+    AuditEntry, DebounceState, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry,
+    Runner,
 };
 use crate::storage::{Claimed, Commit, ReadTx, Result, RowRef, Sequence, Stamp, Storage, WriteTx};
 
@@ -75,6 +76,15 @@ impl WriteTx for Tx<'_> {
         window_ms: i64,
     ) -> Result<()> {
         Tx::throttle_record(self, trigger, key, now, window_ms)
+    }
+    fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>> {
+        Tx::debounce_state(self, trigger, key)
+    }
+    fn debounce_put(&mut self, trigger: &str, key: &str, state: &DebounceState) -> Result<()> {
+        Tx::debounce_put(self, trigger, key, state)
+    }
+    fn debounce_due(&mut self, now: i64, limit: usize) -> Result<Vec<(String, String)>> {
+        Tx::debounce_due(self, now, limit)
     }
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
         Tx::invocation(self, id)
@@ -176,6 +186,9 @@ impl WriteTx for Tx<'_> {
 }
 
 impl ReadTx for Reader {
+    fn debounce_next_due(&self) -> Result<Option<i64>> {
+        Reader::debounce_next_due(self)
+    }
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
         Reader::invocation(self, id)
     }

@@ -26,6 +26,13 @@ pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> = TableDefinition:
 pub const CLAIM_EXPIRY: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("claim_expiry");
 /// (trigger id, window key as JSON) → invocation times in the window, i64 little-endian.
 pub const THROTTLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("throttle");
+/// (trigger id, window key as JSON) → DebounceState (JSON): where a debounced trigger's
+/// burst stands (a pap extension, added to format 6 before its release; a write creates the
+/// table in a file from before it, and readers never open it).
+pub const DEBOUNCE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("debounce");
+/// (due at, trigger id, window key) → (): trailing debounces waiting to fire.
+pub const DEBOUNCE_DUE: TableDefinition<(i64, &str, &str), ()> =
+    TableDefinition::new("debounce_due");
 /// packed invocation id (see `id_codec`) → Invocation (see `invocation_codec`).
 pub const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
 /// event number (`event_seq`) → the event's JSON: each event's body once, however many
@@ -118,6 +125,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         }
         create!(CLAIMS, CLAIM_EXPIRY, THROTTLE, INVOCATIONS, EVENTS);
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
+        create!(DEBOUNCE, DEBOUNCE_DUE);
         create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))

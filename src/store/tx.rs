@@ -19,7 +19,7 @@ use crate::domain::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Stat
 
 pub struct Tx<'t> {
     pub(super) path: PathBuf,
-    txn: &'t WriteTransaction,
+    pub(super) txn: &'t WriteTransaction,
     /// Opened on first use (see `tx_notify`).
     notify: Option<NotifyTables<'t>>,
     pub(super) meta: Table<'t, &'static str, u64>,
@@ -348,10 +348,21 @@ pub struct Reader {
     work: ReadOnlyTable<(i64, &'static [u8]), ()>,
     outbox: ReadOnlyTable<&'static str, &'static [u8]>,
     approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
+    /// `None` in a file from before the debounce tables (no write has created them yet).
+    debounce_due: Option<ReadOnlyTable<(i64, &'static str, &'static str), ()>>,
     pub(super) notify: NotifyReader,
 }
 
 impl Reader {
+    /// When the earliest pending trailing debounce fires (ms), if any.
+    pub fn debounce_next_due(&self) -> Result<Option<i64>> {
+        let Some(table) = &self.debounce_due else {
+            return Ok(None);
+        };
+        let first = table.first().map_err(|e| redb_err(&self.path, e))?;
+        Ok(first.map(|(k, _)| k.value().0))
+    }
+
     pub(super) fn open(txn: &ReadTransaction, path: &Path) -> Result<Reader> {
         let e = |e| redb_err(path, e);
         Ok(Reader {
@@ -364,6 +375,11 @@ impl Reader {
             work: txn.open_table(WORK).map_err(e)?,
             outbox: txn.open_table(OUTBOX).map_err(e)?,
             approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
+            debounce_due: match txn.open_table(DEBOUNCE_DUE) {
+                Ok(table) => Some(table),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(other) => return Err(redb_err(path, other)),
+            },
             notify: NotifyReader::open(txn, path)?,
         })
     }

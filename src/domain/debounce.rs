@@ -1,0 +1,23 @@
+//! Where a trigger's debounce stands for one window key (a pap extension, see
+//! `stages::debounce`): when the burst's last event came, and in trailing mode the
+//! invocation that waits for the burst to go quiet.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DebounceState {
+    /// When the last event of the burst reached the debounce stage (ms).
+    pub last_seen: i64,
+    /// Trailing mode: the invocation to make once the burst has been quiet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingFire>,
+}
+
+/// A trailing debounce's invocation-to-be: the burst's last event, and when it fires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingFire {
+    pub due: i64,
+    /// The last event of the burst, as decided (its data is what the agent gets).
+    pub event: Value,
+}

@@ -1,0 +1,142 @@
+//! Debounce stage (a pap extension): a burst of events, per trigger and per value of
+//! `window_key`, is acted on once. A burst ends when no event has reached this stage for
+//! `seconds`. Leading mode: the burst's first event goes on to the next stages, the others
+//! are `debounced`. Trailing mode: every event is `debounced`, and once the burst has been
+//! quiet for `seconds` one invocation is made with its last event (`pap serve` fires it:
+//! see `Pipeline::fire_debounced`). Measured on the dispatcher's clock.
+
+use serde_json::Value;
+
+use super::{Outcome, Reason, Verdict};
+use crate::domain::{DebounceState, PendingFire};
+use crate::manifest::compiled::Debounce;
+use crate::manifest::raw::DebounceMode;
+
+/// The burst an event belongs to: as for throttle windows, the selected value as JSON.
+pub fn window_key(debounce: &Debounce, event: &Value) -> String {
+    super::throttle::key_of(debounce.window_key.as_ref(), event)
+}
+
+/// Decides one event at `now` against the burst's state so far, and says what the state
+/// becomes (every event that reaches the stage is part of the burst).
+pub fn check(
+    debounce: &Debounce,
+    key: &str,
+    state: Option<&DebounceState>,
+    event: &Value,
+    now: i64,
+) -> (Verdict, DebounceState) {
+    let quiet = quiet_ms(debounce);
+    match debounce.mode {
+        DebounceMode::Leading => {
+            // A time after `now` was recorded before the clock was stepped back: it does not
+            // keep the burst going (as throttle windows do not count it).
+            let previous = state
+                .map(|s| s.last_seen)
+                .filter(|last| *last <= now && now - *last < quiet);
+            let verdict = match previous {
+                Some(last) => Verdict::Stop(
+                    Outcome::Debounced,
+                    Reason::Debounced {
+                        trailing: false,
+                        quiet: debounce.quiet,
+                        key: key.to_owned(),
+                        at: last,
+                    },
+                ),
+                None => Verdict::Continue,
+            };
+            let next = DebounceState {
+                last_seen: now,
+                pending: None,
+            };
+            (verdict, next)
+        }
+        DebounceMode::Trailing => {
+            let due = now.saturating_add(quiet);
+            let verdict = Verdict::Stop(
+                Outcome::Debounced,
+                Reason::Debounced {
+                    trailing: true,
+                    quiet: debounce.quiet,
+                    key: key.to_owned(),
+                    at: due,
+                },
+            );
+            let next = DebounceState {
+                last_seen: now,
+                pending: Some(PendingFire {
+                    due,
+                    event: event.clone(),
+                }),
+            };
+            (verdict, next)
+        }
+    }
+}
+
+pub fn quiet_ms(debounce: &Debounce) -> i64 {
+    i64::try_from(debounce.quiet.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn debounce(mode: DebounceMode) -> Debounce {
+        Debounce {
+            quiet: Duration::from_secs(60),
+            window_key: None,
+            mode,
+        }
+    }
+
+    #[test]
+    fn leading_lets_the_first_of_a_burst_through_and_waits_for_quiet() {
+        let d = debounce(DebounceMode::Leading);
+        let e = json!({});
+        let (first, s1) = check(&d, "", None, &e, 0);
+        assert_eq!(first, Verdict::Continue);
+        // 59.999 s after the last event: still the same burst, which goes on from here.
+        let (second, s2) = check(&d, "", Some(&s1), &e, 59_999);
+        assert!(matches!(second, Verdict::Stop(Outcome::Debounced, _)));
+        let (third, s3) = check(&d, "", Some(&s2), &e, 119_000);
+        assert!(matches!(third, Verdict::Stop(Outcome::Debounced, _)));
+        // A full minute of quiet: a new burst.
+        let (fourth, _) = check(&d, "", Some(&s3), &e, 179_000);
+        assert_eq!(fourth, Verdict::Continue);
+    }
+
+    #[test]
+    fn trailing_debounces_every_event_and_keeps_the_last() {
+        let d = debounce(DebounceMode::Trailing);
+        let (v, s1) = check(&d, "", None, &json!({"n": 1}), 0);
+        assert!(matches!(v, Verdict::Stop(Outcome::Debounced, _)));
+        let (_, s2) = check(&d, "", Some(&s1), &json!({"n": 2}), 30_000);
+        let pending = s2.pending.unwrap();
+        assert_eq!((pending.due, pending.event), (90_000, json!({"n": 2})));
+    }
+
+    #[test]
+    fn reasons_say_when_it_acts() {
+        let d = debounce(DebounceMode::Trailing);
+        let (Verdict::Stop(_, why), _) = check(&d, "\"db1\"", None, &json!({}), 0) else {
+            panic!()
+        };
+        assert_eq!(
+            why.to_string(),
+            "trailing debounce: one invocation with the last event of the burst once it has been quiet for 1m (window key \"db1\"), at 1970-01-01T00:01:00.000Z unless another event comes first; `pap serve` makes it"
+        );
+        let d = debounce(DebounceMode::Leading);
+        let (_, s) = check(&d, "", None, &json!({}), 0);
+        let (Verdict::Stop(_, why), _) = check(&d, "", Some(&s), &json!({}), 1000) else {
+            panic!()
+        };
+        assert_eq!(
+            why.to_string(),
+            "leading debounce: the burst goes on (its last event came at 1970-01-01T00:00:00.000Z, within the quiet period of 1m); the next event after 1m of quiet provokes"
+        );
+    }
+}
