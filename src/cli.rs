@@ -76,12 +76,12 @@ pub enum Command {
         after_help = "A rule test file (default: every *.yaml under rule-tests/) lists cases; each case \
         decides its events in order on a fresh, throwaway state, each at `start` plus its `at`, and \
         checks the outcome expected per trigger (invoked, filtered, duplicate, cascade_rejected, \
-        throttled, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
+        debounced, throttled, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
         Agents are not run. Nothing is written to the project's state.\n\n\
         cases:\n  - name: a second spike within the hour is throttled\n    start: 2026-03-11T06:00:00Z\n    \
-        events:\n      - file: ../examples/events/energy-price-spike.json\n        expect: {energy-price-optimizer: invoked}\n      \
+        events:\n      - file: ../examples/events/energy-price-spike.json\n        expect: {energy-price-spike: invoked}\n      \
         - at: +90s\n        event: {type: energy.price.threshold_exceeded, data: {region: NO1, price_nok_per_kwh: 4.1}}\n        \
-        expect:\n          energy-price-optimizer: {outcome: throttled, reason: \"1 of 1\"}\n\n\
+        expect:\n          energy-price-spike: {outcome: throttled, reason: \"1 of 1\"}\n\n\
         Exit status: 0 every case passed; 1 a case failed, a test file has errors, the project does \
         not load, or there are no tests; 2 usage error.\n\n\
         Examples:\n  pap test\n  pap test rule-tests/energy.yaml --coverage\n  \

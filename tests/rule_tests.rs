@@ -305,3 +305,58 @@ fn a_broken_test_file_runs_no_case_and_no_tests_is_a_failure() {
     let missing = pap_test(dir.path(), &["nowhere.yaml"]);
     assert_eq!(common::code(&missing), 2);
 }
+
+/// When no case can run (a mistake in a test file), the machine formats still say why: a
+/// CI server that publishes the JUnit report shows an error instead of finding no report.
+#[test]
+fn a_run_that_cannot_start_still_reports_to_ci() {
+    let dir = example_copy();
+    std::fs::write(
+        dir.path().join("rule-tests/dup.yaml"),
+        "cases:\n  - name: same\n    events: [{event: {type: a.b.crossed}}]\n  - name: same\n    events: [{event: {type: a.b.crossed}}]\n  - name: same\n    events: [{event: {type: a.b.crossed}}]\n",
+    )
+    .unwrap();
+    let human = pap_test(dir.path(), &[]);
+    assert_eq!(common::code(&human), 1);
+    let err = common::stderr(&human);
+    assert!(
+        err.contains("two cases are named `same` (cases 1 and 3)"),
+        "{err}"
+    );
+
+    let json = pap_test(dir.path(), &["--format", "json"]);
+    let doc: Value = serde_json::from_str(&common::stdout(&json)).unwrap();
+    assert_eq!(doc["cases"], serde_json::json!([]));
+    assert_eq!(doc["errors"][0]["code"], "duplicate-id");
+    assert_eq!(doc["errors"].as_array().unwrap().len(), 2);
+
+    let junit = pap_test(dir.path(), &["--format", "junit"]);
+    let xml = common::stdout(&junit);
+    assert!(
+        xml.contains("errors=\"1\"") && xml.contains("<error type=\"load\""),
+        "{xml}"
+    );
+    if let Some(xmllint) = xmllint() {
+        let report = dir.path().join("errored.xml");
+        std::fs::write(&report, &junit.stdout).unwrap();
+        let check = Command::new(xmllint)
+            .arg("--noout")
+            .arg("--schema")
+            .arg(common::fixture("junit/junit-10.xsd"))
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(check.status.success(), "{}\n{xml}", common::stderr(&check));
+    }
+
+    // A file with no case is a mistake too (`cases` needs one), and so is no file at all.
+    std::fs::write(dir.path().join("rule-tests/dup.yaml"), "cases: []\n").unwrap();
+    let file = dir.path().join("rule-tests/dup.yaml");
+    let empty = pap_test(dir.path(), &[file.to_str().unwrap()]);
+    assert_eq!(common::code(&empty), 1);
+    assert!(
+        common::stderr(&empty).contains("`cases` needs at least 1 item, found 0"),
+        "{}",
+        common::stderr(&empty)
+    );
+}

@@ -9,6 +9,7 @@ use anyhow::Context;
 use super::Outcome;
 use crate::cli::{Cli, LintArgs, LintFormat};
 use crate::diagnostics::{self, Diagnostic, HumanStyle, Summary};
+use crate::manifest::compiled::Config;
 use crate::manifest::loader::{self, display_name};
 use crate::rule_test;
 
@@ -75,18 +76,19 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
     let mut sources = loaded.sources.clone();
     let rule_files = match rule_files {
         Some(files) => files,
-        None => match rule_test::find(&root, &[]) {
-            Ok(files) => files,
-            Err(why) => {
+        None => {
+            // `find` fails only for a named path that is missing; none is named here.
+            let found = rule_test::find(&root, &[]).unwrap_or_default();
+            for (path, why) in found.refused {
                 diagnostics.push(Diagnostic::new(
                     "unreadable-file",
-                    rule_test::load::DEFAULT_DIR,
+                    &display_name(&root, &path),
                     crate::manifest::yaml_tree::Pos::START,
                     why,
                 ));
-                Vec::new()
             }
-        },
+            found.files
+        }
     };
     let facts = rule_test::load::ProjectFacts {
         root: &root,
@@ -97,7 +99,7 @@ pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
         max_event_bytes: loaded
             .config
             .as_ref()
-            .map_or(1024 * 1024, |c| c.max_event_bytes),
+            .map_or(Config::default().max_event_bytes, |c| c.max_event_bytes),
     };
     for file in &rule_files {
         rule_test::load::load(file, &facts, &mut diagnostics, &mut sources);

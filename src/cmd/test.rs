@@ -23,25 +23,26 @@ pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let loaded = loader::load(&root, &[]);
     let Some(project) = &loaded.project else {
-        report_problems(&loaded.errors(), &loaded.sources, args.format);
+        let errors = loaded.errors();
+        report_problems(&errors, &loaded.sources, args.format);
         crate::say!("error: the project has errors (see `pap lint`); no rule test ran");
+        print_errored(args.format, &errors)?;
         return Ok(Outcome::Failure);
     };
-    let files = match crate::rule_test::find(&root, &args.paths) {
-        Ok(files) => files,
+    let found = match crate::rule_test::find(&root, &args.paths) {
+        Ok(found) => found,
         Err(why) => {
             crate::say!("error: {why}");
             return Ok(Outcome::Usage);
         }
     };
-    if files.is_empty() {
-        crate::say!(
-            "error: no rule tests in {}/: write cases in a YAML file there (see `pap test --help`)",
-            load::DEFAULT_DIR
-        );
+    for (path, why) in &found.refused {
+        crate::say!("error: {}: {why}", loader::display_name(&root, path));
+    }
+    if !found.refused.is_empty() {
         return Ok(Outcome::Failure);
     }
-
+    let files = found.files;
     let facts = ProjectFacts {
         root: &root,
         trigger_ids: Some(project.triggers.iter().map(|t| t.id.as_str()).collect()),
@@ -58,6 +59,19 @@ pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
     }
     if problems.iter().any(|d| d.severity == Severity::Error) {
         crate::say!("error: the rule tests have errors; no case ran");
+        print_errored(args.format, &problems)?;
+        return Ok(Outcome::Failure);
+    }
+    if suites.iter().all(|s| s.cases.is_empty()) {
+        crate::say!(
+            "error: no rule tests in {}: write cases in a YAML file under {}/ (see `pap test --help`)",
+            if args.paths.is_empty() {
+                format!("{}/", load::DEFAULT_DIR)
+            } else {
+                "the given paths".to_string()
+            },
+            load::DEFAULT_DIR
+        );
         return Ok(Outcome::Failure);
     }
 
@@ -82,6 +96,20 @@ pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// A report for scripts and CI servers when no case could run, so a JUnit publisher still
+/// finds a report that says why: JSON with the problems, JUnit with one errored case.
+fn print_errored(format: TestFormat, problems: &[Diagnostic]) -> anyhow::Result<()> {
+    let out = match format {
+        TestFormat::Json => render::json_errored(problems),
+        TestFormat::Junit => render::junit_errored(problems),
+        TestFormat::Human | TestFormat::Github => return Ok(()),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
 }
 
 /// Problems of the project or of a test file: as `pap lint` shows them on stderr, and as

@@ -196,7 +196,7 @@ pub const CODES: &[CodeInfo] = &[
     // Across files.
     error(
         "duplicate-id",
-        "two triggers, two agents or two schedules share an id",
+        "two triggers, two agents or two schedules share an id, or two rule test cases of a file a name",
     ),
     warning(
         "jsonpath-cost",

@@ -3,7 +3,7 @@
 //! The schema is the one `pap schema` prints (generated from the raw types), so what editors
 //! flag as you type and what `pap lint` reports are the same rules. Only the keywords schemars
 //! emits for our types are interpreted: `$ref`, `anyOf`, `type`, `enum`, `minimum`, `maximum`,
-//! `properties`, `required`, `additionalProperties` and `items`.
+//! `properties`, `required`, `additionalProperties`, `items` and `minItems`.
 
 use serde_json::Value;
 
@@ -72,6 +72,25 @@ impl<'a> Walker<'a> {
         match &node.value {
             Node::Map(entries) => self.object(node, entries, schema, path),
             Node::Seq(items) => {
+                if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+                    && (items.len() as u64) < min
+                {
+                    let code = match last_key(path) {
+                        "throttle" => "throttle-range",
+                        _ => "out-of-range",
+                    };
+                    self.out.push(Diagnostic::new(
+                        code,
+                        self.file,
+                        node.pos,
+                        format!(
+                            "`{}` needs at least {min} item{}, found {}",
+                            display_path(path),
+                            if min == 1 { "" } else { "s" },
+                            items.len()
+                        ),
+                    ));
+                }
                 if let Some(item_schema) = schema.get("items") {
                     for (i, item) in items.iter().enumerate() {
                         path.push(PathSeg::Index(i));

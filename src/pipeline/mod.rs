@@ -315,11 +315,7 @@ impl<'p> Pipeline<'p> {
                         .iter()
                         .filter(|x| throttle::counts(**x, now, window))
                         .count();
-                    used_in.push(format!(
-                        "{used} of {} invocations used in the last {}",
-                        t.max_per_window,
-                        crate::manifest::duration::format(t.window)
-                    ));
+                    used_in.push(throttle::usage(used, t.max_per_window, t.window));
                 }
                 buckets.push((bucket.into_owned(), key, throttle::window_ms(t)));
             }

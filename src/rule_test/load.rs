@@ -12,7 +12,7 @@ use super::raw::{self, ExpectedOutcome, RuleTestFile};
 use crate::diagnostics::{Diagnostic, Severity, did_you_mean};
 use crate::event::{self, Origin};
 use crate::manifest::file_ctx::{FileCtx, HelpExt};
-use crate::manifest::loader::{display_name, read_regular, read_yaml};
+use crate::manifest::loader::{display_name, read_yaml};
 use crate::manifest::schema_check;
 use crate::manifest::yaml_tree::PathSeg;
 use crate::path;
@@ -23,6 +23,9 @@ pub const DEFAULT_DIR: &str = "rule-tests";
 
 /// The simulated clock's start when a case names none.
 pub const DEFAULT_START: &str = "2026-01-01T00:00:00Z";
+
+/// 10000-01-01T00:00:00Z: the simulated clock stays before it.
+const MAX_TIME_MS: i64 = 253_402_300_800_000;
 
 /// A test file ready to run.
 #[derive(Debug, Clone)]
@@ -115,7 +118,8 @@ pub fn load(
     let mut names: HashMap<&str, usize> = HashMap::new();
     let mut cases = Vec::new();
     for (i, case) in raw.cases.iter().enumerate() {
-        if let Some(first) = names.insert(case.name.as_str(), i) {
+        let first = *names.entry(case.name.as_str()).or_insert(i);
+        if first != i {
             ctx.at(
                 "duplicate-id",
                 &path!["cases", i, "name"],
@@ -202,6 +206,19 @@ fn compile_step(
             None
         }
     };
+    // The simulated time stays a time RFC 3339 can write (before the year 10000).
+    let at_ms = at_ms.and_then(|ms| {
+        if start_ms.checked_add(ms).is_some_and(|t| t < MAX_TIME_MS) {
+            Some(ms)
+        } else {
+            ctx.at(
+                "invalid-duration",
+                &[&base[..], &path!["at"]].concat(),
+                format!("`at` {at_text:?} takes the simulated clock past the year 9999"),
+            );
+            None
+        }
+    });
     let expect = compile_expectations(ctx, &step.expect, &base, "expect", project);
     let fired = compile_expectations(ctx, &step.fired, &base, "fired", project);
     let now_ms = start_ms.saturating_add(at_ms?);
@@ -217,7 +234,15 @@ fn compile_step(
         }
         None
     } else {
-        let value = step_event(ctx, step, &base, now_ms, dir, project.root)?;
+        let value = step_event(
+            ctx,
+            step,
+            &base,
+            now_ms,
+            dir,
+            project.root,
+            project.max_event_bytes,
+        )?;
         let encoded = value.to_string().len();
         let at_event = event_path(step, &base);
         match event::validate(value, encoded, project.max_event_bytes, Origin::Outside) {
@@ -255,6 +280,7 @@ fn step_event(
     now_ms: i64,
     dir: &Path,
     root: &Path,
+    max_bytes: u64,
 ) -> Option<Value> {
     match (&step.event, &step.file) {
         (Some(_), Some(_)) | (None, None) => {
@@ -268,7 +294,7 @@ fn step_event(
         (Some(inline), None) => Some(with_defaults(inline, base, now_ms)),
         (None, Some(file)) => {
             let at = [base, &path!["file"]].concat();
-            match read_event_file(&dir.join(file), root) {
+            match read_event_file(&dir.join(file), root, max_bytes) {
                 Ok(value) => Some(value),
                 Err(why) => {
                     ctx.at("rule-test-event", &at, format!("`{file}`: {why}"));
@@ -300,20 +326,81 @@ fn with_defaults(inline: &Map<String, Value>, base: &[PathSeg], now_ms: i64) -> 
     Value::Object(event)
 }
 
-/// One JSON event from a file inside the project (a test file in an untrusted change must
-/// not read files elsewhere into a CI log).
-fn read_event_file(path: &Path, root: &Path) -> Result<Value, String> {
-    let resolved: PathBuf = path
-        .canonicalize()
-        .map_err(|e| format!("cannot read it: {e}"))?;
+/// One JSON event from a file inside the project, outside its hidden places (`.git/`,
+/// `.env`, `.pap/`), at most `max_bytes` long: a test file in an untrusted change must not
+/// read other files into a CI log, nor tell which exist.
+fn read_event_file(path: &Path, root: &Path, max_bytes: u64) -> Result<Value, String> {
+    use std::io::Read;
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    if !resolved.starts_with(&root) {
-        return Err("the file is outside the project root".to_string());
+    // Where the path leads, judged before asking whether the file exists.
+    let lexical = normalize(path);
+    let resolved = path.canonicalize().unwrap_or_else(|_| lexical.clone());
+    for place in [&lexical, &resolved] {
+        let Ok(inside) = place.strip_prefix(&root) else {
+            return Err("the file is outside the project root".to_string());
+        };
+        if inside
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        {
+            return Err("the file is in a hidden place of the project".to_string());
+        }
     }
-    let bytes = read_regular(&resolved).map_err(|e| format!("cannot read it: {e}"))?;
+    let file = crate::regular_file::open(&resolved, crate::regular_file::Links::Follow)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(format!(
+            "the file is more than the {max_bytes} bytes an event may have (max_event_bytes)"
+        ));
+    }
     serde_json::from_slice::<event::strict::Strict>(&bytes)
         .map(|event::strict::Strict(value)| value)
         .map_err(|e| format!("not one JSON event: {e}"))
+}
+
+/// `path` with `.` and `..` resolved by name (the file may not exist).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let mut out = PathBuf::new();
+    for c in absolute.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    // The root itself may be reached through a link (`/tmp` on some systems): judge the
+    // canonical form of the deepest existing ancestor.
+    let mut existing = out.clone();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (
+            existing.file_name().map(ToOwned::to_owned),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = existing.canonicalize().unwrap_or(existing);
+    for name in rest.into_iter().rev() {
+        resolved.push(name);
+    }
+    resolved
 }
 
 fn compile_expectations(

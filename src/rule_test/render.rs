@@ -115,7 +115,7 @@ pub fn human(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>, paint
             "  {}  {}  {}",
             paint.red("FAIL"),
             for_humans(&r.name),
-            paint.dim(&format!("({}:{})", r.file, r.line))
+            paint.dim(&format!("({}:{})", for_humans(&r.file), r.line))
         );
         for f in &r.failures {
             let _ = writeln!(out, "        {}", for_humans(&f.message()));
@@ -203,6 +203,45 @@ pub fn json(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> Str
     let mut text = serde_json::to_string_pretty(&doc).expect("a report serialises");
     text.push('\n');
     text
+}
+
+/// The JSON report of a run that could not start: the problems, no cases.
+pub fn json_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
+    let errors: Vec<Value> = problems
+        .iter()
+        .map(|d| {
+            json!({
+                "severity": d.severity.as_str(),
+                "code": d.code,
+                "file": d.file,
+                "line": d.pos.line,
+                "column": d.pos.column,
+                "message": d.message,
+            })
+        })
+        .collect();
+    let doc = json!({"passed": 0, "failed": 0, "cases": [], "errors": errors});
+    let mut text = serde_json::to_string_pretty(&doc).expect("a report serialises");
+    text.push('\n');
+    text
+}
+
+/// The JUnit report of a run that could not start: one case in error, naming each problem.
+pub fn junit_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
+    let detail: Vec<String> = problems
+        .iter()
+        .map(|d| {
+            format!(
+                "{}:{}:{}: {} [{}]",
+                d.file, d.pos.line, d.pos.column, d.message, d.code
+            )
+        })
+        .collect();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"pap test\" tests=\"1\" failures=\"0\" errors=\"1\" time=\"0.000\">\n  <testsuite name=\"pap test\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n    <testcase name=\"the rule tests and the project load\" classname=\"pap test\" time=\"0.000\">\n      <error type=\"load\" message=\"{}\">{}</error>\n    </testcase>\n  </testsuite>\n</testsuites>\n",
+        xml(&format!("{} problem(s): no case ran", problems.len())),
+        xml(&detail.join("\n"))
+    )
 }
 
 /// JUnit XML: one `<testsuite>` per test file, one `<testcase>` per case, a `<failure>` per

@@ -88,11 +88,7 @@ impl std::fmt::Display for Reason {
                 key,
                 next,
             } => {
-                write!(
-                    f,
-                    "{used} of {max} invocations used in the last {}",
-                    crate::manifest::duration::format(*window)
-                )?;
+                f.write_str(&throttle::usage(*used, *max, *window))?;
                 if !key.is_empty() {
                     write!(f, " for window key {key}")?;
                 }

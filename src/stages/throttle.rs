@@ -63,12 +63,22 @@ pub fn stricter(a: Verdict, b: Verdict) -> Verdict {
 /// `times` are the invocation times recorded for this bucket (ms).
 pub fn check(throttle: &Throttle, key: &str, times: &[i64], now: i64) -> Verdict {
     let window = window_ms(throttle);
-    let in_window = || times.iter().copied().filter(|t| counts(*t, now, window));
-    let used = in_window().count();
-    if (used as u64) < throttle.max_per_window {
+    let mut in_window: Vec<i64> = times
+        .iter()
+        .copied()
+        .filter(|t| counts(*t, now, window))
+        .collect();
+    let used = in_window.len();
+    let max = usize::try_from(throttle.max_per_window).unwrap_or(usize::MAX);
+    if used < max {
         return Verdict::Continue;
     }
-    let next = in_window().min().map_or(now, |t| t + window);
+    // Room comes back when enough have left the window that fewer than `max` remain: an
+    // operator's retry, counted but never refused, can leave more than `max` in it.
+    in_window.sort_unstable();
+    let next = in_window
+        .get(used - max)
+        .map_or(now, |t| t.saturating_add(window));
     Verdict::Stop(
         Outcome::Throttled,
         Reason::Throttled {
@@ -78,6 +88,14 @@ pub fn check(throttle: &Throttle, key: &str, times: &[i64], now: i64) -> Verdict
             key: key.to_owned(),
             next,
         },
+    )
+}
+
+/// "2 of 3 invocations used in the last 1h": a window's use, in reasons and `--explain`.
+pub fn usage(used: usize, max: u64, window: std::time::Duration) -> String {
+    format!(
+        "{used} of {max} invocations used in the last {}",
+        crate::manifest::duration::format(window)
     )
 }
 
@@ -170,6 +188,25 @@ mod tests {
             stricter(Verdict::Continue, Verdict::Continue),
             Verdict::Continue
         );
+    }
+
+    #[test]
+    fn the_next_slot_waits_until_fewer_than_max_remain() {
+        // max 1, two in the window (a retry is counted without being refused).
+        let t = throttle(1, 3600, None);
+        let Verdict::Stop(_, Reason::Throttled { next, .. }) =
+            check(&t, "", &[600_000, 0], 1_200_000)
+        else {
+            panic!()
+        };
+        assert_eq!(next, 600_000 + 3_600_000);
+        // Near the end of time the slot saturates instead of overflowing.
+        let Verdict::Stop(_, Reason::Throttled { next, .. }) =
+            check(&t, "", &[i64::MAX - 5], i64::MAX - 1)
+        else {
+            panic!()
+        };
+        assert_eq!(next, i64::MAX);
     }
 
     #[test]
