@@ -13,7 +13,7 @@ pub use render_github::{
     escape_data as github_data, escape_property as github_property, render_github,
 };
 pub use render_human::{HumanStyle, render_human};
-pub use render_json::render_json;
+pub use render_json::{render_json, to_json as diagnostic_json};
 
 use crate::manifest::yaml_tree::Pos;
 

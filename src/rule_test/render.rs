@@ -209,16 +209,7 @@ pub fn json(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> Str
 pub fn json_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
     let errors: Vec<Value> = problems
         .iter()
-        .map(|d| {
-            json!({
-                "severity": d.severity.as_str(),
-                "code": d.code,
-                "file": d.file,
-                "line": d.pos.line,
-                "column": d.pos.column,
-                "message": d.message,
-            })
-        })
+        .map(crate::diagnostics::diagnostic_json)
         .collect();
     let doc = json!({"passed": 0, "failed": 0, "cases": [], "errors": errors});
     let mut text = serde_json::to_string_pretty(&doc).expect("a report serialises");
