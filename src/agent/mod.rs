@@ -75,6 +75,10 @@ pub enum RunError {
     /// runnable (it ended meanwhile). A worker that meets this simply moves on.
     #[error("{0}")]
     NotOurs(String),
+    /// Not started: a concurrency key of it is full, or invocations decided before it wait
+    /// for the slots. It stays queued, its lease given up, for whoever finds room first.
+    #[error("{0}")]
+    Waiting(String),
     /// The store or the runtime failed.
     #[error(transparent)]
     Failed(anyhow::Error),
@@ -197,7 +201,7 @@ impl Runtime {
         let state_dir = self.store.dir();
         let now = self.clock.now_ms();
         let project = self.project.clone();
-        let (inv, previous) = self
+        let started = self
             .write(move |tx| {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
                     storage::Error::Conflict(format!("invocation {id} is not in the store"))
@@ -207,6 +211,14 @@ impl Runtime {
                     return Err(storage::Error::NotOurs(format!(
                         "invocation {id} is held by another pap process (pid {holder})"
                     )));
+                }
+                // Concurrency keys: a queued one starts only when there is room for it.
+                if inv.status == Status::Queued
+                    && let Some(why) = tx.concurrency_wait(&inv)?
+                {
+                    inv.lease = None;
+                    tx.put_invocation(&inv)?;
+                    return Ok(Err(why));
                 }
                 // The processes of a run that did not end cleanly (a crash): killed now if
                 // any is left, and waited for before this run starts.
@@ -240,9 +252,10 @@ impl Runtime {
                     ))?;
                 }
                 tx.put_invocation(&inv)?;
-                Ok((inv, previous.map(|g| (g, killed))))
+                Ok(Ok((inv, previous.map(|g| (g, killed)))))
             })
             .await?;
+        let (inv, previous) = started.map_err(RunError::Waiting)?;
         let agent = self.project.agent(&inv.agent).cloned();
         Ok((inv, agent, previous))
     }

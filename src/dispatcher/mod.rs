@@ -144,6 +144,8 @@ pub struct Dispatcher<'a> {
     recycle: Option<Box<dyn FnMut(serde_json::Value) + 'a>>,
     /// `pap dispatch` on SIGINT/SIGTERM: no new runs; running ones get the grace period.
     stop: Option<Stop>,
+    /// Runs left queued because another process holds their concurrency slot, with why.
+    left_waiting: std::sync::Mutex<HashMap<String, String>>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -167,6 +169,7 @@ impl<'a> Dispatcher<'a> {
             defer: None,
             recycle: None,
             stop: None,
+            left_waiting: Default::default(),
         }
     }
 
@@ -332,6 +335,18 @@ impl<'a> Dispatcher<'a> {
                     continue;
                 };
                 let Some(r) = results.get(id) else {
+                    let left = self
+                        .left_waiting
+                        .lock()
+                        .expect("left_waiting lock")
+                        .remove(id);
+                    if let Some(why) = left
+                        && t.outcome == Outcome::Invoked
+                    {
+                        t.outcome = Outcome::Queued;
+                        t.reason = Some(format!("{why}; queued for pap serve").into());
+                        continue;
+                    }
                     if let Some(s) = stopped
                         && t.outcome == Outcome::Invoked
                     {
@@ -370,6 +385,11 @@ impl<'a> Dispatcher<'a> {
 
     /// As `run_all`; with `skip_taken`, an invocation another process took first is left out
     /// instead of being an error.
+    ///
+    /// A run refused for a concurrency slot is tried again, in order, after a run of this
+    /// process ends (which may free the slot). When nothing of this process runs and it is
+    /// still refused, the slot is another process's: it is left queued for `pap serve`, and
+    /// its id and why go into `self.left_waiting`.
     fn run_each(
         &self,
         ids: Vec<String>,
@@ -381,15 +401,18 @@ impl<'a> Dispatcher<'a> {
         let jobs = self.jobs;
         let runtime = self.runtime.clone();
         let mut stop = self.stop.clone();
+        let left_waiting = &self.left_waiting;
         self.rt.block_on(async move {
-            let mut waiting = ids.into_iter();
+            let mut waiting: std::collections::VecDeque<String> = ids.into();
+            let mut blocked: Vec<(String, String)> = Vec::new();
+            let mut tried_idle = false;
             let mut set = JoinSet::new();
             let mut running = HashSet::new();
             let mut results = HashMap::new();
             loop {
                 let stopping = stop.as_ref().and_then(Stop::requested);
                 while stopping.is_none() && set.len() < jobs {
-                    let Some(id) = waiting.next() else { break };
+                    let Some(id) = waiting.pop_front() else { break };
                     running.insert(id.clone());
                     let runtime = runtime.clone();
                     set.spawn(async move {
@@ -398,7 +421,15 @@ impl<'a> Dispatcher<'a> {
                     });
                 }
                 if set.is_empty() {
-                    break;
+                    if blocked.is_empty() || stopping.is_some() || tried_idle {
+                        let mut left = left_waiting.lock().expect("left_waiting lock");
+                        left.extend(blocked.drain(..));
+                        break;
+                    }
+                    // Nothing of ours runs: one more try before leaving them to serve.
+                    tried_idle = true;
+                    waiting.extend(blocked.drain(..).map(|(id, _)| id));
+                    continue;
                 }
                 tokio::select! {
                     joined = set.join_next() => {
@@ -407,9 +438,19 @@ impl<'a> Dispatcher<'a> {
                         let r = match r {
                             Ok(r) => r,
                             Err(RunError::NotOurs(_)) if skip_taken => continue,
+                            Err(RunError::Waiting(why)) => {
+                                blocked.push((id, why));
+                                continue;
+                            }
                             Err(e) => return Err(e.into()),
                         };
                         results.insert(r.invocation_id.clone(), r);
+                        // A slot may be free now: what waited for one goes first, in order.
+                        blocked.sort_by(|a, b| a.0.cmp(&b.0));
+                        for (id, _) in blocked.drain(..).rev() {
+                            waiting.push_front(id);
+                        }
+                        tried_idle = false;
                     }
                     () = grace_over(&mut stop) => {
                         // Dropping a run kills its agent's process group.

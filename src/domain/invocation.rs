@@ -101,6 +101,27 @@ pub struct Invocation {
     /// The invocation this one re-runs (`pap invocations retry`), under the same claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_of: Option<String>,
+    /// The concurrency keys it runs under (a pap extension): it starts only when each has
+    /// a free slot and no earlier invocation waits for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrency: Vec<ConcurrencySlot>,
+}
+
+/// One concurrency key of an invocation: at most `limit` invocations with the same `scope`
+/// (`trigger:ID` or `agent:ID`) and `key` (the value its JSONPath selected, as JSON) run at
+/// once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConcurrencySlot {
+    pub scope: String,
+    pub key: String,
+    pub limit: u32,
+}
+
+impl ConcurrencySlot {
+    /// The slot's name in a store's index: scope and key with a separator neither has.
+    pub fn index_key(&self) -> String {
+        format!("{}\u{1f}{}", self.scope, self.key)
+    }
 }
 
 /// Who provoked which agent with what: everything a new invocation starts from.
@@ -154,6 +175,7 @@ impl Invocation {
             internal: false,
             notifications: Vec::new(),
             retry_of: None,
+            concurrency: Vec::new(),
         }
     }
 

@@ -266,6 +266,7 @@ impl Invocation {
         };
         let mut again = Invocation::new(provocation, approval_deadline, now);
         again.retry_of = Some(self.id.clone());
+        again.concurrency = self.concurrency.clone();
         Ok(again)
     }
 

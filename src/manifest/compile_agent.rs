@@ -51,6 +51,9 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         .fold(raw.risk_level, RiskLevel::max);
 
     let notify = super::compile_notify::compile_routes(raw.notify.as_ref(), ctx);
+    let concurrency = raw.concurrency.as_ref().and_then(|c| {
+        super::compile_trigger::compile_concurrency(ctx, c, &path!["agent", "concurrency"])
+    });
     let mut flags: Vec<_> = raw
         .flags
         .iter()
@@ -84,6 +87,7 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         emits: raw.emits.clone(),
         flags,
         notify,
+        concurrency,
         file: ctx.file.to_string(),
     })
 }

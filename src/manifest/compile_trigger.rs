@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::regex_test::RegexTest;
 use serde_json::Value;
 
-use super::compiled::{Condition, Debounce, Test, Throttle, Trigger};
+use super::compiled::{Concurrency, Condition, Debounce, Test, Throttle, Trigger};
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, Operator};
 use super::yaml_tree::PathSeg;
@@ -37,6 +37,10 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         .unwrap_or_default();
 
     let debounce = raw.debounce.as_ref().and_then(|d| compile_debounce(ctx, d));
+    let concurrency = raw
+        .concurrency
+        .as_ref()
+        .and_then(|c| compile_concurrency(ctx, c, &path!["trigger", "concurrency"]));
 
     let agent = match agents.get(&raw.agent) {
         Some(index) => *index,
@@ -68,6 +72,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         filter,
         throttles,
         debounce,
+        concurrency,
         agent: agent?,
         agent_id: raw.agent.clone(),
         file: ctx.file.to_string(),
@@ -325,6 +330,40 @@ fn compile_debounce(ctx: &mut FileCtx, d: &raw::Debounce) -> Option<Debounce> {
         quiet: Duration::from_secs(u64::try_from(d.seconds).ok()?),
         window_key,
         mode: d.mode.unwrap_or(raw::DebounceMode::Trailing),
+    })
+}
+
+/// A `concurrency` block under `at` (a trigger's or an agent's).
+pub fn compile_concurrency(
+    ctx: &mut FileCtx,
+    c: &raw::Concurrency,
+    at: &[PathSeg],
+) -> Option<Concurrency> {
+    let key = match &c.key {
+        None => None,
+        Some(text) => {
+            let key_at: Vec<PathSeg> = at.iter().cloned().chain([PathSeg::from("key")]).collect();
+            match JsonPath::parse(text) {
+                Ok(p) => {
+                    warn_if_costly(ctx, &p, &key_at);
+                    Some(p)
+                }
+                Err(reason) => {
+                    ctx.at(
+                        "invalid-jsonpath",
+                        &key_at,
+                        format!("concurrency `key` `{text}` is not valid JSONPath: {reason}"),
+                    )
+                    .help("e.g. `$.data.host`: at most `limit` at once per host");
+                    return None;
+                }
+            }
+        }
+    };
+    // The schema check already rejected a limit below 1.
+    Some(Concurrency {
+        limit: u32::try_from(c.limit).unwrap_or(u32::MAX),
+        key,
     })
 }
 

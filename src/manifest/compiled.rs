@@ -51,6 +51,7 @@ pub struct Trigger {
     /// Every throttle window; an invocation needs room in each. Empty: no throttle.
     pub throttles: Vec<Throttle>,
     pub debounce: Option<Debounce>,
+    pub concurrency: Option<Concurrency>,
     /// Index into [`Project::agents`].
     pub agent: usize,
     pub agent_id: String,
@@ -106,6 +107,13 @@ pub struct Throttle {
     pub window_key: Option<JsonPath>,
 }
 
+/// At most `limit` invocations run at once per value `key` selects (a pap extension).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Concurrency {
+    pub limit: u32,
+    pub key: Option<JsonPath>,
+}
+
 /// A burst of events is acted on once (a pap extension; see `stages::debounce`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Debounce {
@@ -135,6 +143,7 @@ pub struct Agent {
     pub flags: Vec<super::compiled_notify::AtpFlag>,
     /// What each outcome becomes as a notification; an absent outcome takes the defaults.
     pub notify: BTreeMap<super::compiled_notify::OutcomeKind, super::compiled_notify::RouteSpec>,
+    pub concurrency: Option<Concurrency>,
     pub file: String,
 }
 

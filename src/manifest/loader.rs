@@ -250,6 +250,12 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
     for trigger in &mut triggers {
         set_budgets(trigger, config.jsonpath_max_nodes);
     }
+    for key in agents
+        .iter_mut()
+        .filter_map(|a| a.concurrency.as_mut().and_then(|c| c.key.as_mut()))
+    {
+        key.set_budget(config.jsonpath_max_nodes);
+    }
 
     for (s, (file, base, tree)) in schedules.iter().zip(&schedule_at) {
         let matched = triggers
@@ -321,11 +327,13 @@ fn set_budgets(trigger: &mut Trigger, max_nodes: usize) {
         .debounce
         .as_mut()
         .and_then(|d| d.window_key.as_mut());
+    let concurrency_key = trigger.concurrency.as_mut().and_then(|c| c.key.as_mut());
     for key in trigger
         .throttles
         .iter_mut()
         .filter_map(|t| t.window_key.as_mut())
         .chain(debounce_key)
+        .chain(concurrency_key)
     {
         key.set_budget(max_nodes);
     }

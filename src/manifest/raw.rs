@@ -56,6 +56,10 @@ pub struct Trigger {
     /// once it has been quiet for `seconds` (`trailing`, with the last event's data).
     #[serde(default)]
     pub debounce: Option<Debounce>,
+    /// A pap extension: at most `limit` of this trigger's invocations run at once per value
+    /// of `key`; the others wait in the queue in the order they were decided.
+    #[serde(default)]
+    pub concurrency: Option<Concurrency>,
     /// The id of the agent to provoke.
     pub agent: String,
 }
@@ -168,6 +172,19 @@ pub struct Debounce {
     pub mode: Option<DebounceMode>,
 }
 
+/// At most `limit` invocations run at once per value of `key` (a pap extension).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Concurrency {
+    /// Runs at once per key value (at least 1).
+    #[schemars(range(min = 1))]
+    pub limit: i64,
+    /// JSONPath over the event whose value (as JSON) is the key, e.g. `$.data.host`;
+    /// without it, one key for all.
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DebounceMode {
@@ -219,6 +236,9 @@ pub struct Agent {
     /// Extension: what each outcome becomes as an ANP notification (routing, level, content).
     #[serde(default)]
     pub notify: Option<Notify>,
+    /// A pap extension: at most `limit` runs of this agent at once per value of `key`.
+    #[serde(default)]
+    pub concurrency: Option<Concurrency>,
 }
 
 /// ATP action flags.

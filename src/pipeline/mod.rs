@@ -400,6 +400,7 @@ impl<'p> Pipeline<'p> {
         };
         let deadline = awaiting.then(|| now.saturating_add(timeout));
         let mut inv = Invocation::new(provocation, deadline, now);
+        inv.concurrency = concurrency_slots(trigger, agent, &event.value);
         // Held from the decision on by the process that will run it, so a `pap serve`
         // watching the queue does not start it too; `--no-run` leaves it to serve.
         if !awaiting && !self.options.no_run {
@@ -446,6 +447,33 @@ fn note(
             note,
         });
     }
+}
+
+/// The concurrency keys an invocation of `trigger` runs under (a pap extension): the
+/// trigger's and its agent's, each with the value its `key` selects in the event.
+pub fn concurrency_slots(
+    trigger: &Trigger,
+    agent: &crate::manifest::compiled::Agent,
+    event: &serde_json::Value,
+) -> Vec<crate::domain::ConcurrencySlot> {
+    let scoped = [
+        (
+            format!("trigger:{}", trigger.id),
+            trigger.concurrency.as_ref(),
+        ),
+        (format!("agent:{}", agent.id), agent.concurrency.as_ref()),
+    ];
+    scoped
+        .into_iter()
+        .filter_map(|(scope, c)| {
+            let c = c?;
+            Some(crate::domain::ConcurrencySlot {
+                scope,
+                key: throttle::key_of(c.key.as_ref(), event),
+                limit: c.limit,
+            })
+        })
+        .collect()
 }
 
 /// An audit line for `inv`.

@@ -240,6 +240,10 @@ impl State {
             Err(RunError::NotOurs(why)) => {
                 tracing::debug!(reason = %why, "held by another process; left to it");
             }
+            Err(RunError::Waiting(why)) => {
+                // Queued still; a later scan starts it once its key has room.
+                tracing::debug!(reason = %why, "not started");
+            }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
                 self.broken.insert(id);

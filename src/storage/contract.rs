@@ -342,6 +342,56 @@ fn debounce_state_keeps_its_pending_fire_due_in_order() {
 }
 
 #[test]
+fn a_concurrency_key_admits_its_limit_in_decision_order() {
+    use crate::domain::ConcurrencySlot;
+    let keyed = |id: &str, seq: u64, key: &str| Invocation {
+        concurrency: vec![ConcurrencySlot {
+            scope: "trigger:t".into(),
+            key: key.into(),
+            limit: 1,
+        }],
+        ..invocation(id, seq, Status::Queued)
+    };
+    for_each(|s| {
+        s.write(|tx| {
+            for (id, seq, key) in [
+                ("a1", 1, "a"),
+                ("a2", 2, "a"),
+                ("a3", 3, "a"),
+                ("b1", 4, "b"),
+            ] {
+                tx.insert_invocation(&keyed(id, seq, key))?;
+            }
+            Ok(())
+        })?;
+        s.write(|tx| {
+            let get = |tx: &mut dyn WriteTx, id: &str| tx.invocation(id).map(Option::unwrap);
+            // The first decided may start; the later ones wait for it; another key is free.
+            let a1 = get(tx, "a1")?;
+            assert_eq!(tx.concurrency_wait(&a1)?, None);
+            let a2 = get(tx, "a2")?;
+            let why = tx.concurrency_wait(&a2)?.expect("a1 was decided first");
+            assert!(why.contains("1 decided earlier waiting"), "{why}");
+            let b1 = get(tx, "b1")?;
+            assert_eq!(tx.concurrency_wait(&b1)?, None);
+            // a1 runs: a2 waits for its slot.
+            let mut running = a1.clone();
+            running.status = Status::Running;
+            tx.put_invocation(&running)?;
+            let why = tx.concurrency_wait(&a2)?.expect("a1 holds the slot");
+            assert!(why.contains("1 of 1 running"), "{why}");
+            // a1 ends: a2 is next, a3 still waits behind it.
+            running.status = Status::Succeeded;
+            tx.put_invocation(&running)?;
+            assert_eq!(tx.concurrency_wait(&a2)?, None);
+            let a3 = get(tx, "a3")?;
+            assert!(tx.concurrency_wait(&a3)?.is_some());
+            Ok(())
+        })
+    });
+}
+
+#[test]
 fn the_inbox_hands_out_increasing_ids_and_reads_strictly_after_a_watermark() {
     for_each(|s| {
         let ids = s.write(|tx| {

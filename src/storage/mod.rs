@@ -173,6 +173,10 @@ pub trait WriteTx {
     fn put_invocation(&mut self, inv: &Invocation) -> Result<()>;
     /// Invocations awaiting approval whose deadline is at or before `now`.
     fn approvals_due(&mut self, now: i64) -> Result<Vec<String>>;
+    /// Why `inv` may not start an attempt now, if it may not: one of its concurrency keys
+    /// has its limit running, or invocations decided before it wait for the free slots.
+    /// (The store keeps who waits and who runs per key from the invocations it writes.)
+    fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>>;
     /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
     /// holder may be gone), running ones first, at most `limit`.
     fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>>;
@@ -201,6 +205,11 @@ pub trait WriteTx {
             let free = crate::domain::lease::holding(inv.lease.as_ref(), want.now, want.facts)
                 == crate::domain::Holding::Free;
             if !free || !matches!(inv.status, Status::Queued | Status::Running) {
+                continue;
+            }
+            // A queued one whose concurrency key is full waits; a running one (its runner
+            // died) holds its slot already.
+            if inv.status == Status::Queued && self.concurrency_wait(&inv)?.is_some() {
                 continue;
             }
             inv.lease = Some((want.lease)(self.issue_lease_token()?));

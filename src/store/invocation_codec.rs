@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::varint;
 use crate::domain::Carried;
-use crate::domain::{ApprovalDecision, Attempt, Invocation, Lease, Status};
+use crate::domain::{ApprovalDecision, Attempt, ConcurrencySlot, Invocation, Lease, Status};
 
 const VERSION: u8 = 1;
 
@@ -63,6 +63,8 @@ struct ExtrasRef<'a> {
     notifications: &'a [Carried],
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_of: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[ConcurrencySlot]>::is_empty")]
+    concurrency: &'a [ConcurrencySlot],
 }
 
 #[derive(Deserialize)]
@@ -89,6 +91,8 @@ struct Extras {
     notifications: Vec<Carried>,
     #[serde(default)]
     retry_of: Option<String>,
+    #[serde(default)]
+    concurrency: Vec<ConcurrencySlot>,
 }
 
 /// The status byte's flag for an internal turn.
@@ -146,6 +150,7 @@ pub fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
         history: &inv.history,
         notifications: &inv.notifications,
         retry_of: inv.retry_of.as_deref(),
+        concurrency: &inv.concurrency,
     };
     serde_json::to_writer(&mut out, &extras).expect("records serialise");
     out
@@ -211,6 +216,7 @@ pub fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malforme
         internal,
         notifications: extras.notifications,
         retry_of: extras.retry_of,
+        concurrency: extras.concurrency,
     };
     Ok((inv, event))
 }
@@ -314,6 +320,11 @@ mod tests {
             internal: true,
             notifications: Vec::new(),
             retry_of: Some("inv_0".into()),
+            concurrency: vec![ConcurrencySlot {
+                scope: "agent:a".into(),
+                key: "\"db1\"".into(),
+                limit: 2,
+            }],
         }
     }
 
@@ -340,6 +351,7 @@ mod tests {
         (inv.approval, inv.approval_request, inv.lease, inv.output) = (None, None, None, None);
         inv.approval_deadline = None;
         inv.retry_of = None;
+        inv.concurrency.clear();
         inv.emitted.clear();
         inv.history.clear();
         assert!(encode(&inv, 1_000_000).len() < 40);

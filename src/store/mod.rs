@@ -18,6 +18,7 @@ mod ops;
 mod tables;
 mod tx;
 mod tx_claims;
+mod tx_concurrency;
 mod tx_debounce;
 mod tx_notify;
 mod varint;

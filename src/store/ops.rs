@@ -77,6 +77,9 @@ impl WriteTx for Tx<'_> {
     ) -> Result<()> {
         Tx::throttle_record(self, trigger, key, now, window_ms)
     }
+    fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>> {
+        Tx::concurrency_wait(self, inv)
+    }
     fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>> {
         Tx::debounce_state(self, trigger, key)
     }

@@ -33,6 +33,11 @@ pub const DEBOUNCE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new(
 /// (due at, trigger id, window key) → (): trailing debounces waiting to fire.
 pub const DEBOUNCE_DUE: TableDefinition<(i64, &str, &str), ()> =
     TableDefinition::new("debounce_due");
+/// (concurrency key: scope and key, see `ConcurrencySlot::index_key`, invocation sequence
+/// number) → [1 running | 0 waiting] followed by the invocation id: who waits for or holds
+/// a concurrency slot, in decision order (a pap extension added to format 6 before its
+/// release, like the debounce tables).
+pub const CONCURRENCY: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("concurrency");
 /// packed invocation id (see `id_codec`) → Invocation (see `invocation_codec`).
 pub const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
 /// event number (`event_seq`) → the event's JSON: each event's body once, however many
@@ -125,7 +130,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         }
         create!(CLAIMS, CLAIM_EXPIRY, THROTTLE, INVOCATIONS, EVENTS);
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
-        create!(DEBOUNCE, DEBOUNCE_DUE);
+        create!(DEBOUNCE, DEBOUNCE_DUE, CONCURRENCY);
         create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))

@@ -199,16 +199,21 @@ impl<'t> Tx<'t> {
         old: Option<(Invocation, EventRef)>,
     ) -> Result<()> {
         let id = inv.id.as_str();
+        let now_in = super::tx_concurrency::state_of(inv);
         let Some((old, event)) = old else {
+            self.reindex_concurrency(inv, None, now_in)?;
             let event = self.put_event(&inv.event)?;
             self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
             return Ok(());
         };
         // An invocation's event never changes: it is stored already.
-        if self.fresh.contains_key(id) {
+        if let Some(fresh) = self.fresh.get(id) {
+            let was_in = fresh.concurrency;
+            self.reindex_concurrency(inv, was_in, now_in)?;
             self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
             return Ok(());
         }
+        self.reindex_concurrency(inv, super::tx_concurrency::state_of(&old), now_in)?;
         let packed = id_codec::pack(id);
         let old_deadline = deadline_key(&old);
         reindex(
@@ -634,6 +639,8 @@ struct Fresh {
     record: Vec<u8>,
     work: Option<i64>,
     deadline: Option<i64>,
+    /// Where it stands in the concurrency index (written at once, not at the end).
+    concurrency: Option<bool>,
 }
 
 impl Fresh {
@@ -642,6 +649,7 @@ impl Fresh {
             record: invocation_codec::encode(inv, event),
             work: work_key(inv),
             deadline: deadline_key(inv),
+            concurrency: super::tx_concurrency::state_of(inv),
         }
     }
 }

@@ -1,0 +1,109 @@
+//! The concurrency index (a pap extension): per concurrency key, the invocations that wait
+//! (`queued`) or run (`running`) under it, in decision order (their sequence number). Kept
+//! in step with every write of an invocation that has concurrency keys, so the gate at the
+//! start of an attempt reads one short range per key. The table is opened on use: work
+//! without concurrency keys never touches it.
+
+use redb::ReadableTable;
+
+use super::tables::CONCURRENCY;
+use super::tx::Tx;
+use super::{Result, redb_err};
+use crate::domain::{Invocation, Status};
+
+/// Where `inv` stands in the index: `None` (not in it), waiting, or running.
+pub(super) fn state_of(inv: &Invocation) -> Option<bool> {
+    if inv.concurrency.is_empty() {
+        return None;
+    }
+    match inv.status {
+        Status::Queued => Some(false),
+        Status::Running => Some(true),
+        _ => None,
+    }
+}
+
+impl Tx<'_> {
+    /// Moves `inv`'s entries from `old` to `new` (see [`state_of`]).
+    pub(super) fn reindex_concurrency(
+        &mut self,
+        inv: &Invocation,
+        old: Option<bool>,
+        new: Option<bool>,
+    ) -> Result<()> {
+        if old == new || inv.concurrency.is_empty() {
+            return Ok(());
+        }
+        let mut table = self
+            .txn
+            .open_table(CONCURRENCY)
+            .map_err(|e| redb_err(&self.path, e))?;
+        for slot in &inv.concurrency {
+            let key = slot.index_key();
+            match new {
+                None => {
+                    table
+                        .remove((key.as_str(), inv.seq))
+                        .map_err(|e| redb_err(&self.path, e))?;
+                }
+                Some(running) => {
+                    let mut value = vec![u8::from(running)];
+                    value.extend_from_slice(inv.id.as_bytes());
+                    table
+                        .insert((key.as_str(), inv.seq), value.as_slice())
+                        .map_err(|e| redb_err(&self.path, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Why `inv` may not start now, if it may not: one of its keys has `limit` running, or
+    /// invocations decided before it wait for the free slots.
+    pub fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>> {
+        if inv.concurrency.is_empty() {
+            return Ok(None);
+        }
+        let table = self
+            .txn
+            .open_table(CONCURRENCY)
+            .map_err(|e| redb_err(&self.path, e))?;
+        for slot in &inv.concurrency {
+            let key = slot.index_key();
+            let (mut running, mut ahead) = (0u32, 0u32);
+            let range = table
+                .range((key.as_str(), 0)..=(key.as_str(), u64::MAX))
+                .map_err(|e| redb_err(&self.path, e))?;
+            for entry in range {
+                let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
+                let (_, seq) = k.value();
+                let bytes = v.value();
+                if bytes.get(1..) == Some(inv.id.as_bytes()) {
+                    continue;
+                }
+                match bytes.first() {
+                    Some(1) => running += 1,
+                    _ if seq < inv.seq => ahead += 1,
+                    _ => {}
+                }
+            }
+            if running.saturating_add(ahead) >= slot.limit {
+                let mut why = format!(
+                    "waiting for a concurrency slot: {running} of {} running for key {} of {}",
+                    slot.limit,
+                    if slot.key.is_empty() {
+                        "(none)"
+                    } else {
+                        &slot.key
+                    },
+                    slot.scope
+                );
+                if ahead > 0 {
+                    why.push_str(&format!(", {ahead} decided earlier waiting before it"));
+                }
+                return Ok(Some(why));
+            }
+        }
+        Ok(None)
+    }
+}
