@@ -76,7 +76,7 @@ pub enum Command {
         after_help = "A rule test file (default: every *.yaml under rule-tests/) lists cases; each case \
         decides its events in order on a fresh, throwaway state, each at `start` plus its `at`, and \
         checks the outcome expected per trigger (invoked, filtered, duplicate, cascade_rejected, \
-        debounced, throttled, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
+        debounced, throttled, budget_exceeded, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
         Agents are not run. Nothing is written to the project's state.\n\n\
         cases:\n  - name: a second spike within the hour is throttled\n    start: 2026-03-11T06:00:00Z\n    \
         events:\n      - file: ../examples/events/energy-price-spike.json\n        expect: {energy-price-spike: invoked}\n      \

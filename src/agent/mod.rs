@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod output;
 pub mod scratch;
 pub mod supervise;
+pub mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -220,6 +221,17 @@ impl Runtime {
                     tx.put_invocation(&inv)?;
                     return Ok(Err(why));
                 }
+                // A token budget: the run reserves its most, or waits until it fits.
+                if let Some(agent) = project.agent(&inv.agent)
+                    && let Err((why, at)) = tokens::reserve(tx, agent, &inv, now)?
+                {
+                    inv.lease = None;
+                    if inv.status == Status::Queued {
+                        inv.next_attempt_at = Some(at);
+                    }
+                    tx.put_invocation(&inv)?;
+                    return Ok(Err(why));
+                }
                 // The processes of a run that did not end cleanly (a crash): killed now if
                 // any is left, and waited for before this run starts.
                 let previous = state_dir.as_deref().and_then(|d| groups::read(d, &id));
@@ -396,6 +408,7 @@ impl Runtime {
     ) -> Result<Invocation, RunError> {
         let keep = !self.queue_retries;
         let token = lease_token(&inv);
+        let project = self.project.clone();
         self.write(move |tx| {
             tx.check_lease(&inv.id, token)?;
             let next_at = now.saturating_add(delay.as_millis() as i64);
@@ -406,6 +419,7 @@ impl Runtime {
             });
             inv.queue_retry(&reason, next_at, holder, now)
                 .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
+            tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
             if audited(&inv.risk) {
                 tx.audit(audit_entry(
                     &inv,
@@ -466,6 +480,7 @@ impl Runtime {
                 let ids = events.iter().map(|e| e.id.clone()).collect();
                 inv.succeed(output, ids, now)
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
+                tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(&inv, now, "succeeded", None, None))?;
                 }
@@ -501,6 +516,7 @@ impl Runtime {
             .write(move |tx| {
                 tx.check_lease(&inv.id, token)?;
                 let events = end_in_tx(tx, &project, &mut inv, Status::Failed, &reason, None, now)?;
+                tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
                 Ok((inv, events))
             })
             .await?;

@@ -79,6 +79,10 @@ pub const CODES: &[CodeInfo] = &[
         "`max_per_window` or `window_seconds` below 1, or a `throttle` list with no window",
     ),
     error("debounce-range", "`debounce.seconds` below 1"),
+    error(
+        "budget-needs-turn-limit",
+        "an LLM agent's `budget.tokens_per_day` with no bound on a run (`limits.max_tool_calls`, openai's `model.max_tokens`), or less than one run reserves",
+    ),
     error("retry-attempts-range", "`retry.max_attempts` outside 1..10"),
     // Meaning, checked by the compile step that dispatch and serve share.
     error(

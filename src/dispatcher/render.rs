@@ -53,6 +53,7 @@ impl Format {
             Outcome::AwaitingApproval,
             Outcome::Throttled,
             Outcome::Debounced,
+            Outcome::BudgetExceeded,
             Outcome::CascadeRejected,
             Outcome::Duplicate,
             Outcome::Filtered,
@@ -167,6 +168,7 @@ fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String) {
         Outcome::AwaitingApproval
         | Outcome::Throttled
         | Outcome::Debounced
+        | Outcome::BudgetExceeded
         | Outcome::CascadeRejected => p.yellow(&outcome),
         Outcome::Filtered | Outcome::Duplicate | Outcome::Disabled => p.dim(&outcome),
     };

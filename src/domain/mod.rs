@@ -4,6 +4,7 @@
 //! (`crate::storage`); the layers above use them without knowing the storage.
 
 pub mod audit;
+pub mod budget;
 pub mod debounce;
 pub mod decision;
 pub mod invocation;

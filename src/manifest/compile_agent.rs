@@ -51,6 +51,10 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         .fold(raw.risk_level, RiskLevel::max);
 
     let notify = super::compile_notify::compile_routes(raw.notify.as_ref(), ctx);
+    let budget = raw
+        .budget
+        .as_ref()
+        .and_then(|b| compile_budget(ctx, raw, b));
     let concurrency = raw.concurrency.as_ref().and_then(|c| {
         super::compile_trigger::compile_concurrency(ctx, c, &path!["agent", "concurrency"])
     });
@@ -88,7 +92,69 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         flags,
         notify,
         concurrency,
+        budget,
         file: ctx.file.to_string(),
+    })
+}
+
+fn compile_budget(
+    ctx: &mut FileCtx,
+    agent: &raw::Agent,
+    b: &raw::Budget,
+) -> Option<crate::manifest::compiled::Budget> {
+    if b.invocations_per_day.is_none() && b.tokens_per_day.is_none() {
+        ctx.at(
+            "missing-field",
+            &path!["agent", "budget"],
+            "`budget` sets neither `invocations_per_day` nor `tokens_per_day`",
+        )
+        .help("e.g. `budget: {invocations_per_day: 50}`");
+        return None;
+    }
+    // A token budget bounds a run only if the run is bounded: its reservation is
+    // max_tokens × (max_tool_calls + 1).
+    if let Some(per_day) = b.tokens_per_day {
+        let per_turn = match agent.model.provider {
+            raw::Provider::Command => None,
+            raw::Provider::Anthropic => Some(
+                agent
+                    .model
+                    .max_tokens
+                    .unwrap_or(crate::manifest::compiled::ANTHROPIC_DEFAULT_MAX_TOKENS),
+            ),
+            raw::Provider::Openai => agent.model.max_tokens,
+        };
+        let calls = agent.limits.as_ref().and_then(|l| l.max_tool_calls);
+        let llm = !matches!(agent.model.provider, raw::Provider::Command);
+        match (llm, per_turn, calls) {
+            (false, ..) => {}
+            (true, Some(per_turn), Some(calls)) => {
+                let run = u64::from(per_turn).saturating_mul(calls.saturating_add(1));
+                if u64::try_from(per_day).unwrap_or(0) < run {
+                    ctx.at(
+                        "budget-needs-turn-limit",
+                        &path!["agent", "budget", "tokens_per_day"],
+                        format!(
+                            "`tokens_per_day` {per_day} is less than one run reserves ({run} = max_tokens {per_turn} × (max_tool_calls {calls} + 1)): no run could start"
+                        ),
+                    );
+                    return None;
+                }
+            }
+            (true, ..) => {
+                ctx.at(
+                    "budget-needs-turn-limit",
+                    &path!["agent", "budget", "tokens_per_day"],
+                    "a token budget needs `limits.max_tool_calls` (and for openai `model.max_tokens`): without them a run's tokens have no bound to reserve",
+                )
+                .help("set `limits: {max_tool_calls: 8}`: a run then reserves max_tokens × 9 tokens");
+                return None;
+            }
+        }
+    }
+    Some(crate::manifest::compiled::Budget {
+        invocations_per_day: b.invocations_per_day.and_then(|n| u64::try_from(n).ok()),
+        tokens_per_day: b.tokens_per_day.and_then(|n| u64::try_from(n).ok()),
     })
 }
 

@@ -144,7 +144,19 @@ pub struct Agent {
     /// What each outcome becomes as a notification; an absent outcome takes the defaults.
     pub notify: BTreeMap<super::compiled_notify::OutcomeKind, super::compiled_notify::RouteSpec>,
     pub concurrency: Option<Concurrency>,
+    pub budget: Option<Budget>,
     pub file: String,
+}
+
+/// What Anthropic's requests ask for when a manifest sets no `max_tokens` (the API requires
+/// one).
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// An agent's spend limits over a sliding 24 hours (a pap extension).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Budget {
+    pub invocations_per_day: Option<u64>,
+    pub tokens_per_day: Option<u64>,
 }
 
 impl Agent {

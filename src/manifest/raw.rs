@@ -239,6 +239,26 @@ pub struct Agent {
     /// A pap extension: at most `limit` runs of this agent at once per value of `key`.
     #[serde(default)]
     pub concurrency: Option<Concurrency>,
+    /// A pap extension: what the agent may spend in any 24 hours (sliding, on the
+    /// dispatcher's clock); past it, decisions are `budget_exceeded` and a human is told.
+    #[serde(default)]
+    pub budget: Option<Budget>,
+}
+
+/// An agent's spend limits over a sliding 24 hours (either or both).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Budget {
+    /// Invocations decided (awaiting approval included) in any 24 hours (at least 1).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub invocations_per_day: Option<i64>,
+    /// Model tokens (input and output) in any 24 hours (at least 1); LLM agents only. A run
+    /// reserves its most (`model.max_tokens` × (`limits.max_tool_calls` + 1)) when it
+    /// starts and settles to what it used when it ends.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub tokens_per_day: Option<i64>,
 }
 
 /// ATP action flags.

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::atp;
 use super::produce::{Draft, produce};
-use crate::domain::{Handler, Invocation, Party, Routing};
+use crate::domain::{Handler, Invocation, NotifyStatus, Party, Routing};
 use crate::manifest::Project;
 use crate::manifest::compiled_notify::{OutcomeKind, RouteSpec};
 use crate::storage::{self, WriteTx};
@@ -86,6 +86,60 @@ pub fn external_call(
     if inv.internal {
         draft.agent = None;
     }
+    produce(tx, project, draft, now)?;
+    Ok(())
+}
+
+/// An agent's budget is used up (a pap extension): a person is told once while the message
+/// waits unacknowledged; a stream of refused decisions adds nothing to the inbox until it is
+/// acknowledged (keyed by agent, as ANP 7.1 deduplication keys are).
+pub fn budget_exceeded(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    agent: &crate::manifest::compiled::Agent,
+    trigger: &str,
+    event: &crate::event::Event,
+    why: &str,
+    now: i64,
+) -> storage::Result<()> {
+    let key = format!("budget.exceeded:{}", agent.id);
+    if let Some(id) = tx.dedup_lookup(&key)?
+        && let Some(told) = tx.notification(&id)?
+        && matches!(
+            told.status,
+            NotifyStatus::Pending | NotifyStatus::Dispatched | NotifyStatus::Locked
+        )
+    {
+        return Ok(());
+    }
+    let mut metadata = Map::new();
+    metadata.insert("agent".into(), json!(agent.id));
+    metadata.insert("trigger".into(), json!(trigger));
+    metadata.insert("event_id".into(), json!(event.id));
+    metadata.insert("event_type".into(), json!(event.kind));
+    metadata.insert("reason".into(), json!(why));
+    let content = format!(
+        "{why}: the latest refused decision was trigger {trigger} on event {} ({}); decisions for agent {} stay budget_exceeded until spending leaves the 24-hour window",
+        event.id, event.kind, agent.id
+    );
+    let draft = Draft {
+        kind: "budget.exceeded".to_owned(),
+        level: crate::domain::Level::Warning,
+        content: project.redactor.text(&content).into_owned(),
+        deduplication_key: Some(key),
+        metadata,
+        routing: Routing {
+            address: Default::default(),
+            target: Party::User,
+            handler: Handler::System,
+        },
+        session: None,
+        agent: None,
+        instructions: None,
+        deadline: project.config.notify.deadline,
+        atp: None,
+        depth: 0,
+    };
     produce(tx, project, draft, now)?;
     Ok(())
 }

@@ -17,7 +17,9 @@ use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{AuditEntry, Invocation, Lease, Provocation};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
-use crate::stages::{Outcome, Reason, Verdict, cascade, debounce, idempotency, risk, throttle};
+use crate::stages::{
+    Outcome, Reason, Verdict, budget, cascade, debounce, idempotency, risk, throttle,
+};
 use crate::storage::{self, Claimed, RowRef, Sequence, WriteTx};
 pub use fire::{FIRE_BATCH, Fired};
 pub use prepare::{Considered, Prepared};
@@ -323,6 +325,37 @@ impl<'p> Pipeline<'p> {
             note(explain, "throttle", &verdict, || used_in.join("; "));
         }
 
+        // budget (a pap extension)
+        if verdict == Verdict::Continue
+            && let Some(b) = &agent.budget
+        {
+            let times = if b.invocations_per_day.is_some() {
+                tx.throttle_times(&budget::bucket(&agent.id), "")?
+            } else {
+                Vec::new()
+            };
+            let tokens = if b.tokens_per_day.is_some() {
+                tx.token_uses(&agent.id)?
+            } else {
+                Vec::new()
+            };
+            verdict = budget::check(b, &agent.id, &times, &tokens, now);
+            note(explain, "budget", &verdict, || {
+                "within the agent's budget for the last 24h".to_string()
+            });
+            if let Verdict::Stop(_, why) = &verdict {
+                crate::notify::outcome::budget_exceeded(
+                    tx,
+                    self.project,
+                    agent,
+                    &trigger.id,
+                    event,
+                    &why.to_string(),
+                    now,
+                )?;
+            }
+        }
+
         // risk
         if verdict == Verdict::Continue {
             verdict = risk::check(agent);
@@ -346,6 +379,13 @@ impl<'p> Pipeline<'p> {
             let id = ids::invocation(claimed_key, now);
             for (bucket, key, window_ms) in &buckets {
                 tx.throttle_record(bucket, key, now, *window_ms)?;
+            }
+            if agent
+                .budget
+                .is_some_and(|b| b.invocations_per_day.is_some())
+            {
+                let bucket = budget::bucket(&agent.id);
+                tx.throttle_record(&bucket, "", now, crate::domain::budget::DAY_MS)?;
             }
             let mut inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
             if outcome == Outcome::AwaitingApproval {

@@ -1,7 +1,8 @@
 //! The decision stages of PAP 0.2 section 6, in order: filter, idempotency, cascade,
-//! (debounce, a pap extension), throttle, risk. Each is a small unit deciding Continue or Stop for one (event, trigger);
+//! (debounce, a pap extension), throttle, (budget, a pap extension), risk. Each is a small unit deciding Continue or Stop for one (event, trigger);
 //! the pipeline runs them in order and the first Stop decides the outcome.
 
+pub mod budget;
 pub mod cascade;
 pub mod debounce;
 pub mod filter;
@@ -23,6 +24,8 @@ pub enum Outcome {
     Throttled,
     /// A pap extension: part of a burst a debounce acts on once.
     Debounced,
+    /// A pap extension: the agent's budget for the last 24 hours is used up.
+    BudgetExceeded,
     AwaitingApproval,
     /// Only under `--explain`: a disabled trigger whose type matched.
     Disabled,
@@ -38,6 +41,7 @@ impl Outcome {
             Outcome::CascadeRejected => "cascade_rejected",
             Outcome::Throttled => "throttled",
             Outcome::Debounced => "debounced",
+            Outcome::BudgetExceeded => "budget_exceeded",
             Outcome::AwaitingApproval => "awaiting_approval",
             Outcome::Disabled => "disabled",
         }

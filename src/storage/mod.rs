@@ -155,6 +155,13 @@ pub trait WriteTx {
     /// Records an invocation at `now`, forgetting times that left the window.
     fn throttle_record(&mut self, trigger: &str, key: &str, now: i64, window_ms: i64)
     -> Result<()>;
+    /// An agent's token reservations and uses (those of the last 24 hours, and maybe older).
+    fn token_uses(&self, agent: &str) -> Result<Vec<crate::domain::budget::TokenUse>>;
+    fn set_token_uses(
+        &mut self,
+        agent: &str,
+        uses: &[crate::domain::budget::TokenUse],
+    ) -> Result<()>;
     /// Where the debounce of (trigger, window key) stands.
     fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>>;
     /// Records the debounce of (trigger, window key); its pending fire (if any) becomes due

@@ -17,6 +17,7 @@ mod ledger_block;
 mod ops;
 mod tables;
 mod tx;
+mod tx_budget;
 mod tx_claims;
 mod tx_concurrency;
 mod tx_debounce;

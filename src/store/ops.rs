@@ -77,6 +77,16 @@ impl WriteTx for Tx<'_> {
     ) -> Result<()> {
         Tx::throttle_record(self, trigger, key, now, window_ms)
     }
+    fn token_uses(&self, agent: &str) -> Result<Vec<crate::domain::budget::TokenUse>> {
+        Tx::token_uses(self, agent)
+    }
+    fn set_token_uses(
+        &mut self,
+        agent: &str,
+        uses: &[crate::domain::budget::TokenUse],
+    ) -> Result<()> {
+        Tx::set_token_uses(self, agent, uses)
+    }
     fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>> {
         Tx::concurrency_wait(self, inv)
     }

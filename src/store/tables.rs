@@ -38,6 +38,9 @@ pub const DEBOUNCE_DUE: TableDefinition<(i64, &str, &str), ()> =
 /// a concurrency slot, in decision order (a pap extension added to format 6 before its
 /// release, like the debounce tables).
 pub const CONCURRENCY: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("concurrency");
+/// agent id → its token reservations and uses of the last 24 hours (JSON; a pap extension
+/// added to format 6 before its release, like the debounce tables).
+pub const BUDGET_TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("budget_tokens");
 /// packed invocation id (see `id_codec`) → Invocation (see `invocation_codec`).
 pub const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
 /// event number (`event_seq`) → the event's JSON: each event's body once, however many
@@ -130,7 +133,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         }
         create!(CLAIMS, CLAIM_EXPIRY, THROTTLE, INVOCATIONS, EVENTS);
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
-        create!(DEBOUNCE, DEBOUNCE_DUE, CONCURRENCY);
+        create!(DEBOUNCE, DEBOUNCE_DUE, CONCURRENCY, BUDGET_TOKENS);
         create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))

@@ -8,7 +8,7 @@ use super::chat::{MalformedReply, Reply, Stop, ToolCall, ToolDef, ToolResult};
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
 /// Anthropic requires `max_tokens`; this is used when the manifest sets none.
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+pub const DEFAULT_MAX_TOKENS: u32 = crate::manifest::compiled::ANTHROPIC_DEFAULT_MAX_TOKENS;
 
 pub fn url(base: &str) -> String {
     format!("{}/v1/messages", base.trim_end_matches('/'))

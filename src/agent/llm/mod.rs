@@ -188,6 +188,17 @@ impl Attempt<'_> {
                     retry: false,
                 });
             }
+            // A run with a token budget stays within what it reserved.
+            let used = {
+                let t = self.transcript.lock().expect("transcript");
+                t.input_tokens.saturating_add(t.output_tokens)
+            };
+            if let Err(reason) = crate::agent::tokens::may_take_turn(self.agent, used) {
+                return Err(Failure {
+                    reason,
+                    retry: false,
+                });
+            }
             let body = match conversation {
                 Conversation::Anthropic(c) => c.request(
                     &self.model.model_id,

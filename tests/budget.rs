@@ -1,0 +1,160 @@
+//! Spend budgets (a pap extension) through the real binary on the injected clock: an
+//! agent's invocation budget reached mid-stream turns the rest of the stream into
+//! `budget_exceeded` and tells a person once; a token budget is reserved when a run starts,
+//! so two runs started together cannot spend past it.
+
+mod common;
+
+use common::dispatch::{Project, T0, ev, run_of};
+use common::fake_llm::{FakeLlm, Scripted, anthropic_text};
+use serde_json::{Value, json};
+
+/// Two triggers on one type, both provoking agent `fix`, which may be invoked 3 times a day.
+fn invocation_budget_project() -> Project {
+    let p = common::llm::project(
+        "  risk_level: low\n  model:\n    provider: command\n    command: [\"true\"]\n  budget:\n    invocations_per_day: 3\n",
+        None,
+    );
+    std::fs::write(
+        p.root().join("triggers/t-llm.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: first\n  match:\n    type: test.llm.asked\n  agent: a\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.root().join("triggers/u-second.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: second\n  match:\n    type: test.llm.asked\n  agent: a\n",
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn an_invocation_budget_reached_mid_stream_refuses_the_rest_and_tells_a_person_once() {
+    let p = invocation_budget_project();
+    let events: Vec<Value> = (1..=3)
+        .map(|i| ev(&format!("e{i}"), "test.llm.asked", json!({"n": i})))
+        .collect();
+    let file = p.events("stream.ndjson", &events);
+    let run = p.dispatch(T0, &file, &["--no-run"]);
+    assert_eq!(
+        run.code, 0,
+        "budget_exceeded counts as success: {}",
+        run.stderr
+    );
+    let outcomes: Vec<String> = ["e1", "e2", "e3"]
+        .iter()
+        .flat_map(|e| [run.outcome(e, "first"), run.outcome(e, "second")])
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "queued",
+            "queued",
+            "queued",
+            "budget_exceeded",
+            "budget_exceeded",
+            "budget_exceeded"
+        ]
+    );
+    let reason = run.trigger("e3", "first")["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("agent a has used its budget: 3 of 3 invocations in the last 24h"),
+        "{reason}"
+    );
+    // One notification for the person, however many decisions were refused.
+    let inbox = common::pap_at(p.root())
+        .args(["inbox", "--json"])
+        .output()
+        .unwrap();
+    let messages: Vec<Value> = common::stdout(&inbox)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|m: &Value| m["kind"] == "budget.exceeded")
+        .collect();
+    assert_eq!(messages.len(), 1, "{}", common::stdout(&inbox));
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("3 of 3 invocations"),
+        "{}",
+        messages[0]
+    );
+    // 24 hours after the first three, the budget is back.
+    let later = p.events(
+        "later.ndjson",
+        &[ev("e4", "test.llm.asked", json!({"n": 4}))],
+    );
+    let run = p.dispatch("2026-03-12T06:00:00.001Z", &later, &["--no-run"]);
+    assert_eq!(run.outcome("e4", "first"), "queued");
+}
+
+#[test]
+fn a_token_budget_is_reserved_when_a_run_starts_so_runs_together_cannot_overspend() {
+    // Each run may take 2 turns of at most 100 tokens: it reserves 200 of the day's 300.
+    let fake = FakeLlm::start(vec![
+        Scripted::ok(anthropic_text("first")),
+        Scripted::ok(anthropic_text("second")),
+    ]);
+    let p = common::llm::project(
+        &format!(
+            "  risk_level: low\n  model:\n    provider: anthropic\n    model_id: test-model\n    base_url: \"{}\"\n    max_tokens: 100\n  limits:\n    max_tool_calls: 1\n  budget:\n    tokens_per_day: 300\n",
+            fake.url
+        ),
+        None,
+    );
+    let file = p.events(
+        "two.ndjson",
+        &[
+            ev("e1", "test.llm.asked", json!({})),
+            ev("e2", "test.llm.asked", json!({})),
+        ],
+    );
+    let out = p
+        .cmd(T0)
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .args(["dispatch", "--json", "-j", "2"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let run = run_of(&out);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    // One ran (and used 120 tokens); the other could not reserve 200 beside it, nor after it.
+    assert_eq!(fake.requests().len(), 1);
+    let results: Vec<(String, Option<String>)> = ["e1", "e2"]
+        .iter()
+        .map(|e| {
+            let t = run.trigger(e, "t-llm");
+            (
+                t["outcome"].as_str().unwrap().to_owned(),
+                t["reason"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    let waiting = results
+        .iter()
+        .find(|(outcome, _)| outcome == "queued")
+        .expect("one run waits");
+    let why = waiting.1.as_deref().unwrap();
+    assert!(
+        why.contains(
+            "waiting for the token budget: a run reserves 200 tokens, and 120 of agent a's 300"
+        ) && why.contains("room at 2026-03-12T06:00:00.000Z"),
+        "{why}"
+    );
+    // A day later serve runs it: the first run's tokens have left the window.
+    let out = p
+        .cmd("2026-03-12T06:00:01Z")
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .args(["serve", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    assert_eq!(fake.requests().len(), 2);
+    let statuses: Vec<String> = p
+        .invocations()
+        .iter()
+        .map(|i| i["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(statuses, ["succeeded", "succeeded"]);
+}
