@@ -213,7 +213,9 @@ impl Runtime {
                         "invocation {id} is held by another pap process (pid {holder})"
                     )));
                 }
-                // Concurrency keys: a queued one starts only when there is room for it.
+                // Concurrency keys: a queued one starts only when there is room for it, as
+                // the manifests say now.
+                crate::pipeline::refresh_limits(&project, &mut inv.concurrency);
                 if inv.status == Status::Queued
                     && let Some(why) = tx.concurrency_wait(&inv)?
                 {

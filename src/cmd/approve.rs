@@ -94,7 +94,19 @@ pub(super) fn run_and_report(
     id: &str,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let result = rt.block_on(runtime.run(id))?;
+    let result = match rt.block_on(runtime.run(id)) {
+        Ok(result) => result,
+        // Its concurrency key or token budget has no room now: it stays queued, decided.
+        Err(crate::agent::RunError::Waiting(why)) => {
+            crate::say!(
+                "{id} is queued, not started: {why}; pap serve starts it when there is room"
+            );
+            report(runtime, id, json)?;
+            dispatcher.settle_notifications()?;
+            return Ok(Outcome::Success);
+        }
+        Err(e) => return Err(e.into()),
+    };
     report(runtime, id, json)?;
     dispatcher.dispatch_emitted(result.emitted)?;
     dispatcher.settle_notifications()?;

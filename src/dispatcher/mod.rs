@@ -405,6 +405,9 @@ impl<'a> Dispatcher<'a> {
         self.rt.block_on(async move {
             let mut waiting: std::collections::VecDeque<String> = ids.into();
             let mut blocked: Vec<(String, String)> = Vec::new();
+            // Once refused a slot, an invocation is free for any process to take: serve may
+            // start it before this process tries again.
+            let mut ever_blocked: HashSet<String> = HashSet::new();
             let mut tried_idle = false;
             let mut set = JoinSet::new();
             let mut running = HashSet::new();
@@ -438,7 +441,13 @@ impl<'a> Dispatcher<'a> {
                         let r = match r {
                             Ok(r) => r,
                             Err(RunError::NotOurs(_)) if skip_taken => continue,
+                            Err(RunError::NotOurs(why)) if ever_blocked.contains(&id) => {
+                                let why = format!("taken over by another process while it waited for room ({why})");
+                                left_waiting.lock().expect("left_waiting lock").insert(id, why);
+                                continue;
+                            }
                             Err(RunError::Waiting(why)) => {
+                                ever_blocked.insert(id.clone());
                                 blocked.push((id, why));
                                 continue;
                             }

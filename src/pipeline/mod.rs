@@ -516,6 +516,28 @@ pub fn concurrency_slots(
         .collect()
 }
 
+/// Brings `slots`' limits to what the manifests say now: a limit raised or lowered after a
+/// decision applies to the invocations already waiting. (A key whose `concurrency` was
+/// removed keeps its last limit for them.)
+pub fn refresh_limits(project: &Project, slots: &mut [crate::domain::ConcurrencySlot]) {
+    for slot in slots {
+        let limit = match slot.scope.split_once(':') {
+            Some(("trigger", id)) => project
+                .trigger(id)
+                .and_then(|t| t.concurrency.as_ref())
+                .map(|c| c.limit),
+            Some(("agent", id)) => project
+                .agent(id)
+                .and_then(|a| a.concurrency.as_ref())
+                .map(|c| c.limit),
+            _ => None,
+        };
+        if let Some(limit) = limit {
+            slot.limit = limit;
+        }
+    }
+}
+
 /// An audit line for `inv`.
 pub fn audit_entry(
     inv: &Invocation,

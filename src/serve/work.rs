@@ -16,8 +16,8 @@ use tracing::Instrument;
 
 use super::Wake;
 use crate::agent::{RunError, RunResult, Runtime};
-use crate::domain::Lease;
 use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{Lease, Status};
 use crate::liveness::ThisProcess;
 use crate::storage::{self, TakeWork};
 
@@ -273,10 +273,28 @@ impl State {
         self.scan_wide = false;
         // A read first: an idle serve then never commits (each commit syncs the file).
         let store = self.runtime.store.clone();
-        let candidates =
-            tokio::task::spawn_blocking(move || store.read(|r| r.work_due(now, limit))).await;
+        let skipped = skip.clone();
+        let candidates = tokio::task::spawn_blocking(move || {
+            store.read(|r| {
+                for id in r.work_due(now, limit)? {
+                    if skipped.contains(&id) {
+                        continue;
+                    }
+                    // One that waits for a full concurrency key is not work yet: no commit
+                    // for it (a serve with only waiting work stays as idle as one with none).
+                    match r.invocation(&id)? {
+                        Some(inv)
+                            if inv.status == Status::Queued
+                                && r.concurrency_block(&inv)?.is_some() => {}
+                        _ => return Ok(true),
+                    }
+                }
+                Ok(false)
+            })
+        })
+        .await;
         let anything = match candidates {
-            Ok(Ok(ids)) => ids.iter().any(|id| !skip.contains(id)),
+            Ok(Ok(found)) => found,
             _ => true, // the write below reports the problem
         };
         if !anything {

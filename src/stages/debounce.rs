@@ -27,15 +27,19 @@ pub fn check(
     now: i64,
 ) -> (Verdict, DebounceState) {
     let quiet = quiet_ms(debounce);
+    // Two processes may commit out of the order of their clocks: a burst's last event can
+    // be one that reached the store before this one with a later time. Within the quiet
+    // period that is the same burst; further apart (a clock stepped back) it is not.
+    let last = state.map(|s| s.last_seen);
+    let same_burst = last.is_some_and(|last| now.abs_diff(last) < quiet.unsigned_abs());
+    let latest = match last {
+        Some(last) if same_burst => last.max(now),
+        _ => now,
+    };
     match debounce.mode {
         DebounceMode::Leading => {
-            // A time after `now` was recorded before the clock was stepped back: it does not
-            // keep the burst going (as throttle windows do not count it).
-            let previous = state
-                .map(|s| s.last_seen)
-                .filter(|last| *last <= now && now - *last < quiet);
-            let verdict = match previous {
-                Some(last) => Verdict::Stop(
+            let verdict = match last {
+                Some(last) if same_burst => Verdict::Stop(
                     Outcome::Debounced,
                     Reason::Debounced {
                         trailing: false,
@@ -44,31 +48,36 @@ pub fn check(
                         at: last,
                     },
                 ),
-                None => Verdict::Continue,
+                _ => Verdict::Continue,
             };
             let next = DebounceState {
-                last_seen: now,
+                last_seen: latest,
                 pending: None,
             };
             (verdict, next)
         }
         DebounceMode::Trailing => {
-            let due = now.saturating_add(quiet);
+            // The fire carries the burst's latest event: this one, unless one decided with
+            // a later time is already pending.
+            let keep = state
+                .filter(|s| same_burst && s.last_seen > now)
+                .and_then(|s| s.pending.clone());
+            let pending = keep.unwrap_or_else(|| PendingFire {
+                due: now.saturating_add(quiet),
+                event: event.clone(),
+            });
             let verdict = Verdict::Stop(
                 Outcome::Debounced,
                 Reason::Debounced {
                     trailing: true,
                     quiet: debounce.quiet,
                     key: key.to_owned(),
-                    at: due,
+                    at: pending.due,
                 },
             );
             let next = DebounceState {
-                last_seen: now,
-                pending: Some(PendingFire {
-                    due,
-                    event: event.clone(),
-                }),
+                last_seen: latest,
+                pending: Some(pending),
             };
             (verdict, next)
         }
@@ -117,6 +126,25 @@ mod tests {
         let (_, s2) = check(&d, "", Some(&s1), &json!({"n": 2}), 30_000);
         let pending = s2.pending.unwrap();
         assert_eq!((pending.due, pending.event), (90_000, json!({"n": 2})));
+    }
+
+    #[test]
+    fn a_burst_decided_out_of_clock_order_is_still_one_burst() {
+        // A process with a later clock committed first.
+        let lead = debounce(DebounceMode::Leading);
+        let (_, s) = check(&lead, "", None, &json!({}), 200_000);
+        let (v, s) = check(&lead, "", Some(&s), &json!({}), 199_000);
+        assert!(matches!(v, Verdict::Stop(Outcome::Debounced, _)));
+        assert_eq!(s.last_seen, 200_000);
+        // A clock stepped back by more than the quiet period starts a new burst.
+        let (v, s) = check(&lead, "", Some(&s), &json!({}), 100_000);
+        assert_eq!((v, s.last_seen), (Verdict::Continue, 100_000));
+
+        let trail = debounce(DebounceMode::Trailing);
+        let (_, s) = check(&trail, "", None, &json!({"n": 2}), 10_000);
+        let (_, s) = check(&trail, "", Some(&s), &json!({"n": 1}), 9_000);
+        let p = s.pending.unwrap();
+        assert_eq!((p.due, p.event), (70_000, json!({"n": 2})));
     }
 
     #[test]

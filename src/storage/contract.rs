@@ -370,16 +370,18 @@ fn a_concurrency_key_admits_its_limit_in_decision_order() {
             let a1 = get(tx, "a1")?;
             assert_eq!(tx.concurrency_wait(&a1)?, None);
             let a2 = get(tx, "a2")?;
-            let why = tx.concurrency_wait(&a2)?.expect("a1 was decided first");
+            let (key, why) = tx.concurrency_block(&a2)?.expect("a1 was decided first");
             assert!(why.contains("1 decided earlier waiting"), "{why}");
+            assert_eq!(key, "", "the key has room: a2 only waits its turn");
             let b1 = get(tx, "b1")?;
             assert_eq!(tx.concurrency_wait(&b1)?, None);
             // a1 runs: a2 waits for its slot.
             let mut running = a1.clone();
             running.status = Status::Running;
             tx.put_invocation(&running)?;
-            let why = tx.concurrency_wait(&a2)?.expect("a1 holds the slot");
+            let (key, why) = tx.concurrency_block(&a2)?.expect("a1 holds the slot");
             assert!(why.contains("1 of 1 running"), "{why}");
+            assert_eq!(key, "trigger:t\u{1f}a", "the key is full");
             // a1 ends: a2 is next, a3 still waits behind it.
             running.status = Status::Succeeded;
             tx.put_invocation(&running)?;

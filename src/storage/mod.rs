@@ -105,6 +105,10 @@ impl Stamp {
     }
 }
 
+/// The most due ids [`WriteTx::take_due_work`] looks at when invocations waiting for a full
+/// concurrency key fill its first look.
+pub const WIDEST_LOOK: usize = 65_536;
+
 /// What [`WriteTx::take_due_work`] is asked for.
 pub struct TakeWork<'a> {
     pub now: i64,
@@ -180,10 +184,15 @@ pub trait WriteTx {
     fn put_invocation(&mut self, inv: &Invocation) -> Result<()>;
     /// Invocations awaiting approval whose deadline is at or before `now`.
     fn approvals_due(&mut self, now: i64) -> Result<Vec<String>>;
-    /// Why `inv` may not start an attempt now, if it may not: one of its concurrency keys
-    /// has its limit running, or invocations decided before it wait for the free slots.
-    /// (The store keeps who waits and who runs per key from the invocations it writes.)
-    fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>>;
+    /// Whether `inv` has to wait for one of its concurrency keys, and why; the key's index
+    /// name when the key has its limit running (empty when only invocations decided before
+    /// it wait for the free slots). The store keeps who waits and who runs per key from the
+    /// invocations it writes.
+    fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>>;
+    /// Why `inv` may not start an attempt now, if it may not.
+    fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>> {
+        Ok(self.concurrency_block(inv)?.map(|(_, why)| why))
+    }
     /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
     /// holder may be gone), running ones first, at most `limit`.
     fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>>;
@@ -196,34 +205,62 @@ pub trait WriteTx {
     /// The default goes through the operations above; a store that can lock rows (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`) does it in one statement.
     fn take_due_work(&mut self, want: TakeWork<'_>) -> Result<(Vec<String>, bool)> {
-        let due = self.work_due(want.now, want.limit)?;
-        let seen_all = due.len() < want.limit;
+        let mut limit = want.limit;
+        let mut looked: std::collections::HashSet<String> = std::collections::HashSet::new();
+        // Concurrency keys found full: every later invocation of one waits too (they start
+        // in decision order), so none of them needs looking at again.
+        let mut full: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut taken = Vec::new();
-        for id in due {
-            if taken.len() >= want.room {
-                break;
+        loop {
+            let due = self.work_due(want.now, limit)?;
+            let seen_all = due.len() < limit;
+            let mut blocked = 0usize;
+            for id in due {
+                if taken.len() >= want.room {
+                    break;
+                }
+                if want.skip.contains(&id) || !looked.insert(id.clone()) {
+                    continue;
+                }
+                let Some(mut inv) = self.invocation(&id)? else {
+                    continue;
+                };
+                let free = crate::domain::lease::holding(inv.lease.as_ref(), want.now, want.facts)
+                    == crate::domain::Holding::Free;
+                if !free || !matches!(inv.status, Status::Queued | Status::Running) {
+                    continue;
+                }
+                // A queued one whose concurrency key is full waits; a running one (its
+                // runner died) holds its slot already.
+                if inv.status == Status::Queued && !inv.concurrency.is_empty() {
+                    if inv
+                        .concurrency
+                        .iter()
+                        .any(|s| full.contains(&s.index_key()))
+                    {
+                        blocked += 1;
+                        continue;
+                    }
+                    if let Some((key, _)) = self.concurrency_block(&inv)? {
+                        if !key.is_empty() {
+                            full.insert(key);
+                        }
+                        blocked += 1;
+                        continue;
+                    }
+                }
+                inv.lease = Some((want.lease)(self.issue_lease_token()?));
+                self.put_invocation(&inv)?;
+                taken.push(id);
             }
-            if want.skip.contains(&id) {
-                continue;
+            // Waiting invocations of a full key may fill the whole look: look further once,
+            // so other keys' work is not starved behind them.
+            let starved = blocked > 0 && taken.len() < want.room && !seen_all;
+            if !starved || limit >= WIDEST_LOOK {
+                return Ok((taken, seen_all));
             }
-            let Some(mut inv) = self.invocation(&id)? else {
-                continue;
-            };
-            let free = crate::domain::lease::holding(inv.lease.as_ref(), want.now, want.facts)
-                == crate::domain::Holding::Free;
-            if !free || !matches!(inv.status, Status::Queued | Status::Running) {
-                continue;
-            }
-            // A queued one whose concurrency key is full waits; a running one (its runner
-            // died) holds its slot already.
-            if inv.status == Status::Queued && self.concurrency_wait(&inv)?.is_some() {
-                continue;
-            }
-            inv.lease = Some((want.lease)(self.issue_lease_token()?));
-            self.put_invocation(&inv)?;
-            taken.push(id);
+            limit = (limit * 16).min(WIDEST_LOOK);
         }
-        Ok((taken, seen_all))
     }
 
     // --- schedules, the outbox, the audit log
@@ -335,6 +372,8 @@ pub trait ReadTx {
     fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>>;
     /// When the earliest pending trailing debounce fires (ms), if any.
     fn debounce_next_due(&self) -> Result<Option<i64>>;
+    /// As [`WriteTx::concurrency_block`].
+    fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>>;
     /// Whether any timer job is due at or before `now`.
     fn any_job_due(&self, now: i64) -> Result<bool>;
 }

@@ -355,10 +355,22 @@ pub struct Reader {
     approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
     /// `None` in a file from before the debounce tables (no write has created them yet).
     debounce_due: Option<ReadOnlyTable<(i64, &'static str, &'static str), ()>>,
+    /// `None` in a file from before the concurrency index.
+    concurrency: Option<ReadOnlyTable<(&'static str, u64), &'static [u8]>>,
     pub(super) notify: NotifyReader,
 }
 
 impl Reader {
+    /// As [`Tx::concurrency_block`], on this snapshot.
+    pub fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>> {
+        match &self.concurrency {
+            Some(table) if !inv.concurrency.is_empty() => {
+                super::tx_concurrency::blocking_in(table, inv).map_err(|e| redb_err(&self.path, e))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// When the earliest pending trailing debounce fires (ms), if any.
     pub fn debounce_next_due(&self) -> Result<Option<i64>> {
         let Some(table) = &self.debounce_due else {
@@ -381,6 +393,11 @@ impl Reader {
             outbox: txn.open_table(OUTBOX).map_err(e)?,
             approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
             debounce_due: match txn.open_table(DEBOUNCE_DUE) {
+                Ok(table) => Some(table),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(other) => return Err(redb_err(path, other)),
+            },
+            concurrency: match txn.open_table(CONCURRENCY) {
                 Ok(table) => Some(table),
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(other) => return Err(redb_err(path, other)),

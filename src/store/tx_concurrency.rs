@@ -58,9 +58,9 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Why `inv` may not start now, if it may not: one of its keys has `limit` running, or
-    /// invocations decided before it wait for the free slots.
-    pub fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>> {
+    /// The first of `inv`'s keys that has no room for it now, and why (see
+    /// [`blocking_in`]).
+    pub fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>> {
         if inv.concurrency.is_empty() {
             return Ok(None);
         }
@@ -68,42 +68,52 @@ impl Tx<'_> {
             .txn
             .open_table(CONCURRENCY)
             .map_err(|e| redb_err(&self.path, e))?;
-        for slot in &inv.concurrency {
-            let key = slot.index_key();
-            let (mut running, mut ahead) = (0u32, 0u32);
-            let range = table
-                .range((key.as_str(), 0)..=(key.as_str(), u64::MAX))
-                .map_err(|e| redb_err(&self.path, e))?;
-            for entry in range {
-                let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
-                let (_, seq) = k.value();
-                let bytes = v.value();
-                if bytes.get(1..) == Some(inv.id.as_bytes()) {
-                    continue;
-                }
-                match bytes.first() {
-                    Some(1) => running += 1,
-                    _ if seq < inv.seq => ahead += 1,
-                    _ => {}
-                }
+        blocking_in(&table, inv).map_err(|e| redb_err(&self.path, e))
+    }
+}
+
+/// The first of `inv`'s concurrency keys with no room for it, with why: the key has `limit`
+/// running (then the key is named), or invocations decided before it wait for the free
+/// slots (so runs start in decision order; then the key comes back empty).
+pub(super) fn blocking_in(
+    table: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    inv: &Invocation,
+) -> std::result::Result<Option<(String, String)>, redb::StorageError> {
+    for slot in &inv.concurrency {
+        let key = slot.index_key();
+        let (mut running, mut ahead) = (0u32, 0u32);
+        for entry in table.range((key.as_str(), 0)..=(key.as_str(), u64::MAX))? {
+            let (k, v) = entry?;
+            let (_, seq) = k.value();
+            let bytes = v.value();
+            if bytes.get(1..) == Some(inv.id.as_bytes()) {
+                continue;
             }
-            if running.saturating_add(ahead) >= slot.limit {
-                let mut why = format!(
-                    "waiting for a concurrency slot: {running} of {} running for key {} of {}",
-                    slot.limit,
-                    if slot.key.is_empty() {
-                        "(none)"
-                    } else {
-                        &slot.key
-                    },
-                    slot.scope
-                );
-                if ahead > 0 {
-                    why.push_str(&format!(", {ahead} decided earlier waiting before it"));
-                }
-                return Ok(Some(why));
+            match bytes.first() {
+                Some(1) => running += 1,
+                _ if seq < inv.seq => ahead += 1,
+                _ => {}
             }
         }
-        Ok(None)
+        if running.saturating_add(ahead) >= slot.limit {
+            let mut why = format!(
+                "waiting for a concurrency slot: {running} of {} running for key {} of {}",
+                slot.limit,
+                if slot.key.is_empty() {
+                    "(none)"
+                } else {
+                    &slot.key
+                },
+                slot.scope
+            );
+            if ahead > 0 {
+                why.push_str(&format!(", {ahead} decided earlier waiting before it"));
+            }
+            // Named only when the key itself is full; waiting behind earlier decisions says
+            // nothing about the key's room for those earlier ones.
+            let full = if running >= slot.limit { key } else { String::new() };
+            return Ok(Some((full, why)));
+        }
     }
+    Ok(None)
 }
