@@ -158,3 +158,37 @@ fn a_token_budget_is_reserved_when_a_run_starts_so_runs_together_cannot_overspen
         .collect();
     assert_eq!(statuses, ["succeeded", "succeeded"]);
 }
+
+/// The stage order: filter, idempotency, cascade, debounce, throttle, budget, risk.
+#[test]
+fn the_stages_run_in_order_with_the_extensions() {
+    let p = common::llm::project(
+        "  risk_level: low\n  model:\n    provider: command\n    command: [\"true\"]\n  budget:\n    invocations_per_day: 10\n",
+        None,
+    );
+    std::fs::write(
+        p.root().join("triggers/t-llm.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-llm\n  match:\n    type: test.llm.asked\n  debounce: {seconds: 60, mode: leading}\n  throttle:\n    - {max_per_window: 5, window_seconds: 3600}\n  agent: a\n",
+    )
+    .unwrap();
+    let file = p.events("one.ndjson", &[ev("e1", "test.llm.asked", json!({}))]);
+    let run = p.dispatch(T0, &file, &["--dry-run", "--explain"]);
+    let stages: Vec<String> = run.trigger("e1", "t-llm")["explain"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "filter",
+            "idempotency",
+            "cascade",
+            "debounce",
+            "throttle",
+            "budget",
+            "risk"
+        ]
+    );
+}

@@ -496,19 +496,17 @@ pub fn concurrency_slots(
     agent: &crate::manifest::compiled::Agent,
     event: &serde_json::Value,
 ) -> Vec<crate::domain::ConcurrencySlot> {
+    // Most triggers have none: nothing is allocated for them on the decision path.
     let scoped = [
-        (
-            format!("trigger:{}", trigger.id),
-            trigger.concurrency.as_ref(),
-        ),
-        (format!("agent:{}", agent.id), agent.concurrency.as_ref()),
+        ("trigger", trigger.id.as_str(), trigger.concurrency.as_ref()),
+        ("agent", agent.id.as_str(), agent.concurrency.as_ref()),
     ];
     scoped
         .into_iter()
-        .filter_map(|(scope, c)| {
+        .filter_map(|(kind, id, c)| {
             let c = c?;
             Some(crate::domain::ConcurrencySlot {
-                scope,
+                scope: format!("{kind}:{id}"),
                 key: throttle::key_of(c.key.as_ref(), event),
                 limit: c.limit,
             })

@@ -111,7 +111,11 @@ pub(super) fn blocking_in(
             }
             // Named only when the key itself is full; waiting behind earlier decisions says
             // nothing about the key's room for those earlier ones.
-            let full = if running >= slot.limit { key } else { String::new() };
+            let full = if running >= slot.limit {
+                key
+            } else {
+                String::new()
+            };
             return Ok(Some((full, why)));
         }
     }
