@@ -766,11 +766,30 @@ impl Server {
             i64::try_from(self.settings.ledger_retention.as_millis()).unwrap_or(i64::MAX);
         let cutoff = now.saturating_sub(retention);
         let cursor = self.ledger_cursor.take();
-        match store.write(|tx| tx.purge_ledger(cutoff, cursor, LEDGER_BATCH)) {
-            Ok((removed, next)) => {
+        // Debounce states of bursts long over go in the same commit.
+        let project = self.runtime.project.clone();
+        let quiet_of = |trigger: &str| {
+            project
+                .trigger(trigger)
+                .and_then(|t| t.debounce.as_ref())
+                .map(crate::stages::debounce::quiet_ms)
+        };
+        let purged = store.write(|tx| {
+            let ledger = tx.purge_ledger(cutoff, cursor, LEDGER_BATCH)?;
+            let debounce = tx.purge_debounce(now, &quiet_of, storage::PURGE_BATCH)?;
+            Ok((ledger, debounce))
+        });
+        match purged {
+            Ok(((removed, next), debounce)) => {
                 self.ledger_cursor = next;
                 if removed > 0 {
                     tracing::info!(rows = removed, "purged old ledger rows");
+                }
+                if debounce > 0 {
+                    tracing::info!(
+                        keys = debounce,
+                        "forgot debounce states of bursts long over"
+                    );
                 }
             }
             Err(e) => tracing::error!(error = %e, "cannot purge the ledger"),

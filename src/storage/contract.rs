@@ -337,6 +337,34 @@ fn debounce_state_keeps_its_pending_fire_due_in_order() {
             Ok(())
         })?;
         assert_eq!(s.read(|r| r.debounce_next_due())?, None);
+        // Bursts over (quiet 60 by 1000) and a trigger that no longer debounces go; a
+        // pending fire and a burst still going stay.
+        s.write(|tx| {
+            tx.debounce_put("t", "going", &pending(5000, 4))?;
+            tx.debounce_put(
+                "t",
+                "recent",
+                &DebounceState {
+                    last_seen: 990,
+                    pending: None,
+                },
+            )?;
+            tx.debounce_put(
+                "gone",
+                "x",
+                &DebounceState {
+                    last_seen: 999,
+                    pending: None,
+                },
+            )?;
+            let quiet_of = |trigger: &str| (trigger == "t").then_some(60);
+            assert_eq!(tx.purge_debounce(1000, &quiet_of, 100)?, 3);
+            assert_eq!(tx.debounce_state("t", "a")?, None);
+            assert_eq!(tx.debounce_state("gone", "x")?, None);
+            assert!(tx.debounce_state("t", "recent")?.is_some());
+            assert!(tx.debounce_state("t", "going")?.is_some());
+            Ok(())
+        })?;
         Ok(())
     });
 }

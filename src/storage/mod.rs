@@ -174,6 +174,14 @@ pub trait WriteTx {
     /// (trigger, window key) of pending trailing debounces due at or before `now`, earliest
     /// first, at most `limit`.
     fn debounce_due(&mut self, now: i64, limit: usize) -> Result<Vec<(String, String)>>;
+    /// Removes up to `limit` debounce states with no fire pending whose burst is over by
+    /// `now` (`quiet_of`: a trigger's quiet period now, `None` when it no longer debounces).
+    fn purge_debounce(
+        &mut self,
+        now: i64,
+        quiet_of: &dyn Fn(&str) -> Option<i64>,
+        limit: usize,
+    ) -> Result<usize>;
 
     // --- invocations
 

@@ -99,6 +99,14 @@ impl WriteTx for Tx<'_> {
     fn debounce_due(&mut self, now: i64, limit: usize) -> Result<Vec<(String, String)>> {
         Tx::debounce_due(self, now, limit)
     }
+    fn purge_debounce(
+        &mut self,
+        now: i64,
+        quiet_of: &dyn Fn(&str) -> Option<i64>,
+        limit: usize,
+    ) -> Result<usize> {
+        Tx::purge_debounce(self, now, quiet_of, limit)
+    }
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
         Tx::invocation(self, id)
     }

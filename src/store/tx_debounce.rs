@@ -70,4 +70,39 @@ impl Tx<'_> {
         }
         Ok(out)
     }
+
+    /// Removes up to `limit` debounce states that can no longer change a decision: no fire
+    /// pending, and the burst over (`quiet_of` gives a trigger's quiet period now; `None`:
+    /// the trigger no longer debounces, so its states go). Returns how many went.
+    pub fn purge_debounce(
+        &mut self,
+        now: i64,
+        quiet_of: &dyn Fn(&str) -> Option<i64>,
+        limit: usize,
+    ) -> Result<usize> {
+        let mut table = self
+            .txn
+            .open_table(DEBOUNCE)
+            .map_err(|e| redb_err(&self.path, e))?;
+        let mut stale: Vec<(String, String)> = Vec::new();
+        for entry in table.iter().map_err(|e| redb_err(&self.path, e))? {
+            if stale.len() >= limit {
+                break;
+            }
+            let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
+            let (trigger, key) = k.value();
+            let state: DebounceState = decode(&self.path, v.value())?;
+            let over =
+                quiet_of(trigger).is_none_or(|quiet| state.last_seen.saturating_add(quiet) <= now);
+            if state.pending.is_none() && over {
+                stale.push((trigger.to_owned(), key.to_owned()));
+            }
+        }
+        for (trigger, key) in &stale {
+            table
+                .remove((trigger.as_str(), key.as_str()))
+                .map_err(|e| redb_err(&self.path, e))?;
+        }
+        Ok(stale.len())
+    }
 }
