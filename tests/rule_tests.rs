@@ -360,3 +360,27 @@ fn a_run_that_cannot_start_still_reports_to_ci() {
         common::stderr(&empty)
     );
 }
+
+/// A case with `run: true` runs the agents its events invoke (the example's SLA case runs
+/// the offline triage agent), and a wrong `result` fails with the result seen.
+#[test]
+fn a_case_that_runs_its_agents_checks_how_the_run_ended() {
+    let dir = example_copy();
+    let text = std::fs::read_to_string(dir.path().join("rule-tests/scenarios.yaml")).unwrap();
+    let wrong = text.replace(
+        "{outcome: invoked, result: succeeded}",
+        "{outcome: invoked, result: failed}",
+    );
+    assert_ne!(text, wrong, "the example's SLA case runs its agent");
+    let file = dir.path().join("rule-tests/scenarios.yaml");
+    std::fs::write(&file, wrong).unwrap();
+    let out = pap_test(dir.path(), &[]);
+    let text = common::stdout(&out);
+    assert_eq!(common::code(&out), 1, "{text}");
+    assert!(
+        text.contains(
+            "trigger `server-latency-sla-breach`: expected invoked, and its run failed, saw invoked, and its run succeeded"
+        ),
+        "{text}"
+    );
+}

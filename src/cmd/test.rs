@@ -75,13 +75,14 @@ pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Failure);
     }
 
-    let mut coverage = Coverage::new(project);
+    let project = std::sync::Arc::new(project.clone());
+    let mut coverage = Coverage::new(&project);
     let mut results = Vec::new();
     for suite in &suites {
-        results.extend(run::run_suite(project, suite, &mut coverage)?);
+        results.extend(run::run_suite(&project, suite, &mut coverage)?);
     }
     let totals = Totals::of(&results, started.elapsed());
-    let gaps = args.coverage.then(|| Gaps::of(project, &coverage));
+    let gaps = args.coverage.then(|| Gaps::of(&project, &coverage));
     let out = match args.format {
         TestFormat::Human => render::human(&results, &totals, gaps.as_ref(), Paint::for_stdout()),
         TestFormat::Json => render::json(&results, &totals, gaps.as_ref()),

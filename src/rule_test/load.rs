@@ -42,6 +42,8 @@ pub struct Case {
     /// The simulated time of `at: +0s` (ms since the epoch).
     pub start_ms: i64,
     pub steps: Vec<Step>,
+    /// Run the agents the events invoke.
+    pub run: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +65,7 @@ pub struct Expect {
     pub trigger: String,
     pub outcome: ExpectedOutcome,
     pub reason: Option<String>,
+    pub result: Option<raw::ExpectedResult>,
     pub line: u32,
 }
 
@@ -172,6 +175,15 @@ fn compile_case(
     };
     let mut steps = Vec::new();
     for (j, step) in case.events.iter().enumerate() {
+        for (trigger, e) in &step.expect {
+            if e.result().is_some() && !case.run {
+                ctx.at(
+                    "rule-test-event",
+                    &path!["cases", i, "events", j, "expect", trigger.as_str(), "result"],
+                    "a `result` is only seen when the case runs its agents: add `run: true` to the case",
+                );
+            }
+        }
         if let Some(start_ms) = start_ms {
             steps.extend(compile_step(ctx, step, (i, j), start_ms, dir, project));
         }
@@ -181,6 +193,7 @@ fn compile_case(
         line: ctx.tree.locate(&path!["cases", i]).line,
         start_ms: start_ms?,
         steps,
+        run: case.run,
     })
 }
 
@@ -433,6 +446,7 @@ fn compile_expectations(
             trigger: trigger.clone(),
             outcome: expectation.outcome(),
             reason: expectation.reason().map(str::to_string),
+            result: expectation.result(),
             line: ctx.tree.locate_key(&at).line,
         });
     }

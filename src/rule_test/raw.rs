@@ -30,6 +30,10 @@ pub struct Case {
     /// The events, decided in this order, each at its own `at`.
     #[schemars(length(min = 1))]
     pub events: Vec<Step>,
+    /// Run the agents the events invoke, as `pap dispatch` does (retries included), so a
+    /// `result` can be checked. Default false: decisions only.
+    #[serde(default)]
+    pub run: bool,
 }
 
 /// One event of a case and the outcomes expected for it.
@@ -71,6 +75,25 @@ pub struct DetailedExpectation {
     /// A substring the decision's reason must contain.
     #[serde(default)]
     pub reason: Option<String>,
+    /// How the invoked agent's run ended (a case with `run: true`).
+    #[serde(default)]
+    pub result: Option<ExpectedResult>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpectedResult {
+    Succeeded,
+    Failed,
+}
+
+impl ExpectedResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExpectedResult::Succeeded => "succeeded",
+            ExpectedResult::Failed => "failed",
+        }
+    }
 }
 
 /// What a trigger decided for the event. `unmatched`: the trigger did not consider the event
@@ -120,6 +143,13 @@ impl Expectation {
         match self {
             Expectation::Outcome(_) => None,
             Expectation::Detailed(d) => d.reason.as_deref(),
+        }
+    }
+
+    pub fn result(&self) -> Option<ExpectedResult> {
+        match self {
+            Expectation::Outcome(_) => None,
+            Expectation::Detailed(d) => d.result,
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::event::input::Location;
 use crate::manifest::Project;
 use crate::pipeline::report::TriggerReport;
 use crate::pipeline::{Options, Pipeline};
+use crate::stages::Outcome;
 use crate::storage;
 
 /// How one case went.
@@ -103,10 +104,10 @@ impl Coverage {
 
 /// Runs every case of `suite`.
 pub fn run_suite(
-    project: &Project,
+    project: &Arc<Project>,
     suite: &Suite,
     coverage: &mut Coverage,
-) -> storage::Result<Vec<CaseResult>> {
+) -> anyhow::Result<Vec<CaseResult>> {
     let pipeline = Pipeline::new(
         project,
         Options {
@@ -125,19 +126,30 @@ pub fn run_suite(
     suite
         .cases
         .iter()
-        .map(|case| run_case(&pipeline, &index, suite, case, coverage))
+        .map(|case| run_case(project, &pipeline, &index, suite, case, coverage))
         .collect()
 }
 
 fn run_case(
+    project: &Arc<Project>,
     pipeline: &Pipeline,
     index: &HashMap<&str, usize>,
     suite: &Suite,
     case: &Case,
     coverage: &mut Coverage,
-) -> storage::Result<CaseResult> {
+) -> anyhow::Result<CaseResult> {
     let started = Instant::now();
     let store = storage::in_memory()?;
+    // A case that runs its agents runs them as `pap dispatch` does, on the case's clock.
+    let rt = if case.run {
+        Some(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+        )
+    } else {
+        None
+    };
     let source: Arc<str> = suite.file.as_str().into();
     let mut failures = Vec::new();
     // What trailing debounces made since the last `fired` check, as serve would have made
@@ -168,8 +180,11 @@ fn run_case(
             line: Some(u64::from(step.line)),
             index: None,
         };
-        let (decided, _body) =
+        let (mut decided, _body) =
             store.write(|tx| pipeline.decide(tx, event.clone(), None, input, now))?;
+        if let Some(rt) = &rt {
+            run_invoked(rt, project, &store, &mut decided.report.triggers, now)?;
+        }
         for t in &decided.report.triggers {
             if let Some(i) = index.get(&*t.trigger) {
                 coverage.record(*i, t);
@@ -193,6 +208,46 @@ fn run_case(
         failures,
         elapsed: started.elapsed(),
     })
+}
+
+/// Runs the agents a decision invoked, each to its end, and notes how it ended on its
+/// trigger's report (as `pap dispatch` reports it). The events the runs emit are not decided
+/// in the case.
+fn run_invoked(
+    rt: &tokio::runtime::Runtime,
+    project: &Arc<Project>,
+    store: &Arc<dyn storage::Storage>,
+    triggers: &mut [TriggerReport],
+    now: i64,
+) -> anyhow::Result<()> {
+    let at = jiff::Timestamp::from_millisecond(now)?;
+    let runtime = crate::agent::Runtime {
+        project: project.clone(),
+        store: store.clone(),
+        clock: crate::clock::Clock::fake(at),
+        queue_retries: false,
+    };
+    for t in triggers.iter_mut() {
+        let Some(id) = t
+            .invocation_id
+            .clone()
+            .filter(|_| t.outcome == Outcome::Invoked)
+        else {
+            continue;
+        };
+        match rt.block_on(runtime.run(&id)) {
+            Ok(r) => {
+                t.result = Some(if r.succeeded { "succeeded" } else { "failed" });
+                t.attempts = Some(r.attempts);
+                if !r.succeeded {
+                    t.reason = r.error.map(Into::into);
+                }
+            }
+            Err(crate::agent::RunError::Waiting(why)) => t.reason = Some(why.into()),
+            Err(e) => return Err(anyhow::anyhow!("running {id}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// Compares one expectation with what was `seen` for its trigger (`None`: not decided, or
@@ -231,6 +286,18 @@ fn check(
             (None, Some(_)) => saw_outcome.to_string(),
         };
         return Some(fail(expected.to_string(), saw));
+    }
+    if let Some(want) = expect.result {
+        let got = decided.and_then(|t| t.result).unwrap_or("no run");
+        if got != want.as_str() {
+            let why = saw_reason
+                .as_deref()
+                .map_or(String::new(), |r| format!(" ({r})"));
+            return Some(fail(
+                format!("{expected}, and its run {}", want.as_str()),
+                format!("{expected}, and its run {got}{why}"),
+            ));
+        }
     }
     let wanted = expect.reason.as_deref()?;
     let reason = saw_reason.unwrap_or_default();
