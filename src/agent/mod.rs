@@ -333,7 +333,7 @@ impl Runtime {
         mut env: Vec<(String, String)>,
     ) -> Result<(Value, Vec<Event>), Failure> {
         let max_bytes = self.project.config.max_event_bytes;
-        let emit = scratch::emit_file()
+        let emit = scratch::emit_file(self.store.dir().as_deref())
             .map_err(|e| Failure::retry(format!("cannot create a scratch dir: {e}")))?;
         let emit_file = &emit.path;
         let stdin = serde_json::to_vec(&json!({
