@@ -77,7 +77,8 @@ pub enum Command {
         decides its events in order on a fresh, throwaway state, each at `start` plus its `at`, and \
         checks the outcome expected per trigger (invoked, filtered, duplicate, cascade_rejected, \
         debounced, throttled, budget_exceeded, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
-        Agents are not run. Nothing is written to the project's state.\n\n\
+        Agents are not run unless a case sets `run: true` (then `result: succeeded|failed` can be checked); a \
+        step with `fired:` checks what trailing debounces made. Nothing is written to the project's state.\n\n\
         cases:\n  - name: a second spike within the hour is throttled\n    start: 2026-03-11T06:00:00Z\n    \
         events:\n      - file: ../examples/events/energy-price-spike.json\n        expect: {energy-price-spike: invoked}\n      \
         - at: +90s\n        event: {type: energy.price.threshold_exceeded, data: {region: NO1, price_nok_per_kwh: 4.1}}\n        \
