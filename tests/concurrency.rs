@@ -58,8 +58,11 @@ fn events(root: &Path, name: &str, hosts: &[(&str, u32)]) -> std::path::PathBuf 
     file
 }
 
+/// One line of an agent's log: (kind, host, n, ns).
+type Entry = (String, String, u32, u128);
+
 /// (kind, host, n, ns) per line of the agent's log.
-fn log(root: &Path) -> Vec<(String, String, u32, u128)> {
+fn log(root: &Path) -> Vec<Entry> {
     std::fs::read_to_string(root.join("runs.log"))
         .unwrap_or_default()
         .lines()
@@ -76,7 +79,7 @@ fn log(root: &Path) -> Vec<(String, String, u32, u128)> {
 }
 
 /// Runs of `host` never overlap, and start in the order of their numbers.
-fn one_at_a_time_in_order(entries: &[(String, String, u32, u128)], host: &str) {
+fn one_at_a_time_in_order(entries: &[Entry], host: &str) {
     let mine: Vec<_> = entries.iter().filter(|e| e.1 == host).collect();
     let mut open = None;
     let mut order = Vec::new();
@@ -235,4 +238,115 @@ fn dispatch_runs_its_own_in_order_and_leaves_a_held_slot_to_serve() {
     assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
     one_at_a_time_in_order(&log(root), "db9");
     assert_eq!(log(root).len(), 4);
+}
+
+/// A run cancelled while it runs keeps its key's slot until its processes have stopped: the
+/// next run of the key, started by serve, begins only after the cancelled one ended.
+#[test]
+fn a_cancelled_run_holds_its_slot_until_its_processes_are_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("triggers")).unwrap();
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    std::fs::write(root.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
+    let log = root.join("runs.log");
+    // Run 1 sleeps until stopped, and takes a second to stop after SIGTERM; run 2 ends at once.
+    let script = format!(
+        "in=$(cat); n=$(printf '%s' \"$in\" | sed -n 's/.*\\\"n\\\":\\([0-9]*\\).*/\\1/p'); echo \"start $n $(date +%s%N)\" >> '{log}'; if [ \"$n\" = 1 ]; then trap 'sleep 1; echo \"end 1 $(date +%s%N)\" >> \"{log}\"; exit 0' TERM; sleep 60 & wait $!; fi; echo \"end $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
+        log = log.display()
+    );
+    std::fs::write(
+        root.join("agents/fix.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nagent:\n  id: fix\n  risk_level: low\n  model:\n    provider: command\n    command: [\"sh\", \"-c\", {}]\n",
+            serde_json::to_string(&script).unwrap()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("triggers/restart.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: restart\n  match:\n    type: host.disk.full\n  concurrency: {limit: 1, key: $.data.host}\n  agent: fix\n",
+    )
+    .unwrap();
+    let file = events(root, "two.ndjson", &[("db1", 1), ("db1", 2)]);
+    let out = common::pap_at(root)
+        .args(["dispatch", "--no-run", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let first = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["event_id"] == "db1-1")
+        .unwrap()["triggers"][0]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let serve_log = std::fs::File::create(root.join("serve.log")).unwrap();
+    let mut serve = common::pap_at(root)
+        .args(["serve", "--log-format", "json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(serve_log)
+        .spawn()
+        .unwrap();
+    let wait_for = |what: &str, done: &dyn Fn(&[Entry]) -> bool| {
+        let started = std::time::Instant::now();
+        while !done(&log_of(&log)) {
+            assert!(
+                started.elapsed() < common::serve::patience(),
+                "{what}: {:?}",
+                log_of(&log)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    wait_for("run 1 started", &|e| {
+        e.iter().any(|x| x.0 == "start" && x.2 == 1)
+    });
+    let cancel = common::pap_at(root)
+        .args(["invocations", "cancel", &first, "--grace", "10s"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&cancel), 0, "{}", common::stderr(&cancel));
+    wait_for("run 2 ended", &|e| {
+        e.iter().any(|x| x.0 == "end" && x.2 == 2)
+    });
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(serve.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = serve.wait();
+    let entries = log_of(&log);
+    let end_1 = entries
+        .iter()
+        .find(|e| e.0 == "end" && e.2 == 1)
+        .expect("run 1 stopped")
+        .3;
+    let start_2 = entries
+        .iter()
+        .find(|e| e.0 == "start" && e.2 == 2)
+        .unwrap()
+        .3;
+    assert!(
+        start_2 > end_1,
+        "run 2 started while run 1 was stopping: {entries:?}"
+    );
+}
+
+/// (kind, host, n, ns) per line; this test's lines have no host.
+fn log_of(path: &Path) -> Vec<Entry> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let p: Vec<&str> = l.split(' ').collect();
+            Some((
+                p.first()?.to_string(),
+                String::new(),
+                p.get(1)?.parse().ok()?,
+                p.get(2)?.parse().ok()?,
+            ))
+        })
+        .collect()
 }

@@ -106,10 +106,18 @@ impl Runtime {
     pub async fn run(&self, id: &str) -> Result<RunResult, RunError> {
         match self.run_attempts(id).await {
             Err(RunError::NotOurs(why)) => match self.cancelled(id).await {
-                Some(inv) => Ok(RunResult {
-                    cancelled: true,
-                    ..result(&inv, false, Vec::new())
-                }),
+                Some(inv) => {
+                    // Its processes ended with this run: the slots it kept while stopping
+                    // are free.
+                    if inv.stopping_until.is_some() {
+                        let id = id.to_owned();
+                        self.write(move |tx| release_stopping(tx, &id)).await?;
+                    }
+                    Ok(RunResult {
+                        cancelled: true,
+                        ..result(&inv, false, Vec::new())
+                    })
+                }
                 None => Err(RunError::NotOurs(why)),
             },
             other => other,
@@ -217,7 +225,7 @@ impl Runtime {
                 // the manifests say now.
                 crate::pipeline::refresh_limits(&project, &mut inv.concurrency);
                 if inv.status == Status::Queued
-                    && let Some(why) = tx.concurrency_wait(&inv)?
+                    && let Some(why) = tx.concurrency_wait(&inv, now)?
                 {
                     inv.lease = None;
                     tx.put_invocation(&inv)?;
@@ -538,6 +546,17 @@ impl Runtime {
             .map_err(|e| RunError::Failed(e.into()))??;
         Ok(value)
     }
+}
+
+/// Frees the concurrency slots a cancelled invocation kept while its processes stopped.
+pub fn release_stopping(tx: &mut dyn WriteTx, id: &str) -> storage::Result<()> {
+    if let Some(mut inv) = tx.invocation(id)?
+        && inv.stopping_until.is_some()
+    {
+        inv.stopping_until = None;
+        tx.put_invocation(&inv)?;
+    }
+    Ok(())
 }
 
 /// Ends `inv` as failed, rejected or expired inside `tx`, with its `on_failure` event when

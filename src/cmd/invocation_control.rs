@@ -164,11 +164,12 @@ pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
             ids
         }
     };
+    let grace_ms = i64::try_from(args.grace.as_millis()).unwrap_or(i64::MAX / 4);
     let (cancelled, refused) = runtime.store.write(|tx| {
         let mut cancelled: Vec<(Invocation, Option<Lease>)> = Vec::new();
         let mut refused = Vec::new();
         for id in &ids {
-            match cancel_in_tx(tx, &project, id, &reason, &by, now)? {
+            match cancel_in_tx(tx, &project, id, &reason, &by, now, grace_ms)? {
                 Ok(done) => cancelled.push(done),
                 Err(why) => refused.push(why),
             }
@@ -208,6 +209,27 @@ pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
             crate::say!("cancelled {}{how}", inv.id);
         }
     }
+    // Their processes are gone (or were never here): the concurrency slots they kept while
+    // stopping are free. One on another node keeps its slot until its runner lets go, or
+    // until its stopping time has passed.
+    let stopped_here: Vec<String> = cancelled
+        .iter()
+        .filter(|(inv, lease)| {
+            inv.stopping_until.is_some()
+                && lease
+                    .as_ref()
+                    .is_none_or(|l| l.node == crate::liveness::this_node())
+        })
+        .map(|(inv, _)| inv.id.clone())
+        .collect();
+    if !stopped_here.is_empty() {
+        runtime.store.write(|tx| {
+            for id in &stopped_here {
+                crate::agent::release_stopping(tx, id)?;
+            }
+            Ok(())
+        })?;
+    }
     dispatcher.settle_notifications()?;
     for why in &refused {
         crate::say!("error: {why}");
@@ -234,6 +256,7 @@ fn cancel_in_tx(
     reason: &str,
     by: &str,
     now: i64,
+    grace_ms: i64,
 ) -> storage::Result<Result<(Invocation, Option<Lease>), String>> {
     let Some(mut inv) = tx.invocation(id)? else {
         return Ok(Err(format!("no invocation {id} in this state dir")));
@@ -249,6 +272,11 @@ fn cancel_in_tx(
     if let Err(e) = inv.cancel(reason, now) {
         return Ok(Err(e.to_string()));
     }
+    // Its processes get `grace` to stop, then SIGKILL and up to 5 s to go: until then it
+    // keeps its concurrency slots, so the next run of its key cannot start beside it.
+    if lease.is_some() && !inv.concurrency.is_empty() {
+        inv.stopping_until = Some(now.saturating_add(grace_ms).saturating_add(STOP_SLACK_MS));
+    }
     if let Some(request) = &inv.approval_request {
         crate::notify::atp::close_unanswered(tx, request, "cancelled", now)?;
     }
@@ -263,6 +291,9 @@ fn cancel_in_tx(
     crate::notify::outcome::invocation_outcome(tx, project, &inv, OutcomeKind::Cancelled, now)?;
     Ok(Ok((inv, lease)))
 }
+
+/// Beyond the grace period: the wait for a SIGKILLed group to go, and a margin.
+const STOP_SLACK_MS: i64 = 10_000;
 
 /// Stops a running agent's process group: SIGTERM, then SIGKILL once `grace` has passed.
 /// Returns whether a process of it was running.

@@ -105,6 +105,10 @@ pub struct Invocation {
     /// a free slot and no earlier invocation waits for one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub concurrency: Vec<ConcurrencySlot>,
+    /// Cancelled while it ran: its processes may still be stopping until then (ms), so it
+    /// keeps its concurrency slots until they are gone or this time has passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopping_until: Option<i64>,
 }
 
 /// One concurrency key of an invocation: at most `limit` invocations with the same `scope`
@@ -176,6 +180,7 @@ impl Invocation {
             notifications: Vec::new(),
             retry_of: None,
             concurrency: Vec::new(),
+            stopping_until: None,
         }
     }
 

@@ -285,7 +285,7 @@ impl State {
                     match r.invocation(&id)? {
                         Some(inv)
                             if inv.status == Status::Queued
-                                && r.concurrency_block(&inv)?.is_some() => {}
+                                && r.concurrency_block(&inv, now)?.is_some() => {}
                         _ => return Ok(true),
                     }
                 }

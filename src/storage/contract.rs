@@ -396,26 +396,39 @@ fn a_concurrency_key_admits_its_limit_in_decision_order() {
             let get = |tx: &mut dyn WriteTx, id: &str| tx.invocation(id).map(Option::unwrap);
             // The first decided may start; the later ones wait for it; another key is free.
             let a1 = get(tx, "a1")?;
-            assert_eq!(tx.concurrency_wait(&a1)?, None);
+            assert_eq!(tx.concurrency_wait(&a1, 0)?, None);
             let a2 = get(tx, "a2")?;
-            let (key, why) = tx.concurrency_block(&a2)?.expect("a1 was decided first");
+            let (key, why) = tx.concurrency_block(&a2, 0)?.expect("a1 was decided first");
             assert!(why.contains("1 decided earlier waiting"), "{why}");
             assert_eq!(key, "", "the key has room: a2 only waits its turn");
             let b1 = get(tx, "b1")?;
-            assert_eq!(tx.concurrency_wait(&b1)?, None);
+            assert_eq!(tx.concurrency_wait(&b1, 0)?, None);
             // a1 runs: a2 waits for its slot.
             let mut running = a1.clone();
             running.status = Status::Running;
             tx.put_invocation(&running)?;
-            let (key, why) = tx.concurrency_block(&a2)?.expect("a1 holds the slot");
+            let (key, why) = tx.concurrency_block(&a2, 0)?.expect("a1 holds the slot");
             assert!(why.contains("1 of 1 running"), "{why}");
             assert_eq!(key, "trigger:t\u{1f}a", "the key is full");
             // a1 ends: a2 is next, a3 still waits behind it.
             running.status = Status::Succeeded;
             tx.put_invocation(&running)?;
-            assert_eq!(tx.concurrency_wait(&a2)?, None);
+            assert_eq!(tx.concurrency_wait(&a2, 0)?, None);
             let a3 = get(tx, "a3")?;
-            assert!(tx.concurrency_wait(&a3)?.is_some());
+            assert!(tx.concurrency_wait(&a3, 0)?.is_some());
+            // a2 runs and is cancelled: its processes may still be stopping until 5000, so
+            // it keeps the slot until then, and not after.
+            let mut a2 = get(tx, "a2")?;
+            a2.status = Status::Cancelled;
+            a2.stopping_until = Some(5000);
+            tx.put_invocation(&a2)?;
+            let why = tx.concurrency_wait(&a3, 4999)?.expect("a2 is stopping");
+            assert!(why.contains("1 of 1 running"), "{why}");
+            assert_eq!(tx.concurrency_wait(&a3, 5000)?, None);
+            // Once its processes are gone the slot is free at any time.
+            a2.stopping_until = None;
+            tx.put_invocation(&a2)?;
+            assert_eq!(tx.concurrency_wait(&a3, 0)?, None);
             Ok(())
         })
     });

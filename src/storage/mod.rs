@@ -196,10 +196,12 @@ pub trait WriteTx {
     /// name when the key has its limit running (empty when only invocations decided before
     /// it wait for the free slots). The store keeps who waits and who runs per key from the
     /// invocations it writes.
-    fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>>;
-    /// Why `inv` may not start an attempt now, if it may not.
-    fn concurrency_wait(&self, inv: &Invocation) -> Result<Option<String>> {
-        Ok(self.concurrency_block(inv)?.map(|(_, why)| why))
+    /// A run cancelled while it ran holds its slot until `stopping_until`, if that is after
+    /// `now`.
+    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>>;
+    /// Why `inv` may not start an attempt at `now`, if it may not.
+    fn concurrency_wait(&self, inv: &Invocation, now: i64) -> Result<Option<String>> {
+        Ok(self.concurrency_block(inv, now)?.map(|(_, why)| why))
     }
     /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
     /// holder may be gone), running ones first, at most `limit`.
@@ -249,7 +251,7 @@ pub trait WriteTx {
                         blocked += 1;
                         continue;
                     }
-                    if let Some((key, _)) = self.concurrency_block(&inv)? {
+                    if let Some((key, _)) = self.concurrency_block(&inv, want.now)? {
                         if !key.is_empty() {
                             full.insert(key);
                         }
@@ -381,7 +383,7 @@ pub trait ReadTx {
     /// When the earliest pending trailing debounce fires (ms), if any.
     fn debounce_next_due(&self) -> Result<Option<i64>>;
     /// As [`WriteTx::concurrency_block`].
-    fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>>;
+    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>>;
     /// Whether any timer job is due at or before `now`.
     fn any_job_due(&self, now: i64) -> Result<bool>;
 }

@@ -65,6 +65,8 @@ struct ExtrasRef<'a> {
     retry_of: Option<&'a str>,
     #[serde(skip_serializing_if = "<[ConcurrencySlot]>::is_empty")]
     concurrency: &'a [ConcurrencySlot],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopping_until: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +95,8 @@ struct Extras {
     retry_of: Option<String>,
     #[serde(default)]
     concurrency: Vec<ConcurrencySlot>,
+    #[serde(default)]
+    stopping_until: Option<i64>,
 }
 
 /// The status byte's flag for an internal turn.
@@ -151,6 +155,7 @@ pub fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
         notifications: &inv.notifications,
         retry_of: inv.retry_of.as_deref(),
         concurrency: &inv.concurrency,
+        stopping_until: inv.stopping_until,
     };
     serde_json::to_writer(&mut out, &extras).expect("records serialise");
     out
@@ -217,6 +222,7 @@ pub fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malforme
         notifications: extras.notifications,
         retry_of: extras.retry_of,
         concurrency: extras.concurrency,
+        stopping_until: extras.stopping_until,
     };
     Ok((inv, event))
 }
@@ -325,6 +331,7 @@ mod tests {
                 key: "\"db1\"".into(),
                 limit: 2,
             }],
+            stopping_until: Some(9),
         }
     }
 
@@ -352,6 +359,7 @@ mod tests {
         inv.approval_deadline = None;
         inv.retry_of = None;
         inv.concurrency.clear();
+        inv.stopping_until = None;
         inv.emitted.clear();
         inv.history.clear();
         assert!(encode(&inv, 1_000_000).len() < 40);

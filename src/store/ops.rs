@@ -87,8 +87,8 @@ impl WriteTx for Tx<'_> {
     ) -> Result<()> {
         Tx::set_token_uses(self, agent, uses)
     }
-    fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>> {
-        Tx::concurrency_block(self, inv)
+    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
+        Tx::concurrency_block(self, inv, now)
     }
     fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>> {
         Tx::debounce_state(self, trigger, key)
@@ -207,8 +207,8 @@ impl WriteTx for Tx<'_> {
 }
 
 impl ReadTx for Reader {
-    fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>> {
-        Reader::concurrency_block(self, inv)
+    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
+        Reader::concurrency_block(self, inv, now)
     }
     fn debounce_next_due(&self) -> Result<Option<i64>> {
         Reader::debounce_next_due(self)

@@ -362,10 +362,15 @@ pub struct Reader {
 
 impl Reader {
     /// As [`Tx::concurrency_block`], on this snapshot.
-    pub fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>> {
+    pub fn concurrency_block(
+        &self,
+        inv: &Invocation,
+        now: i64,
+    ) -> Result<Option<(String, String)>> {
         match &self.concurrency {
             Some(table) if !inv.concurrency.is_empty() => {
-                super::tx_concurrency::blocking_in(table, inv).map_err(|e| redb_err(&self.path, e))
+                super::tx_concurrency::blocking_in(table, inv, now)
+                    .map_err(|e| redb_err(&self.path, e))
             }
             _ => Ok(None),
         }
@@ -657,7 +662,7 @@ struct Fresh {
     work: Option<i64>,
     deadline: Option<i64>,
     /// Where it stands in the concurrency index (written at once, not at the end).
-    concurrency: Option<bool>,
+    concurrency: Option<super::tx_concurrency::Entry>,
 }
 
 impl Fresh {

@@ -11,14 +11,57 @@ use super::tx::Tx;
 use super::{Result, redb_err};
 use crate::domain::{Invocation, Status};
 
-/// Where `inv` stands in the index: `None` (not in it), waiting, or running.
-pub(super) fn state_of(inv: &Invocation) -> Option<bool> {
+/// Where an invocation stands in the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Entry {
+    Waiting,
+    Running,
+    /// Cancelled while it ran: holds its slot until its processes are gone, at most until
+    /// this time (ms), so a cancel that never finished stopping them cannot hold it forever.
+    Stopping(i64),
+}
+
+impl Entry {
+    fn encode(self, id: &str) -> Vec<u8> {
+        let mut value = match self {
+            Entry::Waiting => vec![0],
+            Entry::Running => vec![1],
+            Entry::Stopping(until) => {
+                let mut v = vec![2];
+                v.extend_from_slice(&until.to_le_bytes());
+                v
+            }
+        };
+        value.extend_from_slice(id.as_bytes());
+        value
+    }
+
+    /// The entry and the invocation id it is for.
+    fn decode(bytes: &[u8]) -> Option<(Entry, &[u8])> {
+        match bytes.split_first()? {
+            (0, id) => Some((Entry::Waiting, id)),
+            (1, id) => Some((Entry::Running, id)),
+            (2, rest) if rest.len() >= 8 => {
+                let (until, id) = rest.split_at(8);
+                let until = i64::from_le_bytes(until.try_into().ok()?);
+                Some((Entry::Stopping(until), id))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Where `inv` stands in the index: `None` (not in it), or its entry.
+pub(super) fn state_of(inv: &Invocation) -> Option<Entry> {
     if inv.concurrency.is_empty() {
         return None;
     }
+    if let Some(until) = inv.stopping_until {
+        return Some(Entry::Stopping(until));
+    }
     match inv.status {
-        Status::Queued => Some(false),
-        Status::Running => Some(true),
+        Status::Queued => Some(Entry::Waiting),
+        Status::Running => Some(Entry::Running),
         _ => None,
     }
 }
@@ -28,8 +71,8 @@ impl Tx<'_> {
     pub(super) fn reindex_concurrency(
         &mut self,
         inv: &Invocation,
-        old: Option<bool>,
-        new: Option<bool>,
+        old: Option<Entry>,
+        new: Option<Entry>,
     ) -> Result<()> {
         if old == new || inv.concurrency.is_empty() {
             return Ok(());
@@ -46,11 +89,9 @@ impl Tx<'_> {
                         .remove((key.as_str(), inv.seq))
                         .map_err(|e| redb_err(&self.path, e))?;
                 }
-                Some(running) => {
-                    let mut value = vec![u8::from(running)];
-                    value.extend_from_slice(inv.id.as_bytes());
+                Some(entry) => {
                     table
-                        .insert((key.as_str(), inv.seq), value.as_slice())
+                        .insert((key.as_str(), inv.seq), entry.encode(&inv.id).as_slice())
                         .map_err(|e| redb_err(&self.path, e))?;
                 }
             }
@@ -60,7 +101,11 @@ impl Tx<'_> {
 
     /// The first of `inv`'s keys that has no room for it now, and why (see
     /// [`blocking_in`]).
-    pub fn concurrency_block(&self, inv: &Invocation) -> Result<Option<(String, String)>> {
+    pub fn concurrency_block(
+        &self,
+        inv: &Invocation,
+        now: i64,
+    ) -> Result<Option<(String, String)>> {
         if inv.concurrency.is_empty() {
             return Ok(None);
         }
@@ -68,7 +113,7 @@ impl Tx<'_> {
             .txn
             .open_table(CONCURRENCY)
             .map_err(|e| redb_err(&self.path, e))?;
-        blocking_in(&table, inv).map_err(|e| redb_err(&self.path, e))
+        blocking_in(&table, inv, now).map_err(|e| redb_err(&self.path, e))
     }
 }
 
@@ -78,6 +123,7 @@ impl Tx<'_> {
 pub(super) fn blocking_in(
     table: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
     inv: &Invocation,
+    now: i64,
 ) -> std::result::Result<Option<(String, String)>, redb::StorageError> {
     for slot in &inv.concurrency {
         let key = slot.index_key();
@@ -85,14 +131,18 @@ pub(super) fn blocking_in(
         for entry in table.range((key.as_str(), 0)..=(key.as_str(), u64::MAX))? {
             let (k, v) = entry?;
             let (_, seq) = k.value();
-            let bytes = v.value();
-            if bytes.get(1..) == Some(inv.id.as_bytes()) {
+            let Some((state, id)) = Entry::decode(v.value()) else {
+                continue;
+            };
+            if id == inv.id.as_bytes() {
                 continue;
             }
-            match bytes.first() {
-                Some(1) => running += 1,
-                _ if seq < inv.seq => ahead += 1,
-                _ => {}
+            match state {
+                Entry::Running => running += 1,
+                Entry::Stopping(until) if until > now => running += 1,
+                Entry::Stopping(_) => {}
+                Entry::Waiting if seq < inv.seq => ahead += 1,
+                Entry::Waiting => {}
             }
         }
         if running.saturating_add(ahead) >= slot.limit {
