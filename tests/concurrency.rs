@@ -14,16 +14,23 @@ const T0: &str = "2026-03-11T06:00:00Z";
 /// A project whose trigger allows one run at a time per host; its agent logs its start and
 /// end (wall clock, ns) with the event's host and number, sleeping `sleep` seconds between.
 fn project(sleep: &str) -> tempfile::TempDir {
+    project_with(|log| {
+        format!(
+            "in=$(cat); host=$(printf '%s' \"$in\" | sed -n 's/.*\\\"host\\\":\\\"\\([a-z0-9]*\\)\\\".*/\\1/p'); n=$(printf '%s' \"$in\" | sed -n 's/.*\\\"n\\\":\\([0-9]*\\).*/\\1/p'); echo \"start $host $n $(date +%s%N)\" >> '{log}'; sleep {sleep}; echo \"end $host $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
+            log = log.display()
+        )
+    })
+}
+
+/// A project whose trigger allows one run at a time per host, whose agent runs the shell
+/// `script` made for the project's `runs.log`.
+fn project_with(script: impl FnOnce(&Path) -> String) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("triggers")).unwrap();
     std::fs::create_dir_all(root.join("agents")).unwrap();
     std::fs::write(root.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
-    let log = root.join("runs.log");
-    let script = format!(
-        "in=$(cat); host=$(printf '%s' \"$in\" | sed -n 's/.*\\\"host\\\":\\\"\\([a-z0-9]*\\)\\\".*/\\1/p'); n=$(printf '%s' \"$in\" | sed -n 's/.*\\\"n\\\":\\([0-9]*\\).*/\\1/p'); echo \"start $host $n $(date +%s%N)\" >> '{log}'; sleep {sleep}; echo \"end $host $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
-        log = log.display()
-    );
+    let script = script(&root.join("runs.log"));
     std::fs::write(
         root.join("agents/fix.yaml"),
         format!(
@@ -244,30 +251,15 @@ fn dispatch_runs_its_own_in_order_and_leaves_a_held_slot_to_serve() {
 /// next run of the key, started by serve, begins only after the cancelled one ended.
 #[test]
 fn a_cancelled_run_holds_its_slot_until_its_processes_are_gone() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::create_dir_all(root.join("triggers")).unwrap();
-    std::fs::create_dir_all(root.join("agents")).unwrap();
-    std::fs::write(root.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
-    let log = root.join("runs.log");
     // Run 1 sleeps until stopped, and takes a second to stop after SIGTERM; run 2 ends at once.
-    let script = format!(
-        "in=$(cat); n=$(printf '%s' \"$in\" | sed -n 's/.*\\\"n\\\":\\([0-9]*\\).*/\\1/p'); echo \"start $n $(date +%s%N)\" >> '{log}'; if [ \"$n\" = 1 ]; then trap 'sleep 1; echo \"end 1 $(date +%s%N)\" >> \"{log}\"; exit 0' TERM; sleep 60 & wait $!; fi; echo \"end $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
-        log = log.display()
-    );
-    std::fs::write(
-        root.join("agents/fix.yaml"),
+    let dir = project_with(|log| {
         format!(
-            "pap_version: \"0.2\"\nagent:\n  id: fix\n  risk_level: low\n  model:\n    provider: command\n    command: [\"sh\", \"-c\", {}]\n",
-            serde_json::to_string(&script).unwrap()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("triggers/restart.yaml"),
-        "pap_version: \"0.2\"\ntrigger:\n  id: restart\n  match:\n    type: host.disk.full\n  concurrency: {limit: 1, key: $.data.host}\n  agent: fix\n",
-    )
-    .unwrap();
+            "in=$(cat); n=$(printf '%s' \"$in\" | sed -n 's/.*\\\"n\\\":\\([0-9]*\\).*/\\1/p'); echo \"start $n $(date +%s%N)\" >> '{log}'; if [ \"$n\" = 1 ]; then trap 'sleep 1; echo \"end 1 $(date +%s%N)\" >> \"{log}\"; exit 0' TERM; sleep 60 & wait $!; fi; echo \"end $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
+            log = log.display()
+        )
+    });
+    let root = dir.path();
+    let log = root.join("runs.log");
     let file = events(root, "two.ndjson", &[("db1", 1), ("db1", 2)]);
     let out = common::pap_at(root)
         .args(["dispatch", "--no-run", "--json"])
