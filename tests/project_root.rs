@@ -47,16 +47,7 @@ fn outside_any_project_dispatch_says_so_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let here = dir.path().join("not-a-project");
     std::fs::create_dir(&here).unwrap();
-    std::fs::write(
-        here.join("e.json"),
-        ev("x1", "test.basic.happened", json!({})).to_string(),
-    )
-    .unwrap();
-    let out = pap()
-        .current_dir(&here)
-        .args(["dispatch", "e.json"])
-        .output()
-        .unwrap();
+    let out = dispatch_an_event_in(&here);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("no pap project in"),
@@ -94,26 +85,27 @@ fn a_project_someone_else_owns_above_the_directory_is_not_picked_up() {
     std::fs::write(shared.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
     let nobody = nix::unistd::Uid::from_raw(65534);
     nix::unistd::chown(&shared.join("pap.yaml"), Some(nobody), None).unwrap();
-    std::fs::write(
-        mine.join("e.json"),
-        ev("x1", "test.basic.happened", json!({})).to_string(),
-    )
-    .unwrap();
-    let out = pap()
-        .current_dir(&mine)
-        .args(["dispatch", "e.json"])
-        .output()
-        .unwrap();
+    let out = dispatch_an_event_in(&mine);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("that you own"), "{}", stderr(&out));
     assert!(!shared.join(".pap").exists());
 
     // The same directory given to another user stops the search there.
     nix::unistd::chown(&shared, Some(nobody), None).unwrap();
-    let out = pap()
-        .current_dir(&mine)
+    let out = dispatch_an_event_in(&mine);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}
+
+/// `pap dispatch e.json` run in `dir` with no --root, on an event written there.
+fn dispatch_an_event_in(dir: &std::path::Path) -> std::process::Output {
+    std::fs::write(
+        dir.join("e.json"),
+        ev("x1", "test.basic.happened", json!({})).to_string(),
+    )
+    .unwrap();
+    pap()
+        .current_dir(dir)
         .args(["dispatch", "e.json"])
         .output()
-        .unwrap();
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+        .unwrap()
 }

@@ -6,22 +6,14 @@
 
 use crate::domain::Invocation;
 use crate::domain::budget::{self, TokenUse, tokens_in_window};
-use crate::manifest::compiled::{Agent, ModelSpec};
+use crate::manifest::compiled::Agent;
 use crate::storage::{self, WriteTx};
 
-/// The most one run of `agent` may use, when it has a token budget: its `max_tokens` (the
-/// provider's default for Anthropic) for each turn, and a turn per tool call plus the last.
+/// The most one run of `agent` may use and the day's budget, when it has a token budget
+/// (the reservation is worked out when the manifest is compiled).
 pub fn reservation(agent: &Agent) -> Option<(u64, u64)> {
-    let max = agent.budget?.tokens_per_day?;
-    let per_turn = match &agent.model {
-        ModelSpec::Anthropic(m) => m
-            .max_tokens
-            .unwrap_or(crate::manifest::compiled::ANTHROPIC_DEFAULT_MAX_TOKENS),
-        ModelSpec::Openai(m) => m.max_tokens?,
-        ModelSpec::Command { .. } => return None,
-    };
-    let turns = agent.max_tool_calls?.saturating_add(1);
-    Some((u64::from(per_turn).saturating_mul(turns), max))
+    let budget = agent.budget?;
+    Some((budget.run_tokens?, budget.tokens_per_day?))
 }
 
 /// Reserves the run's tokens, or says why it must wait and until when (ms).

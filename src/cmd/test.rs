@@ -21,8 +21,8 @@ pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
         .canonicalize()
         .with_context(|| format!("project root {}", cli.root().display()))?;
     let started = Instant::now();
-    let loaded = loader::load(&root, &[]);
-    let Some(project) = &loaded.project else {
+    let mut loaded = loader::load(&root, &[]);
+    let Some(project) = loaded.project.take() else {
         let errors = loaded.errors();
         report_problems(&errors, &loaded.sources, args.format);
         crate::say!("error: the project has errors (see `pap lint`); no rule test ran");
@@ -75,7 +75,7 @@ pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Failure);
     }
 
-    let project = std::sync::Arc::new(project.clone());
+    let project = std::sync::Arc::new(project);
     let mut coverage = Coverage::new(&project);
     let mut results = Vec::new();
     for suite in &suites {

@@ -112,7 +112,8 @@ fn compile_budget(
         return None;
     }
     // A token budget bounds a run only if the run is bounded: its reservation is
-    // max_tokens × (max_tool_calls + 1).
+    // max_tokens × (max_tool_calls + 1), worked out here once for every run.
+    let mut run_tokens = None;
     if let Some(per_day) = b.tokens_per_day {
         let per_turn = match agent.model.provider {
             raw::Provider::Command => None,
@@ -140,6 +141,7 @@ fn compile_budget(
                     );
                     return None;
                 }
+                run_tokens = Some(run);
             }
             (true, ..) => {
                 ctx.at(
@@ -155,6 +157,7 @@ fn compile_budget(
     Some(crate::manifest::compiled::Budget {
         invocations_per_day: b.invocations_per_day.and_then(|n| u64::try_from(n).ok()),
         tokens_per_day: b.tokens_per_day.and_then(|n| u64::try_from(n).ok()),
+        run_tokens,
     })
 }
 

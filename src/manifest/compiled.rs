@@ -157,6 +157,9 @@ pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
 pub struct Budget {
     pub invocations_per_day: Option<u64>,
     pub tokens_per_day: Option<u64>,
+    /// What one run reserves of `tokens_per_day`: max_tokens × (max_tool_calls + 1); `None`
+    /// for a command agent (it spends no tokens) or without a token budget.
+    pub run_tokens: Option<u64>,
 }
 
 impl Agent {

@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::stages::Outcome;
+
 /// A file of rule tests: cases, each decided on a fresh, throwaway state.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -115,19 +117,25 @@ pub enum ExpectedOutcome {
 }
 
 impl ExpectedOutcome {
+    /// The decision this names (`None` for `unmatched`: no decision at all).
+    pub fn outcome(self) -> Option<Outcome> {
+        Some(match self {
+            ExpectedOutcome::Invoked => Outcome::Invoked,
+            ExpectedOutcome::Filtered => Outcome::Filtered,
+            ExpectedOutcome::Duplicate => Outcome::Duplicate,
+            ExpectedOutcome::CascadeRejected => Outcome::CascadeRejected,
+            ExpectedOutcome::Throttled => Outcome::Throttled,
+            ExpectedOutcome::Debounced => Outcome::Debounced,
+            ExpectedOutcome::BudgetExceeded => Outcome::BudgetExceeded,
+            ExpectedOutcome::AwaitingApproval => Outcome::AwaitingApproval,
+            ExpectedOutcome::Disabled => Outcome::Disabled,
+            ExpectedOutcome::Unmatched => return None,
+        })
+    }
+
+    /// As the decisions' own names are written (`pap dispatch --json`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ExpectedOutcome::Invoked => "invoked",
-            ExpectedOutcome::Filtered => "filtered",
-            ExpectedOutcome::Duplicate => "duplicate",
-            ExpectedOutcome::CascadeRejected => "cascade_rejected",
-            ExpectedOutcome::Throttled => "throttled",
-            ExpectedOutcome::Debounced => "debounced",
-            ExpectedOutcome::BudgetExceeded => "budget_exceeded",
-            ExpectedOutcome::AwaitingApproval => "awaiting_approval",
-            ExpectedOutcome::Disabled => "disabled",
-            ExpectedOutcome::Unmatched => "unmatched",
-        }
+        self.outcome().map_or("unmatched", Outcome::as_str)
     }
 }
 
@@ -150,6 +158,30 @@ impl Expectation {
         match self {
             Expectation::Outcome(_) => None,
             Expectation::Detailed(d) => d.result,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_expected_outcome_reads_as_the_decision_it_names() {
+        for name in [
+            "invoked",
+            "filtered",
+            "duplicate",
+            "cascade_rejected",
+            "throttled",
+            "debounced",
+            "budget_exceeded",
+            "awaiting_approval",
+            "disabled",
+            "unmatched",
+        ] {
+            let parsed: ExpectedOutcome = serde_json::from_value(name.into()).unwrap();
+            assert_eq!(parsed.as_str(), name);
         }
     }
 }

@@ -166,7 +166,7 @@ fn run_case(
         if !step.fired.is_empty() {
             for expect in &step.fired {
                 let seen = fired.iter().rev().find(|t| *t.trigger == *expect.trigger);
-                if let Some(failure) = check(n + 1, step, expect, seen, "fired") {
+                if let Some(failure) = check(n + 1, step, expect, seen, Seen::Fired) {
                     failures.push(failure);
                 }
             }
@@ -196,7 +196,7 @@ fn run_case(
                 .triggers
                 .iter()
                 .find(|t| *t.trigger == *expect.trigger);
-            if let Some(failure) = check(n + 1, step, expect, seen, "decided") {
+            if let Some(failure) = check(n + 1, step, expect, seen, Seen::Decided) {
                 failures.push(failure);
             }
         }
@@ -250,6 +250,14 @@ fn run_invoked(
     Ok(())
 }
 
+/// What an expectation is about: the step's own event's decision, or what trailing
+/// debounces made since the previous check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Decided,
+    Fired,
+}
+
 /// Compares one expectation with what was `seen` for its trigger (`None`: not decided, or
 /// under `fired`, nothing fired).
 fn check(
@@ -257,7 +265,7 @@ fn check(
     step: &Step,
     expect: &Expect,
     decided: Option<&TriggerReport>,
-    what: &str,
+    what: Seen,
 ) -> Option<Failure> {
     let saw_outcome = decided.map_or("unmatched", |t| t.outcome.as_str());
     let saw_reason = decided
@@ -267,7 +275,7 @@ fn check(
         step: n,
         at: step.at.clone(),
         event_id: match (what, &step.event) {
-            ("decided", Some(e)) => e.id.clone(),
+            (Seen::Decided, Some(e)) => e.id.clone(),
             _ => String::new(),
         },
         line: expect.line,
@@ -279,7 +287,7 @@ fn check(
     if saw_outcome != expected {
         let saw = match (&saw_reason, decided) {
             (Some(reason), _) => format!("{saw_outcome} ({reason})"),
-            (None, None) if what == "fired" => {
+            (None, None) if what == Seen::Fired => {
                 "unmatched (no trailing debounce of the trigger fired)".into()
             }
             (None, None) => "unmatched (the trigger did not consider this event's type)".into(),

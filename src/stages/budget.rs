@@ -58,6 +58,7 @@ mod tests {
         let b = Budget {
             invocations_per_day: Some(2),
             tokens_per_day: None,
+            run_tokens: None,
         };
         let times = [0, 1000];
         assert!(matches!(
@@ -73,6 +74,7 @@ mod tests {
         let b = Budget {
             invocations_per_day: None,
             tokens_per_day: Some(1000),
+            run_tokens: Some(100),
         };
         let uses = [
             TokenUse {

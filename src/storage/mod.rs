@@ -216,7 +216,9 @@ pub trait WriteTx {
     /// `FOR UPDATE SKIP LOCKED`) does it in one statement.
     fn take_due_work(&mut self, want: TakeWork<'_>) -> Result<(Vec<String>, bool)> {
         let mut limit = want.limit;
-        let mut looked: std::collections::HashSet<String> = std::collections::HashSet::new();
+        // Ids the previous look went through: a wider look starts with the same ones (taking
+        // work changes leases, never an invocation's place in the due index).
+        let mut looked = 0;
         // Concurrency keys found full: every later invocation of one waits too (they start
         // in decision order), so none of them needs looking at again.
         let mut full: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -225,11 +227,11 @@ pub trait WriteTx {
             let due = self.work_due(want.now, limit)?;
             let seen_all = due.len() < limit;
             let mut blocked = 0usize;
-            for id in due {
+            for id in due.into_iter().skip(looked) {
                 if taken.len() >= want.room {
                     break;
                 }
-                if want.skip.contains(&id) || !looked.insert(id.clone()) {
+                if want.skip.contains(&id) {
                     continue;
                 }
                 let Some(mut inv) = self.invocation(&id)? else {
@@ -269,6 +271,7 @@ pub trait WriteTx {
             if !starved || limit >= WIDEST_LOOK {
                 return Ok((taken, seen_all));
             }
+            looked = limit;
             limit = (limit * 16).min(WIDEST_LOOK);
         }
     }
