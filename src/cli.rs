@@ -160,10 +160,16 @@ pub enum Command {
         Signals: SIGINT/SIGTERM stop claiming, let running agents finish within the grace period, \
         leave the rest queued and exit 0. SIGHUP reloads the manifests (also reloaded when they \
         change on disk); an invalid set is logged and the old one keeps running.\n\n\
+        HTTP (--listen or listen.address): events are posted to /v1/events and answered once \
+        decided and durable, with one `pap dispatch --json` line per event; see the README's HTTP \
+        API for routes, content types, status codes and `listen.auth`.\n\n\
         Exit status: 0 clean stop (or --once done); 1 could not start (another serve runs, the \
-        project has errors, the store is unusable).\n\n\
+        project has errors, the store is unusable, the listen address is taken or refused); 2 \
+        usage (--once with --listen).\n\n\
         Examples:\n  pap serve\n  pap serve --max-concurrent 8 --log-format json 2>> serve.log\n  \
         pap serve --once          # drain the spool and the due work, fire due schedules, exit\n  \
+        pap serve --listen 127.0.0.1:8080\n  \
+        curl -H 'content-type: application/json' --data @alert.json http://127.0.0.1:8080/v1/events\n  \
         mv /tmp/.alert.json .pap/spool/alert.json   # hand an event to a running serve"
     )]
     Serve(ServeArgs),
@@ -218,6 +224,17 @@ pub enum Command {
         Examples:\n  pap doctor\n  pap doctor --json | jq -r 'select(.status == \"fail\") | .check'"
     )]
     Doctor(DoctorArgs),
+
+    /// Make an argon2 hash of a password for `listen.auth.principals[].password_hash`.
+    #[command(
+        after_help = "The password is read from the terminal (twice, not echoed) or, when stdin is \
+        not a terminal, from its first line. The hash (PHC form, `$argon2id$…`) goes to stdout; \
+        put it in pap.yaml as the principal's `password_hash`. The password itself is never \
+        written anywhere.\n\n\
+        Exit status: 0 printed; 1 the two entries differ or the password is empty.\n\n\
+        Examples:\n  pap hash-password\n  printf '%s\\n' \"$PASSWORD\" | pap hash-password"
+    )]
+    HashPassword,
 
     /// Print a shell's completion script for pap.
     #[command(after_help = "Examples:\n  \
@@ -398,6 +415,11 @@ pub struct ServeArgs {
     /// due schedules, purge. For cron-driven setups and tests.
     #[arg(long)]
     pub once: bool,
+
+    /// Answer HTTP on HOST:PORT (default: `listen.address` in pap.yaml, else no HTTP):
+    /// `POST /v1/events`, `/healthz`, `/readyz`. Port 0 picks a free port (logged).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

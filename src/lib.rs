@@ -26,6 +26,7 @@ pub mod schedule;
 pub mod secrets;
 pub mod serve;
 pub mod stages;
+pub mod status_report;
 pub mod storage;
 pub mod store;
 pub mod term;

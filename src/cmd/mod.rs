@@ -6,6 +6,7 @@ mod audit;
 mod context;
 mod dispatch;
 mod doctor;
+mod hash_password;
 mod inbox;
 mod invocation_control;
 mod invocations;
@@ -62,7 +63,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
     // Like cargo: without --root (or PAP_ROOT), the project is the nearest one upward.
     let needs_project = !matches!(
         cli.command,
-        Command::Schema(_) | Command::Completions(_) | Command::Man
+        Command::Schema(_) | Command::Completions(_) | Command::Man | Command::HashPassword
     );
     if cli.root.is_none() && needs_project {
         let here = std::env::current_dir()?;
@@ -98,5 +99,6 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
         Command::Doctor(args) => doctor::run(&cli, args),
         Command::Completions(args) => shell::completions(args),
         Command::Man => shell::man(),
+        Command::HashPassword => hash_password::run(),
     }
 }

@@ -1,78 +1,13 @@
-//! `pap status`: is this pap healthy, and if not, what needs a person. It only reads: what is
-//! due (an approval past its deadline) is shown as of now.
+//! `pap status`: the report of [`crate::status_report`], for a person or a script.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
-use serde::Serialize;
-
-use super::{Outcome, context, typed_ids};
+use super::{Outcome, context};
 use crate::cli::{Cli, StatusArgs};
-use crate::clock::{Clock, rfc3339_ms};
-use crate::domain::{Invocation, SinkState, Status};
-use crate::serve::control;
-use crate::storage::{self, Storage};
+use crate::clock::Clock;
+use crate::status_report::{Report, gather};
+use crate::storage;
 use crate::term::Paint;
-
-/// Queued work this long past its due time is overdue (nothing is taking it).
-pub const OVERDUE_AFTER_MS: i64 = 5 * 60 * 1000;
-
-/// At most this many approvals are listed.
-const APPROVALS_LISTED: usize = 20;
-
-#[derive(Debug, Serialize)]
-struct Report {
-    healthy: bool,
-    /// What needs a person, one sentence each.
-    attention: Vec<String>,
-    serve: Option<ServeState>,
-    queue: BTreeMap<&'static str, usize>,
-    approvals: Vec<Approval>,
-    sinks: Vec<SinkHealth>,
-    schedules: Vec<ScheduleState>,
-    store: StoreState,
-}
-
-#[derive(Debug, Serialize)]
-struct ServeState {
-    pid: u32,
-    since: String,
-}
-
-#[derive(Debug, Serialize)]
-struct Approval {
-    id: String,
-    short_id: String,
-    agent: String,
-    trigger: String,
-    waiting_since: String,
-    deadline: Option<String>,
-    /// More than half of the time to answer has passed.
-    past_half: bool,
-}
-
-#[derive(Debug, Default, Serialize)]
-struct SinkHealth {
-    sink: String,
-    failed: usize,
-    retrying: usize,
-    last_error: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct ScheduleState {
-    id: String,
-    enabled: bool,
-    last_fire: Option<String>,
-    next_fire: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct StoreState {
-    path: String,
-    bytes: u64,
-}
 
 pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     let state_dir = context::state_dir_to_read(cli)?;
@@ -102,168 +37,6 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     })
 }
 
-fn gather(
-    store: &dyn Storage,
-    state_dir: &Path,
-    project: Option<&crate::manifest::Project>,
-    now: i64,
-) -> anyhow::Result<Report> {
-    let serve = control::running(state_dir).map(|s| ServeState {
-        pid: s.pid,
-        since: s.started_at,
-    });
-    let mut attention = Vec::new();
-    let (invocations, _) = store.read(|r| r.invocations(&|i| !i.status.is_terminal(), None))?;
-    let mut queue: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut awaiting: Vec<&Invocation> = Vec::new();
-    let mut overdue = 0;
-    for inv in &invocations {
-        let status = inv.status_at(now);
-        *queue.entry(status.as_str()).or_default() += 1;
-        match status {
-            Status::AwaitingApproval => awaiting.push(inv),
-            Status::Queued
-                if inv.next_attempt_at.unwrap_or(inv.created_at) + OVERDUE_AFTER_MS <= now =>
-            {
-                overdue += 1
-            }
-            _ => {}
-        }
-    }
-    if overdue > 0 {
-        attention.push(format!(
-            "{overdue} queued invocation(s) overdue by more than {} minutes{}",
-            OVERDUE_AFTER_MS / 60_000,
-            if serve.is_none() {
-                ": no pap serve is running"
-            } else {
-                ""
-            }
-        ));
-    }
-    awaiting.sort_by_key(|i| (i.created_at, i.seq));
-    let ids: Vec<&str> = awaiting.iter().map(|i| i.id.as_str()).collect();
-    let shorts = if ids.is_empty() {
-        Default::default()
-    } else {
-        typed_ids::short_forms(store, &ids)?
-    };
-    let approvals: Vec<Approval> = awaiting
-        .iter()
-        .take(APPROVALS_LISTED)
-        .map(|i| {
-            let past_half = past_half(i, now);
-            Approval {
-                id: i.id.clone(),
-                short_id: shorts.get(&i.id).cloned().unwrap_or_else(|| i.id.clone()),
-                agent: i.agent.clone(),
-                trigger: i.trigger.clone(),
-                waiting_since: rfc3339_ms(i.created_at),
-                deadline: i.approval_deadline.map(rfc3339_ms),
-                past_half,
-            }
-        })
-        .collect();
-    let late = awaiting.iter().filter(|i| past_half(i, now)).count();
-    if late > 0 {
-        attention.push(format!(
-            "{late} approval(s) waiting past half their deadline"
-        ));
-    }
-
-    let sinks = sink_health(store)?;
-    for s in &sinks {
-        attention.push(format!(
-            "sink {} is failing ({} failed, {} retrying){}",
-            s.sink,
-            s.failed,
-            s.retrying,
-            s.last_error
-                .as_deref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
-        ));
-    }
-
-    let mut schedules = Vec::new();
-    match project {
-        Some(project) => {
-            for s in &project.schedules {
-                let last = store.read(|r| r.schedule_last(&s.id))?;
-                let next =
-                    crate::schedule::next_fires(s, jiff::Timestamp::from_millisecond(now)?, 1)
-                        .into_iter()
-                        .next();
-                schedules.push(ScheduleState {
-                    id: s.id.clone(),
-                    enabled: s.enabled,
-                    last_fire: last.map(rfc3339_ms),
-                    next_fire: next.map(|z| format!("{:.0}", z.timestamp())),
-                });
-            }
-        }
-        None => attention.push("the project has errors (`pap lint` shows them)".into()),
-    }
-    let path = store.location();
-    let bytes = store_bytes(state_dir);
-    Ok(Report {
-        healthy: attention.is_empty(),
-        attention,
-        serve,
-        queue,
-        approvals,
-        sinks,
-        schedules,
-        store: StoreState {
-            path: path.display().to_string(),
-            bytes,
-        },
-    })
-}
-
-/// Sinks that are failing now: those whose latest deliveries (since their last one that was
-/// sent) failed for good or are being retried. A sink that recovered is healthy again, though
-/// older notifications still record the deliveries it failed.
-fn sink_health(store: &dyn Storage) -> storage::Result<Vec<SinkHealth>> {
-    let (with_sinks, _) = store.read(|r| r.notifications(&|n| !n.sinks.is_empty(), None))?;
-    let mut by_sink: BTreeMap<String, SinkHealth> = BTreeMap::new();
-    // In creation order: a later delivery says more about the sink's state than an earlier one.
-    for n in &with_sinks {
-        for d in &n.sinks {
-            let entry = by_sink.entry(d.sink.clone()).or_insert_with(|| SinkHealth {
-                sink: d.sink.clone(),
-                ..SinkHealth::default()
-            });
-            match d.state {
-                SinkState::Sent => {
-                    (entry.failed, entry.retrying, entry.last_error) = (0, 0, None);
-                }
-                SinkState::Failed => entry.failed += 1,
-                SinkState::Retrying => entry.retrying += 1,
-                SinkState::Pending => continue,
-            }
-            if d.error.is_some() {
-                entry.last_error = d.error.clone();
-            }
-        }
-    }
-    Ok(by_sink
-        .into_values()
-        .filter(|s| s.failed + s.retrying > 0)
-        .collect())
-}
-
-/// Whether more than half of the time to answer `inv`'s approval request has passed.
-fn past_half(inv: &Invocation, now: i64) -> bool {
-    inv.approval_deadline.is_some_and(|deadline| {
-        now.saturating_sub(inv.created_at) > deadline.saturating_sub(inv.created_at) / 2
-    })
-}
-
-fn store_bytes(state_dir: &Path) -> u64 {
-    std::fs::metadata(state_dir.join("state.redb")).map_or(0, |m| m.len())
-}
-
 fn human(r: &Report, p: Paint, o: &mut String) {
     let verdict = if r.healthy {
         p.green("healthy")
@@ -277,6 +50,9 @@ fn human(r: &Report, p: Paint, o: &mut String) {
     match &r.serve {
         Some(s) => {
             let _ = writeln!(o, "serve      running (pid {}, since {})", s.pid, s.since);
+            if let Some(url) = &s.listen {
+                let _ = writeln!(o, "listen     {url}");
+            }
         }
         None => {
             let _ = writeln!(o, "serve      not running");
@@ -347,51 +123,4 @@ fn human(r: &Report, p: Paint, o: &mut String) {
         r.store.bytes as f64 / 1e6
     );
     crate::term::escape_from(o, 0);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn an_approval_is_late_past_half_its_deadline() {
-        let mut inv = Invocation::for_tests("inv_1", Status::AwaitingApproval);
-        inv.created_at = 1_000;
-        inv.approval_deadline = Some(11_000);
-        assert!(!past_half(&inv, 6_000));
-        assert!(past_half(&inv, 6_001));
-        inv.approval_deadline = None;
-        assert!(!past_half(&inv, i64::MAX));
-    }
-
-    #[test]
-    fn the_json_report_names_every_part() {
-        let r = Report {
-            healthy: false,
-            attention: vec!["x".into()],
-            serve: None,
-            queue: BTreeMap::from([("queued", 2)]),
-            approvals: Vec::new(),
-            sinks: Vec::new(),
-            schedules: Vec::new(),
-            store: StoreState {
-                path: "s".into(),
-                bytes: 1,
-            },
-        };
-        let v = json!(r);
-        for key in [
-            "healthy",
-            "attention",
-            "serve",
-            "queue",
-            "approvals",
-            "sinks",
-            "schedules",
-            "store",
-        ] {
-            assert!(v.get(key).is_some(), "{key}");
-        }
-    }
 }

@@ -4,8 +4,6 @@
 //! that names several is a usage error (exit 2) that lists them; an id that names none is
 //! passed on as typed, so the command says what it says of an unknown id.
 
-use std::collections::{HashMap, HashSet};
-
 use super::Outcome;
 use crate::domain::short_id::{self, MIN, Resolved};
 use crate::storage::{self, Storage};
@@ -64,20 +62,4 @@ fn settle(what: &str, typed: &str, candidates: Vec<String>) -> Result<String, Ou
     }
 }
 
-/// The short form of each of `ids` (at least [`MIN`] digits of its random part, unique in the
-/// store), read in one pass over the invocations that share a first [`MIN`] digits with one
-/// of them.
-pub fn short_forms(store: &dyn Storage, ids: &[&str]) -> storage::Result<HashMap<String, String>> {
-    let heads: HashSet<&str> = ids.iter().map(|id| head(id)).collect();
-    let alike = store.read(|r| r.invocation_ids(&|id| heads.contains(head(id)), usize::MAX))?;
-    let sorted = short_id::sorted_random_parts(&alike);
-    Ok(ids
-        .iter()
-        .map(|id| (id.to_string(), short_id::short(id, &sorted)))
-        .collect())
-}
-
-fn head(id: &str) -> &str {
-    let random = short_id::random_part(id);
-    &random[..MIN.min(random.len())]
-}
+pub use crate::storage::short_forms::short_forms;

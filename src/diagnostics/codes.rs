@@ -218,6 +218,28 @@ pub const CODES: &[CodeInfo] = &[
         "schedule-unmatched",
         "a schedule whose event type no enabled trigger matches",
     ),
+    // pap.yaml `listen:` (serve's HTTP listener).
+    error(
+        "invalid-listen-address",
+        "a listen address or allowed host that is not HOST:PORT (or HOST)",
+    ),
+    error(
+        "plain-secret",
+        "a token written into a file instead of `${NAME}` from the environment",
+    ),
+    error(
+        "invalid-password-hash",
+        "a `password_hash` that is not an argon2 hash in PHC form",
+    ),
+    error(
+        "principal-credential",
+        "a principal with both or neither of `token` and `password_hash`",
+    ),
+    error("duplicate-principal", "two principals with the same name"),
+    error(
+        "anonymous-approve",
+        "`approve` among the anonymous scopes (an approval names a person)",
+    ),
     // Rule test files (`pap test`, rule-tests/).
     error(
         "unknown-trigger",

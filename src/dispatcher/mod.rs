@@ -2,6 +2,7 @@
 //! group), runs the invocations a group created, dispatches what those runs emitted, and
 //! prints each event's line once its group is committed and its agents have finished.
 
+mod queued;
 mod render;
 mod settle;
 pub mod stop;
@@ -283,37 +284,7 @@ impl<'a> Dispatcher<'a> {
     /// does the same for whatever those runs emitted. The group is pulled inside the
     /// transaction, so a caller can hand over events as they arrive.
     pub fn process(&mut self, group: impl IntoIterator<Item = Pending>) -> anyhow::Result<()> {
-        let now = self.runtime.clock.now_ms();
-        let pipeline = &self.pipeline;
-        let recycle = &mut self.recycle;
-        let decide = |tx: &mut dyn WriteTx| -> storage::Result<Vec<Decided>> {
-            tx.purge_expired_claims(now)?;
-            let group = group.into_iter();
-            let mut decided = Vec::with_capacity(group.size_hint().0);
-            for p in group {
-                decided.push(match p.event {
-                    Ok(event) => {
-                        if p.emitted {
-                            tx.outbox_remove(&event.id)?;
-                        }
-                        let (d, body) = pipeline.decide(tx, event, p.prepared, p.input, now)?;
-                        if let Some(take) = recycle.as_mut() {
-                            take(body);
-                        }
-                        d
-                    }
-                    Err(bad) => Decided {
-                        report: EventReport::invalid(p.input, bad.id, bad.kind, bad.reason),
-                        to_run: Vec::new(),
-                    },
-                });
-            }
-            Ok(decided)
-        };
-        let store = &self.runtime.store;
-        // A dry run's store is a private copy (or memory): committing there changes nothing.
-        let mut decided = store.write(decide)?;
-
+        let mut decided = self.commit(group)?;
         let to_run: Vec<String> = decided
             .iter()
             .flat_map(|d| d.to_run.iter().cloned())
@@ -376,6 +347,40 @@ impl<'a> Dispatcher<'a> {
         }
         self.print(decided)?;
         self.dispatch_emitted(next)
+    }
+
+    /// Decides one group in one transaction and commits it (durably: the store syncs).
+    fn commit(&mut self, group: impl IntoIterator<Item = Pending>) -> anyhow::Result<Vec<Decided>> {
+        let now = self.runtime.clock.now_ms();
+        let pipeline = &self.pipeline;
+        let recycle = &mut self.recycle;
+        let decide = |tx: &mut dyn WriteTx| -> storage::Result<Vec<Decided>> {
+            tx.purge_expired_claims(now)?;
+            let group = group.into_iter();
+            let mut decided = Vec::with_capacity(group.size_hint().0);
+            for p in group {
+                decided.push(match p.event {
+                    Ok(event) => {
+                        if p.emitted {
+                            tx.outbox_remove(&event.id)?;
+                        }
+                        let (d, body) = pipeline.decide(tx, event, p.prepared, p.input, now)?;
+                        if let Some(take) = recycle.as_mut() {
+                            take(body);
+                        }
+                        d
+                    }
+                    Err(bad) => Decided {
+                        report: EventReport::invalid(p.input, bad.id, bad.kind, bad.reason),
+                        to_run: Vec::new(),
+                    },
+                });
+            }
+            Ok(decided)
+        };
+        let store = &self.runtime.store;
+        // A dry run's store is a private copy (or memory): committing there changes nothing.
+        Ok(store.write(decide)?)
     }
 
     /// Runs invocations concurrently, at most `jobs` at a time.

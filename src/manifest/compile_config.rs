@@ -74,6 +74,9 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
             );
         }
     }
+    if let Some(listen) = &raw.listen {
+        config.listen = super::compile_listen::compile(listen, ctx);
+    }
     for (name, server) in &raw.mcp_servers {
         if let Some(spec) = compile_server(ctx, name, server, root) {
             config.mcp_servers.insert(name.clone(), spec);

@@ -265,6 +265,8 @@ pub struct Config {
     pub notify: super::compiled_notify::NotifyConfig,
     /// Environment variables whose values are redacted wherever they appear (`secrets:`).
     pub secrets: Vec<String>,
+    /// `listen:`: serve's HTTP listener.
+    pub listen: super::compiled_listen::ListenConfig,
 }
 
 /// `serve:` in pap.yaml, with defaults applied.
@@ -373,6 +375,7 @@ impl Default for Config {
             serve: ServeConfig::default(),
             notify: super::compiled_notify::NotifyConfig::default(),
             secrets: Vec::new(),
+            listen: Default::default(),
         }
     }
 }

@@ -599,6 +599,90 @@ pub struct ProjectConfig {
     /// the ones it knows (API keys, header values, `${NAME}` whose NAME looks secret).
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// `pap serve`'s HTTP listener: ingest, health, metrics and the console.
+    #[serde(default)]
+    pub listen: Option<ListenSettings>,
+}
+
+/// `listen:` in pap.yaml: where `pap serve` answers HTTP, and who may do what there.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ListenSettings {
+    /// `HOST:PORT` to listen on, e.g. `127.0.0.1:8080` (`pap serve --listen` wins). Without
+    /// it (and without `--listen`), serve answers no HTTP.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// A certificate chain and its private key (PEM files, relative to the project root):
+    /// the listener then speaks HTTPS only.
+    #[serde(default)]
+    pub tls: Option<TlsSettings>,
+    /// Host names (with an optional `:PORT`) requests may name in `Host` and `Origin`, besides
+    /// the listen address and loopback names. Guards against DNS rebinding and cross-site posts.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Allow a non-loopback address with no principal configured. Default false: anyone who
+    /// can reach the port could then post events.
+    #[serde(default)]
+    pub allow_unauthenticated: Option<bool>,
+    /// Largest request body in bytes. Default 10485760 (10 MiB).
+    #[serde(default)]
+    #[schemars(range(min = 1024))]
+    pub max_body_bytes: Option<u64>,
+    /// How long a client may take to send its headers and its body, e.g. `30s`. Default `30s`.
+    #[serde(default)]
+    pub read_timeout: Option<String>,
+    /// Events waiting to be decided at most; past it, ingest answers 503 with `Retry-After`.
+    /// Default 100000.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_queued_events: Option<u64>,
+    /// Open connections at most; more wait to be accepted. Default 1024.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 65536))]
+    pub max_connections: Option<u32>,
+    /// Who may do what.
+    #[serde(default)]
+    pub auth: Option<AuthSettings>,
+}
+
+/// `listen.tls`: PEM files.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// The certificate chain, leaf first.
+    pub cert: String,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: String,
+}
+
+/// `listen.auth`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Named principals, each with a token from the environment or a password hash.
+    #[serde(default)]
+    pub principals: Vec<PrincipalSettings>,
+    /// What a request without credentials may do. Default: `ingest`, `read` and `metrics`
+    /// when no principal is configured, nothing otherwise. Never `approve`.
+    #[serde(default)]
+    pub anonymous: Option<Vec<crate::manifest::compiled_listen::Scope>>,
+}
+
+/// One principal of `listen.auth.principals`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct PrincipalSettings {
+    /// The name the audit records (an approval names it as the ATP responder).
+    pub name: String,
+    /// A bearer token, only as `${NAME}`: taken from pap's environment at start.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// An argon2 password hash in PHC form (`$argon2id$…`), as `pap hash-password` prints.
+    #[serde(default)]
+    pub password_hash: Option<String>,
+    /// What it may do: `ingest`, `read`, `approve`, `metrics`.
+    #[schemars(length(min = 1))]
+    pub scopes: Vec<crate::manifest::compiled_listen::Scope>,
 }
 
 /// `notifications:` in pap.yaml.

@@ -26,6 +26,9 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct ServeInfo {
     pub pid: u32,
     pub started_at: String,
+    /// The HTTP listener's URL, when serve listens.
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 /// Listens on the socket on its own thread; `on_wake` is called for each wake request.

@@ -11,6 +11,8 @@
 //! transaction), so `pap dispatch`, `approve` and the listings keep working beside serve.
 
 pub mod control;
+pub mod decider;
+pub mod http;
 mod lock;
 mod log;
 mod settle;
@@ -55,6 +57,8 @@ pub enum Wake {
     Work,
     /// A finished run emitted these events; they wait in the outbox.
     Emitted(Vec<Event>),
+    /// Events posted to the HTTP listener, waiting for their answer.
+    Ingest(decider::IngestRequest),
     /// SIGINT/SIGTERM.
     Stop,
 }
@@ -69,6 +73,8 @@ pub struct Settings {
     pub spool_settle: Duration,
     pub once: bool,
     pub log_format: LogFormat,
+    /// `HOST:PORT` for the HTTP listener (`--listen`, else `listen.address`), if any.
+    pub listen: Option<String>,
 }
 
 /// How many spool files one transaction decides at most.
@@ -107,6 +113,11 @@ struct Server {
     reload_at: Option<Instant>,
     /// A notification timer pass is running.
     pumping: Arc<AtomicBool>,
+    /// HTTP requests waiting for their decisions.
+    ingests: Vec<decider::IngestRequest>,
+    listening: Option<http::Listening>,
+    /// The listener's view of the project, replaced on a reload.
+    shared_project: Option<http::SharedProject>,
 }
 
 /// Starts serve and runs until stopped (or, with `once`, until nothing is due).
@@ -151,6 +162,33 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
 
     let arrivals = watch::Arrivals::default();
     let mut _watches = None;
+    let mut listening = None;
+    let mut shared_project = None;
+    if let Some(address) = &settings.listen {
+        let project = &runtime.project;
+        let shared = Arc::new(std::sync::RwLock::new(project.clone()));
+        shared_project = Some(shared.clone());
+        let listen = &project.config.listen;
+        let l = http::start(
+            &rt,
+            http::Setup {
+                address,
+                config: listen,
+                root: &project.root,
+                decider: decider::Decider::new(
+                    wake_tx.clone(),
+                    listen.max_queued_events,
+                    stop.clone(),
+                ),
+                store: runtime.store.clone(),
+                state_dir,
+                max_event_bytes: project.config.max_event_bytes,
+                project: shared,
+            },
+        )?;
+        tracing::info!(url = %l.url(), "listening for HTTP");
+        listening = Some(l);
+    }
     if !settings.once {
         signals(&rt, wake_tx.clone(), stop.clone());
         let info = json!({
@@ -158,6 +196,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
             "pid": std::process::id(),
             "started_at": started_at,
             "version": env!("CARGO_PKG_VERSION"),
+            "listen": listening.as_ref().map(http::Listening::url),
         });
         let poke = wake_tx.clone();
         match control::listen(state_dir, info, move || {
@@ -204,6 +243,9 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         settle_at: None,
         reload_at: None,
         pumping: Arc::new(AtomicBool::new(false)),
+        ingests: Vec::new(),
+        listening,
+        shared_project,
     };
     let result = if server.settings.once {
         server.once()
@@ -267,6 +309,8 @@ impl Server {
             while let Ok(w) = self.wakes.try_recv() {
                 self.note(w, &mut spool, &mut emitted);
             }
+            // Posted events first: their senders are waiting for the answer.
+            self.decide_ingests();
             if self.stopping() {
                 // Emitted events are already safe in the outbox; they are decided at the
                 // next start, or below at shutdown.
@@ -301,6 +345,7 @@ impl Server {
             }
             Wake::Work => self.worker.scan(),
             Wake::Emitted(events) => emitted.extend(events),
+            Wake::Ingest(request) => self.ingests.push(request),
             Wake::Stop => self.stop.store(true, Ordering::SeqCst),
         }
     }
@@ -543,6 +588,61 @@ impl Server {
     }
 
     // --- events from elsewhere ----------------------------------------------------------
+
+    /// Decides the events HTTP requests posted, several requests per transaction (never
+    /// splitting one), and answers each once its transaction is durable.
+    fn decide_ingests(&mut self) {
+        if self.ingests.is_empty() {
+            return;
+        }
+        decider::test_delay();
+        let requests = std::mem::take(&mut self.ingests);
+        let mut batch = Vec::new();
+        let mut events = 0;
+        for request in requests {
+            if events > 0 && events + request.events.len() > GROUP_MAX {
+                self.decide_ingest_batch(std::mem::take(&mut batch));
+                events = 0;
+            }
+            events += request.events.len();
+            batch.push(request);
+        }
+        if !batch.is_empty() {
+            self.decide_ingest_batch(batch);
+        }
+    }
+
+    fn decide_ingest_batch(&mut self, batch: Vec<decider::IngestRequest>) {
+        let mut counts = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut events = Vec::new();
+        for request in batch {
+            let (pending, reply) = request.into_parts();
+            counts.push(pending.len());
+            events.extend(pending);
+            replies.push(reply);
+        }
+        let decided = {
+            let mut d = self.dispatcher();
+            let reports = d.decide_queued(events);
+            reports.and_then(|r| d.finish().map(|_| r))
+        };
+        match decided {
+            Ok(reports) => {
+                let mut reports = reports.into_iter();
+                for (reply, n) in replies.into_iter().zip(counts) {
+                    reply.send(Ok(reports.by_ref().take(n).collect()));
+                }
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                tracing::error!(error = %why, requests = replies.len(), "cannot decide posted events; nothing of them was recorded");
+                for reply in replies {
+                    reply.send(Err(why.clone()));
+                }
+            }
+        }
+    }
 
     fn dispatch_emitted(&mut self, events: Vec<Event>) {
         if events.is_empty() {
@@ -821,6 +921,10 @@ impl Server {
                 );
                 self.runtime.project = Arc::new(project);
                 self.worker.set_runtime(self.runtime.clone());
+                if let Some(shared) = &self.shared_project {
+                    *shared.write().unwrap_or_else(|p| p.into_inner()) =
+                        self.runtime.project.clone();
+                }
             }
             _ => {
                 let text = diagnostics::render_human(
@@ -847,6 +951,18 @@ impl Server {
     }
 
     fn shutdown(&mut self) {
+        if let Some(listening) = self.listening.take() {
+            // Requests that got in before the stop are decided and answered; the listener
+            // then stops accepting and lets answers in flight go out.
+            let mut emitted = Vec::new();
+            let mut spool = false;
+            while let Ok(w) = self.wakes.try_recv() {
+                self.note(w, &mut spool, &mut emitted);
+            }
+            self.decide_ingests();
+            self.dispatch_emitted(emitted);
+            self.rt.block_on(listening.shutdown(Duration::from_secs(5)));
+        }
         let worker = self.worker.clone();
         let grace = self.settings.grace;
         let requeued = self.rt.block_on(worker.stop(grace));

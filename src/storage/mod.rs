@@ -19,6 +19,7 @@
 #[cfg(test)]
 mod contract;
 mod error;
+pub mod short_forms;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 pub mod dispatch;
 pub mod fake_llm;
+pub mod http;
 pub mod llm;
 pub mod notify;
 pub mod serve;

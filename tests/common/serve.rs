@@ -167,6 +167,11 @@ impl Serve {
         (status.code().unwrap_or(-1), started.elapsed())
     }
 
+    /// Waits for serve to exit (after a signal sent with [`Serve::signal`]).
+    pub fn wait_exit(mut self) -> i32 {
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+
     /// Polls `cond` like [`wait_until`], but fails at once, with the end of serve's log, if
     /// serve exits meanwhile (a wait for a dead serve would only time out).
     pub fn wait_while_alive(&mut self, what: &str, mut cond: impl FnMut() -> bool) {

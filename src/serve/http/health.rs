@@ -1,0 +1,64 @@
+//! `/healthz` (the process answers) and `/readyz` (it can take events now), for load
+//! balancers and orchestrators. Neither needs credentials; `/readyz` carries the body of
+//! `pap status --json` only for a caller with the `read` scope.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::{App, ConnInfo, reply};
+use crate::manifest::compiled_listen::Scope;
+
+pub async fn healthz() -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        "{\"ok\":true}\n",
+    )
+        .into_response()
+}
+
+/// Ready while serve is not stopping and the store can be read. A failing sink or a late
+/// approval makes pap *need attention* (`healthy: false` in the report), not unready: taking
+/// it out of a load balancer would not help either.
+pub async fn readyz(
+    State(app): State<App>,
+    axum::Extension(conn): axum::Extension<ConnInfo>,
+    headers: HeaderMap,
+) -> Response {
+    if app.decider.stopping() {
+        return reply::unavailable("pap serve is stopping", 5);
+    }
+    let detailed = app.authorize(&headers, &conn, Scope::Read).await.is_ok();
+    let (store, state_dir) = (app.store.clone(), app.state_dir.clone());
+    let project = app
+        .project
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let queued = app.decider.queued();
+    let report = tokio::task::spawn_blocking(move || {
+        let now = crate::clock::Clock::from_env()
+            .map(|c| c.now_ms())
+            .unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond());
+        crate::status_report::gather(&*store, &state_dir, Some(&project), now)
+    })
+    .await;
+    match report {
+        Ok(Ok(report)) => {
+            let mut body = json!({ "ready": true, "events_waiting": queued });
+            if detailed {
+                body["status"] = json!(report);
+            }
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string() + "\n",
+            )
+                .into_response()
+        }
+        Ok(Err(e)) => reply::unavailable(format!("the store cannot be read: {e:#}"), 5),
+        Err(_) => reply::unavailable("the readiness check failed", 5),
+    }
+}

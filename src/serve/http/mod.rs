@@ -1,0 +1,344 @@
+//! `pap serve --listen`: the HTTP side of serve, on serve's own tokio runtime.
+//!
+//! Connections are accepted here (not by `axum::serve`) so that each one gets what a service
+//! left running needs: a bound on open connections, a TLS handshake and header read that
+//! must finish within the read timeout (a slow-loris client is dropped, not waited on),
+//! and graceful shutdown. Requests go to an axum router; every one passes the `Host`/`Origin`
+//! guard and the access log first. Events go to the deciding thread through the
+//! [`Decider`](super::decider::Decider): this module never writes the store.
+
+mod auth;
+mod body;
+mod cloudevents;
+mod guard;
+mod health;
+mod ingest;
+mod reply;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::decider::Decider;
+use crate::manifest::compiled_listen::{ListenConfig, Scope};
+use crate::storage::Storage;
+pub use auth::hash_password;
+use auth::{Auth, AuthError, Caller};
+
+/// A header map from pairs, for the unit tests of this module's parts.
+#[cfg(test)]
+pub(crate) fn test_headers(pairs: &[(&'static str, &str)]) -> axum::http::HeaderMap {
+    let mut h = axum::http::HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(*k, v.parse().unwrap());
+    }
+    h
+}
+
+/// Where a request came in: the client's address and ours.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct App(Arc<AppInner>);
+
+pub struct AppInner {
+    pub decider: Decider,
+    auth: Auth,
+    hosts: guard::Hosts,
+    pub max_body_bytes: u64,
+    pub read_timeout: Duration,
+    pub max_event_bytes: u64,
+    pub store: Arc<dyn Storage>,
+    pub state_dir: std::path::PathBuf,
+    /// The project serve runs now (replaced on a reload).
+    pub project: SharedProject,
+}
+
+/// The loaded project, as serve's reloads replace it.
+pub type SharedProject = Arc<std::sync::RwLock<Arc<crate::manifest::Project>>>;
+
+impl std::ops::Deref for App {
+    type Target = AppInner;
+    fn deref(&self) -> &AppInner {
+        &self.0
+    }
+}
+
+impl App {
+    /// The caller, if it may do `scope`; else the 401 or 403 to answer.
+    pub async fn authorize(
+        &self,
+        headers: &axum::http::HeaderMap,
+        conn: &ConnInfo,
+        scope: Scope,
+    ) -> Result<Caller, Response> {
+        let caller = match self.auth.identify(headers, conn.peer.ip()).await {
+            Ok(c) => c,
+            Err(AuthError::Invalid) => {
+                return Err(reply::unauthorized("the credentials are not valid"));
+            }
+            Err(e @ AuthError::Malformed) => return Err(reply::unauthorized(e.to_string())),
+        };
+        if caller.may(scope) {
+            return Ok(caller);
+        }
+        Err(match caller.name {
+            None => reply::unauthorized(format!(
+                "this needs a principal with the `{}` scope (listen.auth)",
+                scope.as_str()
+            )),
+            Some(name) => reply::error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "principal `{name}` does not have the `{}` scope",
+                    scope.as_str()
+                ),
+            ),
+        })
+    }
+}
+
+/// What serve hands the listener at start.
+pub struct Setup<'a> {
+    /// `HOST:PORT`.
+    pub address: &'a str,
+    pub config: &'a ListenConfig,
+    /// The project root, which relative TLS paths are under.
+    pub root: &'a Path,
+    pub decider: Decider,
+    pub store: Arc<dyn Storage>,
+    pub state_dir: &'a Path,
+    pub max_event_bytes: u64,
+    pub project: SharedProject,
+}
+
+/// A running listener.
+pub struct Listening {
+    pub local: SocketAddr,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listening {
+    /// `scheme://address` as clients reach it.
+    pub fn url(&self) -> String {
+        format!("{}://{}", self.scheme, self.local)
+    }
+
+    /// Stops accepting, lets requests in flight finish for up to `wait`, then drops the rest.
+    pub async fn shutdown(self, wait: Duration) {
+        let _ = self.shutdown.send(true);
+        let mut task = self.task;
+        if tokio::time::timeout(wait, &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+}
+
+/// Binds the address and starts accepting. Refuses a non-loopback address without any
+/// principal unless `listen.allow_unauthenticated` says so.
+pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<Listening> {
+    let config = setup.config;
+    let auth = Auth::resolve(config, |name| std::env::var(name).ok())
+        .map_err(|why| anyhow::anyhow!("listen.auth: {why}"))?;
+    let tls = match &config.tls {
+        Some(files) => Some(tls::acceptor(files, setup.root)?),
+        None => None,
+    };
+    let listener = rt
+        .block_on(TcpListener::bind(setup.address))
+        .with_context(|| format!("cannot listen on {}", setup.address))?;
+    let local = listener.local_addr().context("the listen address")?;
+    if !local.ip().is_loopback() && !auth.has_principals() && !config.allow_unauthenticated {
+        anyhow::bail!(
+            "refusing to listen on {local} (not loopback) with no principal in listen.auth: anyone who reaches the port could post events. Add principals, or set listen.allow_unauthenticated: true to accept that"
+        );
+    }
+    let listen_host = crate::manifest::compile_listen::split_host_port(setup.address)
+        .map(|(host, _)| host.to_owned());
+    let app = App(Arc::new(AppInner {
+        decider: setup.decider,
+        auth,
+        hosts: guard::Hosts::new(&config.allowed_hosts, listen_host.as_deref()),
+        max_body_bytes: config.max_body_bytes,
+        read_timeout: config.read_timeout,
+        max_event_bytes: setup.max_event_bytes,
+        store: setup.store,
+        state_dir: setup.state_dir.to_path_buf(),
+        project: setup.project,
+    }));
+    let router = router(app);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let (shutdown, stop) = tokio::sync::watch::channel(false);
+    let accept = Accept {
+        listener,
+        tls,
+        router,
+        connections: Arc::new(Semaphore::new(config.max_connections)),
+        read_timeout: config.read_timeout,
+    };
+    let task = rt.spawn(accept.run(stop));
+    Ok(Listening {
+        local,
+        scheme,
+        shutdown,
+        task,
+    })
+}
+
+fn router(app: App) -> Router {
+    Router::new()
+        .route("/v1/events", post(ingest::post_events))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard_and_log))
+        .with_state(app)
+}
+
+async fn not_found() -> Response {
+    reply::error(
+        StatusCode::NOT_FOUND,
+        "no such route (the README lists the HTTP API)",
+    )
+}
+
+/// The `Host`/`Origin` guard, security headers on every answer, and one log line per
+/// request: method, path (never the query, which could carry a secret), status, duration.
+/// Headers are never logged.
+async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let conn = request.extensions().get::<ConnInfo>().copied();
+    let local = conn.map(|c| c.local.ip());
+    let mut response = match guard::check(&app.hosts, &method, request.headers(), local) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => reply::error(StatusCode::FORBIDDEN, refusal.message()),
+    };
+    let h = response.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let status = response.status().as_u16();
+    let quiet = matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics") && status < 400;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let peer = conn.map(|c| c.peer.to_string()).unwrap_or_default();
+    let path = crate::term::for_humans(&path).into_owned();
+    if quiet {
+        tracing::debug!(%method, %path, status, ms, %peer, "http");
+    } else if status >= 400 {
+        tracing::warn!(%method, %path, status, ms, %peer, "http");
+    } else {
+        tracing::info!(%method, %path, status, ms, %peer, "http");
+    }
+    response
+}
+
+/// The accept loop.
+struct Accept {
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    router: Router,
+    connections: Arc<Semaphore>,
+    read_timeout: Duration,
+}
+
+impl Accept {
+    async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        loop {
+            // Past the connection bound, wait for one to close before accepting more: the
+            // kernel's backlog holds the rest.
+            let permit = tokio::select! {
+                p = self.connections.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = stop.changed() => break,
+            };
+            let (stream, peer) = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait a little, go on.
+                        tracing::warn!(error = %e, "cannot accept a connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = stop.changed() => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let Ok(local) = stream.local_addr() else {
+                continue;
+            };
+            let info = ConnInfo { peer, local };
+            let router = self.router.clone();
+            let tls = self.tls.clone();
+            let timeout = self.read_timeout;
+            let watcher = graceful.watcher();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let service = hyper::service::service_fn(
+                    move |mut request: hyper::Request<hyper::body::Incoming>| {
+                        request.extensions_mut().insert(info);
+                        let router = router.clone();
+                        async move {
+                            use tower::ServiceExt as _;
+                            router.oneshot(request.map(axum::body::Body::new)).await
+                        }
+                    },
+                );
+                let mut http = hyper::server::conn::http1::Builder::new();
+                http.timer(TokioTimer::new())
+                    .header_read_timeout(timeout)
+                    .max_buf_size(64 * 1024);
+                match tls {
+                    None => {
+                        let conn = http.serve_connection(TokioIo::new(stream), service);
+                        let _ = watcher.watch(conn).await;
+                    }
+                    Some(acceptor) => {
+                        let Ok(Ok(stream)) =
+                            tokio::time::timeout(timeout, acceptor.accept(stream)).await
+                        else {
+                            return;
+                        };
+                        let conn = http.serve_connection(TokioIo::new(stream), service);
+                        let _ = watcher.watch(conn).await;
+                    }
+                }
+            });
+        }
+        drop(self.listener);
+        graceful.shutdown().await;
+    }
+}

@@ -1,0 +1,43 @@
+//! Answers that are not a route's own: errors as `{"error": "…"}` with the right status and
+//! headers.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// `{"error": message}` with `status`.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let body = json!({ "error": message.into() }).to_string();
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body + "\n",
+    )
+        .into_response()
+}
+
+/// 503 with `Retry-After`: nothing of the request was recorded; send it again later.
+pub fn unavailable(message: impl Into<String>, retry_after_secs: u32) -> Response {
+    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, message);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    r
+}
+
+/// 401 with a `WWW-Authenticate` challenge.
+pub fn unauthorized(message: impl Into<String>) -> Response {
+    let mut r = error(StatusCode::UNAUTHORIZED, message);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"pap\""),
+    );
+    r
+}
+
+/// 408 for a client too slow to send its body; the connection is closed after it.
+pub fn too_slow(message: impl Into<String>) -> Response {
+    let mut r = error(StatusCode::REQUEST_TIMEOUT, message);
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}

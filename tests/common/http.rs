@@ -1,0 +1,127 @@
+//! `pap serve --listen` on the serve fixture, and curl as its client.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::dispatch::lines;
+use super::serve::{Project, Serve};
+
+/// A serve fixture project whose pap.yaml gains `extra` (a `listen:` section, say).
+pub fn project(extra: &str) -> Project {
+    let p = Project::new();
+    let path = p.root().join("pap.yaml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(extra);
+    std::fs::write(&path, text).unwrap();
+    p
+}
+
+/// Starts `pap serve --listen 127.0.0.1:0 EXTRA…` and returns it with its URL (from the log).
+pub fn serve(p: &Project, extra: &[&str], env: &[(&str, &str)]) -> (Serve, String) {
+    let mut args = vec!["--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut serve = p.serve_with(&args, env);
+    let log = serve.log.clone();
+    let mut url = None;
+    serve.wait_while_alive("the listening line", || {
+        url = listening_url(&std::fs::read_to_string(&log).unwrap_or_default());
+        url.is_some()
+    });
+    (serve, url.unwrap())
+}
+
+/// The URL of the last `listening for HTTP` line of a serve log (human or JSON).
+pub fn listening_url(log: &str) -> Option<String> {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("listening for HTTP"))?;
+    if let Ok(json) = serde_json::from_str::<Value>(line) {
+        return json["fields"]["url"].as_str().map(str::to_owned);
+    }
+    let at = line.find("url=")? + 4;
+    Some(line[at..].split_whitespace().next()?.to_owned())
+}
+
+/// curl, or a skip (a failure where CI requires it).
+pub fn curl_available() -> bool {
+    super::required_tool(
+        "curl",
+        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
+        "the HTTP API is not checked with curl",
+    )
+    .is_some()
+}
+
+/// What curl got.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    /// Lower-case names.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body's NDJSON lines.
+    pub fn lines(&self) -> Vec<Value> {
+        lines(&self.body)
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// Runs curl with `args` (a URL among them), the body from `body` when given.
+pub fn curl(args: &[&str], body: Option<&[u8]>) -> Reply {
+    let dir = tempfile::tempdir().unwrap();
+    let headers: PathBuf = dir.path().join("h");
+    let out_body: PathBuf = dir.path().join("b");
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "60", "-H", "Expect:", "-D"])
+        .arg(&headers)
+        .arg("-o")
+        .arg(&out_body)
+        .args(["-w", "%{http_code}"])
+        .args(args);
+    if let Some(body) = body {
+        let file = dir.path().join("in");
+        std::fs::write(&file, body).unwrap();
+        cmd.arg("--data-binary").arg(format!("@{}", file.display()));
+    }
+    let out = cmd.output().expect("curl runs");
+    let status: u16 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let head = std::fs::read_to_string(&headers).unwrap_or_default();
+    let headers = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: std::fs::read_to_string(&out_body).unwrap_or_default(),
+    }
+}
+
+/// POSTs `body` to `url` with a content type.
+pub fn post(url: &str, content_type: &str, body: &[u8], extra: &[&str]) -> Reply {
+    let ct = format!("content-type: {content_type}");
+    let mut args = vec!["-X", "POST", "-H", ct.as_str()];
+    args.extend_from_slice(extra);
+    args.push(url);
+    curl(&args, Some(body))
+}
