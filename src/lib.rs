@@ -2,6 +2,7 @@
 //!
 //! The binary is a thin shell over [`run`]; every command lives in [`cmd`].
 
+pub mod adapter;
 pub mod agent;
 pub mod cli;
 pub mod clock;
@@ -29,6 +30,7 @@ pub mod stages;
 pub mod status_report;
 pub mod storage;
 pub mod store;
+pub mod template;
 pub mod term;
 pub mod text;
 

@@ -237,6 +237,10 @@ pub const CODES: &[CodeInfo] = &[
     ),
     error("duplicate-principal", "two principals with the same name"),
     error(
+        "invalid-adapter-path",
+        "a webhook adapter's route that is not under /v1/ingest/, or that another adapter has",
+    ),
+    error(
         "anonymous-approve",
         "`approve` among the anonymous scopes (an approval names a person)",
     ),

@@ -50,6 +50,18 @@ impl Invalid {
     }
 }
 
+/// Whether a media type (`Content-Type`, `datacontenttype`) is JSON: `application/json` or
+/// any `+json` type, parameters aside.
+pub fn is_json_media_type(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
+}
+
 /// Validates one decoded JSON value. `encoded_len` is its size on the wire, checked against
 /// `max_bytes`.
 pub fn validate(
@@ -190,18 +202,12 @@ fn from_cloudevent(mut map: Map<String, Value>) -> Result<Map<String, Value>, St
             "CloudEvent carries `data_base64`; a PAP event needs `data` as a JSON object".into(),
         );
     }
-    if let Some(ct) = map.get("datacontenttype").and_then(Value::as_str) {
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        if essence != "application/json" && !essence.ends_with("+json") {
-            return Err(format!(
-                "CloudEvent `datacontenttype` {ct:?} is not JSON; a PAP event needs JSON `data`"
-            ));
-        }
+    if let Some(ct) = map.get("datacontenttype").and_then(Value::as_str)
+        && !is_json_media_type(ct)
+    {
+        return Err(format!(
+            "CloudEvent `datacontenttype` {ct:?} is not JSON; a PAP event needs JSON `data`"
+        ));
     }
     if !map.contains_key("time") {
         return Err(

@@ -74,6 +74,7 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
             );
         }
     }
+    config.adapters = super::compile_adapter::compile_all(&raw.adapters, ctx);
     if let Some(listen) = &raw.listen {
         config.listen = super::compile_listen::compile(listen, ctx);
     }

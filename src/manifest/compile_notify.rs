@@ -15,8 +15,8 @@ use super::raw::{self, NotifyRoute, SinkKind};
 use super::yaml_tree::PathSeg;
 use crate::domain::{Address, AgentInstructions, Handler, Party, Routing};
 use crate::interpolate;
-use crate::notify::template::Template;
 use crate::path;
+use crate::template::Template;
 
 /// The routes of every outcome, defaults filled in.
 pub fn compile_routes(

@@ -267,6 +267,8 @@ pub struct Config {
     pub secrets: Vec<String>,
     /// `listen:`: serve's HTTP listener.
     pub listen: super::compiled_listen::ListenConfig,
+    /// `adapters:` merged with the built-in presets.
+    pub adapters: Vec<crate::adapter::Adapter>,
 }
 
 /// `serve:` in pap.yaml, with defaults applied.
@@ -376,6 +378,7 @@ impl Default for Config {
             notify: super::compiled_notify::NotifyConfig::default(),
             secrets: Vec::new(),
             listen: Default::default(),
+            adapters: super::compile_adapter::all_presets(),
         }
     }
 }

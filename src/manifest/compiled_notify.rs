@@ -6,7 +6,7 @@ use std::time::Duration;
 
 pub use super::raw::{AtpFlag, SinkKind, WebhookFormat};
 use crate::domain::{AgentInstructions, Level, Routing};
-use crate::notify::template::Template;
+use crate::template::Template;
 
 /// What an outcome of an invocation (or a tool call) is, for notifications.
 #[derive(

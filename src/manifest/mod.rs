@@ -5,6 +5,7 @@
 
 pub mod cache;
 pub mod cascade_graph;
+pub mod compile_adapter;
 pub mod compile_agent;
 pub mod compile_config;
 pub mod compile_listen;

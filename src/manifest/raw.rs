@@ -602,6 +602,90 @@ pub struct ProjectConfig {
     /// `pap serve`'s HTTP listener: ingest, health, metrics and the console.
     #[serde(default)]
     pub listen: Option<ListenSettings>,
+    /// Webhooks mapped to PAP events, each at `/v1/ingest/NAME`. `alertmanager` and `grafana`
+    /// are built in; an entry with their name changes the fields it gives.
+    #[serde(default)]
+    pub adapters: Vec<AdapterSettings>,
+}
+
+/// One webhook adapter of `adapters:`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AdapterSettings {
+    /// Letters, digits, `-` and `_`; the route is `/v1/ingest/NAME` unless `path` says.
+    pub name: String,
+    /// The route, under `/v1/ingest/`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// How senders prove themselves to this adapter; without it, `listen.auth` decides
+    /// (the `ingest` scope).
+    #[serde(default)]
+    pub auth: Option<AdapterAuthSettings>,
+    /// A plain path to an array in the body (`$.alerts`): one event per element.
+    #[serde(default)]
+    pub each: Option<String>,
+    /// The event's fields, each a JSONPath (`$.item.x`) or a template (`{item.x}-{body.y}`)
+    /// over `{"item": ELEMENT, "body": BODY}`, or a list of them (the first non-empty wins).
+    #[serde(default)]
+    pub event: Option<AdapterEventSettings>,
+}
+
+/// `adapters[].auth`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AdapterAuthSettings {
+    /// A bearer token only this adapter accepts, as `${NAME}`.
+    #[serde(default)]
+    pub bearer: Option<String>,
+    /// An HMAC-SHA256 signature of the body in a header (GitHub's `X-Hub-Signature-256`).
+    #[serde(default)]
+    pub hmac: Option<HmacSettings>,
+}
+
+/// `adapters[].auth.hmac`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct HmacSettings {
+    /// The header that carries the signature, e.g. `X-Hub-Signature-256`.
+    pub header: String,
+    /// The shared secret, as `${NAME}`.
+    pub secret: String,
+    /// What precedes the hex digest in the header. Default `sha256=`.
+    #[serde(default)]
+    pub prefix: Option<String>,
+}
+
+/// `adapters[].event`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AdapterEventSettings {
+    #[serde(default)]
+    pub id: Option<AdapterField>,
+    #[serde(default, rename = "type")]
+    pub kind: Option<AdapterField>,
+    #[serde(default)]
+    pub source: Option<AdapterField>,
+    #[serde(default)]
+    pub time: Option<AdapterField>,
+    /// A JSONPath selecting an object (default `$.item`), or an object built field by field.
+    #[serde(default)]
+    pub data: Option<AdapterData>,
+}
+
+/// An event field: one expression, or alternatives.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum AdapterField {
+    One(String),
+    Alternatives(#[schemars(length(min = 1))] Vec<String>),
+}
+
+/// `adapters[].event.data`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum AdapterData {
+    Whole(String),
+    Fields(BTreeMap<String, String>),
 }
 
 /// `listen:` in pap.yaml: where `pap serve` answers HTTP, and who may do what there.

@@ -24,4 +24,3 @@ pub mod pump;
 pub mod queue;
 pub mod reply;
 pub mod sinks;
-pub mod template;

@@ -40,7 +40,7 @@ pub fn binary(headers: &HeaderMap, body: &[u8], max_event_bytes: u64) -> Result<
         reason,
     };
     if !content_type.is_empty() {
-        if !is_json(content_type) {
+        if !event::is_json_media_type(content_type) {
             return Err(identity(format!(
                 "a binary-mode CloudEvent's data must be JSON for pap (a PAP event's data is an object); Content-Type is `{}`",
                 crate::term::for_humans(content_type)
@@ -62,18 +62,6 @@ pub fn binary(headers: &HeaderMap, body: &[u8], max_event_bytes: u64) -> Result<
     map.insert("data".into(), data);
     let len = body.len() + map.len() * 16;
     event::validate(Value::Object(map), len, max_event_bytes, Origin::Outside)
-}
-
-/// `application/json`, or any `+json` type (`application/vnd.foo+json`).
-fn is_json(content_type: &str) -> bool {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// Percent-decoding of a header value into UTF-8.

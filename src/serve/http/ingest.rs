@@ -36,38 +36,48 @@ pub async fn post_events(
         Ok(c) => c,
         Err(r) => return r,
     };
-    if app.decider.stopping() {
-        return reply::unavailable("pap serve is stopping; nothing was recorded", 5);
-    }
-    let bytes = match read_body(&headers, body, app.max_body_bytes, app.read_timeout).await {
+    let bytes = match accept_body(&app, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
     let max_event_bytes = app.max_event_bytes;
-    let parsed = if bytes.len() <= PARSE_INLINE_MAX {
-        body::parse(&headers, &bytes, max_event_bytes)
-    } else {
-        let headers = headers.clone();
-        match tokio::task::spawn_blocking(move || body::parse(&headers, &bytes, max_event_bytes))
+    let size = bytes.len();
+    let parsed =
+        match off_thread_if_large(size, move || body::parse(&headers, &bytes, max_event_bytes))
             .await
         {
-            Ok(p) => p,
-            Err(_) => {
+            Some(p) => p,
+            None => {
                 return reply::error(StatusCode::INTERNAL_SERVER_ERROR, "reading the body failed");
             }
-        }
-    };
+        };
     let parsed = match parsed {
         Ok(p) => p,
         Err(BodyError::Unsupported(why)) => {
             return reply::error(StatusCode::UNSUPPORTED_MEDIA_TYPE, why);
         }
     };
+    answer(&app, &caller, parsed).await
+}
+
+/// Runs `work` (parsing a body of `size` bytes) here when small, else on the blocking pool,
+/// off the async workers. `None` when it panicked.
+pub async fn off_thread_if_large<T: Send + 'static>(
+    size: usize,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    if size <= PARSE_INLINE_MAX {
+        return Some(work());
+    }
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
+/// Decides `parsed` and answers with one line per event (or the refusal).
+pub async fn answer(app: &App, caller: &super::auth::Caller, parsed: Vec<Parsed>) -> Response {
     if parsed.is_empty() {
         return reply::error(StatusCode::BAD_REQUEST, "the body holds no events");
     }
-    let answer = decide(&app, parsed).await;
-    let (status, reports) = match answer {
+    let (status, reports) = match decide(app, parsed).await {
         Ok(answer) => answer,
         Err(refused) => return refusal(refused),
     };
@@ -138,6 +148,18 @@ fn refusal(refused: Refused) -> Response {
             5,
         ),
     }
+}
+
+/// The body of a request that brings events: refused at once while serve stops (before it
+/// is read), else read whole within the size and time limits.
+pub async fn accept_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Bytes, Response> {
+    if app.decider.stopping() {
+        return Err(reply::unavailable(
+            "pap serve is stopping; nothing was recorded",
+            5,
+        ));
+    }
+    read_body(headers, body, app.max_body_bytes, app.read_timeout).await
 }
 
 /// The whole body, bounded in size and in time.

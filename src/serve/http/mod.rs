@@ -15,6 +15,7 @@ mod health;
 mod ingest;
 mod reply;
 mod tls;
+mod webhook;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -161,6 +162,10 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
     let config = setup.config;
     let auth = Auth::resolve(config, |name| std::env::var(name).ok())
         .map_err(|why| anyhow::anyhow!("listen.auth: {why}"))?;
+    {
+        let project = setup.project.read().unwrap_or_else(|p| p.into_inner());
+        check_adapter_secrets(&project.config.adapters, |name| std::env::var(name).ok())?;
+    }
     let tls = match &config.tls {
         Some(files) => Some(tls::acceptor(files, setup.root)?),
         None => None,
@@ -206,9 +211,34 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
     })
 }
 
+/// Every secret the adapters name is set: an adapter whose secret is missing would refuse
+/// every sender, which is better said at start.
+fn check_adapter_secrets(
+    adapters: &[crate::adapter::Adapter],
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<()> {
+    for a in adapters {
+        let vars = a
+            .auth
+            .bearer_env
+            .iter()
+            .chain(a.auth.hmac.as_ref().map(|h| &h.secret_env));
+        for var in vars {
+            if env(var).is_none_or(|v| v.is_empty()) {
+                anyhow::bail!(
+                    "adapter `{}`: the environment variable {var} that holds its secret is not set",
+                    a.name
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn router(app: App) -> Router {
     Router::new()
         .route("/v1/events", post(ingest::post_events))
+        .route("/v1/ingest/{*name}", post(webhook::post_webhook))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .fallback(not_found)

@@ -1,8 +1,10 @@
-//! `{placeholder}` templates for notification content, session names and deduplication keys,
-//! written in manifests. Placeholders are checked at load; `{event.data.x}` reads the event.
+//! `{placeholder}` templates written in manifests: notification content, session names and
+//! deduplication keys (`{agent}`, `{event.data.x}`), and the webhook adapters' event fields
+//! (`{item.fingerprint}`, `{body.receiver}`). Placeholders are checked at load against the
+//! template's [`Scheme`]: the plain names it knows and the roots its dotted paths start from.
 //!
-//! A rendered template is display text or a key, never a command line: event content is
-//! untrusted, and this is the only place it is spliced into anything.
+//! A rendered template is display text, a key or an event field, never a command line:
+//! what it reads is untrusted, and this is the only place it is spliced into anything.
 
 use serde_json::Value;
 
@@ -21,12 +23,26 @@ pub const NAMES: &[&str] = &[
     "output",
 ];
 
+/// What a kind of template may refer to.
+pub struct Scheme {
+    /// Plain names (`{agent}`).
+    pub names: &'static [&'static str],
+    /// Roots of dotted paths (`{event.data.x}` has the root `event`).
+    pub roots: &'static [&'static str],
+}
+
+/// Notification content, sessions and deduplication keys.
+pub const NOTIFY: Scheme = Scheme {
+    names: NAMES,
+    roots: &["event"],
+};
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 enum Part {
     Text(String),
     Name(String),
-    /// A dotted path into the event, `event.data.server` → ["data", "server"].
-    Event(Vec<String>),
+    /// A dotted path from a root, `event.data.server` → ("event", ["data", "server"]).
+    Path(String, Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -35,8 +51,13 @@ pub struct Template {
 }
 
 impl Template {
-    /// Parses `text`; `{{` and `}}` are literal braces.
+    /// Parses a notification template ([`NOTIFY`]).
     pub fn parse(text: &str) -> Result<Template, String> {
+        Template::parse_in(text, &NOTIFY)
+    }
+
+    /// Parses `text` for `scheme`; `{{` and `}}` are literal braces.
+    pub fn parse_in(text: &str, scheme: &Scheme) -> Result<Template, String> {
         let mut parts = Vec::new();
         let mut literal = String::new();
         let mut chars = text.char_indices().peekable();
@@ -62,7 +83,7 @@ impl Template {
                     if !literal.is_empty() {
                         parts.push(Part::Text(std::mem::take(&mut literal)));
                     }
-                    parts.push(placeholder(name)?);
+                    parts.push(placeholder(name, scheme)?);
                 }
                 '}' => {
                     return Err(format!(
@@ -81,29 +102,29 @@ impl Template {
     /// Fills the placeholders: `lookup` answers names, `event` the `event.…` paths. A value
     /// that is absent renders as empty; a non-string as JSON.
     pub fn render(&self, lookup: impl Fn(&str) -> Option<String>, event: &Value) -> String {
+        self.render_roots(lookup, |root| (root == "event").then_some(event))
+    }
+
+    /// As [`Template::render`], with `root` giving the value each path root stands for.
+    pub fn render_roots<'v>(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+        root: impl Fn(&str) -> Option<&'v Value>,
+    ) -> String {
         let mut out = String::new();
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.push_str(t),
                 Part::Name(n) => out.push_str(&lookup(n).unwrap_or_default()),
-                Part::Event(path) => {
-                    let mut v = event;
-                    let mut found = true;
-                    for seg in path {
-                        match v.get(seg.as_str()) {
-                            Some(next) => v = next,
-                            None => {
-                                found = false;
-                                break;
-                            }
-                        }
-                    }
-                    if found {
-                        match v {
-                            Value::String(s) => out.push_str(s),
-                            Value::Null => {}
-                            other => out.push_str(&other.to_string()),
-                        }
+                Part::Path(start, path) => {
+                    let found = path
+                        .iter()
+                        .try_fold(root(start), |v, seg| Some(v?.get(seg.as_str())))
+                        .flatten();
+                    match found {
+                        Some(Value::String(s)) => out.push_str(s),
+                        Some(Value::Null) | None => {}
+                        Some(other) => out.push_str(&other.to_string()),
                     }
                 }
             }
@@ -112,23 +133,30 @@ impl Template {
     }
 }
 
-fn placeholder(name: &str) -> Result<Part, String> {
-    if let Some(path) = name.strip_prefix("event.") {
+fn placeholder(name: &str, scheme: &Scheme) -> Result<Part, String> {
+    if let Some((root, path)) = name.split_once('.')
+        && scheme.roots.contains(&root)
+    {
         let segs: Vec<String> = path.split('.').map(str::to_owned).collect();
         if segs.iter().any(String::is_empty) {
-            return Err(format!("`{{{name}}}`: an empty segment in the event path"));
+            return Err(format!("`{{{name}}}`: an empty segment in the {root} path"));
         }
-        return Ok(Part::Event(segs));
+        return Ok(Part::Path(root.to_owned(), segs));
     }
-    if NAMES.contains(&name) {
+    if scheme.names.contains(&name) {
         return Ok(Part::Name(name.to_owned()));
     }
-    let hint = crate::diagnostics::did_you_mean(name, NAMES.iter().copied())
+    let hint = crate::diagnostics::did_you_mean(name, scheme.names.iter().copied())
         .map(|s| format!(" ({s})"))
         .unwrap_or_default();
+    let roots: Vec<String> = scheme.roots.iter().map(|r| format!("`{r}.PATH`")).collect();
+    let known = if scheme.names.is_empty() {
+        roots.join(" and ")
+    } else {
+        format!("{}, and {}", scheme.names.join(", "), roots.join(" and "))
+    };
     Err(format!(
-        "unknown placeholder `{{{name}}}`{hint}; known: {}, and `event.PATH`",
-        NAMES.join(", ")
+        "unknown placeholder `{{{name}}}`{hint}; known: {known}"
     ))
 }
 
@@ -159,5 +187,26 @@ mod tests {
         assert!(Template::parse("{agent").is_err());
         assert!(Template::parse("agent}").is_err());
         assert!(Template::parse("{event.}").is_err());
+    }
+
+    #[test]
+    fn a_scheme_sets_the_roots_of_paths() {
+        const ADAPTER: Scheme = Scheme {
+            names: &[],
+            roots: &["item", "body"],
+        };
+        let t = Template::parse_in("{item.a}-{body.b.c}", &ADAPTER).unwrap();
+        let (item, body) = (json!({"a": 1}), json!({"b": {"c": "x"}}));
+        let text = t.render_roots(
+            |_| None,
+            |root| match root {
+                "item" => Some(&item),
+                "body" => Some(&body),
+                _ => None,
+            },
+        );
+        assert_eq!(text, "1-x");
+        let err = Template::parse_in("{event.a}", &ADAPTER).unwrap_err();
+        assert!(err.contains("`item.PATH` and `body.PATH`"), "{err}");
     }
 }

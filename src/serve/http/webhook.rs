@@ -1,0 +1,193 @@
+//! `POST /v1/ingest/NAME`: a webhook mapped to events by its adapter (`adapters:` in
+//! pap.yaml, or a built-in preset), then decided and answered as `POST /v1/events` is.
+//!
+//! The adapter is looked up in the project serve runs now, so a reload that adds or changes
+//! one takes effect without a restart. An adapter with its own `auth` (a bearer token, an
+//! HMAC signature of the body) accepts only that; one without leaves it to `listen.auth`
+//! and the `ingest` scope.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use serde_json::Value;
+use subtle::ConstantTimeEq;
+
+use super::auth::Caller;
+use super::body::{Parsed, SOURCE};
+use super::ingest::{accept_body, answer, off_thread_if_large};
+use super::{App, ConnInfo, reply};
+use crate::adapter::{Adapter, AdapterAuth};
+use crate::event::input::Location;
+use crate::event::strict::Strict;
+use crate::event::{self, Invalid, Origin};
+use crate::manifest::compiled_listen::Scope;
+
+pub async fn post_webhook(
+    State(app): State<App>,
+    axum::Extension(conn): axum::Extension<ConnInfo>,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let adapter = {
+        let project = app.project.read().unwrap_or_else(|p| p.into_inner());
+        project
+            .config
+            .adapters
+            .iter()
+            .find(|a| a.path == uri.path())
+            .cloned()
+    };
+    let Some(adapter) = adapter else {
+        return reply::error(
+            StatusCode::NOT_FOUND,
+            "no webhook adapter has this route (adapters: in pap.yaml; built in: /v1/ingest/alertmanager, /v1/ingest/grafana)",
+        );
+    };
+    let own_auth = adapter.auth != AdapterAuth::default();
+    let caller = if own_auth {
+        if let Err(why) = bearer(&adapter, &headers) {
+            return reply::unauthorized(format!("adapter `{}`: {why}", adapter.name));
+        }
+        Caller {
+            name: Some(format!("adapter:{}", adapter.name)),
+            scopes: vec![Scope::Ingest],
+        }
+    } else {
+        match app.authorize(&headers, &conn, Scope::Ingest).await {
+            Ok(c) => c,
+            Err(r) => return r,
+        }
+    };
+    let bytes = match accept_body(&app, &headers, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if let Err(why) = signature(&adapter, &headers, &bytes) {
+        return reply::unauthorized(format!("adapter `{}`: {why}", adapter.name));
+    }
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let ct = ct.to_str().unwrap_or("?");
+        if !event::is_json_media_type(ct) {
+            return reply::error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "a webhook body is JSON; Content-Type is `{}`",
+                    crate::term::for_humans(ct)
+                ),
+            );
+        }
+    }
+    let max_event_bytes = app.max_event_bytes;
+    let adapter = Arc::new(adapter);
+    let size = bytes.len();
+    let mapped = off_thread_if_large(size, move || map(&adapter, &bytes, max_event_bytes)).await;
+    match mapped {
+        Some(Ok(parsed)) => answer(&app, &caller, parsed).await,
+        Some(Err(why)) => reply::error(StatusCode::BAD_REQUEST, why),
+        None => reply::error(StatusCode::INTERNAL_SERVER_ERROR, "mapping the body failed"),
+    }
+}
+
+/// The adapter's events of a body, each validated as any event is.
+fn map(adapter: &Adapter, bytes: &[u8], max_event_bytes: u64) -> Result<Vec<Parsed>, String> {
+    let Strict(body) = serde_json::from_slice::<Strict>(bytes)
+        .map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    let mapped = adapter
+        .map(body)
+        .map_err(|why| format!("adapter `{}`: {why}", adapter.name))?;
+    Ok(mapped
+        .into_iter()
+        .map(|m| {
+            let event = m.event.map_err(|e| Invalid {
+                id: e.id,
+                kind: None,
+                reason: e.reason,
+            });
+            let event = event.and_then(|value: Value| {
+                let len = serde_json::to_vec(&value).map_or(usize::MAX, |b| b.len());
+                event::validate(value, len, max_event_bytes, Origin::Outside).map_err(|mut bad| {
+                    bad.reason = format!(
+                        "adapter `{}` made an invalid event: {}",
+                        adapter.name, bad.reason
+                    );
+                    bad
+                })
+            });
+            Parsed {
+                input: Location {
+                    source: Arc::from(SOURCE),
+                    line: None,
+                    index: m.index,
+                },
+                event,
+            }
+        })
+        .collect())
+}
+
+/// The adapter's own bearer token, when it has one; else why the request is refused.
+fn bearer(adapter: &Adapter, headers: &HeaderMap) -> Result<(), String> {
+    let Some(var) = &adapter.auth.bearer_env else {
+        return Ok(());
+    };
+    let expected = std::env::var(var).unwrap_or_default();
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .unwrap_or("");
+    let digest =
+        |s: &str| -> [u8; 32] { <sha2::Sha256 as sha2::Digest>::digest(s.as_bytes()).into() };
+    if expected.is_empty() || !bool::from(digest(&expected).ct_eq(&digest(presented))) {
+        return Err("it needs its bearer token".into());
+    }
+    Ok(())
+}
+
+/// The adapter's HMAC-SHA256 signature of the raw body, when it has one; else why the
+/// request is refused.
+fn signature(adapter: &Adapter, headers: &HeaderMap, body: &[u8]) -> Result<(), String> {
+    use hmac::{KeyInit, Mac};
+    let Some(h) = &adapter.auth.hmac else {
+        return Ok(());
+    };
+    let refuse = |why: &str| Err(why.to_owned());
+    let secret = std::env::var(&h.secret_env).unwrap_or_default();
+    if secret.is_empty() {
+        tracing::error!(adapter = %adapter.name, variable = %h.secret_env, "the adapter's HMAC secret is not set");
+        return refuse("its signature cannot be checked (the secret is not set on the server)");
+    }
+    let Some(value) = headers.get(h.header.as_str()).and_then(|v| v.to_str().ok()) else {
+        return refuse(&format!("the `{}` header is missing", h.header));
+    };
+    let Some(sig) = value.strip_prefix(h.prefix.as_str()).and_then(hex_decode) else {
+        return refuse(&format!(
+            "the `{}` header is not `{}HEX`",
+            h.header, h.prefix
+        ));
+    };
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+        .expect("HMAC takes keys of any length");
+    mac.update(body);
+    match mac.verify_slice(&sig) {
+        Ok(()) => Ok(()),
+        Err(_) => refuse("the signature does not match the body"),
+    }
+}
+
+fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
