@@ -4,24 +4,13 @@
 
 mod common;
 
-use common::http::{curl_available, post, project, serve};
-use common::serve::{Project, wait_until};
+use common::http::{curl_available, high_severity_trigger, post, project, serve};
+use common::serve::wait_until;
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Value {
     let text = std::fs::read_to_string(common::fixture(&format!("webhooks/{name}"))).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-/// A trigger on `kind` whose high-severity events provoke the fixture's `quick` agent.
-fn trigger(p: &Project, id: &str, kind: &str) {
-    std::fs::write(
-        p.root().join(format!("triggers/{id}.yaml")),
-        format!(
-            "pap_version: \"0.2\"\ntrigger:\n  id: {id}\n  match:\n    type: {kind}\n  filter:\n    - path: $.data.labels.severity\n      operator: eq\n      value: high\n  agent: quick\n"
-        ),
-    )
-    .unwrap();
 }
 
 fn outcomes(r: &common::http::Reply) -> Vec<String> {
@@ -43,8 +32,8 @@ fn alertmanager_alerts_are_decided_once_and_their_resolution_is_new() {
         return;
     }
     let p = project("");
-    trigger(&p, "t-am-firing", "alertmanager.alert.firing");
-    trigger(&p, "t-am-resolved", "alertmanager.alert.resolved");
+    high_severity_trigger(&p, "t-am-firing", "alertmanager.alert.firing");
+    high_severity_trigger(&p, "t-am-resolved", "alertmanager.alert.resolved");
     let (_serve, url) = serve(&p, &[], &[]);
     let route = format!("{url}/v1/ingest/alertmanager");
     let firing = fixture("alertmanager-v4-captured.json");

@@ -44,6 +44,8 @@ const GROUP_GONE_WITHIN: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct RunResult {
     pub invocation_id: String,
+    /// The agent that ran.
+    pub agent: String,
     pub succeeded: bool,
     pub attempts: u32,
     /// Ids of every event it emitted (outcome event and follow-ups).
@@ -690,6 +692,7 @@ fn lease_token(inv: &Invocation) -> u64 {
 fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
     RunResult {
         invocation_id: inv.id.clone(),
+        agent: inv.agent.clone(),
         succeeded,
         attempts: inv.attempts,
         emitted_ids: emitted.iter().map(|e| e.id.clone()).collect(),

@@ -147,6 +147,14 @@ pub struct Dispatcher<'a> {
     stop: Option<Stop>,
     /// Runs left queued because another process holds their concurrency slot, with why.
     left_waiting: std::sync::Mutex<HashMap<String, String>>,
+    /// Told of each decided event and each commit's duration (serve's metrics).
+    observer: Option<Observer<'a>>,
+}
+
+/// What [`Dispatcher::observe`] calls.
+pub struct Observer<'a> {
+    pub decided: Box<dyn Fn(&EventReport) + 'a>,
+    pub committed: Box<dyn Fn(std::time::Duration) + 'a>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -171,6 +179,7 @@ impl<'a> Dispatcher<'a> {
             recycle: None,
             stop: None,
             left_waiting: Default::default(),
+            observer: None,
         }
     }
 
@@ -183,6 +192,11 @@ impl<'a> Dispatcher<'a> {
     /// The stop a signal asked for, if any.
     pub fn stopped(&self) -> Option<stop::Stopped> {
         self.stop.as_ref().and_then(Stop::requested)
+    }
+
+    /// Tells `observer` of every event decided and every commit made.
+    pub fn observe(&mut self, observer: Observer<'a>) {
+        self.observer = Some(observer);
     }
 
     /// Hands the invocations each group creates to `run` instead of running them here.
@@ -379,8 +393,13 @@ impl<'a> Dispatcher<'a> {
             Ok(decided)
         };
         let store = &self.runtime.store;
+        let started = std::time::Instant::now();
         // A dry run's store is a private copy (or memory): committing there changes nothing.
-        Ok(store.write(decide)?)
+        let decided = store.write(decide)?;
+        if let Some(o) = &self.observer {
+            (o.committed)(started.elapsed());
+        }
+        Ok(decided)
     }
 
     /// Runs invocations concurrently, at most `jobs` at a time.
@@ -497,6 +516,9 @@ impl<'a> Dispatcher<'a> {
     }
 
     fn count(&mut self, r: &EventReport) {
+        if let Some(o) = &self.observer {
+            (o.decided)(r);
+        }
         let t = &mut self.tally;
         t.events += 1;
         match r.status {

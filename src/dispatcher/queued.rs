@@ -24,13 +24,14 @@ impl Dispatcher<'_> {
         }
         let mut reports: Vec<EventReport> = decided.into_iter().map(|d| d.report).collect();
         for r in &mut reports {
+            // Counted as decided (`invoked`), as serve counts its other decisions.
+            self.count(r);
             for t in &mut r.triggers {
                 if t.outcome == Outcome::Invoked {
                     t.outcome = Outcome::Queued;
                     t.reason = Some("queued; pap serve runs it".into());
                 }
             }
-            self.count(r);
         }
         // The log (serve's format) gets its own copy.
         self.printer.send(reports.clone())?;

@@ -15,6 +15,7 @@ pub mod decider;
 pub mod http;
 mod lock;
 mod log;
+pub mod metrics;
 mod settle;
 mod spool;
 mod watch;
@@ -118,6 +119,7 @@ struct Server {
     listening: Option<http::Listening>,
     /// The listener's view of the project, replaced on a reload.
     shared_project: Option<http::SharedProject>,
+    metrics: Arc<metrics::Metrics>,
 }
 
 /// Starts serve and runs until stopped (or, with `once`, until nothing is due).
@@ -153,11 +155,13 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     };
     let (wake_tx, wakes) = std::sync::mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
+    let metrics = Arc::new(metrics::Metrics::new());
     let worker = Worker::start(
         &rt,
         runtime.clone(),
         settings.max_concurrent,
         wake_tx.clone(),
+        metrics.clone(),
     );
 
     let arrivals = watch::Arrivals::default();
@@ -184,6 +188,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
                 state_dir,
                 max_event_bytes: project.config.max_event_bytes,
                 project: shared,
+                metrics: metrics.clone(),
             },
         )?;
         tracing::info!(url = %l.url(), "listening for HTTP");
@@ -246,6 +251,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         ingests: Vec::new(),
         listening,
         shared_project,
+        metrics,
     };
     let result = if server.settings.once {
         server.once()
@@ -427,6 +433,11 @@ impl Server {
         );
         let worker = self.worker.clone();
         d.defer_runs(move |ids| worker.run(ids));
+        let (decided, committed) = (self.metrics.clone(), self.metrics.clone());
+        d.observe(crate::dispatcher::Observer {
+            decided: Box::new(move |r| decided.decided(r)),
+            committed: Box::new(move |took| committed.committed(took)),
+        });
         d
     }
 
@@ -544,6 +555,7 @@ impl Server {
                         error: grew,
                     });
                 }
+                self.metrics.received("spool", valid, problems.len());
                 files.push((path.clone(), valid, problems));
                 if group.len() >= GROUP_MAX && result.is_ok() {
                     result = d.process(std::mem::take(&mut group));
@@ -833,6 +845,7 @@ impl Server {
                     }
                     for e in &fired {
                         tracing::info!(schedule = %s.id, event = %e.id, "schedule fired");
+                        self.metrics.schedule_fired(&s.id);
                     }
                     events.extend(fired);
                 }

@@ -7,6 +7,7 @@
 //! `pap dispatch` or `pap approve` running beside it never runs the same invocation.
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::Wake;
+use super::metrics::Metrics;
 use crate::agent::{RunError, RunResult, Runtime};
 use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{Lease, Status};
@@ -49,9 +51,10 @@ impl Worker {
         runtime: Runtime,
         max: usize,
         wake: Sender<Wake>,
+        metrics: Arc<Metrics>,
     ) -> Worker {
         let (tx, rx) = mpsc::unbounded_channel();
-        rt.spawn(work_loop(rx, runtime, max.max(1), wake));
+        rt.spawn(work_loop(rx, runtime, max.max(1), wake, metrics));
         Worker { tx }
     }
 
@@ -91,6 +94,7 @@ impl Worker {
 
 struct State {
     runtime: Runtime,
+    metrics: Arc<Metrics>,
     max: usize,
     wake: Sender<Wake>,
     running: JoinSet<(String, Result<RunResult, RunError>)>,
@@ -111,9 +115,11 @@ async fn work_loop(
     runtime: Runtime,
     max: usize,
     wake: Sender<Wake>,
+    metrics: Arc<Metrics>,
 ) {
     let mut s = State {
         runtime,
+        metrics,
         max,
         wake,
         running: JoinSet::new(),
@@ -186,10 +192,21 @@ impl State {
     fn spawn(&mut self, id: String) {
         self.in_flight.insert(id.clone());
         let runtime = self.runtime.clone();
+        let metrics = self.metrics.clone();
         let span = tracing::info_span!("invocation", id = %id);
         self.running.spawn(
             async move {
+                let started = std::time::Instant::now();
                 let result = runtime.run(&id).await;
+                if let Ok(r) = &result {
+                    let how = match (r.retry_queued, r.cancelled, r.succeeded) {
+                        (true, _, _) => "retry_queued",
+                        (_, true, _) => "cancelled",
+                        (_, _, true) => "succeeded",
+                        _ => "failed",
+                    };
+                    metrics.run_ended(&r.agent, how, started.elapsed());
+                }
                 (id, result)
             }
             .instrument(span),

@@ -125,3 +125,15 @@ pub fn post(url: &str, content_type: &str, body: &[u8], extra: &[&str]) -> Reply
     args.push(url);
     curl(&args, Some(body))
 }
+
+/// A trigger on `kind` whose high-severity events (`$.data.labels.severity`) provoke the
+/// serve fixture's `quick` agent.
+pub fn high_severity_trigger(p: &Project, id: &str, kind: &str) {
+    std::fs::write(
+        p.root().join(format!("triggers/{id}.yaml")),
+        format!(
+            "pap_version: \"0.2\"\ntrigger:\n  id: {id}\n  match:\n    type: {kind}\n  filter:\n    - path: $.data.labels.severity\n      operator: eq\n      value: high\n  agent: quick\n"
+        ),
+    )
+    .unwrap();
+}

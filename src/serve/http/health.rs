@@ -38,10 +38,8 @@ pub async fn readyz(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     let queued = app.decider.queued();
+    let now = now_ms();
     let report = tokio::task::spawn_blocking(move || {
-        let now = crate::clock::Clock::from_env()
-            .map(|c| c.now_ms())
-            .unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond());
         crate::status_report::gather(&*store, &state_dir, Some(&project), now)
     })
     .await;
@@ -61,4 +59,37 @@ pub async fn readyz(
         Ok(Err(e)) => reply::unavailable(format!("the store cannot be read: {e:#}"), 5),
         Err(_) => reply::unavailable("the readiness check failed", 5),
     }
+}
+
+/// `GET /metrics` (the `metrics` scope): OpenMetrics text.
+pub async fn metrics(
+    State(app): State<App>,
+    axum::Extension(conn): axum::Extension<ConnInfo>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = app.authorize(&headers, &conn, Scope::Metrics).await {
+        return r;
+    }
+    let (metrics, store) = (app.metrics.clone(), app.store.clone());
+    let now = now_ms();
+    match tokio::task::spawn_blocking(move || metrics.scrape(&*store, now)).await {
+        Ok(Ok(text)) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Ok(Err(e)) => reply::unavailable(format!("the store cannot be read: {e:#}"), 5),
+        Err(_) => reply::error(StatusCode::INTERNAL_SERVER_ERROR, "the scrape failed"),
+    }
+}
+
+/// Now on serve's clock (the injected one in test builds).
+fn now_ms() -> i64 {
+    crate::clock::Clock::from_env()
+        .map(|c| c.now_ms())
+        .unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond())
 }

@@ -57,7 +57,7 @@ pub async fn post_events(
             return reply::error(StatusCode::UNSUPPORTED_MEDIA_TYPE, why);
         }
     };
-    answer(&app, &caller, parsed).await
+    answer(&app, &caller, "/v1/events", parsed).await
 }
 
 /// Runs `work` (parsing a body of `size` bytes) here when small, else on the blocking pool,
@@ -73,7 +73,14 @@ pub async fn off_thread_if_large<T: Send + 'static>(
 }
 
 /// Decides `parsed` and answers with one line per event (or the refusal).
-pub async fn answer(app: &App, caller: &super::auth::Caller, parsed: Vec<Parsed>) -> Response {
+pub async fn answer(
+    app: &App,
+    caller: &super::auth::Caller,
+    route: &str,
+    parsed: Vec<Parsed>,
+) -> Response {
+    let valid = parsed.iter().filter(|p| p.event.is_ok()).count();
+    app.metrics.received(route, valid, parsed.len() - valid);
     if parsed.is_empty() {
         return reply::error(StatusCode::BAD_REQUEST, "the body holds no events");
     }

@@ -71,6 +71,7 @@ pub struct AppInner {
     pub state_dir: std::path::PathBuf,
     /// The project serve runs now (replaced on a reload).
     pub project: SharedProject,
+    pub metrics: Arc<super::metrics::Metrics>,
 }
 
 /// The loaded project, as serve's reloads replace it.
@@ -129,6 +130,7 @@ pub struct Setup<'a> {
     pub state_dir: &'a Path,
     pub max_event_bytes: u64,
     pub project: SharedProject,
+    pub metrics: Arc<super::metrics::Metrics>,
 }
 
 /// A running listener.
@@ -191,6 +193,7 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         store: setup.store,
         state_dir: setup.state_dir.to_path_buf(),
         project: setup.project,
+        metrics: setup.metrics,
     }));
     let router = router(app);
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -241,6 +244,7 @@ fn router(app: App) -> Router {
         .route("/v1/ingest/{*name}", post(webhook::post_webhook))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard_and_log))
         .with_state(app)

@@ -83,10 +83,11 @@ pub async fn post_webhook(
     }
     let max_event_bytes = app.max_event_bytes;
     let adapter = Arc::new(adapter);
+    let route = adapter.path.clone();
     let size = bytes.len();
     let mapped = off_thread_if_large(size, move || map(&adapter, &bytes, max_event_bytes)).await;
     match mapped {
-        Some(Ok(parsed)) => answer(&app, &caller, parsed).await,
+        Some(Ok(parsed)) => answer(&app, &caller, &route, parsed).await,
         Some(Err(why)) => reply::error(StatusCode::BAD_REQUEST, why),
         None => reply::error(StatusCode::INTERNAL_SERVER_ERROR, "mapping the body failed"),
     }

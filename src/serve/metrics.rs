@@ -1,0 +1,282 @@
+//! Serve's Prometheus metrics (prometheus-client, the Prometheus project's Rust client),
+//! served at `GET /metrics` in the OpenMetrics text format.
+//!
+//! Counters and histograms are kept as things happen (events received, decisions, finished
+//! runs, commits, schedule fires). What is a state rather than an event (the queue by status,
+//! approvals waiting, notifications by status, failing sink deliveries) is read from the
+//! store at each scrape, so it is right also for what other processes (`pap dispatch`,
+//! `pap approve`) changed. The names and labels are listed in the README.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::domain::{SinkState, Status};
+use crate::pipeline::report::EventReport;
+use crate::stages::Outcome;
+use crate::storage::{self, Storage};
+
+type Labels = Vec<(&'static str, String)>;
+
+fn duration_buckets() -> Histogram {
+    // 1 ms to about 65 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    events_received: Family<Labels, Counter>,
+    decisions: Family<Labels, Counter>,
+    invocations: Family<Labels, Counter>,
+    invocation_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    commit_seconds: Histogram,
+    schedule_fires: Family<Labels, Counter>,
+    queue: Family<Labels, Gauge>,
+    approvals_waiting: Gauge,
+    approval_oldest_seconds: Gauge<f64, AtomicU64>,
+    notifications: Family<Labels, Gauge>,
+    sink_failures: Family<Labels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("pap");
+        let m = Metrics {
+            registry: Registry::default(),
+            events_received: Family::default(),
+            decisions: Family::default(),
+            invocations: Family::default(),
+            invocation_seconds: Family::new_with_constructor(duration_buckets),
+            commit_seconds: duration_buckets(),
+            schedule_fires: Family::default(),
+            queue: Family::default(),
+            approvals_waiting: Gauge::default(),
+            approval_oldest_seconds: Gauge::default(),
+            notifications: Family::default(),
+            sink_failures: Family::default(),
+        };
+        registry.register(
+            "events_received",
+            "Events received, by route (an HTTP route, or spool) and validity",
+            m.events_received.clone(),
+        );
+        registry.register(
+            "decisions",
+            "Decisions made, by trigger and outcome",
+            m.decisions.clone(),
+        );
+        registry.register(
+            "invocations_finished",
+            "Invocation runs that ended, by agent and result (succeeded, failed, cancelled, retry_queued)",
+            m.invocations.clone(),
+        );
+        registry.register(
+            "invocation_duration_seconds",
+            "How long a run took, by agent (all its attempts in this run)",
+            m.invocation_seconds.clone(),
+        );
+        registry.register(
+            "commit_duration_seconds",
+            "How long one transaction of decisions took to commit durably",
+            m.commit_seconds.clone(),
+        );
+        registry.register(
+            "schedule_fires",
+            "Schedule fires, by schedule",
+            m.schedule_fires.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Invocations not yet ended, by status (read from the store at the scrape)",
+            m.queue.clone(),
+        );
+        registry.register(
+            "approvals_waiting",
+            "Invocations awaiting approval",
+            m.approvals_waiting.clone(),
+        );
+        registry.register(
+            "approval_oldest_age_seconds",
+            "How long the oldest approval request has waited (0 when none waits)",
+            m.approval_oldest_seconds.clone(),
+        );
+        registry.register(
+            "notifications",
+            "Notifications kept in the ledger, by ANP status",
+            m.notifications.clone(),
+        );
+        registry.register(
+            "sink_failures",
+            "Sink deliveries failed or being retried, by sink",
+            m.sink_failures.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn received(&self, route: &str, valid: usize, invalid: usize) {
+        for (flag, n) in [("true", valid), ("false", invalid)] {
+            if n > 0 {
+                self.events_received
+                    .get_or_create(&vec![("route", route.to_owned()), ("valid", flag.into())])
+                    .inc_by(n as u64);
+            }
+        }
+    }
+
+    /// One event's decisions.
+    pub fn decided(&self, report: &EventReport) {
+        for t in &report.triggers {
+            if t.outcome == Outcome::Disabled {
+                continue;
+            }
+            self.decisions
+                .get_or_create(&vec![
+                    ("trigger", t.trigger.to_string()),
+                    ("outcome", t.outcome.as_str().into()),
+                ])
+                .inc();
+        }
+    }
+
+    pub fn committed(&self, took: Duration) {
+        self.commit_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn run_ended(&self, agent: &str, result: &'static str, took: Duration) {
+        self.invocations
+            .get_or_create(&vec![
+                ("agent", agent.to_owned()),
+                ("result", result.into()),
+            ])
+            .inc();
+        self.invocation_seconds
+            .get_or_create(&vec![("agent", agent.to_owned())])
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn schedule_fired(&self, schedule: &str) {
+        self.schedule_fires
+            .get_or_create(&vec![("schedule", schedule.to_owned())])
+            .inc();
+    }
+
+    /// Reads the states from the store and encodes everything.
+    pub fn scrape(&self, store: &dyn Storage, now: i64) -> storage::Result<String> {
+        use std::cell::RefCell;
+        use std::collections::BTreeMap;
+        // The store's scans take a `Fn` that keeps nothing: the counts are made as they pass.
+        let queue: RefCell<BTreeMap<&'static str, i64>> = Default::default();
+        let oldest: RefCell<Option<i64>> = Default::default();
+        store.read(|r| {
+            r.invocations(
+                &|i| {
+                    if !i.status.is_terminal() {
+                        let status = i.status_at(now);
+                        *queue.borrow_mut().entry(status.as_str()).or_default() += 1;
+                        if status == Status::AwaitingApproval {
+                            let mut o = oldest.borrow_mut();
+                            *o = Some(o.map_or(i.created_at, |o| o.min(i.created_at)));
+                        }
+                    }
+                    false
+                },
+                None,
+            )
+        })?;
+        let notifications: RefCell<BTreeMap<&'static str, i64>> = Default::default();
+        let sinks: RefCell<BTreeMap<String, i64>> = Default::default();
+        store.read(|r| {
+            r.notifications(
+                &|n| {
+                    *notifications
+                        .borrow_mut()
+                        .entry(n.status_at(now).as_str())
+                        .or_default() += 1;
+                    for d in &n.sinks {
+                        if matches!(d.state, SinkState::Failed | SinkState::Retrying) {
+                            *sinks.borrow_mut().entry(d.sink.clone()).or_default() += 1;
+                        }
+                    }
+                    false
+                },
+                None,
+            )
+        })?;
+        let (queue, oldest) = (queue.into_inner(), oldest.into_inner());
+        let (notifications, sinks) = (notifications.into_inner(), sinks.into_inner());
+        self.approvals_waiting.set(
+            queue
+                .get(Status::AwaitingApproval.as_str())
+                .copied()
+                .unwrap_or(0),
+        );
+        set_all(
+            &self.queue,
+            "status",
+            queue.into_iter().map(|(k, v)| (k.to_owned(), v)),
+        );
+        self.approval_oldest_seconds
+            .set(oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0));
+        set_all(
+            &self.notifications,
+            "status",
+            notifications.into_iter().map(|(k, v)| (k.to_owned(), v)),
+        );
+        set_all(&self.sink_failures, "sink", sinks.into_iter());
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String");
+        Ok(text)
+    }
+}
+
+/// Replaces a gauge family's values: a label that is gone is dropped, not left stale.
+fn set_all(
+    family: &Family<Labels, Gauge>,
+    label: &'static str,
+    values: impl Iterator<Item = (String, i64)>,
+) {
+    family.clear();
+    for (k, v) in values {
+        family.get_or_create(&vec![(label, k)]).set(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_histograms_are_encoded_with_their_labels() {
+        let m = Metrics::new();
+        m.received("/v1/events", 2, 1);
+        m.run_ended("quick", "succeeded", Duration::from_millis(30));
+        m.committed(Duration::from_millis(2));
+        m.schedule_fired("nightly");
+        let mut text = String::new();
+        encode(&mut text, &m.registry).unwrap();
+        assert!(
+            text.contains(r#"pap_events_received_total{route="/v1/events",valid="true"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"pap_events_received_total{route="/v1/events",valid="false"} 1"#));
+        assert!(
+            text.contains(r#"pap_invocations_finished_total{agent="quick",result="succeeded"} 1"#)
+        );
+        assert!(text.contains(r#"pap_invocation_duration_seconds_count{agent="quick"} 1"#));
+        assert!(text.contains("pap_commit_duration_seconds_count 1"));
+        assert!(text.contains(r#"pap_schedule_fires_total{schedule="nightly"} 1"#));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

@@ -1,0 +1,344 @@
+//! The listener against clients nobody on this project wrote: the official CloudEvents
+//! Python SDK (structured, binary and batched), the Prometheus project's own text parser on
+//! `/metrics`, and a real Prometheus Alertmanager whose webhook receiver points at pap.
+//!
+//! `.ci/run` installs them (PAP_TEST_REQUIRE_HTTP_CLIENTS); elsewhere a missing one skips
+//! its test with a note.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use common::dispatch::lines;
+use common::http::{curl, curl_available, high_severity_trigger, project, serve};
+use common::serve::{Project, wait_until};
+use serde_json::Value;
+
+/// Whether python3 imports `modules`; a skip (or, in CI, a failure) when it does not.
+fn python_has(modules: &str, what: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("PAP_TEST_REQUIRE_HTTP_CLIENTS").is_none(),
+            "python3 with {modules} is required (PAP_TEST_REQUIRE_HTTP_CLIENTS is set)"
+        );
+        common::skip_note(&format!("python3 cannot import {modules}: {what}"));
+    }
+    ok
+}
+
+fn client(name: &str) -> PathBuf {
+    common::fixture(&format!("clients/{name}"))
+}
+
+fn python(script: &str, args: &[&str]) -> Vec<Value> {
+    let out = Command::new("python3")
+        .arg(client(script))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines(&String::from_utf8_lossy(&out.stdout))
+}
+
+#[test]
+fn the_cloudevents_python_sdk_posts_structured_binary_and_batched_events() {
+    if !python_has(
+        "cloudevents.core.bindings.http",
+        "the CloudEvents SDK's three modes go unchecked",
+    ) {
+        return;
+    }
+    let p = project("");
+    let (_serve, url) = serve(&p, &[], &[]);
+    let replies = python(
+        "cloudevents_client.py",
+        &[&format!("{url}/v1/events"), "sdk"],
+    );
+    let modes: Vec<(&str, i64)> = replies
+        .iter()
+        .map(|r| (r["mode"].as_str().unwrap(), r["status"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        modes,
+        [("structured", 200), ("binary", 200), ("batch", 200)],
+        "{replies:?}"
+    );
+    for n in 1..=4 {
+        let id = format!("sdk-{n}");
+        wait_until(&format!("{id} ran"), || {
+            p.invocations_of(&id)
+                .iter()
+                .any(|i| i["status"] == "succeeded")
+        });
+    }
+    // The binary event's extension attribute came through its percent-encoded header.
+    let inv = &p.invocations_of("sdk-2")[0];
+    let shown = p
+        .cmd()
+        .args(["invocations", "show", inv["id"].as_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["event"]["region"], "eu west", "{shown}");
+    assert_eq!(shown["event"]["data"]["n"], 2);
+}
+
+/// One sample from the parsed metrics.
+fn sample(samples: &[Value], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| {
+            s["name"] == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s["labels"][*k].as_str() == Some(*v))
+        })
+        .and_then(|s| s["value"].as_f64())
+}
+
+#[test]
+fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
+    if !curl_available()
+        || !python_has(
+            "prometheus_client.openmetrics.parser",
+            "/metrics is not read by Prometheus' own parser",
+        )
+    {
+        return;
+    }
+    let token = "metrics-0123456789abcdef";
+    let p = project(
+        "listen:\n  auth:\n    principals:\n      - name: prom\n        token: ${PROM_TOKEN}\n        scopes: [metrics, ingest]\n",
+    );
+    let (_serve, url) = serve(&p, &[], &[("PROM_TOKEN", token)]);
+    let auth = format!("Authorization: Bearer {token}");
+    let events = format!("{url}/v1/events");
+    let body = format!(
+        "{}\n{}\nnot json\n",
+        common::dispatch::ev("m1", "test.quick.happened", serde_json::json!({})),
+        common::dispatch::ev("m2", "test.gated.happened", serde_json::json!({}))
+    );
+    let r = common::http::post(
+        &events,
+        "application/x-ndjson",
+        body.as_bytes(),
+        &["-H", &auth],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    wait_until("m1 ran", || {
+        p.invocations_of("m1")
+            .iter()
+            .any(|i| i["status"] == "succeeded")
+    });
+    p.drop_events(
+        "spooled.ndjson",
+        &[common::dispatch::ev(
+            "s1",
+            "test.quick.happened",
+            serde_json::json!({}),
+        )],
+    );
+    wait_until("s1 decided", || !p.invocations_of("s1").is_empty());
+
+    let unauthenticated = curl(&[&format!("{url}/metrics")], None);
+    assert_eq!(unauthenticated.status, 401);
+    let samples = python("scrape_metrics.py", &[&format!("{url}/metrics"), token]);
+    let get = |name: &str, labels: &[(&str, &str)]| sample(&samples, name, labels);
+    assert_eq!(
+        get(
+            "pap_events_received_total",
+            &[("route", "/v1/events"), ("valid", "true")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        get(
+            "pap_events_received_total",
+            &[("route", "/v1/events"), ("valid", "false")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(
+            "pap_events_received_total",
+            &[("route", "spool"), ("valid", "true")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(
+            "pap_decisions_total",
+            &[("trigger", "t-quick"), ("outcome", "invoked")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        get(
+            "pap_decisions_total",
+            &[("trigger", "t-gated"), ("outcome", "awaiting_approval")]
+        ),
+        Some(1.0)
+    );
+    assert!(
+        get(
+            "pap_invocations_finished_total",
+            &[("agent", "quick"), ("result", "succeeded")]
+        )
+        .is_some_and(|n| n >= 1.0)
+    );
+    assert!(
+        get(
+            "pap_invocation_duration_seconds_count",
+            &[("agent", "quick")]
+        )
+        .is_some_and(|n| n >= 1.0)
+    );
+    assert!(get("pap_commit_duration_seconds_count", &[]).is_some_and(|n| n >= 2.0));
+    assert_eq!(get("pap_approvals_waiting", &[]), Some(1.0));
+    assert_eq!(
+        get("pap_queue_depth", &[("status", "awaiting_approval")]),
+        Some(1.0)
+    );
+    assert!(get("pap_approval_oldest_age_seconds", &[]).is_some_and(|s| s >= 0.0));
+    assert!(
+        samples.iter().any(|s| s["family"] == "pap_notifications"),
+        "{samples:?}"
+    );
+}
+
+/// A free loopback port (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Alertmanager {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn alertmanager(p: &Project, program: &std::path::Path, pap_url: &str) -> Alertmanager {
+    let dir = p.root().join("alertmanager");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let config = dir.join("alertmanager.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "route:\n  receiver: pap\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 2s\nreceivers:\n  - name: pap\n    webhook_configs:\n      - url: {pap_url}/v1/ingest/alertmanager\n        send_resolved: true\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("alertmanager.log")).unwrap();
+    let child = Command::new(program)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start alertmanager");
+    let url = format!("http://127.0.0.1:{port}");
+    let ready = format!("{url}/-/ready");
+    wait_until("alertmanager to be ready", || {
+        curl(&[ready.as_str()], None).status == 200
+    });
+    Alertmanager { child, url }
+}
+
+fn amtool(am: &Alertmanager, extra: &[&str]) {
+    let out = Command::new("amtool")
+        .args(["alert", "add", "alertname=PapHighLatency", "severity=high"])
+        .args(extra)
+        .arg(format!("--alertmanager.url={}", am.url))
+        .output()
+        .expect("amtool runs");
+    assert!(
+        out.status.success(),
+        "amtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn am_invocations(p: &Project, status: &str) -> Vec<Value> {
+    p.invocations()
+        .into_iter()
+        .filter(|i| {
+            let id = i["event_id"].as_str().unwrap_or("");
+            id.starts_with("am-") && id.contains(&format!("-{status}-"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_real_alertmanager_alert_is_decided_once_its_resends_are_duplicates_and_its_resolution_is_new()
+{
+    let Some(program) = common::required_tool(
+        "prometheus-alertmanager",
+        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
+        "the Alertmanager preset is not checked against a real Alertmanager",
+    ) else {
+        return;
+    };
+    if common::required_tool(
+        "amtool",
+        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
+        "alerts cannot be pushed",
+    )
+    .is_none()
+        || !curl_available()
+    {
+        return;
+    }
+    let p = project("");
+    high_severity_trigger(&p, "t-am-firing", "alertmanager.alert.firing");
+    high_severity_trigger(&p, "t-am-resolved", "alertmanager.alert.resolved");
+    let (serve, url) = serve(&p, &[], &[]);
+    let am = alertmanager(&p, &program, &url);
+    amtool(&am, &["--annotation=summary=p99 above 2s"]);
+
+    wait_until("the firing alert's invocation", || {
+        am_invocations(&p, "firing").len() == 1
+    });
+    // Alertmanager repeats the notification every repeat_interval (2 s): each re-send is a
+    // duplicate of the same event, never a second run.
+    wait_until("a re-send decided as a duplicate", || {
+        serve.log_text().contains("duplicate")
+    });
+    assert_eq!(am_invocations(&p, "firing").len(), 1);
+    let firing = &am_invocations(&p, "firing")[0];
+    assert_eq!(firing["trigger"], "t-am-firing");
+
+    // Ending the alert makes Alertmanager send it resolved: a new event.
+    let now = jiff::Timestamp::now().to_string();
+    amtool(&am, &[&format!("--end={now}")]);
+    wait_until("the resolution's invocation", || {
+        am_invocations(&p, "resolved").len() == 1
+    });
+    assert_eq!(
+        am_invocations(&p, "resolved")[0]["trigger"],
+        "t-am-resolved"
+    );
+    assert_eq!(am_invocations(&p, "firing").len(), 1);
+}
