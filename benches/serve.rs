@@ -17,9 +17,12 @@
 //!
 //! Run: `cargo bench --bench serve` (Linux: reads /proc for memory).
 
+#[path = "common/bench_project.rs"]
+mod bench_project;
 #[path = "../tests/common/measure.rs"]
 mod measure;
 
+use bench_project::{event, pap, write_project};
 use std::path::{Path, PathBuf};
 
 use measure::peak_kib;
@@ -32,7 +35,11 @@ const BURST_FILES: usize = 10_000;
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path();
-    write_project(root);
+    write_project(
+        root,
+        "[\"true\"]",
+        "pap_version: \"0.2\"\nserve:\n  max_concurrent: 8\n",
+    );
 
     // 1. Latency, one file at a time.
     let state = root.join("state-latency");
@@ -166,40 +173,6 @@ fn main() {
     println!(
         "fdatasync of a 4 KiB append on this disk, same run: median {median:.2} ms, p90 {p90:.2} ms"
     );
-}
-
-fn write_project(root: &Path) {
-    std::fs::create_dir_all(root.join("triggers")).unwrap();
-    std::fs::create_dir_all(root.join("agents")).unwrap();
-    std::fs::write(
-        root.join("triggers/bench.yaml"),
-        "pap_version: \"0.2\"\ntrigger:\n  id: bench\n  match:\n    type: bench.event.happened\n  filter:\n    - path: $.data.n\n      operator: gte\n      value: 0\n  agent: noop\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("agents/noop.yaml"),
-        "pap_version: \"0.2\"\nagent:\n  id: noop\n  risk_level: read_only\n  model:\n    provider: command\n    command: [\"true\"]\n",
-    )
-    .unwrap();
-    // Keep processed files: the benchmark counts them in done/.
-    std::fs::write(
-        root.join("pap.yaml"),
-        "pap_version: \"0.2\"\nserve:\n  max_concurrent: 8\n",
-    )
-    .unwrap();
-}
-
-fn event(id: &str) -> String {
-    format!(
-        r#"{{"pap_version":"0.2","id":"{id}","type":"bench.event.happened","source":"bench","time":"2026-03-11T05:59:00Z","data":{{"n":1}}}}"#
-    )
-}
-
-fn pap(root: &Path, state: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
-    cmd.arg("--root").arg(root).arg("--state").arg(state);
-    cmd.env_remove("PAP_NOW");
-    cmd
 }
 
 fn start(root: &Path, state: &Path) -> Child {

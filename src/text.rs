@@ -53,9 +53,30 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// Text for an XML or HTML attribute or element (JUnit reports, the web console). Characters XML 1.0 cannot carry at all (most
+/// control characters) become U+FFFD, so a name from a test file cannot break the document.
+pub fn markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\t' => out.push_str("&#9;"),
+            '\r' => out.push_str("&#13;"),
+            c if (c as u32) < 0x20 || matches!(c, '\u{FFFE}' | '\u{FFFF}') => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{clip, clip_whole, hex};
+    use super::{clip, clip_whole, hex, markup};
 
     #[test]
     fn hex_is_lower_case_two_digits_per_byte() {
@@ -78,5 +99,13 @@ mod tests {
         assert_eq!(clip("abcd", 3), "abc…");
         assert_eq!(clip("øøøø", 2), "øø…");
         assert_eq!(clip("", 0), "");
+    }
+
+    #[test]
+    fn markup_text_cannot_break_out_of_its_attribute() {
+        assert_eq!(
+            markup("a\"<b>&'\u{1}\n"),
+            "a&quot;&lt;b&gt;&amp;&apos;\u{FFFD}&#10;"
+        );
     }
 }

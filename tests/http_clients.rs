@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use common::dispatch::lines;
-use common::http::{curl, curl_available, high_severity_trigger, project, serve};
+use common::http::{curl, curl_available, free_port, high_severity_trigger, project, serve};
 use common::serve::{Project, wait_until};
 use serde_json::Value;
 
@@ -214,15 +214,6 @@ fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
         samples.iter().any(|s| s["family"] == "pap_notifications"),
         "{samples:?}"
     );
-}
-
-/// A free loopback port (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Alertmanager {

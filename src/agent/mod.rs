@@ -5,6 +5,7 @@
 //! invocation `running`; it runs again later under the same attempt number, once the
 //! previous run's process group (see [`groups`]) is gone, and its history shows both runs.
 
+pub mod answer;
 pub mod approvals;
 pub mod command;
 pub mod emit;

@@ -5,15 +5,13 @@
 use std::io::Write;
 
 use super::{Outcome, context, invocations, typed_ids};
-use crate::agent::{Runtime, end_in_tx};
+use crate::agent::Runtime;
+use crate::agent::answer::{self, Answering, short_answer};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
 use crate::dispatcher::{Dispatcher, Format};
-use crate::domain::lease::HOLD_MARGIN_MS;
-use crate::domain::{Answer, ApprovalDecision, Invocation, Lease, Status};
-use crate::notify::atp;
-use crate::pipeline::{Options, audit_entry};
+use crate::domain::{Answer, Status};
+use crate::pipeline::Options;
 use crate::serve::control;
-use crate::storage::{self, WriteTx};
 use crate::term::Paint;
 
 pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
@@ -46,32 +44,15 @@ pub fn approve_as(
     // and holds it so that a serve starting meanwhile leaves it alone.
     let state_dir = context::state_dir(cli, &runtime.project);
     let serve = control::running(&state_dir);
-    runtime.store.write(|tx| {
-        let mut inv = awaiting(tx, &id)?;
-        if let Some(request) = &inv.approval_request {
-            atp::record_answer(tx, request, answer.clone(), now)?;
-        }
-        let decision = ApprovalDecision {
-            approved: true,
-            by: by.clone(),
-            at: now,
-            note: note.clone(),
-        };
-        let holder = match serve {
-            None => Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS)),
-            Some(_) => None,
-        };
-        inv.approve(decision, holder, now)
-            .map_err(|e| storage::Error::Conflict(e.to_string()))?;
-        tx.audit(audit_entry(
-            &inv,
-            now,
-            "approved",
-            Some(by.clone()),
-            note.clone(),
-        ))?;
-        tx.put_invocation(&inv)
-    })?;
+    let answering = Answering {
+        by: &by,
+        note: note.clone(),
+        answer,
+        now,
+    };
+    runtime
+        .store
+        .write(|tx| answer::approve(tx, &id, &answering, serve.is_none()))?;
     if let Some(serve) = serve {
         control::wake(&state_dir);
         crate::say!(
@@ -142,46 +123,22 @@ pub fn reject_as(
         Ok(id) => id,
         Err(outcome) => return Ok(outcome),
     };
-    let reason = format!("rejected by {by}: {why}");
     let answer = answer.unwrap_or_else(|| short_answer("reject", &by, now));
+    let answering = Answering {
+        by: &by,
+        note: None,
+        answer,
+        now,
+    };
     // Checked and ended in one transaction, so a racing answer cannot also win.
-    let events = runtime.store.write(|tx| {
-        let mut inv = awaiting(tx, &id)?;
-        if let Some(request) = &inv.approval_request {
-            atp::record_answer(tx, request, answer.clone(), now)?;
-        }
-        inv.approval = Some(ApprovalDecision {
-            approved: false,
-            by: by.clone(),
-            at: now,
-            note: Some(why.to_owned()),
-        });
-        end_in_tx(
-            tx,
-            &runtime.project,
-            &mut inv,
-            Status::Rejected,
-            &reason,
-            Some(by.clone()),
-            now,
-        )
-    })?;
+    let events = runtime
+        .store
+        .write(|tx| answer::reject(tx, &runtime.project, &id, &answering, why))?;
     crate::say!("rejected {id} (by {by})");
     report(&runtime, &id, json)?;
     dispatcher.dispatch_emitted(events)?;
     dispatcher.settle_notifications()?;
     Ok(Outcome::Success)
-}
-
-/// What `pap approve`/`pap reject` record on the approval request: the same shape as an ATP
-/// answer, from the `--by` human.
-fn short_answer(action: &str, by: &str, now: i64) -> Answer {
-    Answer {
-        action_id: action.to_owned(),
-        responder: serde_json::json!({"id": by, "type": "human"}),
-        responded_at: None,
-        recorded_at: now,
-    }
 }
 
 pub(super) fn dispatcher<'a>(
@@ -210,34 +167,6 @@ pub(super) fn dispatcher<'a>(
         out,
         Box::new(|f| f()),
     )
-}
-
-/// The invocation, if it is awaiting approval (re-read inside the write transaction, so two
-/// answers racing cannot both win).
-fn awaiting(tx: &mut dyn WriteTx, id: &str) -> storage::Result<Invocation> {
-    let inv = tx
-        .invocation(id)?
-        .ok_or_else(|| storage::Error::Conflict(format!("no invocation {id} in this state dir")))?;
-    check_awaiting(&inv)?;
-    Ok(inv)
-}
-
-fn check_awaiting(inv: &Invocation) -> storage::Result<()> {
-    match inv.status {
-        Status::AwaitingApproval => Ok(()),
-        Status::Expired => Err(storage::Error::Conflict(format!(
-            "{} expired: {} (an expired approval is a denial)",
-            inv.id,
-            inv.error
-                .as_deref()
-                .unwrap_or("its approval deadline passed")
-        ))),
-        other => Err(storage::Error::Conflict(format!(
-            "{} is {}, not awaiting approval",
-            inv.id,
-            other.as_str()
-        ))),
-    }
 }
 
 pub(super) fn report(runtime: &Runtime, id: &str, json: bool) -> anyhow::Result<()> {

@@ -230,8 +230,8 @@ pub fn junit_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
         .collect();
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"pap test\" tests=\"1\" failures=\"0\" errors=\"1\" time=\"0.000\">\n  <testsuite name=\"pap test\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n    <testcase name=\"the rule tests and the project load\" classname=\"pap test\" time=\"0.000\">\n      <error type=\"load\" message=\"{}\">{}</error>\n    </testcase>\n  </testsuite>\n</testsuites>\n",
-        xml(&format!("{} problem(s): no case ran", problems.len())),
-        xml(&detail.join("\n"))
+        crate::text::markup(&format!("{} problem(s): no case ran", problems.len())),
+        crate::text::markup(&detail.join("\n"))
     )
 }
 
@@ -259,16 +259,16 @@ pub fn junit(results: &[CaseResult], totals: &Totals) -> String {
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failed}\" errors=\"0\" skipped=\"0\" time=\"{}\" file=\"{}\">",
-            xml(file),
+            crate::text::markup(file),
             cases.len(),
             seconds(time),
-            xml(file)
+            crate::text::markup(file)
         );
         for r in cases {
             let open = format!(
                 "    <testcase name=\"{}\" classname=\"{}\" time=\"{}\"",
-                xml(&r.name),
-                xml(file),
+                crate::text::markup(&r.name),
+                crate::text::markup(file),
                 seconds(r.elapsed)
             );
             if r.passed() {
@@ -280,10 +280,10 @@ pub fn junit(results: &[CaseResult], totals: &Totals) -> String {
                 let _ = writeln!(
                     out,
                     "      <failure type=\"expectation\" message=\"{}\">{}:{}: {}</failure>",
-                    xml(&f.message()),
-                    xml(file),
+                    crate::text::markup(&f.message()),
+                    crate::text::markup(file),
                     f.line,
-                    xml(&f.message())
+                    crate::text::markup(&f.message())
                 );
             }
             out.push_str("    </testcase>\n");
@@ -330,38 +330,4 @@ pub fn github(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> S
 
 fn seconds(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64())
-}
-
-/// Text for an XML attribute or element. Characters XML 1.0 cannot carry at all (most
-/// control characters) become U+FFFD, so a name from a test file cannot break the document.
-fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\t' => out.push_str("&#9;"),
-            '\r' => out.push_str("&#13;"),
-            c if (c as u32) < 0x20 || matches!(c, '\u{FFFE}' | '\u{FFFF}') => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn xml_text_cannot_break_out_of_its_attribute() {
-        assert_eq!(
-            xml("a\"<b>&'\u{1}\n"),
-            "a&quot;&lt;b&gt;&amp;&apos;\u{FFFD}&#10;"
-        );
-    }
 }

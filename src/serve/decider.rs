@@ -96,6 +96,15 @@ impl Decider {
         self.stop.load(Ordering::SeqCst)
     }
 
+    /// Tells the deciding thread that work is queued (an approval), and hands it events a
+    /// change outside it emitted (a rejection's failure events, already in the outbox).
+    pub fn poke(&self, emitted: Vec<crate::event::Event>) {
+        if !emitted.is_empty() {
+            let _ = self.wakes.send(Wake::Emitted(emitted));
+        }
+        let _ = self.wakes.send(Wake::Work);
+    }
+
     /// Events waiting now.
     pub fn queued(&self) -> usize {
         self.queued.load(Ordering::Acquire)

@@ -137,3 +137,12 @@ pub fn high_severity_trigger(p: &Project, id: &str, kind: &str) {
     )
     .unwrap();
 }
+
+/// A free loopback port (bound, read, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -10,6 +10,7 @@ pub mod http;
 pub mod llm;
 pub mod notify;
 pub mod serve;
+pub mod webdriver;
 
 /// The `pap` binary cargo built for these tests.
 pub fn pap() -> Command {

@@ -104,6 +104,15 @@ impl Project {
         lines(&stdout(&out))
     }
 
+    /// The status of invocation `id` (empty when there is none).
+    pub fn invocation_status(&self, id: &str) -> String {
+        self.invocations()
+            .into_iter()
+            .find(|i| i["id"] == id)
+            .and_then(|i| i["status"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
     /// The invocations of `event_id`.
     pub fn invocations_of(&self, event_id: &str) -> Vec<Value> {
         self.invocations()

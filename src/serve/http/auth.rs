@@ -176,6 +176,20 @@ impl Auth {
         }
     }
 
+    /// A login (the console's form): a principal's name and its password or token.
+    pub async fn login(&self, name: &str, secret: &str, peer: IpAddr) -> Option<Caller> {
+        self.wait_out_failures(peer).await;
+        let found = self.by_name_and_secret(name, secret).await;
+        match &found {
+            Some(_) => self.forget_failures(peer),
+            None => {
+                tracing::warn!(principal = %crate::term::for_humans(name), %peer, "failed login");
+                self.note_failure(peer);
+            }
+        }
+        found
+    }
+
     fn by_token(&self, token: &[u8]) -> Option<Caller> {
         let presented = digest(token);
         // Every token is compared, so the time taken says nothing about which one matched.

@@ -10,6 +10,7 @@
 mod auth;
 mod body;
 mod cloudevents;
+mod console;
 mod guard;
 mod health;
 mod ingest;
@@ -72,6 +73,10 @@ pub struct AppInner {
     /// The project serve runs now (replaced on a reload).
     pub project: SharedProject,
     pub metrics: Arc<super::metrics::Metrics>,
+    /// Console logins.
+    sessions: console::Sessions,
+    /// The listener speaks HTTPS (session cookies are then `Secure`).
+    tls: bool,
 }
 
 /// The loaded project, as serve's reloads replace it.
@@ -194,6 +199,8 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         state_dir: setup.state_dir.to_path_buf(),
         project: setup.project,
         metrics: setup.metrics,
+        sessions: console::Sessions::default(),
+        tls: tls.is_some(),
     }));
     let router = router(app);
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -245,6 +252,7 @@ fn router(app: App) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .merge(console::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard_and_log))
         .with_state(app)
@@ -276,9 +284,11 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // Not `no-referrer`: under it a browser's form posts carry `Origin: null`, which the
+    // guard must refuse. `same-origin` sends nothing to other sites either.
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let status = response.status().as_u16();

@@ -1,0 +1,41 @@
+//! The one-trigger project the serve and HTTP benchmarks decide on: the trigger's filter
+//! holds for every event, so each decision is a full one (claim, throttle window,
+//! invocation record, ledger row).
+
+use std::path::Path;
+use std::process::Command;
+
+/// Writes the project: trigger `bench` on `bench.event.happened` provoking agent `bench`,
+/// whose command is `agent_command` (JSON list), with `pap_yaml` as pap.yaml.
+pub fn write_project(root: &Path, agent_command: &str, pap_yaml: &str) {
+    std::fs::create_dir_all(root.join("triggers")).unwrap();
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    std::fs::write(
+        root.join("triggers/bench.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: bench\n  match:\n    type: bench.event.happened\n  filter:\n    - path: $.data.n\n      operator: gte\n      value: 0\n  agent: bench\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("agents/bench.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nagent:\n  id: bench\n  risk_level: read_only\n  model:\n    provider: command\n    command: {agent_command}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(root.join("pap.yaml"), pap_yaml).unwrap();
+}
+
+/// One event of the trigger's type.
+pub fn event(id: &str) -> String {
+    format!(
+        r#"{{"pap_version":"0.2","id":"{id}","type":"bench.event.happened","source":"bench","time":"2026-03-11T05:59:00Z","data":{{"n":1}}}}"#
+    )
+}
+
+/// The benchmarked binary on `root` with state in `state`, never on an injected clock.
+pub fn pap(root: &Path, state: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
+    cmd.arg("--root").arg(root).arg("--state").arg(state);
+    cmd.env_remove("PAP_NOW");
+    cmd
+}

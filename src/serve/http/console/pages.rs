@@ -1,0 +1,387 @@
+//! The console's read pages, rendered on the server from the store (no script needed).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::html::{esc, json_block, url_part};
+use crate::clock::rfc3339_ms;
+use crate::domain::{Invocation, Status};
+use crate::manifest::Project;
+use crate::storage::{self, Storage};
+
+/// Rows a list shows at most.
+pub const LIST_MAX: usize = 200;
+
+fn time(ms: i64) -> String {
+    esc(&rfc3339_ms(ms))
+}
+
+fn status_badge(status: &str) -> String {
+    format!("<span class=\"status {0}\">{0}</span>", esc(status))
+}
+
+/// The inbox: the latest messages, newest first; `data-after` tells the script where to
+/// follow on from (server-sent events).
+pub fn inbox(store: &dyn Storage) -> storage::Result<String> {
+    let (messages, last) = store.read(|r| {
+        let last = r.inbox_last()?;
+        let from = last.saturating_sub(LIST_MAX as u64);
+        Ok((r.inbox_after(from, LIST_MAX, &|_| true)?, last))
+    })?;
+    let mut o = format!(
+        "<p class=\"hint\">Newest first; new messages appear as they arrive.</p>\
+         <ol id=\"inbox\" class=\"messages\" data-after=\"{last}\">"
+    );
+    for m in messages.iter().rev() {
+        let _ = write!(
+            o,
+            "<li class=\"message {}\"><div class=\"meta\">#{} · {} · {} · {}</div><div class=\"content\">{}</div></li>",
+            esc(m.level.as_str()),
+            m.id,
+            time(m.ts),
+            esc(&m.author),
+            esc(&m.kind),
+            esc(&m.content)
+        );
+    }
+    o.push_str("</ol>");
+    if messages.is_empty() {
+        o.push_str("<p class=\"empty\">The inbox is empty.</p>");
+    }
+    Ok(o)
+}
+
+/// One inbox message as the stream sends it (the script builds its element from text).
+pub fn inbox_json(m: &crate::domain::InboxMessage) -> Value {
+    json!({
+        "id": m.id,
+        "ts": rfc3339_ms(m.ts),
+        "author": m.author,
+        "kind": m.kind,
+        "level": m.level.as_str(),
+        "content": m.content,
+    })
+}
+
+/// Approvals waiting, oldest first, each with its event data, agent, effective risk and the
+/// ATP request's actions as buttons (for a viewer who may approve).
+pub fn approvals(
+    store: &dyn Storage,
+    project: &Project,
+    csrf: Option<&str>,
+    now: i64,
+) -> storage::Result<String> {
+    let (mut waiting, _) =
+        store.read(|r| r.invocations(&|i| i.status_at(now) == Status::AwaitingApproval, None))?;
+    waiting.sort_by_key(|i| (i.created_at, i.seq));
+    let mut o = String::new();
+    if waiting.is_empty() {
+        o.push_str("<p class=\"empty\">No approval request waits.</p>");
+    }
+    for inv in waiting.iter().take(LIST_MAX) {
+        let request = match &inv.approval_request {
+            Some(id) => store.read(|r| r.notification(id))?,
+            None => None,
+        };
+        let atp = request.and_then(|n| n.atp).unwrap_or(Value::Null);
+        let _ = write!(
+            o,
+            "<section class=\"approval\" id=\"approval-{id}\"><h2>{title}</h2>\
+             <dl><dt>invocation</dt><dd><a href=\"/invocations/{idu}\">{id}</a></dd>\
+             <dt>trigger</dt><dd>{trigger}</dd><dt>agent</dt><dd>{agent}</dd>\
+             <dt>effective risk</dt><dd class=\"risk {risk}\">{risk}</dd>\
+             <dt>event</dt><dd>{event_id} ({event_type})</dd>\
+             <dt>waiting since</dt><dd>{since}</dd><dt>deadline</dt><dd>{deadline}</dd></dl>\
+             <h3>Event data</h3>{data}",
+            id = esc(&inv.id),
+            idu = url_part(&inv.id),
+            title = esc(atp["context"]["title"].as_str().unwrap_or("Approve?")),
+            trigger = esc(&inv.trigger),
+            agent = esc(&inv.agent),
+            risk = esc(&inv.risk),
+            event_id = esc(&inv.event_id),
+            event_type = esc(&inv.event_type),
+            since = time(inv.created_at),
+            deadline = inv.approval_deadline.map_or("none".into(), time),
+            data = json_block(inv.event.get("data").unwrap_or(&Value::Null)),
+        );
+        if let Some(agent) = project.agent(&inv.agent) {
+            let tools = agent.high_risk_tools();
+            if !tools.is_empty() {
+                let _ = write!(o, "<p>High-risk tools: {}</p>", esc(&tools.join(", ")));
+            }
+        }
+        match csrf {
+            Some(csrf) => {
+                o.push_str("<div class=\"actions\">");
+                for action in atp["actions"].as_array().into_iter().flatten() {
+                    let id = action["id"].as_str().unwrap_or("");
+                    let flags: Vec<&str> = action["flags"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    let _ = write!(
+                        o,
+                        "<form method=\"post\" action=\"/approvals/{}/respond\" class=\"inline\">\
+                         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+                         <input type=\"hidden\" name=\"action\" value=\"{}\">\
+                         <button type=\"submit\" class=\"action {}\" data-action=\"{}\">{}</button>{}</form>",
+                        url_part(&inv.id),
+                        esc(csrf),
+                        esc(id),
+                        esc(id),
+                        esc(id),
+                        esc(action["label"].as_str().unwrap_or(id)),
+                        if flags.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" <small class=\"flags\">{}</small>", esc(&flags.join(", ")))
+                        }
+                    );
+                }
+                o.push_str("</div>");
+            }
+            None => o.push_str(
+                "<p class=\"hint\">Log in as a principal with the <code>approve</code> scope to answer.</p>",
+            ),
+        }
+        o.push_str("</section>");
+    }
+    Ok(o)
+}
+
+/// `GET /invocations` filters.
+#[derive(Debug, Default, Deserialize)]
+pub struct InvocationFilter {
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub trigger: Option<String>,
+}
+
+impl InvocationFilter {
+    fn keeps(&self, i: &Invocation, now: i64) -> bool {
+        let is = |want: &Option<String>, have: &str| {
+            want.as_deref().is_none_or(|w| w.is_empty() || w == have)
+        };
+        is(&self.status, i.status_at(now).as_str())
+            && is(&self.agent, &i.agent)
+            && is(&self.trigger, &i.trigger)
+    }
+}
+
+pub fn invocations(
+    store: &dyn Storage,
+    filter: &InvocationFilter,
+    now: i64,
+) -> storage::Result<String> {
+    let (list, total) = store.read(|r| r.invocations(&|i| filter.keeps(i, now), Some(LIST_MAX)))?;
+    let value = |v: &Option<String>| esc(v.as_deref().unwrap_or(""));
+    let mut o = format!(
+        "<form method=\"get\" action=\"/invocations\" class=\"filters\">\
+         <label>status <input name=\"status\" value=\"{}\"></label> \
+         <label>agent <input name=\"agent\" value=\"{}\"></label> \
+         <label>trigger <input name=\"trigger\" value=\"{}\"></label> \
+         <button type=\"submit\">Filter</button></form>\
+         <p class=\"hint\">{total} match; the latest {} shown, newest first.</p>\
+         <table><thead><tr><th>invocation</th><th>status</th><th>trigger</th><th>agent</th>\
+         <th>event</th><th>created</th><th>attempts</th></tr></thead><tbody>",
+        value(&filter.status),
+        value(&filter.agent),
+        value(&filter.trigger),
+        list.len().min(LIST_MAX)
+    );
+    for i in list.iter().rev() {
+        let _ = write!(
+            o,
+            "<tr><td><a href=\"/invocations/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            url_part(&i.id),
+            esc(&i.id),
+            status_badge(i.status_at(now).as_str()),
+            esc(&i.trigger),
+            esc(&i.agent),
+            esc(&i.event_id),
+            time(i.created_at),
+            i.attempts
+        );
+    }
+    o.push_str("</tbody></table>");
+    Ok(o)
+}
+
+/// One invocation: its fields, the event, the output, and each attempt with its transcript.
+pub fn invocation(store: &dyn Storage, id: &str, now: i64) -> storage::Result<Option<String>> {
+    let Some(i) = store.read(|r| r.invocation(id))? else {
+        return Ok(None);
+    };
+    let mut o = format!(
+        "<dl><dt>status</dt><dd>{}</dd><dt>trigger</dt><dd>{}</dd><dt>agent</dt><dd>{}</dd>\
+         <dt>risk</dt><dd>{}</dd><dt>event</dt><dd>{} ({})</dd><dt>created</dt><dd>{}</dd>\
+         <dt>attempts</dt><dd>{} of {}</dd><dt>error</dt><dd>{}</dd></dl>",
+        status_badge(i.status_at(now).as_str()),
+        esc(&i.trigger),
+        esc(&i.agent),
+        esc(&i.risk),
+        esc(&i.event_id),
+        esc(&i.event_type),
+        time(i.created_at),
+        i.attempts,
+        i.max_attempts,
+        esc(i.error.as_deref().unwrap_or("none"))
+    );
+    if let Some(a) = &i.approval {
+        let _ = write!(
+            o,
+            "<p>{} by {} at {}{}</p>",
+            if a.approved { "Approved" } else { "Rejected" },
+            esc(&a.by),
+            time(a.at),
+            a.note
+                .as_deref()
+                .map(|n| format!(": {}", esc(n)))
+                .unwrap_or_default()
+        );
+    }
+    let _ = write!(o, "<h2>Event</h2>{}", json_block(&i.event));
+    if let Some(output) = &i.output {
+        let _ = write!(o, "<h2>Output</h2>{}", json_block(output));
+    }
+    for a in &i.history {
+        let _ = write!(
+            o,
+            "<h2>Attempt {}</h2><p>started {}{}{}</p>",
+            a.attempt,
+            time(a.started_at),
+            a.ended_at
+                .map(|t| format!(", ended {}", time(t)))
+                .unwrap_or_default(),
+            a.error
+                .as_deref()
+                .map(|e| format!(": {}", esc(e)))
+                .unwrap_or_default()
+        );
+        if let Some(t) = &a.transcript {
+            let _ = write!(
+                o,
+                "<h3>Transcript</h3>{}",
+                json_block(&serde_json::to_value(t).unwrap_or(Value::Null))
+            );
+        }
+    }
+    Ok(Some(o))
+}
+
+pub fn audit(store: &dyn Storage) -> storage::Result<String> {
+    let (entries, total) = store.read(|r| r.audit(Some(LIST_MAX)))?;
+    let mut o = format!(
+        "<p class=\"hint\">{total} entries; the latest {} shown, newest first.</p>\
+         <table><thead><tr><th>at</th><th>action</th><th>actor</th><th>invocation</th>\
+         <th>trigger</th><th>agent</th><th>note</th></tr></thead><tbody>",
+        entries.len()
+    );
+    for e in entries.iter().rev() {
+        let note = serde_json::to_value(e)
+            .ok()
+            .and_then(|v| v.get("note").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_default();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"actor\">{}</td><td><a href=\"/invocations/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            time(e.at),
+            esc(&e.action),
+            esc(e.actor.as_deref().unwrap_or("")),
+            url_part(&e.invocation_id),
+            esc(&e.invocation_id),
+            esc(&e.trigger),
+            esc(&e.agent),
+            esc(&note)
+        );
+    }
+    o.push_str("</tbody></table>");
+    Ok(o)
+}
+
+/// What is loaded: triggers, agents and schedules, with their latest invocations.
+pub fn manifests(store: &dyn Storage, project: &Project, now: i64) -> storage::Result<String> {
+    let (recent, _) = store.read(|r| r.invocations(&|_| true, Some(5_000)))?;
+    let mut by_trigger: BTreeMap<&str, &Invocation> = BTreeMap::new();
+    let mut by_agent: BTreeMap<&str, &Invocation> = BTreeMap::new();
+    for i in &recent {
+        by_trigger.insert(&i.trigger, i);
+        by_agent.insert(&i.agent, i);
+    }
+    let last = |i: Option<&&Invocation>| match i {
+        Some(i) => format!(
+            "<a href=\"/invocations/{}\">{}</a> {} ({})",
+            url_part(&i.id),
+            time(i.created_at),
+            status_badge(i.status_at(now).as_str()),
+            esc(&i.event_id)
+        ),
+        None => "none recently".into(),
+    };
+    let mut o = String::from(
+        "<h2>Triggers</h2><table><thead><tr><th>trigger</th><th>event type</th><th>agent</th>\
+         <th>enabled</th><th>latest invocation</th></tr></thead><tbody>",
+    );
+    for t in &project.triggers {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&t.id),
+            esc(t.pattern.as_str()),
+            esc(&t.agent_id),
+            t.enabled,
+            last(by_trigger.get(t.id.as_str()))
+        );
+    }
+    o.push_str(
+        "</tbody></table><h2>Agents</h2><table><thead><tr><th>agent</th><th>effective risk</th>\
+         <th>provider</th><th>latest invocation</th></tr></thead><tbody>",
+    );
+    for a in &project.agents {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&a.id),
+            esc(a.effective_risk.as_str()),
+            match a.model {
+                crate::manifest::compiled::ModelSpec::Anthropic(_) => "anthropic",
+                crate::manifest::compiled::ModelSpec::Openai(_) => "openai",
+                crate::manifest::compiled::ModelSpec::Command { .. } => "command",
+            },
+            last(by_agent.get(a.id.as_str()))
+        );
+    }
+    o.push_str(
+        "</tbody></table><h2>Schedules</h2><table><thead><tr><th>schedule</th><th>cron</th>\
+         <th>event type</th><th>last fire</th><th>next fire</th></tr></thead><tbody>",
+    );
+    let at = jiff::Timestamp::from_millisecond(now).unwrap_or_else(|_| jiff::Timestamp::now());
+    for s in &project.schedules {
+        let last_fire = store.read(|r| r.schedule_last(&s.id))?;
+        let next = crate::schedule::next_fires(s, at, 1)
+            .into_iter()
+            .next()
+            .map(|z| z.timestamp().to_string());
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&s.id),
+            esc(&s.cron_text),
+            esc(&s.timezone_name),
+            esc(&s.event_type),
+            last_fire.map_or("never".into(), time),
+            esc(next.as_deref().unwrap_or("never"))
+        );
+    }
+    o.push_str("</tbody></table>");
+    Ok(o)
+}
