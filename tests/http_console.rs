@@ -260,7 +260,10 @@ fn read_pages_render_the_inbox_invocations_audit_and_manifests_without_javascrip
         ("/invocations?agent=quick", inv.as_str()),
         (&format!("/invocations/{inv}"), "Attempt 1"),
         ("/audit", "decided"),
-        ("/manifests", "t-quick"),
+        (
+            "/manifests",
+            "<span class=\"outcome\">awaiting_approval</span>",
+        ),
         ("/approvals", "Approve gated for test.gated.happened?"),
     ] {
         let r = curl(&[&format!("{url}{path}")], None);

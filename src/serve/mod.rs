@@ -16,6 +16,7 @@ pub mod http;
 mod lock;
 mod log;
 pub mod metrics;
+pub mod recent;
 mod settle;
 mod spool;
 mod watch;
@@ -120,6 +121,7 @@ struct Server {
     /// The listener's view of the project, replaced on a reload.
     shared_project: Option<http::SharedProject>,
     metrics: Arc<metrics::Metrics>,
+    recent: Arc<recent::RecentDecisions>,
 }
 
 /// Starts serve and runs until stopped (or, with `once`, until nothing is due).
@@ -156,6 +158,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     let (wake_tx, wakes) = std::sync::mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let metrics = Arc::new(metrics::Metrics::new());
+    let recent = Arc::new(recent::RecentDecisions::default());
     let worker = Worker::start(
         &rt,
         runtime.clone(),
@@ -189,6 +192,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
                 max_event_bytes: project.config.max_event_bytes,
                 project: shared,
                 metrics: metrics.clone(),
+                recent: recent.clone(),
             },
         )?;
         tracing::info!(url = %l.url(), "listening for HTTP");
@@ -252,6 +256,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         listening,
         shared_project,
         metrics,
+        recent,
     };
     let result = if server.settings.once {
         server.once()
@@ -434,8 +439,12 @@ impl Server {
         let worker = self.worker.clone();
         d.defer_runs(move |ids| worker.run(ids));
         let (decided, committed) = (self.metrics.clone(), self.metrics.clone());
+        let (recent, clock) = (self.recent.clone(), self.runtime.clock.clone());
         d.observe(crate::dispatcher::Observer {
-            decided: Box::new(move |r| decided.decided(r)),
+            decided: Box::new(move |r| {
+                decided.decided(r);
+                recent.note(r, clock.now_ms());
+            }),
             committed: Box::new(move |took| committed.committed(took)),
         });
         d

@@ -73,6 +73,7 @@ pub struct AppInner {
     /// The project serve runs now (replaced on a reload).
     pub project: SharedProject,
     pub metrics: Arc<super::metrics::Metrics>,
+    pub recent: Arc<super::recent::RecentDecisions>,
     /// Console logins.
     sessions: console::Sessions,
     /// The listener speaks HTTPS (session cookies are then `Secure`).
@@ -136,6 +137,7 @@ pub struct Setup<'a> {
     pub max_event_bytes: u64,
     pub project: SharedProject,
     pub metrics: Arc<super::metrics::Metrics>,
+    pub recent: Arc<super::recent::RecentDecisions>,
 }
 
 /// A running listener.
@@ -199,6 +201,7 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         state_dir: setup.state_dir.to_path_buf(),
         project: setup.project,
         metrics: setup.metrics,
+        recent: setup.recent,
         sessions: console::Sessions::default(),
         tls: tls.is_some(),
     }));
@@ -246,6 +249,10 @@ fn check_adapter_secrets(
 }
 
 fn router(app: App) -> Router {
+    use tower_http::set_header::SetResponseHeaderLayer;
+    let header = |name, value: &'static str| {
+        SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
+    };
     Router::new()
         .route("/v1/events", post(ingest::post_events))
         .route("/v1/ingest/{*name}", post(webhook::post_webhook))
@@ -255,6 +262,12 @@ fn router(app: App) -> Router {
         .merge(console::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard_and_log))
+        .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(header(header::X_FRAME_OPTIONS, "DENY"))
+        // Not `no-referrer`: under it a browser's form posts carry `Origin: null`, which the
+        // guard must refuse. `same-origin` sends nothing to other sites either.
+        .layer(header(header::REFERRER_POLICY, "same-origin"))
+        .layer(header(header::CACHE_CONTROL, "no-store"))
         .with_state(app)
 }
 
@@ -265,8 +278,7 @@ async fn not_found() -> Response {
     )
 }
 
-/// The `Host`/`Origin` guard, security headers on every answer, and one log line per
-/// request: method, path (never the query, which could carry a secret), status, duration.
+/// The `Host`/`Origin` guard and one log line per request: method, path (never the query, which could carry a secret), status, duration.
 /// Headers are never logged.
 async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> Response {
     let started = Instant::now();
@@ -274,23 +286,10 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
     let path = request.uri().path().to_owned();
     let conn = request.extensions().get::<ConnInfo>().copied();
     let local = conn.map(|c| c.local.ip());
-    let mut response = match guard::check(&app.hosts, &method, request.headers(), local) {
+    let response = match guard::check(&app.hosts, &method, request.headers(), local) {
         Ok(()) => next.run(request).await,
         Err(refusal) => reply::error(StatusCode::FORBIDDEN, refusal.message()),
     };
-    let h = response.headers_mut();
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    // Not `no-referrer`: under it a browser's form posts carry `Origin: null`, which the
-    // guard must refuse. `same-origin` sends nothing to other sites either.
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     let status = response.status().as_u16();
     let quiet = matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics") && status < 400;
     let ms = started.elapsed().as_secs_f64() * 1e3;

@@ -43,7 +43,14 @@ pub fn routes() -> Router<App> {
         .route("/logout", post(logout))
         .route("/static/console.css", get(css))
         .route("/static/console.js", get(js))
+        // Forms are small: a login, an answer.
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            FORM_MAX_BYTES,
+        ))
 }
+
+/// The largest console form accepted.
+const FORM_MAX_BYTES: usize = 16 * 1024;
 
 /// Who is looking at a page.
 struct Viewer {
@@ -217,7 +224,7 @@ async fn audit(State(app): State<App>, v: Viewer) -> Response {
 async fn manifests(State(app): State<App>, v: Viewer) -> Response {
     let project = project(&app);
     render(&app, &v, "Loaded manifests", move |app| {
-        pages::manifests(&*app.store, &project, now_ms())
+        pages::manifests(&*app.store, &project, &app.recent, now_ms())
     })
     .await
 }

@@ -309,11 +309,16 @@ pub fn audit(store: &dyn Storage) -> storage::Result<String> {
 }
 
 /// What is loaded: triggers, agents and schedules, with their latest invocations.
-pub fn manifests(store: &dyn Storage, project: &Project, now: i64) -> storage::Result<String> {
-    let (recent, _) = store.read(|r| r.invocations(&|_| true, Some(5_000)))?;
+pub fn manifests(
+    store: &dyn Storage,
+    project: &Project,
+    recent: &crate::serve::recent::RecentDecisions,
+    now: i64,
+) -> storage::Result<String> {
+    let (latest, _) = store.read(|r| r.invocations(&|_| true, Some(5_000)))?;
     let mut by_trigger: BTreeMap<&str, &Invocation> = BTreeMap::new();
     let mut by_agent: BTreeMap<&str, &Invocation> = BTreeMap::new();
-    for i in &recent {
+    for i in &latest {
         by_trigger.insert(&i.trigger, i);
         by_agent.insert(&i.agent, i);
     }
@@ -329,12 +334,20 @@ pub fn manifests(store: &dyn Storage, project: &Project, now: i64) -> storage::R
     };
     let mut o = String::from(
         "<h2>Triggers</h2><table><thead><tr><th>trigger</th><th>event type</th><th>agent</th>\
-         <th>enabled</th><th>latest invocation</th></tr></thead><tbody>",
+         <th>enabled</th><th>last decision (this serve)</th><th>latest invocation</th></tr></thead><tbody>",
     );
     for t in &project.triggers {
+        let decision = recent.of(&t.id).map_or("none yet".into(), |d| {
+            format!(
+                "<span class=\"outcome\">{}</span> {} ({})",
+                esc(d.outcome),
+                time(d.at),
+                esc(&d.event_id)
+            )
+        });
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{decision}</td><td>{}</td></tr>",
             esc(&t.id),
             esc(t.pattern.as_str()),
             esc(&t.agent_id),
