@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::http::{curl_available, high_severity_trigger, post, project, serve};
+use common::http::{
+    curl_available, high_severity_trigger, post, post_once_allowed, project, serve,
+};
 use common::serve::wait_until;
 use serde_json::{Value, json};
 
@@ -197,7 +199,7 @@ fn declared_adapters_check_their_signature_or_token_and_may_change_a_preset() {
                   "created_at": "2026-11-23T10:00:00Z", "updated_at": null}});
     let body = issue.to_string();
     let gh = format!("{url}/v1/ingest/github");
-    let r = post(
+    let r = post_once_allowed(
         &gh,
         "application/json",
         body.as_bytes(),
@@ -207,14 +209,14 @@ fn declared_adapters_check_their_signature_or_token_and_may_change_a_preset() {
     assert_eq!(r.lines()[0]["event_id"], "gh-7-opened");
     assert_eq!(r.lines()[0]["status"], "no_match");
     let tampered = body.replace("opened", "closed");
-    let r = post(
+    let r = post_once_allowed(
         &gh,
         "application/json",
         tampered.as_bytes(),
         &["-H", &sign(body.as_bytes())],
     );
     assert_eq!(r.status, 401, "{r:?}");
-    let r = post(&gh, "application/json", body.as_bytes(), &[]);
+    let r = post_once_allowed(&gh, "application/json", body.as_bytes(), &[]);
     assert_eq!(r.status, 401);
     assert!(r.json()["error"].as_str().unwrap().contains("missing"));
 
@@ -223,7 +225,7 @@ fn declared_adapters_check_their_signature_or_token_and_may_change_a_preset() {
         {"id": "b-1", "at": "2026-11-23T10:00:00Z"},
         {"id": "", "at": "2026-11-23T10:00:00Z"}]});
     let auth = format!("Authorization: Bearer {CI_TOKEN}");
-    let r = post(
+    let r = post_once_allowed(
         &ci,
         "application/json",
         builds.to_string().as_bytes(),
@@ -238,19 +240,28 @@ fn declared_adapters_check_their_signature_or_token_and_may_change_a_preset() {
         "{}",
         lines[1]
     );
-    let r = post(&ci, "application/json", builds.to_string().as_bytes(), &[]);
+    let r = post_once_allowed(&ci, "application/json", builds.to_string().as_bytes(), &[]);
     assert_eq!(r.status, 401);
+    // A body that does not say it is JSON is refused (a browser could send text/plain
+    // cross-site without asking first).
+    let r = post_once_allowed(
+        &ci,
+        "text/plain",
+        builds.to_string().as_bytes(),
+        &["-H", &auth],
+    );
+    assert_eq!(r.status, 415);
 
     // The changed preset keeps its route, `each` and id, with the new type.
     let am = fixture("alertmanager-v4-captured.json").to_string();
-    let r = post(
+    let r = post_once_allowed(
         &format!("{url}/v1/ingest/alertmanager"),
         "application/json",
         am.as_bytes(),
         &[],
     );
     assert_eq!(r.lines()[0]["type"], "ops.alert.firing");
-    let r = post(
+    let r = post_once_allowed(
         &format!("{url}/v1/ingest/grafana"),
         "text/plain",
         b"{}",

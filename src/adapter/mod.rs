@@ -6,8 +6,11 @@
 //! time such as Alertmanager's `0001-01-01T00:00:00Z` counts as empty). An alternative is a
 //! JSONPath (starting with `$`) or a template (`{item.fingerprint}-{item.status}`), both over
 //! the document `{"item": ELEMENT, "body": BODY}`; without `each`, `item` is the body. While an
-//! element is mapped, the array `each` walks is left out of `body` (it is not copied per
-//! element: a body of many alerts costs one pass, not one copy per alert).
+//! element is mapped, the array `each` walks is left out of `body`, and the body itself is
+//! never copied per element; what a field selects from it is (a group's `commonLabels` in
+//! every alert). That copying is bounded: each event is measured as it is made, one over
+//! `max_event_bytes` is refused on its own, and once the events made add up to
+//! [`Limits::total_bytes`] the whole body is refused, so a small body cannot ask for gigabytes.
 //!
 //! What comes out is checked as any event is (`event::validate`): a mapping is a convenience,
 //! never a way around validation.
@@ -122,6 +125,15 @@ pub struct Adapter {
     pub data: Data,
 }
 
+/// What mapping one body may cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// An event larger than this (encoded) is refused (`max_event_bytes`).
+    pub event_bytes: usize,
+    /// The events of one body, added up, at most.
+    pub total_bytes: usize,
+}
+
 /// One event an adapter made from a body (or why it could not), with the element's index.
 #[derive(Debug)]
 pub struct Mapped {
@@ -161,13 +173,15 @@ fn zero_time(text: &str) -> bool {
 }
 
 impl Adapter {
-    /// The events of `body`. `Err` when `each` does not name an array in it.
-    pub fn map(&self, body: Value) -> Result<Vec<Mapped>, String> {
+    /// The events of `body`. `Err` when `each` does not name an array in it, or when the
+    /// events would add up to more than `limits.total_bytes`.
+    pub fn map(&self, body: Value, limits: Limits) -> Result<Vec<Mapped>, String> {
+        let mut total = 0usize;
         let Some(each) = &self.each else {
             let doc = json!({ "item": body.clone(), "body": body });
             return Ok(vec![Mapped {
                 index: None,
-                event: self.event(&doc),
+                event: self.measured(&doc, limits, &mut total)?,
             }]);
         };
         let mut body = body;
@@ -191,10 +205,42 @@ impl Adapter {
             doc["item"] = item;
             out.push(Mapped {
                 index: Some(i),
-                event: self.event(&doc),
+                event: self.measured(&doc, limits, &mut total)?,
             });
         }
         Ok(out)
+    }
+
+    /// [`Adapter::event`], measured: an event over the event limit is refused on its own
+    /// (and not kept), and `total` going over the body's budget refuses the whole body.
+    fn measured(
+        &self,
+        doc: &Value,
+        limits: Limits,
+        total: &mut usize,
+    ) -> Result<Result<Value, MapError>, String> {
+        let event = match self.event(doc) {
+            Ok(event) => event,
+            Err(e) => return Ok(Err(e)),
+        };
+        let size = encoded_len(&event);
+        *total = total.saturating_add(size);
+        if *total > limits.total_bytes {
+            return Err(format!(
+                "the events made from this body add up to more than {} bytes; send fewer elements per request",
+                limits.total_bytes
+            ));
+        }
+        if size > limits.event_bytes {
+            return Ok(Err(MapError {
+                id: event["id"].as_str().map(str::to_owned),
+                reason: format!(
+                    "the event made is {size} bytes, more than the {} allowed (max_event_bytes)",
+                    limits.event_bytes
+                ),
+            }));
+        }
+        Ok(Ok(event))
     }
 
     fn event(&self, doc: &Value) -> Result<Value, MapError> {
@@ -233,6 +279,23 @@ impl Adapter {
             "data": data,
         }))
     }
+}
+
+/// The size of `value` as compact JSON, counted without building the text.
+fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Takes the value at `names` out of `body` (leaving null), if there is one.
@@ -282,7 +345,7 @@ mod tests {
             {"fp": "a2", "status": "resolved", "labels": {},
              "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2026-01-01T01:00:00Z"}
         ]});
-        let got = alerts().map(body).unwrap();
+        let got = alerts().map(body, LIMITS).unwrap();
         let e0 = got[0].event.as_ref().unwrap();
         assert_eq!(e0["id"], "a1-firing");
         assert_eq!(e0["type"], "x.alert.firing");
@@ -300,13 +363,56 @@ mod tests {
     #[test]
     fn an_element_without_a_needed_field_is_an_error_naming_it() {
         let got = alerts()
-            .map(json!({"alerts": [{"status": "firing", "fp": "z"}]}))
+            .map(json!({"alerts": [{"status": "firing", "fp": "z"}]}), LIMITS)
             .unwrap();
         let err = got[0].event.as_ref().unwrap_err();
         assert_eq!(err.id.as_deref(), Some("z-firing"));
         assert!(err.reason.contains("`time`"), "{}", err.reason);
-        assert!(alerts().map(json!({"alerts": 3})).is_err());
-        assert!(alerts().map(json!({})).is_err());
+        assert!(alerts().map(json!({"alerts": 3}), LIMITS).is_err());
+        assert!(alerts().map(json!({}), LIMITS).is_err());
+    }
+
+    const LIMITS: Limits = Limits {
+        event_bytes: 1 << 20,
+        total_bytes: 1 << 24,
+    };
+
+    #[test]
+    fn what_is_copied_per_element_is_bounded() {
+        // A large group field copied into each of many alerts: refused as a whole.
+        let big = "x".repeat(10_000);
+        let alerts: Vec<Value> = (0..100)
+            .map(|i| json!({"fp": i, "status": "firing", "startsAt": "2026-01-01T00:00:00Z"}))
+            .collect();
+        let mut a = super::tests::alerts();
+        a.data = Data::Fields(vec![("receiver".into(), expr("$.body.receiver"))]);
+        let limits = Limits {
+            event_bytes: 20_000,
+            total_bytes: 200_000,
+        };
+        let err = a
+            .map(json!({"receiver": big, "alerts": alerts}), limits)
+            .unwrap_err();
+        assert!(err.contains("add up to more than 200000"), "{err}");
+        // One event over the event limit is refused alone.
+        let small = Limits {
+            event_bytes: 500,
+            total_bytes: 1 << 20,
+        };
+        let got = a
+            .map(
+                json!({"receiver": "x".repeat(600), "alerts": [{"fp": 1, "status": "firing", "startsAt": "t"}]}),
+                small,
+            )
+            .unwrap();
+        assert!(
+            got[0]
+                .event
+                .as_ref()
+                .unwrap_err()
+                .reason
+                .contains("max_event_bytes")
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub fn approve(
     a: &Answering<'_>,
     hold: bool,
 ) -> storage::Result<()> {
-    let mut inv = awaiting(tx, id)?;
+    let mut inv = awaiting(tx, id, a.now)?;
     if let Some(request) = &inv.approval_request {
         atp::record_answer(tx, request, a.answer.clone(), a.now)?;
     }
@@ -65,7 +65,7 @@ pub fn reject(
     a: &Answering<'_>,
     why: &str,
 ) -> storage::Result<Vec<Event>> {
-    let mut inv = awaiting(tx, id)?;
+    let mut inv = awaiting(tx, id, a.now)?;
     if let Some(request) = &inv.approval_request {
         atp::record_answer(tx, request, a.answer.clone(), a.now)?;
     }
@@ -98,13 +98,14 @@ pub fn short_answer(action: &str, by: &str, now: i64) -> Answer {
     }
 }
 
-/// The invocation, if it is awaiting approval (re-read inside the write transaction, so two
-/// answers racing cannot both win).
-fn awaiting(tx: &mut dyn WriteTx, id: &str) -> storage::Result<Invocation> {
+/// The invocation, if it is awaiting approval at `now` (re-read inside the write transaction,
+/// so two answers racing cannot both win; judged on the clock, so a request past its deadline
+/// is never honoured even before the expiry sweep has recorded it).
+fn awaiting(tx: &mut dyn WriteTx, id: &str, now: i64) -> storage::Result<Invocation> {
     let inv = tx
         .invocation(id)?
         .ok_or_else(|| storage::Error::Conflict(format!("no invocation {id} in this state dir")))?;
-    match inv.status {
+    match inv.status_at(now) {
         Status::AwaitingApproval => Ok(inv),
         Status::Expired => Err(storage::Error::Conflict(format!(
             "{} expired: {} (an expired approval is a denial)",

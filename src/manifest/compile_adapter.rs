@@ -343,12 +343,13 @@ mod tests {
         let a = a.unwrap();
         assert_eq!(a.path, "/v1/ingest/alertmanager");
         assert_eq!(a.each.as_deref(), Some(&["alerts".to_owned()][..]));
-        let got = a
-            .map(
-                serde_json::json!({"alerts": [{"status": "firing", "fingerprint": "f",
-                "startsAt": "2026-01-01T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z"}]}),
-            )
-            .unwrap();
+        let body = serde_json::json!({"alerts": [{"status": "firing", "fingerprint": "f",
+            "startsAt": "2026-01-01T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z"}]});
+        let limits = crate::adapter::Limits {
+            event_bytes: 1 << 20,
+            total_bytes: 1 << 24,
+        };
+        let got = a.map(body, limits).unwrap();
         assert_eq!(got[0].event.as_ref().unwrap()["type"], "ops.alert.firing");
     }
 }

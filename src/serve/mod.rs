@@ -645,14 +645,21 @@ impl Server {
         }
         let decided = {
             let mut d = self.dispatcher();
-            let reports = d.decide_queued(events);
-            reports.and_then(|r| d.finish().map(|_| r))
+            let decided = d.decide_queued(events);
+            // Once committed, the answer stands: a failure of the log's printer after the
+            // commit must not turn it into "nothing was recorded".
+            let _ = d.finish();
+            decided
         };
         match decided {
-            Ok(reports) => {
+            Ok((reports, to_run)) => {
                 let mut reports = reports.into_iter();
                 for (reply, n) in replies.into_iter().zip(counts) {
                     reply.send(Ok(reports.by_ref().take(n).collect()));
+                }
+                // Only now do the runs start: no agent runs before its sender has the answer.
+                if !to_run.is_empty() {
+                    self.worker.run(to_run);
                 }
             }
             Err(e) => {

@@ -4,11 +4,13 @@
 //! Basic, such as Alertmanager's `basic_auth`) presents `Authorization: Basic NAME:SECRET`,
 //! where SECRET is the principal's password or token. Tokens are kept only as SHA-256
 //! digests and compared in constant time; passwords only as argon2 hashes, verified on the
-//! blocking pool, a few at a time. Each failure from an address makes that address's next
-//! attempts wait longer, so guessing is slow; a success forgets its failures.
+//! blocking pool, a few at a time (an unknown name is checked against a dummy hash, so the
+//! time taken does not tell which names exist). Each failure from an address pushes that
+//! address's next attempt later (250 ms, doubling to 8 s); an attempt before then is refused
+//! at once, unchecked, so parallel guesses gain nothing. A success forgets the failures.
 //!
-//! Nothing here logs a credential: failures are logged with the principal's name when one was
-//! given, never with what was presented.
+//! Nothing here logs a credential: a failed login is logged with the principal's name only
+//! when that name exists (a password typed into the name field stays out of the log).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -58,6 +60,9 @@ pub enum AuthError {
     Invalid,
     #[error("the Authorization header is malformed (use `Bearer TOKEN` or `Basic …`)")]
     Malformed,
+    /// Failures from this address came too close: try again after this long.
+    #[error("too many failed attempts from this address; try again later")]
+    TooSoon(Duration),
 }
 
 enum Secret {
@@ -79,6 +84,8 @@ struct Failures {
 
 pub struct Auth {
     known: Vec<Known>,
+    /// Verified when a login names nobody, so that it takes as long as a real check.
+    dummy_hash: String,
     anonymous: Vec<Scope>,
     failures: Mutex<HashMap<IpAddr, Failures>>,
     /// Password verifications running at once (each costs tens of milliseconds of CPU).
@@ -126,6 +133,7 @@ impl Auth {
         }
         Ok(Auth {
             known,
+            dummy_hash: hash_password(&crate::serve::http::console_token())?,
             anonymous: config.anonymous_scopes(),
             failures: Mutex::new(HashMap::new()),
             hashing: Semaphore::new(2),
@@ -151,7 +159,9 @@ impl Auth {
         let value = value.to_str().map_err(|_| AuthError::Malformed)?;
         let (scheme, rest) = value.split_once(' ').ok_or(AuthError::Malformed)?;
         let rest = rest.trim();
-        self.wait_out_failures(peer).await;
+        if let Some(wait) = self.too_soon(peer) {
+            return Err(AuthError::TooSoon(wait));
+        }
         let found = if scheme.eq_ignore_ascii_case("bearer") {
             self.by_token(rest.as_bytes())
         } else if scheme.eq_ignore_ascii_case("basic") {
@@ -177,17 +187,23 @@ impl Auth {
     }
 
     /// A login (the console's form): a principal's name and its password or token.
-    pub async fn login(&self, name: &str, secret: &str, peer: IpAddr) -> Option<Caller> {
-        self.wait_out_failures(peer).await;
-        let found = self.by_name_and_secret(name, secret).await;
-        match &found {
-            Some(_) => self.forget_failures(peer),
+    pub async fn login(&self, name: &str, secret: &str, peer: IpAddr) -> Result<Caller, AuthError> {
+        if let Some(wait) = self.too_soon(peer) {
+            return Err(AuthError::TooSoon(wait));
+        }
+        match self.by_name_and_secret(name, secret).await {
+            Some(caller) => {
+                self.forget_failures(peer);
+                Ok(caller)
+            }
             None => {
-                tracing::warn!(principal = %crate::term::for_humans(name), %peer, "failed login");
+                let known = self.known.iter().any(|k| k.name == name);
+                let principal = if known { name } else { "(unknown)" };
+                tracing::warn!(principal, %peer, "failed login");
                 self.note_failure(peer);
+                Err(AuthError::Invalid)
             }
         }
-        found
     }
 
     fn by_token(&self, token: &[u8]) -> Option<Caller> {
@@ -208,7 +224,13 @@ impl Auth {
     }
 
     async fn by_name_and_secret(&self, name: &str, secret: &str) -> Option<Caller> {
-        let k = self.known.iter().find(|k| k.name == name)?;
+        let Some(k) = self.known.iter().find(|k| k.name == name) else {
+            // As long as a real check: the answer's time must not say the name is unknown.
+            let _permit = self.hashing.acquire().await.ok()?;
+            let (hash, secret) = (self.dummy_hash.clone(), secret.to_owned());
+            let _ = tokio::task::spawn_blocking(move || verify_password(&hash, &secret)).await;
+            return None;
+        };
         let ok = match &k.secret {
             Secret::TokenDigest(d) => bool::from(d.ct_eq(&digest(secret.as_bytes()))),
             Secret::PasswordHash(hash) => {
@@ -225,20 +247,20 @@ impl Auth {
         })
     }
 
-    async fn wait_out_failures(&self, peer: IpAddr) {
-        let delay = {
-            let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-            failures
-                .get(&peer)
-                .filter(|f| f.last.is_some_and(|at| at.elapsed() < FAILURE_MEMORY))
-                .map_or(Duration::ZERO, |f| delay_after(f.count))
-        };
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
+    /// How long `peer` must still wait after its last failure, if at all.
+    pub fn too_soon(&self, peer: IpAddr) -> Option<Duration> {
+        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let f = failures.get(&peer)?;
+        let elapsed = f.last?.elapsed();
+        if elapsed >= FAILURE_MEMORY {
+            return None;
         }
+        delay_after(f.count)
+            .checked_sub(elapsed)
+            .filter(|d| !d.is_zero())
     }
 
-    fn note_failure(&self, peer: IpAddr) {
+    pub fn note_failure(&self, peer: IpAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if failures.len() >= MAX_TRACKED {
             failures.retain(|_, f| f.last.is_some_and(|at| at.elapsed() < FAILURE_MEMORY));
@@ -254,14 +276,14 @@ impl Auth {
         f.last = Some(Instant::now());
     }
 
-    fn forget_failures(&self, peer: IpAddr) {
+    pub fn forget_failures(&self, peer: IpAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         failures.remove(&peer);
     }
 }
 
-/// How long the next attempt waits after `count` failures: none for the first, then 250 ms
-/// doubling up to [`MAX_DELAY`].
+/// How long after its last failure an address may try again, after `count` failures: 250 ms
+/// after the first, doubling up to [`MAX_DELAY`].
 fn delay_after(count: u32) -> Duration {
     if count == 0 {
         return Duration::ZERO;
@@ -361,16 +383,29 @@ mod tests {
     #[tokio::test]
     async fn wrong_or_malformed_credentials_are_refused_and_no_header_is_anonymous() {
         let auth = auth();
+        let peer = |n: u8| IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, n));
         assert_eq!(
-            auth.identify(&headers("Bearer nope"), PEER).await,
+            auth.identify(&headers("Bearer nope"), peer(1)).await,
             Err(AuthError::Invalid)
         );
+        // Right after a failure, the same address is refused unchecked.
+        assert!(matches!(
+            auth.identify(&headers("Bearer 0123456789abcdef-token"), peer(1))
+                .await,
+            Err(AuthError::TooSoon(_))
+        ));
         assert_eq!(
-            auth.identify(&headers("Digest x"), PEER).await,
+            auth.identify(&headers("Digest x"), peer(2)).await,
             Err(AuthError::Malformed)
         );
         assert_eq!(
-            auth.identify(&headers(&basic("alice", "wrong")), PEER)
+            auth.identify(&headers(&basic("alice", "wrong")), peer(3))
+                .await,
+            Err(AuthError::Invalid)
+        );
+        // An unknown name takes a password check too, and fails the same way.
+        assert_eq!(
+            auth.identify(&headers(&basic("nobody", "wrong")), peer(4))
                 .await,
             Err(AuthError::Invalid)
         );
@@ -387,11 +422,17 @@ mod tests {
         assert_eq!(delay_after(3), Duration::from_secs(1));
         assert_eq!(delay_after(40), MAX_DELAY);
         let auth = auth();
+        assert_eq!(auth.too_soon(PEER), None);
         auth.note_failure(PEER);
         auth.note_failure(PEER);
         assert_eq!(auth.failures.lock().unwrap()[&PEER].count, 2);
+        assert!(
+            auth.too_soon(PEER)
+                .is_some_and(|d| d <= Duration::from_millis(500))
+        );
         auth.forget_failures(PEER);
         assert!(auth.failures.lock().unwrap().is_empty());
+        assert_eq!(auth.too_soon(PEER), None);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //!
 //! DNS rebinding points a name the attacker controls at 127.0.0.1, so a page of theirs can
 //! reach a loopback pap: its requests carry the attacker's name in `Host`, which is refused.
-//! A cross-site form post carries the other site in `Origin` (and `Sec-Fetch-Site:
-//! cross-site`), which is refused for anything that changes state. Programs (curl,
-//! Alertmanager) send neither `Origin` nor `Sec-Fetch-Site` and are unaffected.
+//! A browser's post carries the page's origin in `Origin`: anything that changes state is
+//! refused unless that origin is exactly this server as the request reached it (scheme, host
+//! and port), so another web app on the same machine (another port of `localhost`) cannot
+//! post either; `Sec-Fetch-Site: cross-site` is refused too. Programs (curl, Alertmanager)
+//! send neither `Origin` nor `Sec-Fetch-Site` and are unaffected.
 
 use std::net::IpAddr;
 
@@ -55,7 +57,12 @@ impl Hosts {
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(&host);
-        local.is_some_and(|ip| literal.parse::<IpAddr>().is_ok_and(|named| named == ip))
+        // A dual-stack listener sees IPv4 clients at IPv4-mapped addresses.
+        local.is_some_and(|ip| {
+            literal
+                .parse::<IpAddr>()
+                .is_ok_and(|named| named.to_canonical() == ip.to_canonical())
+        })
     }
 }
 
@@ -92,13 +99,14 @@ impl Refusal {
     }
 }
 
-/// Checks `Host` always, and for a request that may change state, `Origin` and
-/// `Sec-Fetch-Site`.
+/// Checks `Host` always, and for a request that may change state, `Origin` (which must be
+/// this server, `https` when `tls`) and `Sec-Fetch-Site`.
 pub fn check(
     hosts: &Hosts,
     method: &Method,
     headers: &HeaderMap,
     local: Option<IpAddr>,
+    tls: bool,
 ) -> Result<(), Refusal> {
     let host = headers
         .get(header::HOST)
@@ -113,12 +121,12 @@ pub fn check(
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
-        let authority = origin
-            .strip_prefix("https://")
-            .or_else(|| origin.strip_prefix("http://"));
-        match authority {
-            Some(a) if !a.contains('/') && hosts.allows(a, local) => {}
-            _ => return Err(Refusal::Origin(origin.to_owned())),
+        let scheme = if tls { "https://" } else { "http://" };
+        let same = origin
+            .strip_prefix(scheme)
+            .is_some_and(|authority| authority.eq_ignore_ascii_case(host));
+        if !same {
+            return Err(Refusal::Origin(origin.to_owned()));
         }
     }
     if headers
@@ -165,27 +173,46 @@ mod tests {
     fn a_foreign_host_or_origin_is_refused_for_posts() {
         let hosts = Hosts::new(&[], Some("127.0.0.1"));
         let post = Method::POST;
-        assert!(check(&hosts, &post, &headers(&[("host", "127.0.0.1:1")]), None).is_ok());
+        assert!(
+            check(
+                &hosts,
+                &post,
+                &headers(&[("host", "127.0.0.1:1")]),
+                None,
+                false
+            )
+            .is_ok()
+        );
         assert!(matches!(
-            check(&hosts, &post, &headers(&[("host", "rebound.evil:1")]), None),
+            check(
+                &hosts,
+                &post,
+                &headers(&[("host", "rebound.evil:1")]),
+                None,
+                false
+            ),
             Err(Refusal::Host(_))
         ));
         assert!(matches!(
-            check(&hosts, &post, &HeaderMap::new(), None),
+            check(&hosts, &post, &HeaderMap::new(), None, false),
             Err(Refusal::Host(_))
         ));
         let cross = headers(&[("host", "localhost:1"), ("origin", "https://evil.example")]);
         assert!(matches!(
-            check(&hosts, &post, &cross, None),
+            check(&hosts, &post, &cross, None, false),
             Err(Refusal::Origin(_))
         ));
         // Reading is not a cross-site risk: the page cannot read the answer.
-        assert!(check(&hosts, &Method::GET, &cross, None).is_ok());
+        assert!(check(&hosts, &Method::GET, &cross, None, false).is_ok());
         let null = headers(&[("host", "localhost:1"), ("origin", "null")]);
-        assert!(check(&hosts, &post, &null, None).is_err());
+        assert!(check(&hosts, &post, &null, None, false).is_err());
         let same = headers(&[("host", "localhost:1"), ("origin", "http://localhost:1")]);
-        assert!(check(&hosts, &post, &same, None).is_ok());
+        assert!(check(&hosts, &post, &same, None, false).is_ok());
+        // Another port of the same host (another web app), or the other scheme: refused.
+        let port = headers(&[("host", "localhost:1"), ("origin", "http://localhost:3000")]);
+        assert!(check(&hosts, &post, &port, None, false).is_err());
+        assert!(check(&hosts, &post, &same, None, true).is_err());
         let fetch = headers(&[("host", "localhost:1"), ("sec-fetch-site", "cross-site")]);
-        assert!(check(&hosts, &post, &fetch, None).is_err());
+        assert!(check(&hosts, &post, &fetch, None, false).is_err());
     }
 }

@@ -31,6 +31,18 @@ pub async fn readyz(
         return reply::unavailable("pap serve is stopping", 5);
     }
     let detailed = app.authorize(&headers, &conn, Scope::Read).await.is_ok();
+    if !detailed {
+        // Cheap for anyone: is the store readable at all? (No scan, no error text.)
+        let store = app.store.clone();
+        let readable = tokio::task::spawn_blocking(move || store.read(|r| r.inbox_last()).is_ok())
+            .await
+            .unwrap_or(false);
+        return if readable {
+            json_ok(json!({ "ready": true, "events_waiting": app.decider.queued() }))
+        } else {
+            reply::unavailable("the store cannot be read", 5)
+        };
+    }
     let (store, state_dir) = (app.store.clone(), app.state_dir.clone());
     let project = app
         .project
@@ -45,16 +57,7 @@ pub async fn readyz(
     .await;
     match report {
         Ok(Ok(report)) => {
-            let mut body = json!({ "ready": true, "events_waiting": queued });
-            if detailed {
-                body["status"] = json!(report);
-            }
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                body.to_string() + "\n",
-            )
-                .into_response()
+            json_ok(json!({ "ready": true, "events_waiting": queued, "status": report }))
         }
         Ok(Err(e)) => reply::unavailable(format!("the store cannot be read: {e:#}"), 5),
         Err(_) => reply::unavailable("the readiness check failed", 5),
@@ -92,4 +95,13 @@ fn now_ms() -> i64 {
     crate::clock::Clock::from_env()
         .map(|c| c.now_ms())
         .unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond())
+}
+
+fn json_ok(body: serde_json::Value) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string() + "\n",
+    )
+        .into_response()
 }

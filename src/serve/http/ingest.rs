@@ -36,7 +36,7 @@ pub async fn post_events(
         Ok(c) => c,
         Err(r) => return r,
     };
-    let bytes = match accept_body(&app, &headers, body).await {
+    let (bytes, place) = match accept_body(&app, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -51,6 +51,7 @@ pub async fn post_events(
                 return reply::error(StatusCode::INTERNAL_SERVER_ERROR, "reading the body failed");
             }
         };
+    drop(place);
     let parsed = match parsed {
         Ok(p) => p,
         Err(BodyError::Unsupported(why)) => {
@@ -157,16 +158,34 @@ fn refusal(refused: Refused) -> Response {
     }
 }
 
-/// The body of a request that brings events: refused at once while serve stops (before it
-/// is read), else read whole within the size and time limits.
-pub async fn accept_body(app: &App, headers: &HeaderMap, body: Body) -> Result<Bytes, Response> {
+/// How many request bodies are read and parsed at once, at most: with bodies of up to
+/// `listen.max_body_bytes`, this bounds what bodies take in memory whoever sends them.
+pub const BODIES_AT_ONCE: usize = 32;
+
+/// The body of a request that brings events, with its place among the bodies being read
+/// (held until the body is parsed). Refused at once while serve stops (before it is read),
+/// with 503 when no place frees within the read timeout, else read whole within the size and
+/// time limits.
+pub async fn accept_body(
+    app: &App,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Bytes, tokio::sync::OwnedSemaphorePermit), Response> {
     if app.decider.stopping() {
         return Err(reply::unavailable(
             "pap serve is stopping; nothing was recorded",
             5,
         ));
     }
-    read_body(headers, body, app.max_body_bytes, app.read_timeout).await
+    let place = tokio::time::timeout(app.read_timeout, app.bodies.clone().acquire_owned()).await;
+    let Ok(Ok(place)) = place else {
+        return Err(reply::unavailable(
+            "too many requests are sending bodies at once; nothing was recorded",
+            1,
+        ));
+    };
+    let bytes = read_body(headers, body, app.max_body_bytes, app.read_timeout).await?;
+    Ok((bytes, place))
 }
 
 /// The whole body, bounded in size and in time.

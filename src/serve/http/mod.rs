@@ -40,6 +40,13 @@ use crate::storage::Storage;
 pub use auth::hash_password;
 use auth::{Auth, AuthError, Caller};
 
+/// 32 random bytes as hex: session tokens, CSRF tokens, the dummy password.
+pub fn console_token() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's randomness");
+    crate::text::hex(&bytes)
+}
+
 /// A header map from pairs, for the unit tests of this module's parts.
 #[cfg(test)]
 pub(crate) fn test_headers(pairs: &[(&'static str, &str)]) -> axum::http::HeaderMap {
@@ -74,6 +81,8 @@ pub struct AppInner {
     pub project: SharedProject,
     pub metrics: Arc<super::metrics::Metrics>,
     pub recent: Arc<super::recent::RecentDecisions>,
+    /// Places among the request bodies read at once (`ingest::BODIES_AT_ONCE`).
+    bodies: Arc<Semaphore>,
     /// Console logins.
     sessions: console::Sessions,
     /// The listener speaks HTTPS (session cookies are then `Secure`).
@@ -104,6 +113,7 @@ impl App {
                 return Err(reply::unauthorized("the credentials are not valid"));
             }
             Err(e @ AuthError::Malformed) => return Err(reply::unauthorized(e.to_string())),
+            Err(e @ AuthError::TooSoon(wait)) => return Err(reply::too_many(e.to_string(), wait)),
         };
         if caller.may(scope) {
             return Ok(caller);
@@ -202,6 +212,7 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         project: setup.project,
         metrics: setup.metrics,
         recent: setup.recent,
+        bodies: Arc::new(Semaphore::new(ingest::BODIES_AT_ONCE)),
         sessions: console::Sessions::default(),
         tls: tls.is_some(),
     }));
@@ -237,10 +248,19 @@ fn check_adapter_secrets(
             .iter()
             .chain(a.auth.hmac.as_ref().map(|h| &h.secret_env));
         for var in vars {
-            if env(var).is_none_or(|v| v.is_empty()) {
+            let value = env(var).unwrap_or_default();
+            if value.is_empty() {
                 anyhow::bail!(
                     "adapter `{}`: the environment variable {var} that holds its secret is not set",
                     a.name
+                );
+            }
+            if value.len() < auth::MIN_TOKEN_LEN {
+                anyhow::bail!(
+                    "adapter `{}`: the secret in {var} is {} characters; a secret has at least {} (e.g. `openssl rand -hex 32`)",
+                    a.name,
+                    value.len(),
+                    auth::MIN_TOKEN_LEN
                 );
             }
         }
@@ -259,7 +279,10 @@ fn router(app: App) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
-        .merge(console::routes())
+        .merge(console::routes().layer(middleware::from_fn_with_state(
+            app.clone(),
+            console::bounded_form,
+        )))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard_and_log))
         .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
@@ -286,7 +309,7 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
     let path = request.uri().path().to_owned();
     let conn = request.extensions().get::<ConnInfo>().copied();
     let local = conn.map(|c| c.local.ip());
-    let response = match guard::check(&app.hosts, &method, request.headers(), local) {
+    let response = match guard::check(&app.hosts, &method, request.headers(), local, app.tls) {
         Ok(()) => next.run(request).await,
         Err(refusal) => reply::error(StatusCode::FORBIDDEN, refusal.message()),
     };

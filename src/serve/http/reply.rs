@@ -41,3 +41,12 @@ pub fn too_slow(message: impl Into<String>) -> Response {
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
 }
+
+/// 429 with `Retry-After` (whole seconds, rounded up): too many failed attempts.
+pub fn too_many(message: impl Into<String>, wait: std::time::Duration) -> Response {
+    let mut r = error(StatusCode::TOO_MANY_REQUESTS, message);
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    r
+}

@@ -48,9 +48,20 @@ pub async fn post_webhook(
         );
     };
     let own_auth = adapter.auth != AdapterAuth::default();
+    let peer = conn.peer.ip();
+    if own_auth && let Some(wait) = app.auth.too_soon(peer) {
+        return reply::too_many(
+            "too many failed attempts from this address; try again later",
+            wait,
+        );
+    }
+    let refuse = |why: String| {
+        app.auth.note_failure(peer);
+        reply::unauthorized(format!("adapter `{}`: {why}", adapter.name))
+    };
     let caller = if own_auth {
         if let Err(why) = bearer(&adapter, &headers) {
-            return reply::unauthorized(format!("adapter `{}`: {why}", adapter.name));
+            return refuse(why);
         }
         Caller {
             name: Some(format!("adapter:{}", adapter.name)),
@@ -62,30 +73,32 @@ pub async fn post_webhook(
             Err(r) => return r,
         }
     };
-    let bytes = match accept_body(&app, &headers, body).await {
+    let (bytes, place) = match accept_body(&app, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
     if let Err(why) = signature(&adapter, &headers, &bytes) {
-        return reply::unauthorized(format!("adapter `{}`: {why}", adapter.name));
+        return refuse(why);
     }
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let ct = ct.to_str().unwrap_or("?");
-        if !event::is_json_media_type(ct) {
-            return reply::error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "a webhook body is JSON; Content-Type is `{}`",
-                    crate::term::for_humans(ct)
-                ),
-            );
-        }
+    // JSON only, and said so: a browser cannot send that cross-site without a preflight.
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .map_or("", |v| v.to_str().unwrap_or("?"));
+    if !event::is_json_media_type(ct) {
+        return reply::error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "a webhook body is JSON (Content-Type: application/json); Content-Type is `{}`",
+                crate::term::for_humans(ct)
+            ),
+        );
     }
     let max_event_bytes = app.max_event_bytes;
     let adapter = Arc::new(adapter);
     let route = adapter.path.clone();
     let size = bytes.len();
     let mapped = off_thread_if_large(size, move || map(&adapter, &bytes, max_event_bytes)).await;
+    drop(place);
     match mapped {
         Some(Ok(parsed)) => answer(&app, &caller, &route, parsed).await,
         Some(Err(why)) => reply::error(StatusCode::BAD_REQUEST, why),
@@ -97,8 +110,14 @@ pub async fn post_webhook(
 fn map(adapter: &Adapter, bytes: &[u8], max_event_bytes: u64) -> Result<Vec<Parsed>, String> {
     let Strict(body) = serde_json::from_slice::<Strict>(bytes)
         .map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    // The events may copy parts of the body into each element; they may add up to a few
+    // times the body (an event per alert with the group's labels), never more.
+    let limits = crate::adapter::Limits {
+        event_bytes: usize::try_from(max_event_bytes).unwrap_or(usize::MAX),
+        total_bytes: bytes.len().saturating_mul(4).max(1 << 20),
+    };
     let mapped = adapter
-        .map(body)
+        .map(body, limits)
         .map_err(|why| format!("adapter `{}`: {why}", adapter.name))?;
     Ok(mapped
         .into_iter()

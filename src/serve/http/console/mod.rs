@@ -43,14 +43,31 @@ pub fn routes() -> Router<App> {
         .route("/logout", post(logout))
         .route("/static/console.css", get(css))
         .route("/static/console.js", get(js))
-        // Forms are small: a login, an answer.
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(
-            FORM_MAX_BYTES,
-        ))
 }
 
-/// The largest console form accepted.
-const FORM_MAX_BYTES: usize = 16 * 1024;
+/// Reads a console request's body whole, within the form size limit and the read timeout,
+/// before any handler sees it: a client trickling a form cannot hold a connection longer
+/// than `listen.read_timeout`, whoever it is.
+pub async fn bounded_form(
+    State(app): State<App>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    match super::ingest::read_body(&parts.headers, body, FORM_MAX_BYTES, app.read_timeout).await {
+        Ok(bytes) => {
+            let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+            next.run(request).await
+        }
+        Err(r) => r,
+    }
+}
+
+/// The largest console form accepted (a login, an answer).
+const FORM_MAX_BYTES: u64 = 16 * 1024;
 
 /// Who is looking at a page.
 struct Viewer {
@@ -268,7 +285,7 @@ async fn login(
         .login(&form.name, &form.password, conn.peer.ip())
         .await
     {
-        Some(caller) => {
+        Ok(caller) => {
             tracing::info!(principal = %crate::term::for_humans(caller.label()), peer = %conn.peer, "console login");
             let token = app.sessions.start(caller);
             let mut r = see_other("/");
@@ -277,7 +294,15 @@ async fn login(
             }
             r
         }
-        None => {
+        Err(super::auth::AuthError::TooSoon(wait)) => {
+            let mut r = login_page(Some(&format!(
+                "Too many failed attempts from this address: try again in {} s.",
+                wait.as_secs() + 1
+            )));
+            *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+            r
+        }
+        Err(_) => {
             let mut r = login_page(Some("Unknown principal, or a wrong password."));
             *r.status_mut() = StatusCode::UNAUTHORIZED;
             r

@@ -35,9 +35,7 @@ pub struct Sessions {
 
 /// 32 random bytes as hex.
 pub fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the system's randomness");
-    crate::text::hex(&bytes)
+    crate::serve::http::console_token()
 }
 
 impl Sessions {
