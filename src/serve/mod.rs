@@ -193,6 +193,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
                 project: shared,
                 metrics: metrics.clone(),
                 recent: recent.clone(),
+                clock: runtime.clock.clone(),
             },
         )?;
         tracing::info!(url = %l.url(), "listening for HTTP");

@@ -50,7 +50,7 @@ pub async fn readyz(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     let queued = app.decider.queued();
-    let now = now_ms();
+    let now = app.clock.now_ms();
     let report = tokio::task::spawn_blocking(move || {
         crate::status_report::gather(&*store, &state_dir, Some(&project), now)
     })
@@ -74,7 +74,7 @@ pub async fn metrics(
         return r;
     }
     let (metrics, store) = (app.metrics.clone(), app.store.clone());
-    let now = now_ms();
+    let now = app.clock.now_ms();
     match tokio::task::spawn_blocking(move || metrics.scrape(&*store, now)).await {
         Ok(Ok(text)) => (
             StatusCode::OK,
@@ -88,13 +88,6 @@ pub async fn metrics(
         Ok(Err(e)) => reply::unavailable(format!("the store cannot be read: {e:#}"), 5),
         Err(_) => reply::error(StatusCode::INTERNAL_SERVER_ERROR, "the scrape failed"),
     }
-}
-
-/// Now on serve's clock (the injected one in test builds).
-fn now_ms() -> i64 {
-    crate::clock::Clock::from_env()
-        .map(|c| c.now_ms())
-        .unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond())
 }
 
 fn json_ok(body: serde_json::Value) -> Response {

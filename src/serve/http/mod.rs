@@ -81,6 +81,8 @@ pub struct AppInner {
     pub project: SharedProject,
     pub metrics: Arc<super::metrics::Metrics>,
     pub recent: Arc<super::recent::RecentDecisions>,
+    /// Serve's clock (the injected one in test builds), for what is due now.
+    pub clock: crate::clock::Clock,
     /// Places among the request bodies read at once (`ingest::BODIES_AT_ONCE`).
     bodies: Arc<Semaphore>,
     /// Console logins.
@@ -148,6 +150,7 @@ pub struct Setup<'a> {
     pub project: SharedProject,
     pub metrics: Arc<super::metrics::Metrics>,
     pub recent: Arc<super::recent::RecentDecisions>,
+    pub clock: crate::clock::Clock,
 }
 
 /// A running listener.
@@ -212,6 +215,7 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         project: setup.project,
         metrics: setup.metrics,
         recent: setup.recent,
+        clock: setup.clock,
         bodies: Arc::new(Semaphore::new(ingest::BODIES_AT_ONCE)),
         sessions: console::Sessions::default(),
         tls: tls.is_some(),

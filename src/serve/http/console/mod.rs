@@ -142,12 +142,6 @@ fn forbidden(why: &str) -> Response {
     )
 }
 
-fn now_ms() -> i64 {
-    crate::clock::Clock::from_env()
-        .map(|c| c.now_ms())
-        .unwrap_or_else(|_| jiff::Timestamp::now().as_millisecond())
-}
-
 /// Renders `title` from a store read on the blocking pool.
 async fn render(
     app: &App,
@@ -198,7 +192,7 @@ async fn approvals(State(app): State<App>, v: Viewer) -> Response {
     let csrf = v.approve_csrf().map(str::to_owned);
     let project = project(&app);
     render(&app, &v, "Approvals", move |app| {
-        pages::approvals(&*app.store, &project, csrf.as_deref(), now_ms())
+        pages::approvals(&*app.store, &project, csrf.as_deref(), app.clock.now_ms())
     })
     .await
 }
@@ -209,7 +203,7 @@ async fn invocations(
     v: Viewer,
 ) -> Response {
     render(&app, &v, "Invocations", move |app| {
-        pages::invocations(&*app.store, &filter, now_ms())
+        pages::invocations(&*app.store, &filter, app.clock.now_ms())
     })
     .await
 }
@@ -218,8 +212,10 @@ async fn invocation(State(app): State<App>, Path(id): Path<String>, v: Viewer) -
     let title = format!("Invocation {id}");
     let missing = id.clone();
     let app2 = app.clone();
-    let found =
-        tokio::task::spawn_blocking(move || pages::invocation(&*app2.store, &id, now_ms())).await;
+    let found = tokio::task::spawn_blocking(move || {
+        pages::invocation(&*app2.store, &id, app2.clock.now_ms())
+    })
+    .await;
     match found {
         Ok(Ok(Some(body))) => page(&title, &v.header(), &body),
         Ok(Ok(None)) => with_headers(
@@ -241,7 +237,7 @@ async fn audit(State(app): State<App>, v: Viewer) -> Response {
 async fn manifests(State(app): State<App>, v: Viewer) -> Response {
     let project = project(&app);
     render(&app, &v, "Loaded manifests", move |app| {
-        pages::manifests(&*app.store, &project, &app.recent, now_ms())
+        pages::manifests(&*app.store, &project, &app.recent, app.clock.now_ms())
     })
     .await
 }
@@ -444,8 +440,8 @@ async fn respond(
     let store = app.store.clone();
     let project = project(&app);
     let (who, inv_id, action_id) = (name.clone(), inv.id.clone(), form.action.clone());
+    let now = app.clock.now_ms();
     let done = tokio::task::spawn_blocking(move || {
-        let now = now_ms();
         let answering = Answering {
             by: &who,
             note: Some("answered in the web console".into()),
