@@ -169,6 +169,9 @@ fn message(n: u16) -> pap::domain::InboxMessage {
         deduplication_key: None,
         supersedes: None,
         atp: None,
+        mime: None,
+        posted_by: None,
+        in_reply_to: None,
     }
 }
 

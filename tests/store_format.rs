@@ -119,3 +119,45 @@ fn a_format_6_store_takes_new_work_and_decisions() {
         stdout(&again)
     );
 }
+
+/// `session_agents` came into format 6 after the fixture was written: readers treat it as
+/// empty, and the first write that needs it creates it.
+#[test]
+fn a_format_6_store_from_before_session_agents_reads_and_binds_sessions() {
+    let state = state_from_fixture();
+    let inbox = run(state.path(), &["inbox", "--json"]);
+    assert_eq!(code(&inbox), 0, "{}", stderr(&inbox));
+    assert_eq!(stdout(&inbox).lines().count(), 8);
+
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(project.path().join("agents")).unwrap();
+    std::fs::write(project.path().join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
+    std::fs::write(
+        project.path().join("agents/helper.yaml"),
+        "pap_version: \"0.2\"\nagent:\n  id: helper\n  risk_level: low\n  model:\n    provider: command\n    command: [\"true\"]\n",
+    )
+    .unwrap();
+    let with_project = |args: &[&str]| {
+        pap()
+            .arg("--root")
+            .arg(project.path())
+            .arg("--state")
+            .arg(state.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let open = with_project(&["inbox", "session", "open", "ops", "--agent", "helper"]);
+    assert_eq!(code(&open), 0, "{}", stderr(&open));
+    let list = with_project(&["inbox", "session", "list", "--json"]);
+    let row: Value = serde_json::from_str(stdout(&list).lines().next().unwrap()).unwrap();
+    assert_eq!(row["name"], "ops");
+    assert_eq!(row["agent"], "helper");
+    let unknown = with_project(&["inbox", "session", "open", "x", "--agent", "nobody"]);
+    assert_eq!(code(&unknown), 1);
+    assert!(
+        stderr(&unknown).contains("no agent nobody"),
+        "{}",
+        stderr(&unknown)
+    );
+}

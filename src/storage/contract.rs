@@ -100,6 +100,9 @@ fn message(content: &str) -> InboxMessage {
         deduplication_key: None,
         supersedes: None,
         atp: None,
+        mime: None,
+        posted_by: None,
+        in_reply_to: None,
     }
 }
 
@@ -493,6 +496,31 @@ fn agent_queues_sessions_jobs_dedup_and_atp_keep_what_they_are_given() {
             assert!(!tx.session_close("s1")?);
             Ok(())
         })?;
+        // A session bound to an agent says so until it is unbound or closed; a queue can be
+        // looked at without taking it.
+        s.write(|tx| {
+            tx.session_open("s2", 7)?;
+            tx.session_bind("s2", Some("ag"))?;
+            tx.queue_push("ag", "n9")?;
+            Ok(())
+        })?;
+        s.read(|r| {
+            assert_eq!(r.session_agent("s2")?.as_deref(), Some("ag"));
+            assert!(r.queue_waiting("ag")?);
+            assert!(!r.queue_waiting("nobody")?);
+            Ok(())
+        })?;
+        s.write(|tx| {
+            assert_eq!(tx.session_agent("s2")?.as_deref(), Some("ag"));
+            tx.session_bind("s2", None)?;
+            assert_eq!(tx.session_agent("s2")?, None);
+            tx.session_bind("s2", Some("ag"))?;
+            assert!(tx.session_close("s2")?);
+            assert_eq!(tx.session_agent("s2")?, None, "closing unbinds");
+            tx.queue_take("ag")?;
+            Ok(())
+        })?;
+        assert!(!s.read(|r| r.queue_waiting("ag"))?);
         s.read(|r| {
             assert!(r.sessions()?.is_empty());
             assert!(r.any_job_due(30)?);

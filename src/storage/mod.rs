@@ -318,6 +318,9 @@ pub trait WriteTx {
     /// Closes a session; whether it was open.
     fn session_close(&mut self, name: &str) -> Result<bool>;
     fn session_is_open(&mut self, name: &str) -> Result<bool>;
+    /// Binds an open session to an agent (`None` unbinds it); closing a session unbinds it.
+    fn session_bind(&mut self, name: &str, agent: Option<&str>) -> Result<()>;
+    fn session_agent(&mut self, name: &str) -> Result<Option<String>>;
     /// Maps an ATP request id to the notification that carries it.
     fn atp_put(&mut self, atp_id: &str, notification: &str) -> Result<()>;
     fn atp_lookup(&mut self, atp_id: &str) -> Result<Option<String>>;
@@ -383,6 +386,9 @@ pub trait ReadTx {
     fn inbox_message(&self, id: u64) -> Result<Option<InboxMessage>>;
     /// Open sessions with the time they were opened.
     fn sessions(&self) -> Result<Vec<(String, i64)>>;
+    fn session_agent(&self, name: &str) -> Result<Option<String>>;
+    /// Whether anything waits in `agent`'s queue.
+    fn queue_waiting(&self, agent: &str) -> Result<bool>;
     fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>>;
     /// When the earliest pending trailing debounce fires (ms), if any.
     fn debounce_next_due(&self) -> Result<Option<i64>>;
@@ -455,6 +461,12 @@ impl dyn Storage + '_ {
 /// The store of the state in `state_dir`, created if missing.
 pub fn open(state_dir: &Path) -> Result<Arc<dyn Storage>> {
     Ok(Arc::new(crate::store::Store::open(state_dir)?))
+}
+
+/// The store of `state_dir` for a long-lived process that writes seldom: it keeps no handle
+/// between transactions (see `store::Store::open_transient`).
+pub fn open_transient(state_dir: &Path) -> Result<Arc<dyn Storage>> {
+    Ok(Arc::new(crate::store::Store::open_transient(state_dir)?))
 }
 
 /// The existing store of `state_dir`, or `None` when there is none yet (listing commands

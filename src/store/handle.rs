@@ -117,6 +117,14 @@ impl Shared {
         }
     }
 
+    /// From now on the handle is closed at the end of every transaction.
+    pub(super) fn close_after_each_transaction(&self) {
+        self.per_transaction
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        self.close_handle(&mut slot);
+    }
+
     pub(super) fn want(&self) -> Option<&WantFile> {
         self.want.as_ref()
     }

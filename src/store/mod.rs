@@ -55,6 +55,28 @@ enum Backing {
     Memory,
 }
 
+/// Beside the store file, the newest inbox id, rewritten after each commit that appended to
+/// the inbox. Subscribers in other processes (`pap mcp`) watch this small file, which costs
+/// a `stat`, instead of opening the store, which would make a writing serve give up and
+/// reopen its handle each time.
+pub const INBOX_MARK_FILE: &str = "inbox.mark";
+
+/// The inbox mark file of the store in `state_dir`.
+pub fn inbox_mark_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(INBOX_MARK_FILE)
+}
+
+/// Replaces the mark file (a rename, so a reader never sees half of it). A failure only
+/// delays subscribers to their next full look, so it is logged, not returned.
+fn write_inbox_mark(store_file: &Path, mark: u64) {
+    let path = store_file.with_file_name(INBOX_MARK_FILE);
+    let tmp = store_file.with_file_name(format!(".{INBOX_MARK_FILE}.{}", std::process::id()));
+    let written = std::fs::write(&tmp, mark.to_string()).and_then(|_| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        tracing::warn!(path = %path.display(), error = %e, "cannot update the inbox mark file");
+    }
+}
+
 /// A handle on the store: one per process (see the module's comment on how it is shared).
 pub struct Store {
     backing: Backing,
@@ -83,6 +105,16 @@ impl Store {
         let path = state_dir.join("state.redb");
         let store = Store::new(Backing::File(path.clone()), Some(want_path(&path)));
         store.read(|_| Ok(()))?;
+        Ok(store)
+    }
+
+    /// As [`Store::open`], for a process that lives long and writes seldom (`pap mcp`): its
+    /// handle is closed after every transaction instead of being kept until another process
+    /// asks for it, so it never holds the file between two of its requests. Each write then
+    /// pays the open's syncs, which a person's pace of writing affords.
+    pub fn open_transient(state_dir: &Path) -> Result<Store> {
+        let store = Store::open(state_dir)?;
+        store.shared.close_after_each_transaction();
         Ok(store)
     }
 
@@ -208,13 +240,16 @@ impl Store {
                         what: e.to_string(),
                     })?;
             }
-            let value = {
+            let (value, appended) = {
                 let mut tx = Tx::open(&txn, &path)?;
                 let value = f(&mut tx)?;
                 tx.finish()?;
-                value
+                (value, tx.inbox_appended)
             };
             txn.commit().map_err(|e| redb_err(&path, e))?;
+            if let (Some(mark), Backing::File(file)) = (appended, &self.backing) {
+                write_inbox_mark(file, mark);
+            }
             let n = self.shared.committed.fetch_add(1, SeqCst) + 1;
             if durable {
                 self.shared.durable.fetch_max(n, SeqCst);

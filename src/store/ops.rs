@@ -187,6 +187,12 @@ impl WriteTx for Tx<'_> {
     fn session_is_open(&mut self, name: &str) -> Result<bool> {
         Tx::session_is_open(self, name)
     }
+    fn session_bind(&mut self, name: &str, agent: Option<&str>) -> Result<()> {
+        Tx::session_bind(self, name, agent)
+    }
+    fn session_agent(&mut self, name: &str) -> Result<Option<String>> {
+        Tx::session_agent(self, name)
+    }
     fn atp_put(&mut self, atp_id: &str, notification: &str) -> Result<()> {
         Tx::atp_put(self, atp_id, notification)
     }
@@ -270,6 +276,12 @@ impl ReadTx for Reader {
     }
     fn sessions(&self) -> Result<Vec<(String, i64)>> {
         self.notify.sessions()
+    }
+    fn session_agent(&self, name: &str) -> Result<Option<String>> {
+        self.notify.session_agent(name)
+    }
+    fn queue_waiting(&self, agent: &str) -> Result<bool> {
+        self.notify.queue_waiting(agent)
     }
     fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>> {
         self.notify.atp_lookup(atp_id)

@@ -78,6 +78,10 @@ pub const INBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("inbox");
 pub const AGENT_QUEUE: TableDefinition<(&str, u64), &str> = TableDefinition::new("agent_queue");
 /// session name → when it was opened (ms).
 pub const SESSIONS: TableDefinition<&str, i64> = TableDefinition::new("sessions");
+/// session name → the agent bound to it: a human's post in the session reaches that agent at
+/// its next turn. Part of format 6 since the MCP server; a file from before it gets it at its
+/// first write, and readers treat it as empty until then.
+pub const SESSION_AGENTS: TableDefinition<&str, &str> = TableDefinition::new("session_agents");
 /// ATP notification id (UUID) → the notification carrying the approval request.
 pub const ATP_INDEX: TableDefinition<&str, &str> = TableDefinition::new("atp_index");
 /// sequence → AuditEntry (JSON); append-only.
@@ -166,6 +170,7 @@ fn create_notify_tables(txn: &redb::WriteTransaction, path: &Path) -> Result<()>
     txn.open_table(INBOX).map_err(e)?;
     txn.open_table(AGENT_QUEUE).map_err(e)?;
     txn.open_table(SESSIONS).map_err(e)?;
+    txn.open_table(SESSION_AGENTS).map_err(e)?;
     txn.open_table(ATP_INDEX).map_err(e)?;
     Ok(())
 }

@@ -22,6 +22,9 @@ pub struct Tx<'t> {
     pub(super) txn: &'t WriteTransaction,
     /// Opened on first use (see `tx_notify`).
     notify: Option<NotifyTables<'t>>,
+    /// The newest inbox id this transaction appended, for the mark file (see
+    /// [`super::INBOX_MARK_FILE`]).
+    pub(super) inbox_appended: Option<u64>,
     pub(super) meta: Table<'t, &'static str, u64>,
     pub(super) claims: Table<'t, &'static [u8; 32], (i64, i64, u64)>,
     pub(super) claim_expiry: Table<'t, (i64, u64), &'static [u8]>,
@@ -52,6 +55,7 @@ impl<'t> Tx<'t> {
             path: path.to_path_buf(),
             txn,
             notify: None,
+            inbox_appended: None,
             meta: txn.open_table(META).map_err(e)?,
             claims: txn.open_table(CLAIMS).map_err(e)?,
             claim_expiry: txn.open_table(CLAIM_EXPIRY).map_err(e)?,

@@ -17,6 +17,7 @@ pub(super) struct NotifyTables<'t> {
     inbox: Table<'t, u64, &'static [u8]>,
     queue: Table<'t, (&'static str, u64), &'static str>,
     sessions: Table<'t, &'static str, i64>,
+    session_agents: Table<'t, &'static str, &'static str>,
     atp: Table<'t, &'static str, &'static str>,
 }
 
@@ -31,6 +32,7 @@ impl<'t> NotifyTables<'t> {
             inbox: txn.open_table(INBOX).map_err(e)?,
             queue: txn.open_table(AGENT_QUEUE).map_err(e)?,
             sessions: txn.open_table(SESSIONS).map_err(e)?,
+            session_agents: txn.open_table(SESSION_AGENTS).map_err(e)?,
             atp: txn.open_table(ATP_INDEX).map_err(e)?,
         })
     }
@@ -105,6 +107,7 @@ impl Tx<'_> {
     /// one (write transactions are serialised, across processes too).
     pub fn inbox_append(&mut self, mut msg: InboxMessage) -> Result<u64> {
         msg.id = self.next_seq("inbox_seq")?;
+        self.inbox_appended = Some(msg.id);
         let path = self.path().to_path_buf();
         let bytes = encode(&msg);
         let t = self.notify_tables()?;
@@ -172,7 +175,28 @@ impl Tx<'_> {
         let path = self.path().to_path_buf();
         let t = self.notify_tables()?;
         let old = t.sessions.remove(name).map_err(|e| redb_err(&path, e))?;
+        t.session_agents
+            .remove(name)
+            .map_err(|e| redb_err(&path, e))?;
         Ok(old.is_some())
+    }
+
+    /// Binds an open session to `agent` (or unbinds it).
+    pub fn session_bind(&mut self, name: &str, agent: Option<&str>) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        match agent {
+            Some(agent) => t.session_agents.insert(name, agent).map(drop),
+            None => t.session_agents.remove(name).map(drop),
+        }
+        .map_err(|e| redb_err(&path, e))
+    }
+
+    pub fn session_agent(&mut self, name: &str) -> Result<Option<String>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let found = t.session_agents.get(name).map_err(|e| redb_err(&path, e))?;
+        Ok(found.map(|v| v.value().to_owned()))
     }
 
     pub fn session_is_open(&mut self, name: &str) -> Result<bool> {
@@ -206,7 +230,10 @@ pub struct NotifyReader {
     order: ReadOnlyTable<u64, &'static str>,
     due: ReadOnlyTable<(i64, &'static str), ()>,
     inbox: ReadOnlyTable<u64, &'static [u8]>,
+    queue: ReadOnlyTable<(&'static str, u64), &'static str>,
     sessions: ReadOnlyTable<&'static str, i64>,
+    /// `None` in a file from before the table (see `tables::SESSION_AGENTS`).
+    session_agents: Option<ReadOnlyTable<&'static str, &'static str>>,
     atp: ReadOnlyTable<&'static str, &'static str>,
 }
 
@@ -219,7 +246,13 @@ impl NotifyReader {
             order: txn.open_table(NOTIFY_ORDER).map_err(e)?,
             due: txn.open_table(NOTIFY_DUE).map_err(e)?,
             inbox: txn.open_table(INBOX).map_err(e)?,
+            queue: txn.open_table(AGENT_QUEUE).map_err(e)?,
             sessions: txn.open_table(SESSIONS).map_err(e)?,
+            session_agents: match txn.open_table(SESSION_AGENTS) {
+                Ok(table) => Some(table),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(other) => return Err(redb_err(path, other)),
+            },
             atp: txn.open_table(ATP_INDEX).map_err(e)?,
         })
     }
@@ -302,6 +335,24 @@ impl NotifyReader {
             out.push((k.value().to_owned(), v.value()));
         }
         Ok(out)
+    }
+
+    /// The agent a session is bound to, if any.
+    pub fn session_agent(&self, name: &str) -> Result<Option<String>> {
+        let Some(table) = &self.session_agents else {
+            return Ok(None);
+        };
+        let found = table.get(name).map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.map(|v| v.value().to_owned()))
+    }
+
+    /// Whether anything waits in `agent`'s queue (the look before taking it mid-loop).
+    pub fn queue_waiting(&self, agent: &str) -> Result<bool> {
+        let mut rows = self
+            .queue
+            .range((agent, 0)..=(agent, u64::MAX))
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(rows.next().is_some())
     }
 
     pub fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>> {
