@@ -57,10 +57,14 @@ pub struct Session {
 
 impl Session {
     /// Starts or connects every server in `names`; the first that fails fails the whole.
+    /// `context` is what a stdio server learns of the run it serves (`PAP_INVOCATION_ID`,
+    /// `PAP_AGENT_ID`): `pap mcp` as an agent's server makes its posts that run's children,
+    /// so the cascade depth bounds a chain of them.
     pub async fn connect(
         root: &Path,
         specs: &BTreeMap<String, McpServerSpec>,
         names: &BTreeSet<String>,
+        context: &[(&str, &str)],
     ) -> Result<Session, String> {
         let mut session = Session {
             servers: BTreeMap::new(),
@@ -69,7 +73,7 @@ impl Session {
             let spec = specs.get(name).ok_or_else(|| {
                 format!("MCP server `{name}` is not defined under mcp_servers in pap.yaml")
             })?;
-            match connect_one(root, name, spec).await {
+            match connect_one(root, name, spec, context).await {
                 Ok(server) => {
                     session.servers.insert(name.clone(), server);
                 }
@@ -139,7 +143,12 @@ fn client_info() -> ClientConfig {
     )
 }
 
-async fn connect_one(root: &Path, name: &str, spec: &McpServerSpec) -> Result<Server, String> {
+async fn connect_one(
+    root: &Path,
+    name: &str,
+    spec: &McpServerSpec,
+    context: &[(&str, &str)],
+) -> Result<Server, String> {
     let expand = |what: &str, value: &str| {
         interpolate::expand(value, |var| std::env::var(var).ok())
             .map_err(|e| format!("MCP server `{name}`: {what}: {e}"))
@@ -155,7 +164,8 @@ async fn connect_one(root: &Path, name: &str, spec: &McpServerSpec) -> Result<Se
             cmd.args(args)
                 .current_dir(root)
                 .env_clear()
-                .envs(super::command::base_env());
+                .envs(super::command::base_env())
+                .envs(context.iter().copied());
             for (key, value) in env {
                 cmd.env(key, expand(&format!("env {key}"), value)?);
             }

@@ -288,6 +288,10 @@ pub struct Turn {
     pub tool_calls: Vec<ToolCallRecord>,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Notifications (and session posts) queued while the loop ran, carried on the request
+    /// after this turn's tool results (JP RFD 011).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried: Vec<super::notification::Carried>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

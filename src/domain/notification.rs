@@ -162,6 +162,10 @@ pub struct Notification {
     /// The invocation whose prompt carried it (target agent, handler system).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_with: Option<String>,
+    /// The agent and invocation that were first told of it (any routing), so a later human
+    /// acknowledgement reaches that agent at its next turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub told: Option<Told>,
     /// Deliveries to the sinks of pap.yaml.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sinks: Vec<SinkDelivery>,
@@ -275,8 +279,12 @@ pub struct Answer {
 pub struct InboxMessage {
     pub id: u64,
     pub ts: i64,
+    /// The notification this entry shows; empty for a post (`author` `user` or `assistant`
+    /// through MCP), which is a message, not a notification.
+    #[serde(default)]
     pub notification_id: String,
-    /// `system` (the notification itself) or `assistant` (an agent's narration).
+    /// `system` (the notification itself), `assistant` (an agent's narration or post) or
+    /// `user` (a human's post).
     pub author: String,
     pub kind: String,
     pub level: Level,
@@ -294,6 +302,57 @@ pub struct InboxMessage {
     pub supersedes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub atp: Option<Value>,
+    /// The MIME type of `content`, when a poster named one (`text/markdown`, `text/plain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime: Option<String>,
+    /// Who posted it, for a post made over MCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub posted_by: Option<PostedBy>,
+    /// The inbox message this post answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<u64>,
+}
+
+impl InboxMessage {
+    /// A post made over MCP rather than a notification's entry.
+    pub fn is_post(&self) -> bool {
+        self.notification_id.is_empty()
+    }
+}
+
+/// An agent that was told of a notification, and the invocation that carried it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Told {
+    pub agent: String,
+    pub invocation: String,
+}
+
+/// The principal behind a post and the MCP client it used (its `clientInfo`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostedBy {
+    pub principal: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_version: Option<String>,
+    /// The invocation whose agent posted, when the poster ran inside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<String>,
+    /// A random id of the MCP session that posted, so that session is never told of its own
+    /// post (no self-echo), however soon the post is seen. Not shown in views.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_session: Option<String>,
+}
+
+/// A human's post in a session thread, carried to the agent bound to the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserPost {
+    /// Its inbox id.
+    pub message: u64,
+    pub session: String,
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<u64>,
 }
 
 /// What an invocation's prompt carried: one queued or handled notification.
@@ -319,4 +378,12 @@ pub struct Carried {
     /// The inbox high-water mark when it was delivered (every system entry at or below it
     /// was already in the inbox: ANP 6.4).
     pub inbox_mark: u64,
+    /// The agent was told of it before and the user has acknowledged it since (ANP "seen
+    /// by the user"): news about the notification, not the notification again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ack_update: bool,
+    /// Not a notification: a human's post in the agent's session thread (`content` is the
+    /// text), given to the agent as user text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_post: Option<UserPost>,
 }

@@ -22,6 +22,12 @@ pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage:
     let msg = tx
         .inbox_message(message)?
         .ok_or_else(|| storage::Error::Conflict(format!("no inbox message {message}")))?;
+    if msg.is_post() {
+        return Err(storage::Error::Conflict(format!(
+            "inbox message {message} is a post by {}, not a notification: there is nothing to acknowledge",
+            msg.author
+        )));
+    }
     let mut n = tx.notification(&msg.notification_id)?.ok_or_else(|| {
         storage::Error::Conflict(format!(
             "inbox message {message} names {}, which is not in the store",
@@ -57,6 +63,7 @@ pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage:
     }
     let id = n.id.clone();
     tx.put_notification(&n)?;
+    super::queue::tell_acknowledged(tx, &n)?;
     Ok(Acked::Delivered { notification: id })
 }
 
@@ -66,7 +73,11 @@ pub fn view(msg: &InboxMessage, n: Option<&Notification>) -> Value {
     let mut v = json!({
         "id": msg.id,
         "notification_id": msg.notification_id,
-        "status": n.map_or("unknown", |n| n.status.as_str()),
+        "status": match n {
+            Some(n) => n.status.as_str(),
+            None if msg.is_post() => "posted",
+            None => "unknown",
+        },
         "created_at": rfc3339_ms(msg.ts),
         "ack_at": n.and_then(|n| n.ack_at).map(rfc3339_ms),
         "author": msg.author,

@@ -79,6 +79,7 @@ pub fn produce(
         inbox: Vec::new(),
         turn: None,
         delivered_with: None,
+        told: None,
         sinks: Vec::new(),
         atp: draft.atp,
         answer: None,
@@ -312,6 +313,9 @@ pub fn append_to_inbox(
         deduplication_key: n.deduplication_key.clone(),
         supersedes,
         atp: n.atp.clone(),
+        mime: None,
+        posted_by: None,
+        in_reply_to: None,
     })?;
     n.inbox.push(id);
     for sink in project
@@ -415,6 +419,8 @@ pub fn carried(n: &Notification, handle: bool, inbox_mark: u64) -> Carried {
             .as_ref()
             .and_then(|i| i.tone_hint.clone()),
         inbox_mark,
+        ack_update: false,
+        user_post: None,
     }
 }
 

@@ -4,7 +4,10 @@
 
 use super::ledger;
 use super::produce::{carried, conflict};
-use crate::domain::{Carried, Handler, Invocation, Level, NotifyStatus, Party, Transition};
+use crate::domain::{
+    Carried, Handler, Invocation, Level, Notification, NotifyStatus, Party, Told, Transition,
+    UserPost,
+};
 use crate::manifest::Project;
 use crate::storage::{self, WriteTx};
 
@@ -17,16 +20,60 @@ pub fn deliver_at_start(
     inv: &mut Invocation,
     now: i64,
 ) -> storage::Result<()> {
-    let ids = tx.queue_take(&inv.agent)?;
+    let carried = take(tx, project, &inv.id, &inv.agent, Moment::Start, now)?;
+    inv.notifications.extend(carried);
+    Ok(())
+}
+
+/// JP RFD 011: what was queued for the agent while invocation `inv_id` was inside its tool
+/// loop, to ride on the loop's next request. A critical notification is left in the queue:
+/// it forces a turn of its own, which takes it there.
+pub fn deliver_mid_loop(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    inv_id: &str,
+    agent: &str,
+    now: i64,
+) -> storage::Result<Vec<Carried>> {
+    take(tx, project, inv_id, agent, Moment::MidLoop, now)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Moment {
+    Start,
+    MidLoop,
+}
+
+fn take(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    inv_id: &str,
+    agent: &str,
+    moment: Moment,
+    now: i64,
+) -> storage::Result<Vec<Carried>> {
+    let ids = tx.queue_take(agent)?;
+    let mut out = Vec::new();
     if ids.is_empty() {
-        return Ok(());
+        return Ok(out);
     }
     let mark = tx.inbox_mark()?;
-    let by = format!("agent:{}", inv.id);
+    let by = format!("agent:{inv_id}");
+    let mut left = Vec::new();
     for id in ids {
+        if let Some(post) = crate::chat::post::queued_post_id(&id) {
+            if let Some(c) = user_post(tx, post)? {
+                out.push(c);
+            }
+            continue;
+        }
         let Some(mut n) = tx.notification(&id)? else {
             continue;
         };
+        if moment == Moment::MidLoop && n.level == Level::Critical && n.told.is_none() {
+            left.push(id);
+            continue;
+        }
         if !project.config.notify.kinds.allows(&n.kind) {
             n.history.push(Transition {
                 at: now,
@@ -35,11 +82,19 @@ pub fn deliver_at_start(
                 lease: n.owner_lease,
                 by: by.clone(),
                 note: Some(format!(
-                    "not delivered to {}: kind {} is switched off in pap.yaml notifications.kinds",
-                    inv.agent, n.kind
+                    "not delivered to {agent}: kind {} is switched off in pap.yaml notifications.kinds",
+                    n.kind
                 )),
             });
             tx.put_notification(&n)?;
+            continue;
+        }
+        // Told before: this entry is the news that the user acknowledged it since.
+        if n.told.is_some() && n.ack_at.is_some() && n.status == NotifyStatus::Delivered {
+            let mut c = carried(&n, false, mark);
+            c.ack_update = true;
+            c.seen_by_user = true;
+            out.push(c);
             continue;
         }
         let targeted = n.routing.target == Party::Agent && n.routing.handler == Handler::System;
@@ -54,15 +109,57 @@ pub fn deliver_at_start(
                     NotifyStatus::Delivered,
                 ],
                 &by,
-                Some(format!("delivered in the prompt of {}", inv.id)),
+                Some(format!("delivered in the prompt of {inv_id}")),
                 now,
             )
             .map_err(conflict)?;
             n.ack_at = Some(now);
-            n.delivered_with = Some(inv.id.clone());
+            n.delivered_with = Some(inv_id.to_owned());
         }
-        inv.notifications.push(carried(&n, false, mark));
+        n.told = Some(Told {
+            agent: agent.to_owned(),
+            invocation: inv_id.to_owned(),
+        });
+        out.push(carried(&n, false, mark));
         tx.put_notification(&n)?;
+    }
+    for id in left {
+        tx.queue_push(agent, &id)?;
+    }
+    Ok(out)
+}
+
+/// A human's post in the agent's session thread, as user text.
+fn user_post(tx: &mut dyn WriteTx, id: u64) -> storage::Result<Option<Carried>> {
+    let Some(msg) = tx.inbox_message(id)? else {
+        return Ok(None);
+    };
+    Ok(Some(Carried {
+        id: id.to_string(),
+        kind: msg.kind.clone(),
+        level: msg.level,
+        content: msg.content.clone(),
+        lease: None,
+        handle: false,
+        seen_by_user: true,
+        directive: None,
+        tone_hint: None,
+        inbox_mark: id,
+        ack_update: false,
+        user_post: Some(UserPost {
+            message: id,
+            session: msg.session.clone().unwrap_or_default(),
+            by: msg.user.clone(),
+            in_reply_to: msg.in_reply_to,
+        }),
+    }))
+}
+
+/// ANP "seen by the user": a human acknowledged `n`, which an agent was already told of;
+/// that agent hears it at its next turn (or the next request of a running loop).
+pub fn tell_acknowledged(tx: &mut dyn WriteTx, n: &Notification) -> storage::Result<()> {
+    if let Some(told) = &n.told {
+        tx.queue_push(&told.agent, &n.id)?;
     }
     Ok(())
 }
@@ -87,8 +184,30 @@ pub fn prompt_block(carried: &[Carried]) -> Vec<String> {
                 .to_owned(),
         );
     }
+    let posts: Vec<&Carried> = carried.iter().filter(|c| c.user_post.is_some()).collect();
+    if !posts.is_empty() {
+        lines.push(
+            "**From the user** (messages a person posted in your session thread; answer them \
+             as you would a person):"
+                .to_owned(),
+        );
+        for c in posts {
+            let p = c.user_post.as_ref().expect("a post");
+            let reply = p
+                .in_reply_to
+                .map(|r| format!(", answering message {r}"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "- [message {}] {} in session {}{reply}: {}",
+                p.message, p.by, p.session, c.content
+            ));
+        }
+    }
     for level in [Level::Critical, Level::Error, Level::Warning, Level::Info] {
-        let group: Vec<&Carried> = carried.iter().filter(|c| c.level == level).collect();
+        let group: Vec<&Carried> = carried
+            .iter()
+            .filter(|c| c.level == level && c.user_post.is_none())
+            .collect();
         if group.is_empty() {
             continue;
         }
@@ -100,7 +219,9 @@ pub fn prompt_block(carried: &[Carried]) -> Vec<String> {
             if c.handle {
                 line.push_str(" (HANDLE)");
             }
-            if c.seen_by_user {
+            if c.ack_update {
+                line.push_str(" (update: the user has now acknowledged this one)");
+            } else if c.seen_by_user {
                 line.push_str(" (already seen by the user)");
             }
             if let Some(d) = &c.directive {
@@ -131,7 +252,89 @@ mod tests {
             directive: None,
             tone_hint: None,
             inbox_mark: 0,
+            ack_update: false,
+            user_post: None,
         }
+    }
+
+    fn project() -> Project {
+        Project {
+            root: std::path::PathBuf::from("."),
+            config: Default::default(),
+            triggers: vec![],
+            agents: vec![],
+            schedules: vec![],
+            redactor: Default::default(),
+        }
+    }
+
+    fn queued(id: &str, level: Level) -> Notification {
+        let mut n = crate::notify::ledger::tests::sample(NotifyStatus::Pending);
+        n.id = id.into();
+        n.level = level;
+        n.routing.target = Party::Agent;
+        n.agent = Some("a".into());
+        n
+    }
+
+    #[test]
+    fn mid_loop_takes_what_waits_but_leaves_a_critical_one_for_its_own_turn() {
+        let s = crate::storage::in_memory().unwrap();
+        let p = project();
+        s.write(|tx| {
+            for (id, level) in [("ntf_w", Level::Warning), ("ntf_c", Level::Critical)] {
+                tx.put_notification(&queued(id, level))?;
+                tx.queue_push("a", id)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!(s.read(|r| r.queue_waiting("a")).unwrap());
+        let riding = s
+            .write(|tx| deliver_mid_loop(tx, &p, "inv_1", "a", 10))
+            .unwrap();
+        let ids: Vec<&str> = riding.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["ntf_w"]);
+        let n = s.read(|r| r.notification("ntf_w")).unwrap().unwrap();
+        assert_eq!(n.status, NotifyStatus::Delivered);
+        assert_eq!(n.delivered_with.as_deref(), Some("inv_1"));
+        assert_eq!(s.write(|tx| tx.queue_take("a")).unwrap(), ["ntf_c"]);
+    }
+
+    #[test]
+    fn an_acknowledgement_after_the_agent_was_told_comes_back_as_an_update() {
+        let s = crate::storage::in_memory().unwrap();
+        let p = project();
+        let mut n = queued("ntf_u", Level::Info);
+        n.routing.target = Party::User;
+        s.write(|tx| {
+            tx.put_notification(&n)?;
+            tx.queue_push("a", "ntf_u")
+        })
+        .unwrap();
+        let first = s
+            .write(|tx| deliver_mid_loop(tx, &p, "inv_1", "a", 10))
+            .unwrap();
+        assert!(!first[0].ack_update);
+        // The user acknowledges it: the agent hears so at its next turn.
+        s.write(|tx| {
+            let mut n = tx.notification("ntf_u")?.unwrap();
+            n.status = NotifyStatus::Delivered;
+            n.ack_at = Some(20);
+            tx.put_notification(&n)?;
+            tell_acknowledged(tx, &n)
+        })
+        .unwrap();
+        let next = s
+            .write(|tx| deliver_mid_loop(tx, &p, "inv_2", "a", 30))
+            .unwrap();
+        assert_eq!(next.len(), 1);
+        assert!(next[0].ack_update && next[0].seen_by_user);
+        let block = prompt_block(&next).join("\n");
+        assert!(
+            block.contains("(update: the user has now acknowledged this one)"),
+            "{block}"
+        );
     }
 
     #[test]

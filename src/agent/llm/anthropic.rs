@@ -110,14 +110,19 @@ impl Conversation {
     }
 
     /// One user message carrying every result, in the order of the calls.
-    pub fn answer(&mut self, results: &[ToolResult]) {
-        let blocks: Vec<Value> = results
+    /// The tool results, with `riding` (notifications queued meanwhile: JP RFD 011) as a
+    /// text block after them in the same user message.
+    pub fn answer(&mut self, results: &[ToolResult], riding: Option<&str>) {
+        let mut blocks: Vec<Value> = results
             .iter()
             .map(|r| {
                 json!({"type": "tool_result", "tool_use_id": r.call_id,
                        "content": r.content, "is_error": r.is_error})
             })
             .collect();
+        if let Some(text) = riding {
+            blocks.push(json!({"type": "text", "text": text}));
+        }
         self.messages
             .push(json!({"role": "user", "content": blocks}));
     }
@@ -148,11 +153,14 @@ mod tests {
         assert_eq!(reply.stop, Stop::ToolUse);
         assert_eq!(reply.calls[0].id, "toolu_1");
         assert_eq!((reply.input_tokens, reply.output_tokens), (10, 5));
-        c.answer(&[ToolResult {
-            call_id: "toolu_1".into(),
-            content: "3".into(),
-            is_error: false,
-        }]);
+        c.answer(
+            &[ToolResult {
+                call_id: "toolu_1".into(),
+                content: "3".into(),
+                is_error: false,
+            }],
+            None,
+        );
         let req = c.request("m", None, Some(0.2), Some("sys"), &[]);
         assert_eq!(req["max_tokens"], 4096);
         assert_eq!(req["system"], "sys");

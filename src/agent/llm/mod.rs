@@ -108,7 +108,7 @@ impl Attempt<'_> {
                 retry: false,
             })?;
         let (url, headers, mut conversation) = self.setup(&key)?;
-        let mut session = tools::Session::open(self.rt, self.agent)
+        let mut session = tools::Session::open(self.rt, self.agent, self.inv)
             .await
             .map_err(retryable)?;
         let result = self.turns(&url, headers, &mut conversation, &session).await;
@@ -274,11 +274,48 @@ impl Attempt<'_> {
                 .call_all(self.rt, self.inv, &reply.calls)
                 .await
                 .map_err(retryable)?;
-            self.transcript.lock().expect("transcript").turns[turn].tool_calls = records;
-            match conversation {
-                Conversation::Anthropic(c) => c.answer(&results),
-                Conversation::Openai(c) => c.answer(&results),
+            let riding = self.queued_meanwhile().await;
+            let riding_text = (!riding.is_empty()).then(|| {
+                format!(
+                    "<pap_notifications>\n{}\n</pap_notifications>",
+                    crate::notify::queue::prompt_block(&riding).join("\n")
+                )
+            });
+            {
+                let mut t = self.transcript.lock().expect("transcript");
+                t.turns[turn].tool_calls = records;
+                t.turns[turn].carried = riding;
             }
+            match conversation {
+                Conversation::Anthropic(c) => c.answer(&results, riding_text.as_deref()),
+                Conversation::Openai(c) => c.answer(&results, riding_text.as_deref()),
+            }
+        }
+    }
+
+    /// JP RFD 011: notifications queued for the agent while this loop ran, taken to ride
+    /// on its next request (a cheap read first: most rounds find the queue empty). A store
+    /// that fails here only delays them to the next turn; the loop goes on.
+    async fn queued_meanwhile(&self) -> Vec<crate::domain::Carried> {
+        let store = self.rt.store.clone();
+        let project = self.rt.project.clone();
+        let (inv, agent) = (self.inv.id.clone(), self.inv.agent.clone());
+        let now = self.rt.clock.now_ms();
+        let taken = tokio::task::spawn_blocking(move || {
+            if !store.read(|r| r.queue_waiting(&agent))? {
+                return Ok(Vec::new());
+            }
+            store
+                .write(|tx| crate::notify::queue::deliver_mid_loop(tx, &project, &inv, &agent, now))
+        })
+        .await;
+        match taken {
+            Ok(Ok(carried)) => carried,
+            Ok(Err(e)) => {
+                tracing::warn!(invocation = %self.inv.id, error = %e, "cannot take the agent's queued notifications mid-loop");
+                Vec::new()
+            }
+            Err(_) => Vec::new(),
         }
     }
 
@@ -293,6 +330,7 @@ impl Attempt<'_> {
             tool_calls: Vec::new(),
             input_tokens: reply.input_tokens,
             output_tokens: reply.output_tokens,
+            carried: Vec::new(),
         });
         t.turns.len() - 1
     }

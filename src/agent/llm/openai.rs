@@ -145,7 +145,9 @@ impl Conversation {
 
     /// One `tool` message per result. The format has no error flag, so an error says so in
     /// its text.
-    pub fn answer(&mut self, results: &[ToolResult]) {
+    /// The tool results, then `riding` (notifications queued meanwhile: JP RFD 011) as a
+    /// user message: tool messages must directly follow the call they answer.
+    pub fn answer(&mut self, results: &[ToolResult], riding: Option<&str>) {
         for r in results {
             let content = if r.is_error {
                 format!("ERROR: {}", r.content)
@@ -154,6 +156,9 @@ impl Conversation {
             };
             self.messages
                 .push(json!({"role": "tool", "tool_call_id": r.call_id, "content": content}));
+        }
+        if let Some(text) = riding {
+            self.messages.push(json!({"role": "user", "content": text}));
         }
     }
 }
@@ -177,11 +182,14 @@ mod tests {
         assert!(reply.calls[0].arguments.is_ok());
         assert_eq!(reply.calls[1].arguments, Err("{not json".to_owned()));
         assert_eq!((reply.input_tokens, reply.output_tokens), (0, 0));
-        c.answer(&[ToolResult {
-            call_id: "call_0".into(),
-            content: "boom".into(),
-            is_error: true,
-        }]);
+        c.answer(
+            &[ToolResult {
+                call_id: "call_0".into(),
+                content: "boom".into(),
+                is_error: true,
+            }],
+            None,
+        );
         let req = c.request("llama3", Some(100), None, &[]);
         assert_eq!(req["max_tokens"], 100);
         assert_eq!(req["messages"][0]["role"], "system");

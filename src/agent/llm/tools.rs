@@ -36,7 +36,7 @@ pub struct Session {
 
 impl Session {
     /// Connects the servers the manifest's tools name and finds each listed tool on its server.
-    pub async fn open(rt: &Runtime, agent: &Agent) -> Result<Session, String> {
+    pub async fn open(rt: &Runtime, agent: &Agent, inv: &Invocation) -> Result<Session, String> {
         if agent.tools.is_empty() {
             return Ok(Session {
                 mcp: None,
@@ -46,8 +46,13 @@ impl Session {
         }
         let names: BTreeSet<String> = agent.tools.iter().map(|t| t.server.clone()).collect();
         let project = &rt.project;
-        let mut mcp =
-            mcp::Session::connect(&project.root, &project.config.mcp_servers, &names).await?;
+        let mut mcp = mcp::Session::connect(
+            &project.root,
+            &project.config.mcp_servers,
+            &names,
+            &[("PAP_INVOCATION_ID", &inv.id), ("PAP_AGENT_ID", &inv.agent)],
+        )
+        .await?;
         match find_listed(&mcp, agent).await {
             Ok((defs, offered)) => Ok(Session {
                 mcp: Some(mcp),
