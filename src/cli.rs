@@ -225,6 +225,28 @@ pub enum Command {
     )]
     Doctor(DoctorArgs),
 
+    /// Serve the chat inbox over MCP on stdin/stdout, for a local MCP client (a desktop app,
+    /// an IDE, an agent).
+    #[command(
+        after_help = "The client starts `pap mcp` and speaks MCP (JSON-RPC) on its stdin and stdout; \
+        logs go to stderr (PAP_LOG=debug for more). The server acts as the local user: `--as`, \
+        else pap.yaml `notifications.user`, else $USER. That user may answer approval requests \
+        unless pap.yaml `chat.approvers` names others; answers are asked of the person through \
+        the client (MCP elicitation), never taken from a tool's arguments.\n\n\
+        Resources: ui://chat/inbox, ui://chat/session/{id}, pap://invocations/{id}, \
+        pap://notifications/{id}. Tools: chat_read_since, chat.human.post, chat.assistant.post \
+        (and chat_human_post, chat_assistant_post), inbox_ack, invocations_list, invocation_show, \
+        audit_log, event_explain, approval_respond.\n\n\
+        A human's post becomes a `pap.chat.human.posted` event, decided by `pap serve` (told at \
+        once when it runs; else the next serve to start decides it). The same server answers at \
+        /mcp on serve's HTTP listener.\n\n\
+        Exit status: 0 the client closed the connection; 1 the project or the store could not \
+        be used.\n\n\
+        Examples:\n  pap mcp\n  pap --root /srv/ops mcp --as alice\n  \
+        npx @modelcontextprotocol/inspector --cli pap mcp --method tools/list"
+    )]
+    Mcp(McpArgs),
+
     /// Make an argon2 hash of a password for `listen.auth.principals[].password_hash`.
     #[command(
         after_help = "The password is read from the terminal (twice, not echoed) or, when stdin is \
@@ -265,6 +287,13 @@ pub enum Command {
         pap notifications show ntf_12"
     )]
     Notifications(NotificationsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// The local user this server acts as (default: pap.yaml `notifications.user`, else $USER).
+    #[arg(long = "as", value_name = "NAME")]
+    pub as_user: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -334,10 +363,18 @@ pub enum InboxCommand {
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
     /// Open a session thread: notifications addressed to it gather there.
-    #[command(after_help = "Example:\n  pap inbox session open incident-db1")]
+    #[command(
+        after_help = "With --agent, a person's post in this session (chat.human.post over MCP) \
+        reaches that agent at its next turn as user text.\n\n\
+        Examples:\n  pap inbox session open incident-db1\n  \
+        pap inbox session open incident-db1 --agent db-triage"
+    )]
     Open {
         /// The session's name (notification routes name it with `session:`).
         name: String,
+        /// Bind the session to this agent (re-opening an open session rebinds it).
+        #[arg(long, value_name = "ID")]
+        agent: Option<String>,
     },
     /// Close a session thread: what is addressed to it goes to the user's inbox from now on.
     #[command(after_help = "Example:\n  pap inbox session close incident-db1")]

@@ -4,6 +4,7 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod chat;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
@@ -17,6 +18,7 @@ pub mod interpolate;
 pub mod jsonpath;
 pub mod liveness;
 pub mod manifest;
+pub mod mcp_server;
 pub mod notify;
 pub mod panic_report;
 pub mod pipeline;

@@ -80,8 +80,13 @@ pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
 
 /// The project if it loads, for what only improves a view (no diagnostics are printed).
 pub fn project_quietly(cli: &Cli) -> Option<Project> {
-    let root = cli.root().canonicalize().ok()?;
-    let key = manifest::cache::key(&root, cli.state.as_deref());
+    project_at(&cli.root().canonicalize().ok()?, cli.state.as_deref())
+}
+
+/// As [`project_quietly`], for the project at `root` (canonical) with state dir `state`.
+pub fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
+    let root = root.to_path_buf();
+    let key = manifest::cache::key(&root, state);
     if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
         return Some(project);
     }

@@ -185,7 +185,7 @@ fn mcp_servers(
         let listed = rt.block_on(async {
             let session = tokio::time::timeout(
                 timeout,
-                crate::agent::mcp::Session::connect(&project.root, specs, &names),
+                crate::agent::mcp::Session::connect(&project.root, specs, &names, &[]),
             )
             .await
             .map_err(|_| format!("did not start within {}s", timeout.as_secs()))??;

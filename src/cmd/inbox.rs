@@ -64,7 +64,7 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
         }) => watch(&context::state_dir_to_read(cli)?, *after, *interval, *json),
         Some(InboxCommand::Session(cmd)) => {
             let project = context::load_project(cli)?;
-            session(&context::state_dir(cli, &project), cmd)
+            session(&context::state_dir(cli, &project), &project, cmd)
         }
     }
 }
@@ -150,8 +150,10 @@ fn human(m: &InboxMessage, v: &serde_json::Value, p: Paint, out: &mut String) {
     if let Some(s) = &m.session {
         head.push_str(&format!(" session {s}"));
     }
-    if m.author != "system" {
-        head.push_str(&format!(" (by {})", m.author));
+    match &m.posted_by {
+        Some(by) => head.push_str(&format!(" (by {}, {})", by.principal, m.author)),
+        None if m.author != "system" => head.push_str(&format!(" (by {})", m.author)),
+        None => {}
     }
     if let Some(old) = m.supersedes {
         head.push_str(&format!(" (replaces #{old})"));
@@ -217,15 +219,34 @@ fn watch(
     }
 }
 
-fn session(dir: &std::path::Path, cmd: &SessionCommand) -> anyhow::Result<Outcome> {
+fn session(
+    dir: &std::path::Path,
+    project: &crate::manifest::Project,
+    cmd: &SessionCommand,
+) -> anyhow::Result<Outcome> {
     let store = storage::open(dir)?;
     let now = Clock::from_env()?.now_ms();
     match cmd {
-        SessionCommand::Open { name } => {
+        SessionCommand::Open { name, agent } => {
             check_name(name)?;
-            let new = store.write(|tx| tx.session_open(name, now))?;
+            if let Some(agent) = agent
+                && project.agent(agent).is_none()
+            {
+                bail!("no agent {agent} in this project (`pap lint` lists what loads)");
+            }
+            let new = store.write(|tx| {
+                let new = tx.session_open(name, now)?;
+                if agent.is_some() || new {
+                    tx.session_bind(name, agent.as_deref())?;
+                }
+                Ok(new)
+            })?;
+            let bound = agent
+                .as_deref()
+                .map(|a| format!("; posts in it reach agent {a} at its next turn"))
+                .unwrap_or_default();
             crate::out!(
-                "session {name} {}",
+                "session {name} {}{bound}",
                 if new { "opened" } else { "was already open" }
             )?;
         }
@@ -236,14 +257,23 @@ fn session(dir: &std::path::Path, cmd: &SessionCommand) -> anyhow::Result<Outcom
             crate::out!("session {name} closed: its notifications go to the user's inbox now")?;
         }
         SessionCommand::List { json } => {
-            for (name, at) in store.read(|r| r.sessions())? {
+            let sessions = store.read(|r| {
+                let mut all = Vec::new();
+                for (name, at) in r.sessions()? {
+                    let agent = r.session_agent(&name)?;
+                    all.push((name, at, agent));
+                }
+                Ok(all)
+            })?;
+            for (name, at, agent) in sessions {
                 if *json {
                     crate::out!(
                         "{}",
-                        serde_json::json!({"name": name, "opened_at": rfc3339_ms(at)})
+                        serde_json::json!({"name": name, "opened_at": rfc3339_ms(at), "agent": agent})
                     )?;
                 } else {
-                    crate::out!("{name}  opened {}", rfc3339_ms(at))?;
+                    let agent = agent.map(|a| format!("  agent {a}")).unwrap_or_default();
+                    crate::out!("{name}  opened {}{agent}", rfc3339_ms(at))?;
                 }
             }
         }

@@ -9,8 +9,9 @@ mod doctor;
 mod hash_password;
 mod inbox;
 mod invocation_control;
-mod invocations;
+pub(crate) mod invocations;
 mod lint;
+mod mcp;
 mod notifications;
 mod respond;
 mod schedule;
@@ -93,6 +94,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
         Command::Schedule(command) => schedule::run(&cli, command),
         Command::Store(command) => store::run(&cli, command),
         Command::Inbox(args) => inbox::run(&cli, args),
+        Command::Mcp(args) => mcp::run(&cli, args),
         Command::Respond(args) => respond::run(&cli, args),
         Command::Notifications(args) => notifications::run(&cli, args),
         Command::Status(args) => status::run(&cli, args),

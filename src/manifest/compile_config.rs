@@ -75,6 +75,12 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
         }
     }
     config.adapters = super::compile_adapter::compile_all(&raw.adapters, ctx);
+    if let Some(chat) = &raw.chat {
+        if let Some(n) = chat.max_posts_per_minute {
+            config.chat.max_posts_per_minute = n.max(1);
+        }
+        config.chat.approvers = chat.approvers.clone();
+    }
     if let Some(listen) = &raw.listen {
         config.listen = super::compile_listen::compile(listen, ctx);
     }

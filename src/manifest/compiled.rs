@@ -269,6 +269,25 @@ pub struct Config {
     pub listen: super::compiled_listen::ListenConfig,
     /// `adapters:` merged with the built-in presets.
     pub adapters: Vec<crate::adapter::Adapter>,
+    /// `chat:`.
+    pub chat: ChatConfig,
+}
+
+/// `chat:` in pap.yaml, with defaults applied.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChatConfig {
+    pub max_posts_per_minute: u32,
+    /// `None`: the local user of a stdio `pap mcp` may approve.
+    pub approvers: Option<Vec<String>>,
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        ChatConfig {
+            max_posts_per_minute: 20,
+            approvers: None,
+        }
+    }
 }
 
 /// `serve:` in pap.yaml, with defaults applied.
@@ -379,6 +398,7 @@ impl Default for Config {
             secrets: Vec::new(),
             listen: Default::default(),
             adapters: super::compile_adapter::all_presets(),
+            chat: ChatConfig::default(),
         }
     }
 }

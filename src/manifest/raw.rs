@@ -602,10 +602,29 @@ pub struct ProjectConfig {
     /// `pap serve`'s HTTP listener: ingest, health, metrics and the console.
     #[serde(default)]
     pub listen: Option<ListenSettings>,
+    /// The chat inbox over MCP (`pap mcp` and `/mcp`): human posts and who answers approvals.
+    #[serde(default)]
+    pub chat: Option<ChatSettings>,
     /// Webhooks mapped to PAP events, each at `/v1/ingest/NAME`. `alertmanager` and `grafana`
     /// are built in; an entry with their name changes the fields it gives.
     #[serde(default)]
     pub adapters: Vec<AdapterSettings>,
+}
+
+/// `chat:` in pap.yaml.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ChatSettings {
+    /// Human posts accepted per minute, all posters together; the rest are refused until
+    /// the minute frees up. Bounds a loop of posts and agent replies. Default 20.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 10000))]
+    pub max_posts_per_minute: Option<u32>,
+    /// Who may answer approval requests through `pap mcp` over stdio (the local user, named
+    /// by `--as` or `notifications.user`). Default: whoever runs it. Over HTTP, the `approve`
+    /// scope of `listen.auth` decides.
+    #[serde(default)]
+    pub approvers: Option<Vec<String>>,
 }
 
 /// One webhook adapter of `adapters:`.

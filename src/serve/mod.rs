@@ -355,7 +355,12 @@ impl Server {
                 tracing::info!("SIGHUP: reloading the manifests");
                 self.reload_at = Some(Instant::now());
             }
-            Wake::Work => self.worker.scan(),
+            Wake::Work => {
+                // What another process left in the outbox for serve (an MCP post, a
+                // rejection over MCP), then the queue.
+                self.outbox_leftovers();
+                self.worker.scan()
+            }
             Wake::Emitted(events) => emitted.extend(events),
             Wake::Ingest(request) => self.ingests.push(request),
             Wake::Stop => self.stop.store(true, Ordering::SeqCst),
@@ -714,7 +719,7 @@ impl Server {
         if !events.is_empty() {
             tracing::info!(
                 events = events.len(),
-                "deciding events a stopped process left in the outbox"
+                "deciding events left in the outbox (by a process that stopped, or handed to serve)"
             );
             self.dispatch_emitted(events);
         }

@@ -8,6 +8,7 @@ pub mod dispatch;
 pub mod fake_llm;
 pub mod http;
 pub mod llm;
+pub mod mcp;
 pub mod notify;
 pub mod serve;
 pub mod webdriver;

@@ -99,14 +99,15 @@ impl Refusal {
     }
 }
 
-/// Checks `Host` always, and for a request that may change state, `Origin` (which must be
-/// this server, `https` when `tls`) and `Sec-Fetch-Site`.
+/// Checks `Host` always, and for a request that may change state (any request when
+/// `strict`), `Origin` (which must be this server, `https` when `tls`) and `Sec-Fetch-Site`.
 pub fn check(
     hosts: &Hosts,
     method: &Method,
     headers: &HeaderMap,
     local: Option<IpAddr>,
     tls: bool,
+    strict: bool,
 ) -> Result<(), Refusal> {
     let host = headers
         .get(header::HOST)
@@ -116,7 +117,7 @@ pub fn check(
         return Err(Refusal::Host(host.to_owned()));
     }
     let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if safe {
+    if safe && !strict {
         return Ok(());
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -179,6 +180,7 @@ mod tests {
                 &post,
                 &headers(&[("host", "127.0.0.1:1")]),
                 None,
+                false,
                 false
             )
             .is_ok()
@@ -189,30 +191,33 @@ mod tests {
                 &post,
                 &headers(&[("host", "rebound.evil:1")]),
                 None,
+                false,
                 false
             ),
             Err(Refusal::Host(_))
         ));
         assert!(matches!(
-            check(&hosts, &post, &HeaderMap::new(), None, false),
+            check(&hosts, &post, &HeaderMap::new(), None, false, false),
             Err(Refusal::Host(_))
         ));
         let cross = headers(&[("host", "localhost:1"), ("origin", "https://evil.example")]);
         assert!(matches!(
-            check(&hosts, &post, &cross, None, false),
+            check(&hosts, &post, &cross, None, false, false),
             Err(Refusal::Origin(_))
         ));
         // Reading is not a cross-site risk: the page cannot read the answer.
-        assert!(check(&hosts, &Method::GET, &cross, None, false).is_ok());
+        assert!(check(&hosts, &Method::GET, &cross, None, false, false).is_ok());
+        // /mcp: a cross-site GET (the event stream) is refused too.
+        assert!(check(&hosts, &Method::GET, &cross, None, false, true).is_err());
         let null = headers(&[("host", "localhost:1"), ("origin", "null")]);
-        assert!(check(&hosts, &post, &null, None, false).is_err());
+        assert!(check(&hosts, &post, &null, None, false, false).is_err());
         let same = headers(&[("host", "localhost:1"), ("origin", "http://localhost:1")]);
-        assert!(check(&hosts, &post, &same, None, false).is_ok());
+        assert!(check(&hosts, &post, &same, None, false, false).is_ok());
         // Another port of the same host (another web app), or the other scheme: refused.
         let port = headers(&[("host", "localhost:1"), ("origin", "http://localhost:3000")]);
-        assert!(check(&hosts, &post, &port, None, false).is_err());
-        assert!(check(&hosts, &post, &same, None, true).is_err());
+        assert!(check(&hosts, &post, &port, None, false, false).is_err());
+        assert!(check(&hosts, &post, &same, None, true, false).is_err());
         let fetch = headers(&[("host", "localhost:1"), ("sec-fetch-site", "cross-site")]);
-        assert!(check(&hosts, &post, &fetch, None, false).is_err());
+        assert!(check(&hosts, &post, &fetch, None, false, false).is_err());
     }
 }

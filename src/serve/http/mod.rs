@@ -5,7 +5,9 @@
 //! must finish within the read timeout (a slow-loris client is dropped, not waited on),
 //! and graceful shutdown. Requests go to an axum router; every one passes the `Host`/`Origin`
 //! guard and the access log first. Events go to the deciding thread through the
-//! [`Decider`](super::decider::Decider): this module never writes the store.
+//! [`Decider`](super::decider::Decider); the console's answers and the MCP server's posts
+//! (`/mcp`) write the store in short transactions of their own and hand what they leave in
+//! the outbox to the deciding thread.
 
 mod auth;
 mod body;
@@ -14,6 +16,7 @@ mod console;
 mod guard;
 mod health;
 mod ingest;
+mod mcp;
 mod reply;
 mod tls;
 mod webhook;
@@ -160,6 +163,8 @@ pub struct Listening {
     pub scheme: &'static str,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// Ends the MCP server's open streams, which would otherwise hold shutdown up.
+    mcp_stop: tokio_util::sync::CancellationToken,
 }
 
 impl Listening {
@@ -171,6 +176,7 @@ impl Listening {
     /// Stops accepting, lets requests in flight finish for up to `wait`, then drops the rest.
     pub async fn shutdown(self, wait: Duration) {
         let _ = self.shutdown.send(true);
+        self.mcp_stop.cancel();
         let mut task = self.task;
         if tokio::time::timeout(wait, &mut task).await.is_err() {
             task.abort();
@@ -220,7 +226,12 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         sessions: console::Sessions::default(),
         tls: tls.is_some(),
     }));
-    let router = router(app);
+    let mcp_stop = tokio_util::sync::CancellationToken::new();
+    // The MCP server's inbox watcher starts on this runtime.
+    let router = {
+        let _runtime = rt.enter();
+        router(app, mcp_stop.clone())
+    };
     let scheme = if tls.is_some() { "https" } else { "http" };
     let (shutdown, stop) = tokio::sync::watch::channel(false);
     let accept = Accept {
@@ -236,6 +247,7 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         scheme,
         shutdown,
         task,
+        mcp_stop,
     })
 }
 
@@ -272,7 +284,7 @@ fn check_adapter_secrets(
     Ok(())
 }
 
-fn router(app: App) -> Router {
+fn router(app: App, mcp_stop: tokio_util::sync::CancellationToken) -> Router {
     use tower_http::set_header::SetResponseHeaderLayer;
     let header = |name, value: &'static str| {
         SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
@@ -287,6 +299,7 @@ fn router(app: App) -> Router {
             app.clone(),
             console::bounded_form,
         )))
+        .merge(mcp::routes(&app, mcp_stop))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard_and_log))
         .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
@@ -313,7 +326,17 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
     let path = request.uri().path().to_owned();
     let conn = request.extensions().get::<ConnInfo>().copied();
     let local = conn.map(|c| c.local.ip());
-    let response = match guard::check(&app.hosts, &method, request.headers(), local, app.tls) {
+    // The MCP transport specification: Origin is checked on every connection to /mcp,
+    // including the GET that opens its event stream.
+    let strict = path == "/mcp";
+    let response = match guard::check(
+        &app.hosts,
+        &method,
+        request.headers(),
+        local,
+        app.tls,
+        strict,
+    ) {
         Ok(()) => next.run(request).await,
         Err(refusal) => reply::error(StatusCode::FORBIDDEN, refusal.message()),
     };

@@ -1,0 +1,172 @@
+//! The resources: the inbox (`ui://chat/inbox`, the document's body shape), a session's
+//! thread (`ui://chat/session/{id}`), one invocation (`pap://invocations/{id}`) and one
+//! notification (`pap://notifications/{id}`).
+
+use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate,
+};
+use serde_json::{Value, json};
+
+use super::PapMcp;
+use crate::chat::view;
+
+pub const INBOX_URI: &str = "ui://chat/inbox";
+const SESSION_PREFIX: &str = "ui://chat/session/";
+const INVOCATION_PREFIX: &str = "pap://invocations/";
+const NOTIFICATION_PREFIX: &str = "pap://notifications/";
+/// The inbox resource holds the newest this many messages; `chat_read_since` pages through
+/// all of them.
+pub const INBOX_WINDOW: u64 = 200;
+const JSON: &str = "application/json";
+
+pub fn session_uri(session: &str) -> String {
+    format!(
+        "{SESSION_PREFIX}{}",
+        utf8_percent_encode(session, NON_ALPHANUMERIC)
+    )
+}
+
+pub fn notification_uri(id: &str) -> String {
+    format!("{NOTIFICATION_PREFIX}{id}")
+}
+
+pub fn invocation_uri(id: &str) -> String {
+    format!("{INVOCATION_PREFIX}{id}")
+}
+
+pub fn list(server: &PapMcp) -> Result<ListResourcesResult, McpError> {
+    let sessions = server
+        .shared
+        .store
+        .read(|r| r.sessions())
+        .map_err(store_error)?;
+    let mut all = vec![
+        Resource::new(INBOX_URI, "inbox")
+            .with_mime_type(JSON)
+            .with_description(format!(
+                "The chat inbox: notifications (author system), agents' posts (assistant) and \
+                 people's posts (user), the newest {INBOX_WINDOW}, with last_id as the watermark \
+                 for chat_read_since"
+            )),
+    ];
+    for (name, _) in sessions {
+        all.push(
+            Resource::new(session_uri(&name), format!("session {name}"))
+                .with_mime_type(JSON)
+                .with_description(format!("The thread of session {name}")),
+        );
+    }
+    Ok(ListResourcesResult::with_all_items(all))
+}
+
+pub fn templates() -> ListResourceTemplatesResult {
+    ListResourceTemplatesResult::with_all_items(vec![
+        ResourceTemplate::new(format!("{SESSION_PREFIX}{{id}}"), "session thread")
+            .with_mime_type(JSON)
+            .with_description("The messages of one session thread (percent-encoded name)"),
+        ResourceTemplate::new(format!("{INVOCATION_PREFIX}{{id}}"), "invocation")
+            .with_mime_type(JSON)
+            .with_description("One invocation with its attempts, transcript and event"),
+        ResourceTemplate::new(format!("{NOTIFICATION_PREFIX}{{id}}"), "notification")
+            .with_mime_type(JSON)
+            .with_description("One notification with its ledger history"),
+    ])
+}
+
+/// Subscriptions are offered where a new inbox message is news: the inbox, a session, a
+/// notification (its entry replaced by deduplication or narration).
+pub fn check_subscribable(uri: &str) -> Result<(), McpError> {
+    if uri == INBOX_URI || uri.starts_with(SESSION_PREFIX) || uri.starts_with(NOTIFICATION_PREFIX) {
+        return Ok(());
+    }
+    Err(McpError::invalid_params(
+        format!("{uri} cannot be subscribed to (the inbox, a session and a notification can)"),
+        None,
+    ))
+}
+
+pub fn read(server: &PapMcp, uri: &str) -> Result<ReadResourceResult, McpError> {
+    let body = if uri == INBOX_URI {
+        inbox(server, None)?
+    } else if let Some(name) = uri.strip_prefix(SESSION_PREFIX) {
+        let name = percent_decode_str(name).decode_utf8_lossy().into_owned();
+        inbox(server, Some(&name))?
+    } else if let Some(id) = uri.strip_prefix(INVOCATION_PREFIX) {
+        let inv = server
+            .shared
+            .store
+            .read(|r| r.invocation(id))
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(uri))?;
+        let now = server.now();
+        let mut inv = inv;
+        inv.status = inv.status_at(now);
+        crate::cmd::invocations::view(&inv, true)
+    } else if let Some(id) = uri.strip_prefix(NOTIFICATION_PREFIX) {
+        let n = server
+            .shared
+            .store
+            .read(|r| r.notification(id))
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(uri))?;
+        crate::notify::inbox::notification_view(&n.as_of(server.now()).0)
+    } else {
+        return Err(not_found(uri));
+    };
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::text(body.to_string(), uri.to_owned()).with_mime_type(JSON),
+    ]))
+}
+
+/// The inbox body, or a session's: the newest [`INBOX_WINDOW`] messages.
+fn inbox(server: &PapMcp, session: Option<&str>) -> Result<Value, McpError> {
+    let now = server.now();
+    server
+        .shared
+        .store
+        .read(|r| {
+            if let Some(s) = session
+                && !r.sessions()?.iter().any(|(name, _)| name == s)
+                && r.inbox_after(0, 1, &|m| m.session.as_deref() == Some(s))?
+                    .is_empty()
+            {
+                return Ok(None);
+            }
+            let last = r.inbox_last()?;
+            let keep = |m: &crate::domain::InboxMessage| {
+                session.is_none_or(|s| m.session.as_deref() == Some(s))
+            };
+            let after = match session {
+                None => last.saturating_sub(INBOX_WINDOW),
+                Some(_) => 0,
+            };
+            let mut msgs = r.inbox_after(after, usize::MAX, &keep)?;
+            let skip = msgs.len().saturating_sub(INBOX_WINDOW as usize);
+            msgs.drain(..skip);
+            let mut out = Vec::with_capacity(msgs.len());
+            for m in msgs {
+                let n = match m.is_post() {
+                    true => None,
+                    false => r.notification(&m.notification_id)?.map(|n| n.as_of(now).0),
+                };
+                out.push(view::message(&m, n.as_ref()));
+            }
+            Ok(Some(view::body(out, last)))
+        })
+        .map_err(store_error)?
+        .ok_or_else(|| not_found(&session_uri(session.unwrap_or_default())))
+}
+
+fn not_found(uri: &str) -> McpError {
+    McpError::resource_not_found(
+        format!("no such resource: {uri}"),
+        Some(json!({"uri": uri})),
+    )
+}
+
+pub fn store_error(e: crate::storage::Error) -> McpError {
+    McpError::internal_error(format!("the store: {e}"), None)
+}

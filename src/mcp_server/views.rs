@@ -1,0 +1,173 @@
+//! The read-only tools: invocations, the audit log, and a dry run of an event.
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use serde_json::{Value, json};
+
+use super::PapMcp;
+use super::resources::store_error;
+use crate::clock::rfc3339_ms;
+use crate::cmd::invocations::view;
+use crate::event::{self, Origin};
+use crate::pipeline::{Options, Pipeline};
+use crate::storage;
+
+const DEFAULT_LAST: u64 = 50;
+const MAX_LAST: u64 = 500;
+
+/// Runs tool `name` (blocking: the store is read here).
+pub fn call(server: &PapMcp, name: &str, args: &JsonObject) -> Result<CallToolResult, McpError> {
+    match name {
+        "invocations_list" => list(server, args),
+        "invocation_show" => show(server, args),
+        "audit_log" => audit(server, args),
+        _ => explain(server, args),
+    }
+}
+
+fn last_arg(args: &JsonObject) -> Result<usize, McpError> {
+    match args.get("last") {
+        None | Some(Value::Null) => Ok(DEFAULT_LAST as usize),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=MAX_LAST).contains(n))
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                McpError::invalid_params(format!("`last` must be 1 to {MAX_LAST}"), None)
+            }),
+    }
+}
+
+fn text_arg(args: &JsonObject, key: &str) -> Option<String> {
+    args.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn list(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> {
+    let last = last_arg(args)?;
+    let (status, agent, trigger) = (
+        text_arg(args, "status"),
+        text_arg(args, "agent"),
+        text_arg(args, "trigger"),
+    );
+    let now = server.now();
+    let keep = |inv: &crate::domain::Invocation| {
+        status
+            .as_deref()
+            .is_none_or(|s| inv.status_at(now).as_str() == s)
+            && agent.as_deref().is_none_or(|a| inv.agent == a)
+            && trigger.as_deref().is_none_or(|t| inv.trigger == t)
+    };
+    let (found, total) = server
+        .shared
+        .store
+        .read(|r| r.invocations(&keep, Some(last)))
+        .map_err(store_error)?;
+    let rows: Vec<Value> = found
+        .into_iter()
+        .map(|mut inv| {
+            inv.status = inv.status_at(now);
+            let mut row = view(&inv, false);
+            row["uri"] = json!(super::resources::invocation_uri(&inv.id));
+            row
+        })
+        .collect();
+    Ok(CallToolResult::structured(
+        json!({"invocations": rows, "total": total}),
+    ))
+}
+
+fn show(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> {
+    let id =
+        text_arg(args, "id").ok_or_else(|| McpError::invalid_params("`id` is required", None))?;
+    let found = server
+        .shared
+        .store
+        .read(|r| r.invocation(&id))
+        .map_err(store_error)?;
+    match found {
+        Some(mut inv) => {
+            inv.status = inv.status_at(server.now());
+            Ok(CallToolResult::structured(view(&inv, true)))
+        }
+        None => Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+            "no invocation {}",
+            crate::text::clip(&id, 80)
+        ))])),
+    }
+}
+
+fn audit(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> {
+    let last = last_arg(args)?;
+    let (entries, total) = server
+        .shared
+        .store
+        .read(|r| r.audit(Some(last)))
+        .map_err(store_error)?;
+    let rows: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            json!({
+                "seq": e.seq, "at": rfc3339_ms(e.at), "action": e.action,
+                "invocation_id": e.invocation_id, "trigger": e.trigger, "agent": e.agent,
+                "risk": e.risk, "actor": e.actor, "detail": e.detail,
+            })
+        })
+        .collect();
+    Ok(CallToolResult::structured(
+        json!({"entries": rows, "total": total}),
+    ))
+}
+
+/// `pap dispatch --dry-run --explain` for one event: decided against the real state inside
+/// a write transaction that is then rolled back, so nothing is recorded (and, unlike the
+/// command's private copy of the store, nothing is copied).
+fn explain(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> {
+    let value = args
+        .get("event")
+        .cloned()
+        .ok_or_else(|| McpError::invalid_params("`event` is required", None))?;
+    let project = server.project();
+    let len = serde_json::to_vec(&value).map_or(0, |b| b.len());
+    let event = match event::validate(value, len, project.config.max_event_bytes, Origin::Outside) {
+        Ok(e) => e,
+        Err(bad) => {
+            return Ok(CallToolResult::structured(json!({
+                "status": "invalid", "event_id": bad.id, "type": bad.kind, "error": bad.reason,
+            })));
+        }
+    };
+    let pipeline = Pipeline::new(
+        &project,
+        Options {
+            no_run: true,
+            dry_run: true,
+            explain: true,
+        },
+    );
+    let now = server.now();
+    let mut report = None;
+    let rolled_back = server.shared.store.write(|tx| {
+        let input = crate::event::input::Location {
+            source: "mcp:event_explain".into(),
+            line: None,
+            index: None,
+        };
+        let (decided, _) = pipeline.decide(tx, event, None, input, now)?;
+        report = Some(decided.report);
+        Err::<(), _>(storage::Error::Conflict(ROLLBACK.into()))
+    });
+    match (report, rolled_back) {
+        (Some(report), _) => Ok(CallToolResult::structured(
+            serde_json::to_value(&report)
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?,
+        )),
+        (None, Err(e)) => Err(store_error(e)),
+        (None, Ok(())) => Err(McpError::internal_error(
+            "the dry run decided nothing",
+            None,
+        )),
+    }
+}
+
+/// The error that rolls a dry run's transaction back.
+const ROLLBACK: &str = "dry run: rolled back";
