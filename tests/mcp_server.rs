@@ -262,13 +262,25 @@ fn both_clients_list_and_read_the_resources_and_tools() {
 }
 
 #[test]
-fn a_subscriber_hears_another_process_within_a_second_and_never_its_own_post() {
-    let Some(py) = mcp::python_sdk() else {
+fn a_subscriber_hears_other_clients_and_processes_within_a_second_but_never_its_own_posts() {
+    let (Some(py), Some(inspector)) = (mcp::python_sdk(), mcp::inspector()) else {
         return;
     };
     let p = chat();
+    let open = p
+        .cmd()
+        .args(["inbox", "session", "open", "ops-db1"])
+        .output()
+        .unwrap();
+    assert!(open.status.success());
     let server = stdio(&p);
-    let mut client = PyClient::start(&py, "watch", json!({"want": 1, "wait": 30}), &server, &[]);
+    // The session's URI as a client expanding the template writes it (unencoded `-`).
+    let options = json!({
+        "subscribe": ["ui://chat/inbox", "ui://chat/session/ops-db1"],
+        "post": {"content": "my own words", "session": "ops-db1"},
+        "want": 3, "wait": 30,
+    });
+    let mut client = PyClient::start(&py, "watch", options, &server, &[]);
     let ready = client.step("ready");
     assert_eq!(ready["echoes"], json!([]), "no self-echo: {ready}");
     // Connected and idle after a write, pap mcp holds no handle on the store.
@@ -286,21 +298,54 @@ fn a_subscriber_hears_another_process_within_a_second_and_never_its_own_post() {
         [0],
         "the pap mcp process and the store handles it holds"
     );
+
+    // Another client's post in the thread is heard on both URIs.
+    let other = inspect(
+        &inspector,
+        &server,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "chat.human.post",
+            "--tool-arg",
+            "content=from the other client",
+            "--tool-arg",
+            "session=ops-db1",
+        ],
+    );
+    assert_eq!(other["isError"], false, "{other}");
+    // And another process's outcome, within a second of the dispatch ending.
     let started = Instant::now();
     dispatch(&p, "w1", "test.work.requested");
-    let done = started.elapsed().as_secs_f64();
+    let took = started.elapsed().as_secs_f64();
     let finished = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
     let updates = client.step("updates");
-    let first = &updates["updates"][0];
-    assert_eq!(first["uri"], "ui://chat/inbox", "{updates}");
-    let after = first["at"].as_f64().unwrap() - finished;
+    let uris: Vec<&str> = updates["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "ui://chat/inbox",
+            "ui://chat/session/ops-db1",
+            "ui://chat/inbox"
+        ],
+        "{updates}"
+    );
+    let last = updates["updates"][2]["at"].as_f64().unwrap();
+    let after = last - finished;
     assert!(
         after < 1.0,
-        "heard {after:.3} s after the dispatch ended (it took {done:.3} s)"
+        "heard {after:.3} s after the dispatch ended (it took {took:.3} s)"
     );
+    assert!(last > finished - took, "heard because of the dispatch");
     client.finish();
 }
 
@@ -593,6 +638,27 @@ fn approvals_are_asked_of_a_person_through_elicitation_only() {
         "{answered}"
     );
     assert_eq!(show(&p, &other)["status"], "awaiting_approval");
+
+    // The person declines the form: nothing is recorded. Then rejects it.
+    let decline = json!({"invocation": other, "answer": "decline"});
+    let lines = run(&py, "approve", decline, &stdio(&p), &[]);
+    let answered = &step(&lines, "answered")["result"];
+    assert_eq!(answered["structured"]["recorded"], false, "{answered}");
+    assert_eq!(show(&p, &other)["status"], "awaiting_approval");
+    let reject = json!({"invocation": other, "answer": "reject", "note": "not during the freeze"});
+    let lines = run(&py, "approve", reject, &stdio(&p), &[]);
+    let answered = &step(&lines, "answered")["result"];
+    assert_eq!(answered["structured"]["state"], "rejected", "{answered}");
+    let inv = show(&p, &other);
+    assert_eq!(inv["status"], "rejected");
+    assert_eq!(inv["approval"]["by"], "ann");
+    assert!(
+        inv["error"]
+            .as_str()
+            .unwrap()
+            .contains("not during the freeze"),
+        "{inv}"
+    );
 }
 
 #[test]
@@ -788,4 +854,31 @@ fn mcp_over_http_uses_the_listeners_principals_and_origin_check() {
         None,
     );
     assert_eq!(stream.status, 403, "a cross-site GET of the stream too");
+
+    // A session belongs to the principal that opened it, on every method.
+    let session = ok.header("mcp-session-id").expect("a session").to_owned();
+    let as_viewer = |method: &str, body: Option<&[u8]>| {
+        common::http::curl(
+            &[
+                "-X",
+                method,
+                "-H",
+                &format!("Authorization: Bearer {VIEWER_TOKEN}"),
+                "-H",
+                &format!("Mcp-Session-Id: {session}"),
+                "-H",
+                "Content-Type: application/json",
+                "-H",
+                "Accept: application/json, text/event-stream",
+                "--max-time",
+                "5",
+                &url,
+            ],
+            body,
+        )
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    assert_eq!(as_viewer("POST", Some(list.as_bytes())).status, 403);
+    assert_eq!(as_viewer("GET", None).status, 403, "its event stream");
+    assert_eq!(as_viewer("DELETE", None).status, 403, "ending it");
 }

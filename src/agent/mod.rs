@@ -171,6 +171,13 @@ impl Runtime {
             // Everything the attempt brings back is redacted here, before it is stored or
             // printed anywhere: the record, events, notifications and sinks inherit it.
             redact_attempt(&self.project.redactor, &mut outcome, transcript.as_mut());
+            // What rode on the loop's requests (JP RFD 011) was added to the stored record
+            // as it was taken; this copy, which is written next, must keep it too.
+            let riding: Vec<_> = transcript
+                .iter()
+                .flat_map(|t| t.turns.iter().flat_map(|turn| turn.carried.iter().cloned()))
+                .collect();
+            inv.notifications.extend(riding);
             if let Some(last) = inv.history.last_mut() {
                 last.transcript = transcript;
             }

@@ -9,9 +9,10 @@ use crate::manifest::compiled_listen::Scope;
 /// What a tool or resource needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
-    /// Resources, `chat_read_since`, the invocation and audit views, the dry run.
+    /// Resources, `chat_read_since`, the invocation and audit views.
     Read,
-    /// `chat.human.post`, `chat.assistant.post`, `inbox_ack`: they change the inbox.
+    /// `chat.human.post`, `chat.assistant.post`, `inbox_ack` (they change the inbox) and
+    /// `event_explain` (a write transaction, rolled back).
     Post,
     /// `approval_respond`.
     Approve,

@@ -177,15 +177,13 @@ impl PapMcp {
         }
         let session = self.session.clone();
         let changes = self.shared.changes.subscribe();
-        tokio::spawn(watch::forward(changes, peer, move |msg| {
-            let subscribed = session.subscribed.lock().expect("session").clone();
-            let own = msg
-                .posted_by
-                .as_ref()
-                .and_then(|b| b.mcp_session.as_deref())
-                == Some(session.nonce.as_str());
-            watch::uris_for(msg, &subscribed, own)
-        }));
+        let nonce = self.session.nonce.clone();
+        tokio::spawn(watch::forward(
+            changes,
+            peer,
+            move || session.subscribed.lock().expect("session").clone(),
+            nonce,
+        ));
     }
 }
 
@@ -235,7 +233,10 @@ impl ServerHandler for PapMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         self.who(&context)?.require(access::Need::Read)?;
-        resources::list(self)
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || resources::list(&this))
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
     }
 
     async fn list_resource_templates(
@@ -272,7 +273,7 @@ impl ServerHandler for PapMcp {
             .subscribed
             .lock()
             .expect("session")
-            .insert(request.uri.clone());
+            .insert(resources::canonical(&request.uri));
         self.forward_changes(context.peer.clone());
         Ok(())
     }
@@ -287,7 +288,7 @@ impl ServerHandler for PapMcp {
             .subscribed
             .lock()
             .expect("session")
-            .remove(&request.uri);
+            .remove(&resources::canonical(&request.uri));
         Ok(())
     }
 

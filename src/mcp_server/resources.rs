@@ -2,7 +2,7 @@
 //! thread (`ui://chat/session/{id}`), one invocation (`pap://invocations/{id}`) and one
 //! notification (`pap://notifications/{id}`).
 
-use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
@@ -20,13 +20,33 @@ const NOTIFICATION_PREFIX: &str = "pap://notifications/";
 /// The inbox resource holds the newest this many messages; `chat_read_since` pages through
 /// all of them.
 pub const INBOX_WINDOW: u64 = 200;
+/// The most inbox messages one read looks at (a session's thread, `chat_read_since` with a
+/// session): past it, the answer says where it stopped.
+pub const SCAN_MAX: u64 = 10_000;
 const JSON: &str = "application/json";
+
+/// What is percent-encoded in a session's name: all but RFC 3986's unreserved characters,
+/// so `incident-db1` is its own URI, as a client expanding the template writes it.
+const SESSION_NAME: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 pub fn session_uri(session: &str) -> String {
     format!(
         "{SESSION_PREFIX}{}",
-        utf8_percent_encode(session, NON_ALPHANUMERIC)
+        utf8_percent_encode(session, SESSION_NAME)
     )
+}
+
+/// One spelling per resource, for subscriptions: a session URI re-encoded from its name
+/// (`ui://chat/session/incident%2Ddb1` and `…/incident-db1` are the same thread).
+pub fn canonical(uri: &str) -> String {
+    match uri.strip_prefix(SESSION_PREFIX) {
+        Some(name) => session_uri(&percent_decode_str(name).decode_utf8_lossy()),
+        None => uri.to_owned(),
+    }
 }
 
 pub fn notification_uri(id: &str) -> String {
@@ -121,29 +141,29 @@ pub fn read(server: &PapMcp, uri: &str) -> Result<ReadResourceResult, McpError> 
     ]))
 }
 
-/// The inbox body, or a session's: the newest [`INBOX_WINDOW`] messages.
+/// The inbox body, or a session's: the newest [`INBOX_WINDOW`] messages (a session's among
+/// the newest [`SCAN_MAX`] of the inbox, so one read never walks an inbox of any size).
 fn inbox(server: &PapMcp, session: Option<&str>) -> Result<Value, McpError> {
     let now = server.now();
     server
         .shared
         .store
         .read(|r| {
-            if let Some(s) = session
-                && !r.sessions()?.iter().any(|(name, _)| name == s)
-                && r.inbox_after(0, 1, &|m| m.session.as_deref() == Some(s))?
-                    .is_empty()
-            {
-                return Ok(None);
-            }
             let last = r.inbox_last()?;
             let keep = |m: &crate::domain::InboxMessage| {
                 session.is_none_or(|s| m.session.as_deref() == Some(s))
             };
             let after = match session {
                 None => last.saturating_sub(INBOX_WINDOW),
-                Some(_) => 0,
+                Some(_) => last.saturating_sub(SCAN_MAX),
             };
             let mut msgs = r.inbox_after(after, usize::MAX, &keep)?;
+            if let Some(s) = session
+                && msgs.is_empty()
+                && !r.sessions()?.iter().any(|(name, _)| name == s)
+            {
+                return Ok(None);
+            }
             let skip = msgs.len().saturating_sub(INBOX_WINDOW as usize);
             msgs.drain(..skip);
             let mut out = Vec::with_capacity(msgs.len());

@@ -12,7 +12,7 @@ use rmcp::{RoleServer, object};
 use serde_json::{Value, json};
 
 use super::access::Need;
-use super::resources::store_error;
+use super::resources::{SCAN_MAX, store_error};
 use super::{Handoff, PapMcp, Who};
 use crate::chat::post::{self, Author, Limits, Post, PostError};
 use crate::chat::view;
@@ -22,6 +22,8 @@ use crate::storage;
 /// `chat_read_since` returns at most this many messages per call.
 const MAX_READ: u64 = 1000;
 const DEFAULT_READ: u64 = 100;
+/// Messages read from the store at once while scanning.
+const READ_CHUNK: usize = 500;
 
 pub fn all() -> Vec<Tool> {
     let post_schema = Arc::new(object!({
@@ -164,7 +166,9 @@ pub async fn call(
     let args: JsonObject = request.arguments.unwrap_or_default();
     let name = request.name.replace('.', "_");
     let need = match name.as_str() {
-        "chat_human_post" | "chat_assistant_post" | "inbox_ack" => Need::Post,
+        // event_explain decides in a write transaction it rolls back: as costly to the
+        // store as posting an event, so it needs what posting needs.
+        "chat_human_post" | "chat_assistant_post" | "inbox_ack" | "event_explain" => Need::Post,
         "approval_respond" => return super::approval::respond(server, who, &args, ctx).await,
         _ => Need::Read,
     };
@@ -242,20 +246,38 @@ async fn read_since(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult
                     .as_deref()
                     .is_none_or(|s| m.session.as_deref() == Some(s))
             };
-            // One more than asked, to say whether there is more.
-            let mut msgs = r.inbox_after(after, limit as usize + 1, &keep)?;
-            let more = msgs.len() > limit as usize;
-            msgs.truncate(limit as usize);
-            let last = msgs.last().map_or(after, |m| m.id);
-            let mut out = Vec::with_capacity(msgs.len());
-            for m in &msgs {
+            // The watermark moves past every message looked at, returned or not (another
+            // session's), and one call looks at no more than SCAN_MAX of them.
+            let mut picked = Vec::new();
+            let mut watermark = after;
+            let mut looked: u64 = 0;
+            let mut more = false;
+            'scan: loop {
+                let chunk = r.inbox_after(watermark, READ_CHUNK, &|_| true)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                for m in chunk {
+                    looked += 1;
+                    watermark = m.id;
+                    if keep(&m) {
+                        picked.push(m);
+                    }
+                    if picked.len() as u64 == limit || looked >= SCAN_MAX {
+                        more = r.inbox_last()? > watermark;
+                        break 'scan;
+                    }
+                }
+            }
+            let mut out = Vec::with_capacity(picked.len());
+            for m in &picked {
                 let n = match m.is_post() {
                     true => None,
                     false => r.notification(&m.notification_id)?.map(|n| n.as_of(now).0),
                 };
                 out.push(view::message(m, n.as_ref()));
             }
-            Ok(json!({"messages": out, "last_id": last.to_string(), "more": more}))
+            Ok(json!({"messages": out, "last_id": watermark.to_string(), "more": more}))
         })
     })
     .await

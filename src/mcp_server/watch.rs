@@ -99,23 +99,33 @@ pub fn uris_for(msg: &InboxMessage, subscribed: &BTreeSet<String>, own: bool) ->
     uris
 }
 
-/// Tells `peer` of each broadcast message `uris` maps to something it subscribed to, until
-/// its transport closes.
+/// Tells `peer` of each broadcast message that touches what it subscribed to (`subscribed`
+/// is read at each message) and that session `nonce` did not post, until its transport
+/// closes. A subscriber that fell behind the broadcast hears once of everything it
+/// subscribed to, rather than of nothing.
 pub async fn forward(
     mut changes: broadcast::Receiver<Arc<InboxMessage>>,
     peer: Peer<RoleServer>,
-    uris: impl Fn(&InboxMessage) -> Vec<String> + Send + 'static,
+    subscribed: impl Fn() -> BTreeSet<String> + Send + 'static,
+    nonce: String,
 ) {
     loop {
-        let msg = match changes.recv().await {
-            Ok(msg) => msg,
-            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+        let uris = match changes.recv().await {
+            Ok(msg) => {
+                let own = msg
+                    .posted_by
+                    .as_ref()
+                    .and_then(|b| b.mcp_session.as_deref())
+                    == Some(nonce.as_str());
+                uris_for(&msg, &subscribed(), own)
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => subscribed().into_iter().collect(),
             Err(broadcast::error::RecvError::Closed) => return,
         };
         if peer.is_transport_closed() {
             return;
         }
-        for uri in uris(&msg) {
+        for uri in uris {
             let sent = peer
                 .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
                 .await;

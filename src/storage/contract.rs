@@ -506,8 +506,8 @@ fn agent_queues_sessions_jobs_dedup_and_atp_keep_what_they_are_given() {
         })?;
         s.read(|r| {
             assert_eq!(r.session_agent("s2")?.as_deref(), Some("ag"));
-            assert!(r.queue_waiting("ag")?);
-            assert!(!r.queue_waiting("nobody")?);
+            assert_eq!(r.queue_peek("ag")?, ["n9"]);
+            assert!(r.queue_peek("nobody")?.is_empty());
             Ok(())
         })?;
         s.write(|tx| {
@@ -520,7 +520,7 @@ fn agent_queues_sessions_jobs_dedup_and_atp_keep_what_they_are_given() {
             tx.queue_take("ag")?;
             Ok(())
         })?;
-        assert!(!s.read(|r| r.queue_waiting("ag"))?);
+        assert!(s.read(|r| r.queue_peek("ag"))?.is_empty());
         s.read(|r| {
             assert!(r.sessions()?.is_empty());
             assert!(r.any_job_due(30)?);

@@ -387,8 +387,8 @@ pub trait ReadTx {
     /// Open sessions with the time they were opened.
     fn sessions(&self) -> Result<Vec<(String, i64)>>;
     fn session_agent(&self, name: &str) -> Result<Option<String>>;
-    /// Whether anything waits in `agent`'s queue.
-    fn queue_waiting(&self, agent: &str) -> Result<bool>;
+    /// What waits in `agent`'s queue, oldest first, without taking it.
+    fn queue_peek(&self, agent: &str) -> Result<Vec<String>>;
     fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>>;
     /// When the earliest pending trailing debounce fires (ms), if any.
     fn debounce_next_due(&self) -> Result<Option<i64>>;

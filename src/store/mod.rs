@@ -66,8 +66,9 @@ pub fn inbox_mark_path(state_dir: &Path) -> PathBuf {
     state_dir.join(INBOX_MARK_FILE)
 }
 
-/// Replaces the mark file (a rename, so a reader never sees half of it). A failure only
-/// delays subscribers to their next full look, so it is logged, not returned.
+/// Replaces the mark file (a rename, so a reader never sees half of it). The commit stands
+/// whatever happens here: a failure is logged, and subscribers in other processes then hear
+/// of this append with the next one whose mark is written.
 fn write_inbox_mark(store_file: &Path, mark: u64) {
     let path = store_file.with_file_name(INBOX_MARK_FILE);
     let tmp = store_file.with_file_name(format!(".{INBOX_MARK_FILE}.{}", std::process::id()));

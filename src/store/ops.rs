@@ -280,8 +280,8 @@ impl ReadTx for Reader {
     fn session_agent(&self, name: &str) -> Result<Option<String>> {
         self.notify.session_agent(name)
     }
-    fn queue_waiting(&self, agent: &str) -> Result<bool> {
-        self.notify.queue_waiting(agent)
+    fn queue_peek(&self, agent: &str) -> Result<Vec<String>> {
+        self.notify.queue_peek(agent)
     }
     fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>> {
         self.notify.atp_lookup(atp_id)

@@ -346,13 +346,18 @@ impl NotifyReader {
         Ok(found.map(|v| v.value().to_owned()))
     }
 
-    /// Whether anything waits in `agent`'s queue (the look before taking it mid-loop).
-    pub fn queue_waiting(&self, agent: &str) -> Result<bool> {
-        let mut rows = self
+    /// What waits in `agent`'s queue, oldest first (the look before taking it mid-loop).
+    pub fn queue_peek(&self, agent: &str) -> Result<Vec<String>> {
+        let mut ids = Vec::new();
+        for row in self
             .queue
             .range((agent, 0)..=(agent, u64::MAX))
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(rows.next().is_some())
+            .map_err(|e| redb_err(&self.path, e))?
+        {
+            let (_, v) = row.map_err(|e| redb_err(&self.path, e))?;
+            ids.push(v.value().to_owned());
+        }
+        Ok(ids)
     }
 
     pub fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>> {

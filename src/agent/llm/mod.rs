@@ -297,16 +297,30 @@ impl Attempt<'_> {
     /// on its next request (a cheap read first: most rounds find the queue empty). A store
     /// that fails here only delays them to the next turn; the loop goes on.
     async fn queued_meanwhile(&self) -> Vec<crate::domain::Carried> {
+        use crate::notify::queue;
         let store = self.rt.store.clone();
         let project = self.rt.project.clone();
         let (inv, agent) = (self.inv.id.clone(), self.inv.agent.clone());
+        let token = super::lease_token(self.inv);
         let now = self.rt.clock.now_ms();
         let taken = tokio::task::spawn_blocking(move || {
-            if !store.read(|r| r.queue_waiting(&agent))? {
+            if !store.read(|r| queue::worth_taking_mid_loop(r, &agent))? {
                 return Ok(Vec::new());
             }
-            store
-                .write(|tx| crate::notify::queue::deliver_mid_loop(tx, &project, &inv, &agent, now))
+            store.write(|tx| {
+                // Only the run that holds the invocation takes its agent's queue; what it
+                // takes joins the record in the same transaction, so a retry's first
+                // message (and a crash) keeps it.
+                tx.check_lease(&inv, token)?;
+                let carried = queue::deliver_mid_loop(tx, &project, &inv, &agent, now)?;
+                if !carried.is_empty()
+                    && let Some(mut stored) = tx.invocation(&inv)?
+                {
+                    stored.notifications.extend(carried.iter().cloned());
+                    tx.put_invocation(&stored)?;
+                }
+                Ok(carried)
+            })
         })
         .await;
         match taken {

@@ -3,7 +3,9 @@
 //! a caller with none of `read`, `ingest` or `approve` is refused before MCP sees it, and
 //! the others get what their scopes allow, tool by tool.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -16,6 +18,44 @@ use super::auth::AuthError;
 use super::{App, ConnInfo, reply};
 use crate::manifest::compiled_listen::Scope;
 use crate::mcp_server::{self, Handoff, Shared, Who};
+
+/// Which principal opened each MCP session (`Mcp-Session-Id`). rmcp answers some requests
+/// of a session without calling pap's handler (the GET that opens or resumes its event
+/// stream, the DELETE that ends it), so ownership is checked here, on every method.
+#[derive(Clone, Default)]
+struct Owners(Arc<Mutex<HashMap<String, Owner>>>);
+
+/// The principal that opened a session (`None`: anonymous) and when it was last used.
+type Owner = (Option<String>, Instant);
+
+/// An owner entry unused this long is forgotten (rmcp drops an idle session after 5 min).
+const FORGET_AFTER: Duration = Duration::from_secs(3600);
+
+impl Owners {
+    /// Whether `caller` may use `session`: it opened it, or pap does not know it (then rmcp
+    /// answers 404, as for any unknown session).
+    fn allows(&self, session: &str, caller: &Option<String>) -> bool {
+        let mut owners = self.0.lock().expect("owners");
+        match owners.get_mut(session) {
+            Some((owner, used)) if owner == caller => {
+                *used = Instant::now();
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
+    }
+
+    fn opened(&self, session: &str, caller: Option<String>) {
+        let mut owners = self.0.lock().expect("owners");
+        owners.retain(|_, (_, used)| used.elapsed() < FORGET_AFTER);
+        owners.insert(session.to_owned(), (caller, Instant::now()));
+    }
+
+    fn ended(&self, session: &str) {
+        self.0.lock().expect("owners").remove(session);
+    }
+}
 
 /// The route, with its authentication.
 pub fn routes(app: &App, stop: CancellationToken) -> Router<App> {
@@ -34,9 +74,54 @@ pub fn routes(app: &App, stop: CancellationToken) -> Router<App> {
         parent_invocation: None,
         changes: mcp_server::watch::start(store, crate::store::inbox_mark_path(&app.state_dir)),
     });
+    let owners = Owners::default();
     Router::new()
         .route_service("/mcp", mcp_server::http::service(shared, stop))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            let owners = owners.clone();
+            async move { owned(owners, request, next).await }
+        }))
         .layer(middleware::from_fn_with_state(app.clone(), authenticate))
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// A request naming a session must come from the principal that opened it; a response that
+/// opens one records its owner.
+async fn owned(owners: Owners, request: Request, next: Next) -> Response {
+    let caller = request.extensions().get::<Who>().map(|w| w.name.clone());
+    let Some(caller) = caller else {
+        return reply::error(StatusCode::INTERNAL_SERVER_ERROR, "no caller");
+    };
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session
+        && !owners.allows(id, &caller)
+    {
+        return reply::error(
+            StatusCode::FORBIDDEN,
+            "this MCP session belongs to another principal",
+        );
+    }
+    let deleting = request.method() == axum::http::Method::DELETE;
+    let response = next.run(request).await;
+    match session {
+        Some(id) if deleting && response.status().is_success() => owners.ended(&id),
+        Some(_) => {}
+        None => {
+            if let Some(id) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
+                owners.opened(id, caller);
+            }
+        }
+    }
+    response
 }
 
 async fn authenticate(State(app): State<App>, mut request: Request, next: Next) -> Response {
