@@ -42,7 +42,7 @@ pub fn inbox(store: &dyn Storage) -> storage::Result<String> {
             esc(m.level.as_str()),
             m.id,
             time(m.ts),
-            esc(&m.author),
+            esc(&author(m)),
             esc(&m.kind),
             esc(&m.content)
         );
@@ -54,12 +54,20 @@ pub fn inbox(store: &dyn Storage) -> storage::Result<String> {
     Ok(o)
 }
 
+/// Who wrote a message, as the inbox shows it: a post names its principal (`ann (user)`).
+fn author(m: &crate::domain::InboxMessage) -> String {
+    match &m.posted_by {
+        Some(by) => format!("{} ({})", by.principal, m.author),
+        None => m.author.clone(),
+    }
+}
+
 /// One inbox message as the stream sends it (the script builds its element from text).
 pub fn inbox_json(m: &crate::domain::InboxMessage) -> Value {
     json!({
         "id": m.id,
         "ts": rfc3339_ms(m.ts),
-        "author": m.author,
+        "author": author(m),
         "kind": m.kind,
         "level": m.level.as_str(),
         "content": m.content,
@@ -397,4 +405,45 @@ pub fn manifests(
     }
     o.push_str("</tbody></table>");
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::post::{Author, Limits, Post, post};
+    use crate::domain::PostedBy;
+
+    #[test]
+    fn a_post_in_the_inbox_names_its_principal_and_is_escaped() {
+        let store = crate::storage::in_memory().unwrap();
+        let limits = Limits {
+            max_posts_per_minute: 5,
+            max_event_bytes: 1 << 20,
+        };
+        store
+            .write(|tx| {
+                let p = Post {
+                    author: Author::User,
+                    content: "<b>deploy?</b>",
+                    mime: "text/plain",
+                    session: None,
+                    in_reply_to: None,
+                    by: PostedBy {
+                        principal: "ann".into(),
+                        client: None,
+                        client_version: None,
+                        invocation: None,
+                        mcp_session: None,
+                    },
+                };
+                post(tx, &limits, p, None, 1_000)
+                    .map_err(|e| storage::Error::Conflict(e.to_string()))
+            })
+            .unwrap();
+        let html = inbox(store.as_ref()).unwrap();
+        assert!(html.contains("ann (user)"), "{html}");
+        assert!(html.contains("&lt;b&gt;deploy?&lt;/b&gt;"), "{html}");
+        let msg = store.read(|r| r.inbox_message(1)).unwrap().unwrap();
+        assert_eq!(inbox_json(&msg)["author"], "ann (user)");
+    }
 }
