@@ -274,9 +274,10 @@ fn a_subscriber_hears_other_clients_and_processes_within_a_second_but_never_its_
         .unwrap();
     assert!(open.status.success());
     let server = stdio(&p);
-    // The session's URI as a client expanding the template writes it (unencoded `-`).
+    // The session's URI with `-` percent-encoded: the same thread as `…/ops-db1`, and the
+    // client hears it by the spelling it subscribed with.
     let options = json!({
-        "subscribe": ["ui://chat/inbox", "ui://chat/session/ops-db1"],
+        "subscribe": ["ui://chat/inbox", "ui://chat/session/ops%2Ddb1"],
         "post": {"content": "my own words", "session": "ops-db1"},
         "want": 3, "wait": 30,
     });
@@ -334,7 +335,7 @@ fn a_subscriber_hears_other_clients_and_processes_within_a_second_but_never_its_
         uris,
         [
             "ui://chat/inbox",
-            "ui://chat/session/ops-db1",
+            "ui://chat/session/ops%2Ddb1",
             "ui://chat/inbox"
         ],
         "{updates}"
@@ -386,6 +387,14 @@ fn chat_read_since_pages_with_a_watermark_across_restarts() {
         return;
     };
     let p = chat();
+    // More posts than the fixture's rate limit allows in a minute.
+    let config = p.root().join("pap.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("max_posts_per_minute: 5", "max_posts_per_minute: 100"),
+    )
+    .unwrap();
     let mark = p.root().join("watermark");
     let opts = json!({"watermark": mark, "limit": 2});
     for text in ["one", "two", "three"] {
@@ -404,6 +413,43 @@ fn chat_read_since_pages_with_a_watermark_across_restarts() {
     let again = run(&py, "page", opts, &stdio(&p), &[]);
     assert_eq!(step(&again, "paged")["pages"], json!([["4", "5"]]));
     assert_eq!(step(&again, "paged")["watermark"], "5");
+
+    // One thread: the watermark moves past the other threads' messages too.
+    for name in ["a", "b"] {
+        let out = p
+            .cmd()
+            .args(["inbox", "session", "open", name])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    for (text, session) in [
+        ("a1", "a"),
+        ("b1", "b"),
+        ("a2", "a"),
+        ("b2", "b"),
+        ("b3", "b"),
+    ] {
+        run(
+            &py,
+            "post",
+            json!({"content": text, "session": session}),
+            &stdio(&p),
+            &[],
+        );
+    }
+    let thread = p.root().join("watermark-a");
+    std::fs::write(&thread, "5").unwrap();
+    let a = run(
+        &py,
+        "page",
+        json!({"watermark": thread, "limit": 1, "session": "a"}),
+        &stdio(&p),
+        &[],
+    );
+    // Message 6 (a1), then 8 (a2); the last call looks past 9 and 10 (b) and says no more.
+    assert_eq!(step(&a, "paged")["pages"], json!([["6"], ["8"], []]));
+    assert_eq!(step(&a, "paged")["watermark"], "10");
 }
 
 #[test]

@@ -170,6 +170,14 @@ fn a_notification_queued_during_a_tool_loop_rides_on_the_loops_next_request() {
     let inv: Value = serde_json::from_str(&common::stdout(&inv)).unwrap();
     let turn = &inv["history"][0]["transcript"]["turns"][0];
     assert_eq!(turn["carried"][0]["id"], ntf, "{turn}");
+    // And in the record's notifications, once (a retry's first message is built from it).
+    let carried: Vec<&Value> = inv["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["id"] == ntf)
+        .collect();
+    assert_eq!(carried.len(), 1, "{inv}");
     let n = p
         .cmd(T0)
         .args(["notifications", "show", &ntf, "--json"])

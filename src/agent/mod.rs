@@ -171,13 +171,6 @@ impl Runtime {
             // Everything the attempt brings back is redacted here, before it is stored or
             // printed anywhere: the record, events, notifications and sinks inherit it.
             redact_attempt(&self.project.redactor, &mut outcome, transcript.as_mut());
-            // What rode on the loop's requests (JP RFD 011) was added to the stored record
-            // as it was taken; this copy, which is written next, must keep it too.
-            let riding: Vec<_> = transcript
-                .iter()
-                .flat_map(|t| t.turns.iter().flat_map(|turn| turn.carried.iter().cloned()))
-                .collect();
-            inv.notifications.extend(riding);
             if let Some(last) = inv.history.last_mut() {
                 last.transcript = transcript;
             }
@@ -431,6 +424,7 @@ impl Runtime {
         let project = self.project.clone();
         self.write(move |tx| {
             tx.check_lease(&inv.id, token)?;
+            keep_carried(tx, &project, &mut inv)?;
             let next_at = now.saturating_add(delay.as_millis() as i64);
             // Kept while this process waits out the backoff itself, so nobody else starts it.
             let holder = keep.then(|| {
@@ -497,6 +491,7 @@ impl Runtime {
         let inv = self
             .write(move |tx| {
                 tx.check_lease(&inv.id, token)?;
+                keep_carried(tx, &project, &mut inv)?;
                 let ids = events.iter().map(|e| e.id.clone()).collect();
                 inv.succeed(output, ids, now)
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
@@ -535,6 +530,7 @@ impl Runtime {
         let (inv, emitted) = self
             .write(move |tx| {
                 tx.check_lease(&inv.id, token)?;
+                keep_carried(tx, &project, &mut inv)?;
                 let events = end_in_tx(tx, &project, &mut inv, Status::Failed, &reason, None, now)?;
                 tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
                 Ok((inv, events))
@@ -556,6 +552,25 @@ impl Runtime {
             .map_err(|e| RunError::Failed(e.into()))??;
         Ok(value)
     }
+}
+
+/// What the invocation carried, as the store has it: a running tool loop adds what rode on
+/// its requests (JP RFD 011) to the stored record as it takes it, and the copy an attempt
+/// ends with must not write over that (even when the attempt was cut short between the
+/// take and its own bookkeeping).
+/// Only an LLM agent has a loop, so a command agent's ending reads nothing more.
+fn keep_carried(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    inv: &mut Invocation,
+) -> storage::Result<()> {
+    let loops = project
+        .agent(&inv.agent)
+        .is_some_and(|a| !matches!(a.model, ModelSpec::Command { .. }));
+    if loops && let Some(stored) = tx.invocation(&inv.id)? {
+        inv.notifications = stored.notifications;
+    }
+    Ok(())
 }
 
 /// Frees the concurrency slots a cancelled invocation kept while its processes stopped.

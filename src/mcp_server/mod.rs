@@ -25,7 +25,6 @@ mod views;
 pub mod watch;
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -85,7 +84,7 @@ struct Session {
     who: Mutex<Option<Who>>,
     /// Each request carries its own caller (HTTP).
     per_request: bool,
-    subscribed: Mutex<BTreeSet<String>>,
+    subscribed: Mutex<watch::Subscribed>,
     /// Recorded on this session's posts (`PostedBy::mcp_session`): they are never announced
     /// back to it (no self-echo), even when the watcher sees one before the tool returns.
     nonce: String,
@@ -273,7 +272,9 @@ impl ServerHandler for PapMcp {
             .subscribed
             .lock()
             .expect("session")
-            .insert(resources::canonical(&request.uri));
+            .entry(resources::canonical(&request.uri))
+            .or_default()
+            .insert(request.uri.clone());
         self.forward_changes(context.peer.clone());
         Ok(())
     }
@@ -284,11 +285,14 @@ impl ServerHandler for PapMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.who(&context)?;
-        self.session
-            .subscribed
-            .lock()
-            .expect("session")
-            .remove(&resources::canonical(&request.uri));
+        let mut subscribed = self.session.subscribed.lock().expect("session");
+        let key = resources::canonical(&request.uri);
+        if let Some(spellings) = subscribed.get_mut(&key) {
+            spellings.remove(&request.uri);
+            if spellings.is_empty() {
+                subscribed.remove(&key);
+            }
+        }
         Ok(())
     }
 

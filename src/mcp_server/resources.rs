@@ -20,8 +20,8 @@ const NOTIFICATION_PREFIX: &str = "pap://notifications/";
 /// The inbox resource holds the newest this many messages; `chat_read_since` pages through
 /// all of them.
 pub const INBOX_WINDOW: u64 = 200;
-/// The most inbox messages one read looks at (a session's thread, `chat_read_since` with a
-/// session): past it, the answer says where it stopped.
+/// The most inbox messages one read looks at: a session's thread says where its look began
+/// (`scanned_from`), `chat_read_since` where it stopped (`last_id`, `more`).
 pub const SCAN_MAX: u64 = 10_000;
 const JSON: &str = "application/json";
 
@@ -158,8 +158,10 @@ fn inbox(server: &PapMcp, session: Option<&str>) -> Result<Value, McpError> {
                 Some(_) => last.saturating_sub(SCAN_MAX),
             };
             let mut msgs = r.inbox_after(after, usize::MAX, &keep)?;
+            // Unknown only when it is not open and the whole inbox was looked at.
             if let Some(s) = session
                 && msgs.is_empty()
+                && after == 0
                 && !r.sessions()?.iter().any(|(name, _)| name == s)
             {
                 return Ok(None);
@@ -174,7 +176,13 @@ fn inbox(server: &PapMcp, session: Option<&str>) -> Result<Value, McpError> {
                 };
                 out.push(view::message(&m, n.as_ref()));
             }
-            Ok(Some(view::body(out, last)))
+            let mut body = view::body(out, last);
+            if session.is_some() && after > 0 {
+                // Older messages of the thread were not looked at: chat_read_since with
+                // `session` reads them.
+                body["scanned_from"] = json!((after + 1).to_string());
+            }
+            Ok(Some(body))
         })
         .map_err(store_error)?
         .ok_or_else(|| not_found(&session_uri(session.unwrap_or_default())))

@@ -28,6 +28,10 @@ const READ_AT_ONCE: usize = 512;
 /// Where the watcher broadcasts.
 pub type Changes = broadcast::Sender<Arc<InboxMessage>>;
 
+/// A session's subscriptions: each resource (its one spelling, `resources::canonical`) with
+/// the URIs the client subscribed to it by.
+pub type Subscribed = std::collections::BTreeMap<String, BTreeSet<String>>;
+
 /// Starts the watcher on the current tokio runtime. It stops when every sender is dropped.
 pub fn start(store: Arc<dyn Storage>, mark_file: PathBuf) -> Changes {
     let (changes, _) = broadcast::channel(1024);
@@ -106,22 +110,27 @@ pub fn uris_for(msg: &InboxMessage, subscribed: &BTreeSet<String>, own: bool) ->
 pub async fn forward(
     mut changes: broadcast::Receiver<Arc<InboxMessage>>,
     peer: Peer<RoleServer>,
-    subscribed: impl Fn() -> BTreeSet<String> + Send + 'static,
+    subscribed: impl Fn() -> Subscribed + Send + 'static,
     nonce: String,
 ) {
     loop {
-        let uris = match changes.recv().await {
+        let subscribed = match changes.recv().await {
             Ok(msg) => {
                 let own = msg
                     .posted_by
                     .as_ref()
                     .and_then(|b| b.mcp_session.as_deref())
                     == Some(nonce.as_str());
-                uris_for(&msg, &subscribed(), own)
+                let now = subscribed();
+                let keys: BTreeSet<String> = now.keys().cloned().collect();
+                let hit = uris_for(&msg, &keys, own);
+                now.into_iter().filter(|(k, _)| hit.contains(k)).collect()
             }
-            Err(broadcast::error::RecvError::Lagged(_)) => subscribed().into_iter().collect(),
+            Err(broadcast::error::RecvError::Lagged(_)) => subscribed(),
             Err(broadcast::error::RecvError::Closed) => return,
         };
+        // Each URI as the client spelled it when it subscribed.
+        let uris: Vec<String> = subscribed.into_values().flatten().collect();
         if peer.is_transport_closed() {
             return;
         }

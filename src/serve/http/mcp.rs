@@ -28,12 +28,15 @@ struct Owners(Arc<Mutex<HashMap<String, Owner>>>);
 /// The principal that opened a session (`None`: anonymous) and when it was last used.
 type Owner = (Option<String>, Instant);
 
-/// An owner entry unused this long is forgotten (rmcp drops an idle session after 5 min).
-const FORGET_AFTER: Duration = Duration::from_secs(3600);
+/// An owner entry unused this long is forgotten. rmcp drops an idle session after 5 minutes;
+/// one kept alive only by what the server sends (a client that just listens) outlives that,
+/// so the bound is generous, and a forgotten session is refused (fail closed): its client
+/// opens a new one.
+const FORGET_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 impl Owners {
-    /// Whether `caller` may use `session`: it opened it, or pap does not know it (then rmcp
-    /// answers 404, as for any unknown session).
+    /// Whether `caller` may use `session`: only the principal that opened it, and only while
+    /// pap knows it (the map and rmcp's sessions live and die with this process).
     fn allows(&self, session: &str, caller: &Option<String>) -> bool {
         let mut owners = self.0.lock().expect("owners");
         match owners.get_mut(session) {
@@ -41,8 +44,7 @@ impl Owners {
                 *used = Instant::now();
                 true
             }
-            Some(_) => false,
-            None => true,
+            _ => false,
         }
     }
 
@@ -103,13 +105,19 @@ async fn owned(owners: Owners, request: Request, next: Next) -> Response {
     {
         return reply::error(
             StatusCode::FORBIDDEN,
-            "this MCP session belongs to another principal",
+            "this MCP session is not yours, or has ended: initialize a new one",
         );
     }
     let deleting = request.method() == axum::http::Method::DELETE;
     let response = next.run(request).await;
     match session {
-        Some(id) if deleting && response.status().is_success() => owners.ended(&id),
+        // Ended by the client, or gone from rmcp (it answers 404 for an unknown session).
+        Some(id)
+            if (deleting && response.status().is_success())
+                || response.status() == StatusCode::NOT_FOUND =>
+        {
+            owners.ended(&id)
+        }
         Some(_) => {}
         None => {
             if let Some(id) = response
