@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::clock::rfc3339_ms;
 use crate::domain::{InboxMessage, Notification};
+use crate::storage::ReadTx;
 
 /// One message. `n` is the notification a system or narration entry shows, for its live
 /// status and approval state.
@@ -48,6 +49,18 @@ pub fn message(msg: &InboxMessage, n: Option<&Notification>) -> Value {
     v
 }
 
+/// [`message`] as of `now`, with the notification a system or narration entry shows read
+/// from `r` (a post has none).
+pub fn message_read(r: &dyn ReadTx, msg: &InboxMessage, now: i64) -> crate::storage::Result<Value> {
+    let n = match msg.is_post() {
+        true => None,
+        false => r
+            .notification(&msg.notification_id)?
+            .map(|n| n.as_of(now).0),
+    };
+    Ok(message(msg, n.as_ref()))
+}
+
 /// The `ui://chat/inbox` body (or a session's): the messages and the watermark to read on
 /// from. `last_id` is the newest id in the whole inbox, so a client that saw nothing new in
 /// a filtered view still moves its watermark.
@@ -66,34 +79,25 @@ fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Level, PostedBy, Routing};
+    use crate::domain::{Level, PostedBy};
 
     fn post() -> InboxMessage {
-        InboxMessage {
-            id: 12,
-            ts: 1_700_000_000_000,
-            notification_id: String::new(),
-            author: "user".into(),
-            kind: "chat.user".into(),
-            level: Level::Info,
-            content: "Deploy now?".into(),
-            routing: Routing::default(),
-            user: "ann".into(),
-            session: Some("ops".into()),
-            metadata: Default::default(),
-            deduplication_key: None,
-            supersedes: None,
-            atp: None,
-            mime: Some("text/markdown".into()),
-            posted_by: Some(PostedBy {
-                principal: "ann".into(),
-                client: Some("claude-ai".into()),
-                client_version: Some("1.0".into()),
-                invocation: None,
-                mcp_session: Some("secret-nonce".into()),
-            }),
-            in_reply_to: Some(11),
-        }
+        let mut m = InboxMessage::for_tests("user", "", "Deploy now?");
+        m.id = 12;
+        m.ts = 1_700_000_000_000;
+        m.kind = "chat.user".into();
+        m.level = Level::Info;
+        m.session = Some("ops".into());
+        m.mime = Some("text/markdown".into());
+        m.posted_by = Some(PostedBy {
+            principal: "ann".into(),
+            client: Some("claude-ai".into()),
+            client_version: Some("1.0".into()),
+            invocation: None,
+            mcp_session: Some("secret-nonce".into()),
+        });
+        m.in_reply_to = Some(11);
+        m
     }
 
     #[test]

@@ -12,7 +12,8 @@ use crate::mcp_server::{Handoff, PapMcp, Shared, Who, watch};
 use crate::storage::{self, Storage};
 
 pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
-    init_log();
+    // stderr only: stdout is the MCP channel.
+    crate::serve::log::init_at(crate::cli::LogFormat::Human, "warn");
     let project = context::load_project(cli)?;
     let state_dir = context::state_dir(cli, &project);
     // Closed after every request's transaction: a client may stay connected for days, and
@@ -100,16 +101,4 @@ fn handoff(
             false => Handoff::Waiting,
         }
     }
-}
-
-/// Logs to stderr (stdout is the MCP channel), warnings and up unless `PAP_LOG` says.
-fn init_log() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PAP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .try_init();
 }

@@ -318,6 +318,30 @@ impl InboxMessage {
     pub fn is_post(&self) -> bool {
         self.notification_id.is_empty()
     }
+
+    /// A bare message for unit tests: `author` wrote `content`, every optional part empty.
+    #[cfg(test)]
+    pub(crate) fn for_tests(author: &str, notification_id: &str, content: &str) -> InboxMessage {
+        InboxMessage {
+            id: 0,
+            ts: 0,
+            notification_id: notification_id.into(),
+            author: author.into(),
+            kind: "invocation.failed".into(),
+            level: Level::Error,
+            content: content.into(),
+            routing: Routing::default(),
+            user: "ann".into(),
+            session: None,
+            metadata: Default::default(),
+            deduplication_key: None,
+            supersedes: None,
+            atp: None,
+            mime: None,
+            posted_by: None,
+            in_reply_to: None,
+        }
+    }
 }
 
 /// An agent that was told of a notification, and the invocation that carried it.

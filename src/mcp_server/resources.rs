@@ -169,12 +169,8 @@ fn inbox(server: &PapMcp, session: Option<&str>) -> Result<Value, McpError> {
             let skip = msgs.len().saturating_sub(INBOX_WINDOW as usize);
             msgs.drain(..skip);
             let mut out = Vec::with_capacity(msgs.len());
-            for m in msgs {
-                let n = match m.is_post() {
-                    true => None,
-                    false => r.notification(&m.notification_id)?.map(|n| n.as_of(now).0),
-                };
-                out.push(view::message(&m, n.as_ref()));
+            for m in &msgs {
+                out.push(view::message_read(r, m, now)?);
             }
             let mut body = view::body(out, last);
             if session.is_some() && after > 0 {

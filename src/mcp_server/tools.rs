@@ -271,11 +271,7 @@ async fn read_since(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult
             }
             let mut out = Vec::with_capacity(picked.len());
             for m in &picked {
-                let n = match m.is_post() {
-                    true => None,
-                    false => r.notification(&m.notification_id)?.map(|n| n.as_of(now).0),
-                };
-                out.push(view::message(m, n.as_ref()));
+                out.push(view::message_read(r, m, now)?);
             }
             Ok(json!({"messages": out, "last_id": watermark.to_string(), "more": more}))
         })

@@ -148,28 +148,12 @@ pub async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Level, Routing};
 
     fn msg(author: &str, session: Option<&str>, notification: &str) -> InboxMessage {
-        InboxMessage {
-            id: 7,
-            ts: 0,
-            notification_id: notification.into(),
-            author: author.into(),
-            kind: "k".into(),
-            level: Level::Info,
-            content: "c".into(),
-            routing: Routing::default(),
-            user: "ann".into(),
-            session: session.map(str::to_owned),
-            metadata: Default::default(),
-            deduplication_key: None,
-            supersedes: None,
-            atp: None,
-            mime: None,
-            posted_by: None,
-            in_reply_to: None,
-        }
+        let mut m = InboxMessage::for_tests(author, notification, "c");
+        m.id = 7;
+        m.session = session.map(str::to_owned);
+        m
     }
 
     #[test]

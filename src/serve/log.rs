@@ -8,7 +8,13 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::LogFormat;
 
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_env("PAP_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    init_at(format, "info");
+}
+
+/// As [`init`], showing `default` and up when `PAP_LOG` is not set (`pap mcp` logs only
+/// warnings by default: a client shows its server's stderr to a person).
+pub fn init_at(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_env("PAP_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

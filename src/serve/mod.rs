@@ -14,7 +14,7 @@ pub mod control;
 pub mod decider;
 pub mod http;
 mod lock;
-mod log;
+pub mod log;
 pub mod metrics;
 pub mod recent;
 mod settle;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::domain::{Lease, Level, Routing, Runner, Status};
+use crate::domain::{Lease, Runner, Status};
 
 /// A store under test, and what keeps it alive (a temporary directory).
 struct Subject {
@@ -85,25 +85,9 @@ fn row<'a>(event: &'a str, trigger: &'a str, invocation: Option<&'a str>) -> Row
 }
 
 fn message(content: &str) -> InboxMessage {
-    InboxMessage {
-        id: 0,
-        ts: 5,
-        notification_id: "ntf-1".into(),
-        author: "system".into(),
-        kind: "invocation.failed".into(),
-        level: Level::Error,
-        content: content.into(),
-        routing: Routing::default(),
-        user: "ann".into(),
-        session: None,
-        metadata: Default::default(),
-        deduplication_key: None,
-        supersedes: None,
-        atp: None,
-        mime: None,
-        posted_by: None,
-        in_reply_to: None,
-    }
+    let mut m = InboxMessage::for_tests("system", "ntf-1", content);
+    m.ts = 5;
+    m
 }
 
 #[test]
