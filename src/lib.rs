@@ -21,6 +21,7 @@ pub mod manifest;
 pub mod mcp_server;
 pub mod notify;
 pub mod panic_report;
+pub mod pgstore;
 pub mod pipeline;
 pub mod program;
 pub mod regular_file;

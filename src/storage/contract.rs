@@ -32,6 +32,27 @@ fn implementations() -> Vec<Subject> {
             _dir: Some(dir),
         },
     ]
+    .into_iter()
+    .chain(postgres())
+    .collect()
+}
+
+/// A store on a fresh database of the test PostgreSQL server, when there is one.
+fn postgres() -> Option<Subject> {
+    let server = crate::pgstore::testing::server_or_skip("the storage contract")?;
+    let url = crate::pgstore::url::parse(
+        &server.migrated_database(),
+        crate::pgstore::Origin::Environment,
+        &|_| None,
+    )
+    .expect("test URL");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = crate::pgstore::PgStore::open(&url, dir.path()).expect("PostgreSQL store");
+    Some(Subject {
+        name: "PostgreSQL",
+        store: Arc::new(store),
+        _dir: Some(dir),
+    })
 }
 
 /// Runs `check` against every implementation, naming the one that failed.
@@ -662,5 +683,65 @@ fn due_work_is_taken_only_when_free_and_under_a_fresh_lease() {
             assert_eq!(held.holder.pid, 2, "a live holder keeps its work");
             Ok(())
         })
+    });
+}
+
+/// The inbox's ids are a watermark: a reader that has seen every id up to 42 must never find
+/// 41 committed later. Appenders race here, each holding its transaction open a moment after
+/// taking its id, while a reader advances its watermark to the highest id it saw.
+#[test]
+fn concurrent_inbox_appenders_never_let_a_watermark_reader_skip_a_message() {
+    const APPENDERS: usize = 4;
+    let per_appender: usize = std::env::var("PAP_TEST_INBOX_RACE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    for_each(|s| {
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let seen = std::thread::scope(|scope| {
+            for a in 0..APPENDERS {
+                let done = &done;
+                scope.spawn(move || {
+                    for i in 0..per_appender {
+                        s.write(|tx| {
+                            tx.inbox_append(message(&format!("{a}-{i}")))?;
+                            // Work after the id was taken, as a real notification's
+                            // transaction does: a later appender may commit meanwhile.
+                            if i % 3 == a % 3 {
+                                std::thread::sleep(std::time::Duration::from_millis(2));
+                            }
+                            tx.outbox_put(&format!("race-{a}-{i}"), &json!({}), None)
+                        })
+                        .expect("append");
+                    }
+                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                });
+            }
+            let mut watermark = 0;
+            let mut seen = Vec::new();
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::SeqCst) == APPENDERS;
+                let batch = s
+                    .read(|r| r.inbox_after(watermark, 10_000, &|_| true))
+                    .expect("read");
+                for m in &batch {
+                    seen.push(m.id);
+                    watermark = watermark.max(m.id);
+                }
+                if finished && batch.is_empty() {
+                    break seen;
+                }
+            }
+        });
+        let total = (APPENDERS * per_appender) as u64;
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), seen.len(), "an id was read twice");
+        let missed: Vec<u64> = (1..=total)
+            .filter(|id| sorted.binary_search(id).is_err())
+            .collect();
+        assert!(missed.is_empty(), "the reader skipped {missed:?}");
+        Ok(())
     });
 }

@@ -68,9 +68,32 @@ pub enum Error {
         token: u64,
         current: Option<u64>,
     },
+    /// The database cannot be reached or gave up on the transaction (a connection lost, a
+    /// deadlock or a lock wait cut short): nothing of the transaction was committed, and the
+    /// same work can be tried again once it is back.
+    #[error("the database {location} is unavailable: {reason}")]
+    Unavailable { location: String, reason: String },
+    /// The store cannot be used as configured (a database URL, its TLS, its schema).
+    #[error("state store {location}: {message}")]
+    Setup { location: String, message: String },
     #[error("cannot create the state dir {path}: {source}")]
     Dir {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// `Ok` when the invocation `id` is leased under `token` (its lease's token is
+    /// `current`), else [`Error::LeaseLost`].
+    pub fn lease_check(id: &str, token: u64, current: Option<u64>) -> Result<()> {
+        if current == Some(token) {
+            return Ok(());
+        }
+        Err(Error::LeaseLost {
+            id: id.to_owned(),
+            token,
+            current,
+        })
+    }
 }

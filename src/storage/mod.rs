@@ -16,9 +16,11 @@
 //! issues tokens ([`WriteTx::issue_lease_token`]) and refuses a holder's write once its
 //! lease is gone ([`WriteTx::check_lease`]).
 
+pub mod concurrency;
 #[cfg(test)]
 mod contract;
 mod error;
+pub mod inbox_mark;
 pub mod short_forms;
 
 use std::path::{Path, PathBuf};
@@ -456,6 +458,41 @@ impl dyn Storage + '_ {
         })?;
         Ok(value.expect("a read ran its closure"))
     }
+}
+
+/// A throttle window's times once an invocation at `now` is recorded: times that left the
+/// window go, and so do times after `now` (recorded before a step back of the clock, they
+/// no longer count).
+pub fn window_with(mut times: Vec<i64>, now: i64, window_ms: i64) -> Vec<i64> {
+    times.retain(|t| *t > now.saturating_sub(window_ms) && *t <= now);
+    times.push(now);
+    times
+}
+
+/// Of `items` in their order, keeps those `keep` accepts and, with `last`, only the last
+/// that many. Returns them and how many were kept in all (for "N of M shown"). A `None`
+/// item (a record gone meanwhile) is passed over.
+pub fn keep_last<T>(
+    items: impl Iterator<Item = Result<Option<T>>>,
+    keep: impl Fn(&T) -> bool,
+    last: Option<usize>,
+) -> Result<(Vec<T>, usize)> {
+    let mut out = std::collections::VecDeque::new();
+    let mut total = 0;
+    for item in items {
+        let Some(item) = item? else {
+            continue;
+        };
+        if !keep(&item) {
+            continue;
+        }
+        total += 1;
+        out.push_back(item);
+        if last.is_some_and(|n| out.len() > n) {
+            out.pop_front();
+        }
+    }
+    Ok((out.into(), total))
 }
 
 /// The store of the state in `state_dir`, created if missing.

@@ -55,28 +55,7 @@ enum Backing {
     Memory,
 }
 
-/// Beside the store file, the newest inbox id, rewritten after each commit that appended to
-/// the inbox. Subscribers in other processes (`pap mcp`) watch this small file, which costs
-/// a `stat`, instead of opening the store, which would make a writing serve give up and
-/// reopen its handle each time.
-pub const INBOX_MARK_FILE: &str = "inbox.mark";
-
-/// The inbox mark file of the store in `state_dir`.
-pub fn inbox_mark_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(INBOX_MARK_FILE)
-}
-
-/// Replaces the mark file (a rename, so a reader never sees half of it). The commit stands
-/// whatever happens here: a failure is logged, and subscribers in other processes then hear
-/// of this append with the next one whose mark is written.
-fn write_inbox_mark(store_file: &Path, mark: u64) {
-    let path = store_file.with_file_name(INBOX_MARK_FILE);
-    let tmp = store_file.with_file_name(format!(".{INBOX_MARK_FILE}.{}", std::process::id()));
-    let written = std::fs::write(&tmp, mark.to_string()).and_then(|_| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
-        tracing::warn!(path = %path.display(), error = %e, "cannot update the inbox mark file");
-    }
-}
+pub use crate::storage::inbox_mark::{INBOX_MARK_FILE, inbox_mark_path};
 
 /// A handle on the store: one per process (see the module's comment on how it is shared).
 pub struct Store {
@@ -249,7 +228,7 @@ impl Store {
             };
             txn.commit().map_err(|e| redb_err(&path, e))?;
             if let (Some(mark), Backing::File(file)) = (appended, &self.backing) {
-                write_inbox_mark(file, mark);
+                crate::storage::inbox_mark::write(file.parent().unwrap_or(Path::new(".")), mark);
             }
             let n = self.shared.committed.fetch_add(1, SeqCst) + 1;
             if durable {

@@ -128,14 +128,7 @@ impl<'t> Tx<'t> {
         let current = self
             .invocation_record(id)?
             .and_then(|(inv, _)| inv.lease.map(|l| l.token));
-        if current == Some(token) {
-            return Ok(());
-        }
-        Err(Error::LeaseLost {
-            id: id.to_owned(),
-            token,
-            current,
-        })
+        Error::lease_check(id, token, current)
     }
 
     // --- throttle windows ---------------------------------------------------------------
@@ -157,10 +150,7 @@ impl<'t> Tx<'t> {
         now: i64,
         window_ms: i64,
     ) -> Result<()> {
-        let mut times = self.throttle_times(trigger, key)?;
-        // Times after `now` come from before a step back of the clock: they no longer count.
-        times.retain(|t| *t > now.saturating_sub(window_ms) && *t <= now);
-        times.push(now);
+        let times = crate::storage::window_with(self.throttle_times(trigger, key)?, now, window_ms);
         let bytes: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
         self.throttle
             .insert((trigger, key), bytes.as_slice())
@@ -567,33 +557,6 @@ impl Reader {
     }
 }
 
-/// Walks ids in their order, loads each record with `load`, keeps those `keep` accepts and,
-/// with `last`, only the last that many. Returns them and how many were kept in all (for "N
-/// of M shown").
-pub(super) fn keep_last<T>(
-    ids: impl Iterator<Item = Result<String>>,
-    load: impl Fn(&str) -> Result<Option<T>>,
-    keep: impl Fn(&T) -> bool,
-    last: Option<usize>,
-) -> Result<(Vec<T>, usize)> {
-    let mut out = std::collections::VecDeque::new();
-    let mut total = 0;
-    for id in ids {
-        let Some(item) = load(&id?)? else {
-            continue;
-        };
-        if !keep(&item) {
-            continue;
-        }
-        total += 1;
-        out.push_back(item);
-        if last.is_some_and(|n| out.len() > n) {
-            out.pop_front();
-        }
-    }
-    Ok((out.into(), total))
-}
-
 /// An invocation id from its packed form in a key or value.
 fn unpack_id(bytes: &[u8], path: &Path) -> Result<String> {
     id_codec::unpack(bytes).ok_or_else(|| Error::Corrupt {
@@ -666,7 +629,7 @@ struct Fresh {
     work: Option<i64>,
     deadline: Option<i64>,
     /// Where it stands in the concurrency index (written at once, not at the end).
-    concurrency: Option<super::tx_concurrency::Entry>,
+    concurrency: Option<crate::storage::concurrency::Entry>,
 }
 
 impl Fresh {

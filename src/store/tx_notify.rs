@@ -5,7 +5,7 @@
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransaction};
 
 use super::tables::*;
-use super::tx::{Reader, Tx, decode, encode, keep_last};
+use super::tx::{Reader, Tx, decode, encode};
 use super::{Result, redb_err};
 use crate::domain::{InboxMessage, Notification};
 
@@ -280,7 +280,7 @@ impl NotifyReader {
                 let (_, id) = row.map_err(|e| redb_err(path, e))?;
                 Ok(id.value().to_owned())
             });
-        keep_last(ids, |id| self.notification(id), keep, last)
+        crate::storage::keep_last(ids.map(|id| self.notification(&id?)), keep, last)
     }
 
     /// Inbox messages with an id strictly above `after`, oldest first, those `keep` accepts,

@@ -1,0 +1,235 @@
+//! The state on PostgreSQL: the second implementation of `crate::storage`, for several
+//! `pap serve` nodes sharing one set of decisions (and for teams that keep their state in
+//! PostgreSQL anyway). The only module that imports the PostgreSQL driver.
+//!
+//! The driver is `postgres`, the blocking face of `tokio-postgres`: the engine's units of
+//! work are synchronous closures run on plain or `spawn_blocking` threads, and each needs one
+//! connection for its whole transaction, which a blocking client checked out of a small pool
+//! gives by construction, independent of the caller's async runtime (pap builds several).
+//! TLS is `tokio-postgres-rustls` with the aws-lc-rs provider pap uses elsewhere.
+//!
+//! Local files still live in the node's state dir (agents' process groups, serve's socket,
+//! the inbox mark): `dir()` names it.
+
+mod pool;
+mod read;
+pub mod schema;
+mod session;
+mod tls;
+pub mod url;
+mod write;
+mod write_notify;
+
+use std::path::{Path, PathBuf};
+
+use crate::domain::Status;
+use crate::storage::{Commit, Error, ReadTx, Result, Stamp, Storage, WriteTx};
+use session::Session;
+
+pub use url::{DatabaseUrl, Origin};
+
+/// What goes wrong inside this module, before it becomes a `storage::Error`.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("{}", describe(.0))]
+    Driver(#[from] postgres::Error),
+    #[error("{0}")]
+    Schema(String),
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl PgError {
+    fn into_storage(self, location: &str) -> Error {
+        match self {
+            PgError::Driver(e) => storage_error(location, e),
+            PgError::Schema(message) | PgError::Setup(message) => Error::Setup {
+                location: location.to_owned(),
+                message,
+            },
+        }
+    }
+}
+
+/// A driver error in words: the server's message when there is one (the driver's own
+/// `Display` says only "db error").
+pub fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                text.push_str(": ");
+                text.push_str(&s.to_string());
+                source = s.source();
+            }
+            text
+        }
+    }
+}
+
+/// A driver error as a storage error: unavailable when the same work may succeed later (the
+/// connection is gone, the server is shutting down, a deadlock or lock wait was cut short),
+/// a backend failure otherwise.
+pub(crate) fn storage_error(location: &str, e: postgres::Error) -> Error {
+    use postgres::error::SqlState;
+    let transient = match e.code() {
+        None => e.is_closed() || e.as_db_error().is_none(),
+        Some(code) => {
+            let c = code.code();
+            c.starts_with("08")
+                || c.starts_with("57P")
+                || c.starts_with("53")
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::LOCK_NOT_AVAILABLE
+                || *code == SqlState::QUERY_CANCELED
+                || *code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
+                || *code == SqlState::READ_ONLY_SQL_TRANSACTION
+        }
+    };
+    if transient {
+        Error::Unavailable {
+            location: location.to_owned(),
+            reason: describe(&e),
+        }
+    } else {
+        Error::Backend {
+            path: PathBuf::from(location),
+            source: Box::new(e),
+        }
+    }
+}
+
+/// An invocation's status as stored in its column (its JSON name).
+fn status_name(status: Status) -> String {
+    match serde_json::to_value(status) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{status:?}"),
+    }
+}
+
+/// How many connections one process keeps at most.
+const POOL_SIZE: usize = 16;
+
+pub struct PgStore {
+    pool: pool::Pool,
+    shown: String,
+    state_dir: PathBuf,
+    schema: schema::SchemaState,
+}
+
+impl PgStore {
+    /// The store at `url`, checked to have this pap's schema; local files go in `state_dir`.
+    pub fn open(url: &DatabaseUrl, state_dir: &Path) -> Result<PgStore> {
+        let pool = pool::Pool::new(url, POOL_SIZE).map_err(|e| e.into_storage(&url.shown))?;
+        let schema = {
+            let mut conn = pool.get().map_err(|e| e.into_storage(&url.shown))?;
+            outside_async(|| schema::check(&mut conn.conn().client))
+                .map_err(|e| e.into_storage(&url.shown))?
+        };
+        Ok(PgStore {
+            pool,
+            shown: url.shown.clone(),
+            state_dir: state_dir.to_path_buf(),
+            schema,
+        })
+    }
+
+    /// Applies this pap's missing schema migrations (`pap store migrate`).
+    pub fn migrate(url: &DatabaseUrl, applied_by: &str) -> Result<schema::Migrated> {
+        let pool = pool::Pool::new(url, 1).map_err(|e| e.into_storage(&url.shown))?;
+        let mut client = pool.connect().map_err(|e| e.into_storage(&url.shown))?;
+        outside_async(|| schema::migrate(&mut client, applied_by))
+            .map_err(|e| e.into_storage(&url.shown))
+    }
+
+    /// The schema the database has (as checked at open).
+    pub fn schema(&self) -> &schema::SchemaState {
+        &self.schema
+    }
+
+    fn checkout(&self) -> Result<pool::Pooled<'_>> {
+        self.pool.get().map_err(|e| e.into_storage(&self.shown))
+    }
+}
+
+/// Runs blocking database work from any thread: on a thread that drives async tasks, the
+/// runtime is told the thread blocks (the driver runs its own small runtime, which may not
+/// be entered from inside another).
+fn outside_async<T>(work: impl FnOnce() -> T) -> T {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
+impl Storage for PgStore {
+    fn write_dyn(
+        &self,
+        _commit: Commit,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>,
+    ) -> Result<()> {
+        // Every commit is durable when it returns (PostgreSQL's own group commit shares the
+        // WAL flush between concurrent transactions), so both commit kinds are the same.
+        outside_async(|| {
+            let mut pooled = self.checkout()?;
+            let pool::Conn { client, statements } = pooled.conn();
+            let tx = client
+                .transaction()
+                .map_err(|e| storage_error(&self.shown, e))?;
+            let mut w = write::PgWrite::new(Session::new(tx, statements, &self.shown));
+            f(&mut w)?;
+            let appended = w.inbox_appended;
+            if appended.is_some() {
+                // Other nodes' subscribers hear of it (delivered only if this commits).
+                w.s.execute("SELECT pg_notify('pap_inbox', '')", &[])?;
+            }
+            w.s.into_transaction()
+                .commit()
+                .map_err(|e| storage_error(&self.shown, e))?;
+            if let Some(mark) = appended {
+                crate::storage::inbox_mark::write(&self.state_dir, mark);
+            }
+            Ok(())
+        })
+    }
+
+    fn read_dyn(&self, f: &mut dyn FnMut(&dyn ReadTx) -> Result<()>) -> Result<()> {
+        outside_async(|| {
+            let mut pooled = self.checkout()?;
+            let pool::Conn { client, statements } = pooled.conn();
+            let tx = client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(|e| storage_error(&self.shown, e))?;
+            let r = read::PgRead {
+                s: Session::new(tx, statements, &self.shown),
+            };
+            f(&r)?;
+            // Nothing to keep: ending a read-only transaction either way is the same.
+            r.s.into_transaction()
+                .commit()
+                .map_err(|e| storage_error(&self.shown, e))
+        })
+    }
+
+    fn location(&self) -> PathBuf {
+        PathBuf::from(&self.shown)
+    }
+
+    fn dir(&self) -> Option<PathBuf> {
+        Some(self.state_dir.clone())
+    }
+
+    fn stamp(&self) -> Option<Stamp> {
+        None
+    }
+}
+
+#[cfg(any(test, feature = "test-clock"))]
+pub mod testing;

@@ -1,0 +1,166 @@
+//! A small pool of connections. Each unit of work checks one out for its whole transaction
+//! and gives it back after, so a transaction is one connection by construction. A
+//! connection that broke is dropped instead of being given back, and the next checkout
+//! opens a fresh one.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use postgres::{Client, NoTls, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::PgError;
+use super::url::{DatabaseUrl, Tls};
+
+/// A connection and the statements prepared on it (a statement is prepared once per
+/// connection, so a hot transaction pays one round trip per statement, not two).
+pub struct Conn {
+    pub client: Client,
+    pub statements: HashMap<&'static str, Statement>,
+}
+
+enum Connector {
+    Plain,
+    Rustls(MakeRustlsConnect),
+}
+
+pub struct Pool {
+    config: postgres::Config,
+    connector: Connector,
+    max: usize,
+    state: Mutex<State>,
+    returned: Condvar,
+}
+
+struct State {
+    idle: Vec<Conn>,
+    /// Connections checked out or idle.
+    open: usize,
+}
+
+/// How long a checkout waits for a connection when all `max` are in use.
+const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
+
+impl Pool {
+    pub fn new(url: &DatabaseUrl, max: usize) -> Result<Pool, PgError> {
+        let ca = |ca: &Option<std::path::PathBuf>| {
+            super::tls::connector(ca.as_deref()).map_err(PgError::Setup)
+        };
+        let connector = match &url.tls {
+            Tls::Off => Connector::Plain,
+            Tls::Verified { ca_file } | Tls::Preferred { ca_file } => {
+                Connector::Rustls(ca(ca_file)?)
+            }
+        };
+        let mut config = url.config.clone();
+        // A node paused (SIGSTOP) or cut off inside a transaction must not hold its row and
+        // advisory locks for ever: the server ends such a session, and a waiter gives up
+        // rather than hang (then the unit of work fails as "unavailable" and is retried).
+        let ours = "-c idle_in_transaction_session_timeout=15000 -c lock_timeout=20000";
+        let options = match config.get_options() {
+            Some(theirs) if !theirs.is_empty() => format!("{theirs} {ours}"),
+            _ => ours.to_owned(),
+        };
+        config.options(&options);
+        Ok(Pool {
+            config,
+            connector,
+            max: max.max(1),
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                open: 0,
+            }),
+            returned: Condvar::new(),
+        })
+    }
+
+    /// A new connection, outside the pool (for LISTEN, or one-off work).
+    pub fn connect(&self) -> Result<Client, PgError> {
+        Ok(match &self.connector {
+            Connector::Plain => self.config.connect(NoTls)?,
+            Connector::Rustls(tls) => self.config.connect(tls.clone())?,
+        })
+    }
+
+    /// A connection for one unit of work.
+    pub fn get(&self) -> Result<Pooled<'_>, PgError> {
+        let deadline = Instant::now() + CHECKOUT_WAIT;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            while let Some(conn) = state.idle.pop() {
+                if !conn.client.is_closed() {
+                    return Ok(Pooled {
+                        pool: self,
+                        conn: Some(conn),
+                    });
+                }
+                state.open -= 1;
+            }
+            if state.open < self.max {
+                state.open += 1;
+                drop(state);
+                return match self.connect() {
+                    Ok(client) => Ok(Pooled {
+                        pool: self,
+                        conn: Some(Conn {
+                            client,
+                            statements: HashMap::new(),
+                        }),
+                    }),
+                    Err(e) => {
+                        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                        state.open -= 1;
+                        self.returned.notify_one();
+                        Err(e)
+                    }
+                };
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(PgError::Setup(format!(
+                    "all {} database connections stayed in use for {}s",
+                    self.max,
+                    CHECKOUT_WAIT.as_secs()
+                )));
+            }
+            state = self
+                .returned
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn give_back(&self, conn: Conn) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.client.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push(conn);
+        }
+        self.returned.notify_one();
+    }
+}
+
+/// A checked-out connection; back in the pool when dropped.
+pub struct Pooled<'p> {
+    pool: &'p Pool,
+    conn: Option<Conn>,
+}
+
+impl Pooled<'_> {
+    pub fn conn(&mut self) -> &mut Conn {
+        self.conn
+            .as_mut()
+            .expect("a pooled connection until dropped")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.give_back(conn);
+        }
+    }
+}

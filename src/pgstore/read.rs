@@ -1,0 +1,338 @@
+//! Reads: a consistent snapshot (REPEATABLE READ, READ ONLY), and the lookups the write side
+//! shares with it.
+
+use super::session::{Session, signed, unsigned};
+use crate::domain::{AuditEntry, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry};
+use crate::storage::concurrency::Entry;
+use crate::storage::{ReadTx, Result};
+
+pub struct PgRead<'c> {
+    pub(super) s: Session<'c>,
+}
+
+pub(super) fn invocation_in(s: &Session, id: &str) -> Result<Option<Invocation>> {
+    match s.query_opt(
+        "SELECT record::text FROM pap_invocations WHERE id = $1",
+        &[&id],
+    )? {
+        Some(r) => s.decode(&format!("invocation {id}"), r.get(0)).map(Some),
+        None => Ok(None),
+    }
+}
+
+pub(super) fn notification_in(s: &Session, id: &str) -> Result<Option<Notification>> {
+    match s.query_opt(
+        "SELECT record::text FROM pap_notifications WHERE id = $1",
+        &[&id],
+    )? {
+        Some(r) => s.decode(&format!("notification {id}"), r.get(0)).map(Some),
+        None => Ok(None),
+    }
+}
+
+pub(super) fn inbox_message_in(s: &Session, id: u64) -> Result<Option<InboxMessage>> {
+    match s.query_opt(
+        "SELECT message::text FROM pap_inbox WHERE id = $1",
+        &[&signed(id)],
+    )? {
+        Some(r) => s.decode(&format!("inbox message {id}"), r.get(0)).map(Some),
+        None => Ok(None),
+    }
+}
+
+pub(super) fn session_agent_in(s: &Session, name: &str) -> Result<Option<String>> {
+    Ok(s.query_opt(
+        "SELECT agent FROM pap_session_agents WHERE name = $1",
+        &[&name],
+    )?
+    .map(|r| r.get(0)))
+}
+
+pub(super) fn atp_lookup_in(s: &Session, atp_id: &str) -> Result<Option<String>> {
+    Ok(s.query_opt(
+        "SELECT notification_id FROM pap_atp WHERE atp_id = $1",
+        &[&atp_id],
+    )?
+    .map(|r| r.get(0)))
+}
+
+/// As `storage::concurrency::blocking`, reading the entries of each key.
+pub(super) fn blocking_in(
+    s: &Session,
+    inv: &Invocation,
+    now: i64,
+) -> Result<Option<(String, String)>> {
+    if inv.concurrency.is_empty() {
+        return Ok(None);
+    }
+    crate::storage::concurrency::blocking(inv, now, |key| {
+        Ok(s.query(
+            "SELECT seq, state, stopping_until, invocation_id FROM pap_concurrency \
+             WHERE slot_key = $1 ORDER BY seq",
+            &[&key],
+        )?
+        .iter()
+        .filter_map(|r| {
+            let state: i16 = r.get(1);
+            let entry = match state {
+                0 => Entry::Waiting,
+                1 => Entry::Running,
+                2 => Entry::Stopping(r.get::<_, Option<i64>>(2).unwrap_or(0)),
+                _ => return None,
+            };
+            Some((unsigned(r.get(0)), entry, r.get(3)))
+        })
+        .collect())
+    })
+}
+
+fn ids(rows: Vec<postgres::Row>) -> Vec<String> {
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// Records `(id, JSON)` that `sql` lists in order, as `storage::keep_last` keeps them.
+fn listed<T: serde::de::DeserializeOwned>(
+    s: &Session,
+    what: &str,
+    sql: &'static str,
+    keep: &dyn Fn(&T) -> bool,
+    last: Option<usize>,
+) -> Result<(Vec<T>, usize)> {
+    let rows = s.query(sql, &[])?;
+    crate::storage::keep_last(
+        rows.iter().map(|r| {
+            let id: &str = r.get(0);
+            s.decode(&format!("{what} {id}"), r.get(1)).map(Some)
+        }),
+        keep,
+        last,
+    )
+}
+
+/// How many inbox messages one query fetches while looking for `limit` that `keep` accepts.
+const INBOX_PAGE: i64 = 500;
+
+impl ReadTx for PgRead<'_> {
+    fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
+        invocation_in(&self.s, id)
+    }
+
+    fn invocations(
+        &self,
+        keep: &dyn Fn(&Invocation) -> bool,
+        last: Option<usize>,
+    ) -> Result<(Vec<Invocation>, usize)> {
+        listed(
+            &self.s,
+            "invocation",
+            "SELECT id, record::text FROM pap_invocations ORDER BY seq, id",
+            keep,
+            last,
+        )
+    }
+
+    fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for id in ids(self
+            .s
+            .query("SELECT id FROM pap_invocations ORDER BY id", &[])?)
+        {
+            if keep(&id) {
+                out.push(id);
+                if out.len() >= max {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
+        Ok(ids(self.s.query(
+            "SELECT id FROM pap_invocations WHERE work_at <= $1 ORDER BY work_at, id LIMIT $2",
+            &[&now, &i64::try_from(limit).unwrap_or(i64::MAX)],
+        )?))
+    }
+
+    fn approvals_due(&self, now: i64) -> Result<Vec<String>> {
+        Ok(ids(self.s.query(
+            "SELECT id FROM pap_invocations WHERE approval_deadline <= $1 \
+             ORDER BY approval_deadline, id",
+            &[&now],
+        )?))
+    }
+
+    fn ledger(&self, event_id: &str) -> Result<Vec<LedgerRow>> {
+        Ok(self
+            .s
+            .query(
+                "SELECT event_id, trigger_id, kind, depth, outcome, invocation_id, decided_at \
+                 FROM pap_ledger WHERE event_id = $1 ORDER BY row_no",
+                &[&event_id],
+            )?
+            .iter()
+            .map(|r| LedgerRow {
+                event_id: r.get(0),
+                trigger: r.get(1),
+                kind: r.get(2),
+                depth: u32::try_from(r.get::<_, i32>(3)).unwrap_or(0),
+                outcome: r.get(4),
+                invocation_id: r.get(5),
+                decided_at: r.get(6),
+            })
+            .collect())
+    }
+
+    fn schedule_last(&self, id: &str) -> Result<Option<i64>> {
+        Ok(self
+            .s
+            .query_opt("SELECT last_fire FROM pap_schedules WHERE id = $1", &[&id])?
+            .map(|r| r.get(0)))
+    }
+
+    fn outbox_entries(&self) -> Result<Vec<(String, OutboxEntry)>> {
+        self.s
+            .query(
+                "SELECT event_id, entry::text FROM pap_outbox ORDER BY event_id",
+                &[],
+            )?
+            .iter()
+            .map(|r| {
+                let id: String = r.get(0);
+                let entry = self.s.decode(&format!("outbox entry {id}"), r.get(1))?;
+                Ok((id, entry))
+            })
+            .collect()
+    }
+
+    fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)> {
+        let total: i64 = self
+            .s
+            .query_one("SELECT count(*) FROM pap_audit", &[])?
+            .get(0);
+        let total = usize::try_from(total).unwrap_or(0);
+        let skip = last.map_or(0, |n| total.saturating_sub(n));
+        let rows = self.s.query(
+            "SELECT entry::text FROM pap_audit ORDER BY seq OFFSET $1",
+            &[&i64::try_from(skip).unwrap_or(0)],
+        )?;
+        let entries = rows
+            .iter()
+            .map(|r| self.s.decode("audit entry", r.get(0)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((entries, total))
+    }
+
+    fn notification(&self, id: &str) -> Result<Option<Notification>> {
+        notification_in(&self.s, id)
+    }
+
+    fn notifications(
+        &self,
+        keep: &dyn Fn(&Notification) -> bool,
+        last: Option<usize>,
+    ) -> Result<(Vec<Notification>, usize)> {
+        listed(
+            &self.s,
+            "notification",
+            "SELECT id, record::text FROM pap_notifications ORDER BY seq, id",
+            keep,
+            last,
+        )
+    }
+
+    fn inbox_after(
+        &self,
+        after: u64,
+        limit: usize,
+        keep: &dyn Fn(&InboxMessage) -> bool,
+    ) -> Result<Vec<InboxMessage>> {
+        let mut out = Vec::new();
+        let mut from = signed(after);
+        while out.len() < limit {
+            let rows = self.s.query(
+                "SELECT id, message::text FROM pap_inbox WHERE id > $1 ORDER BY id LIMIT $2",
+                &[&from, &INBOX_PAGE],
+            )?;
+            let Some(last) = rows.last() else {
+                break;
+            };
+            from = last.get(0);
+            let fetched = rows.len();
+            for r in &rows {
+                let id: i64 = r.get(0);
+                let msg: InboxMessage = self.s.decode(&format!("inbox message {id}"), r.get(1))?;
+                if keep(&msg) {
+                    out.push(msg);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            if (fetched as i64) < INBOX_PAGE {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn inbox_last(&self) -> Result<u64> {
+        Ok(unsigned(
+            self.s
+                .query_one("SELECT coalesce(max(id), 0) FROM pap_inbox", &[])?
+                .get(0),
+        ))
+    }
+
+    fn inbox_message(&self, id: u64) -> Result<Option<InboxMessage>> {
+        inbox_message_in(&self.s, id)
+    }
+
+    fn sessions(&self) -> Result<Vec<(String, i64)>> {
+        Ok(self
+            .s
+            .query(
+                "SELECT name, opened_at FROM pap_sessions ORDER BY name",
+                &[],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
+    }
+
+    fn session_agent(&self, name: &str) -> Result<Option<String>> {
+        session_agent_in(&self.s, name)
+    }
+
+    fn queue_peek(&self, agent: &str) -> Result<Vec<String>> {
+        Ok(ids(self.s.query(
+            "SELECT notification_id FROM pap_agent_queue WHERE agent = $1 ORDER BY seq",
+            &[&agent],
+        )?))
+    }
+
+    fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>> {
+        atp_lookup_in(&self.s, atp_id)
+    }
+
+    fn debounce_next_due(&self) -> Result<Option<i64>> {
+        Ok(self
+            .s
+            .query_one("SELECT min(due_at) FROM pap_debounce", &[])?
+            .get(0))
+    }
+
+    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
+        blocking_in(&self.s, inv, now)
+    }
+
+    fn any_job_due(&self, now: i64) -> Result<bool> {
+        Ok(self
+            .s
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pap_jobs WHERE due_at <= $1)",
+                &[&now],
+            )?
+            .get(0))
+    }
+}

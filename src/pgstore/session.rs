@@ -1,0 +1,117 @@
+//! One transaction on one pooled connection, with the connection's prepared statements: what
+//! the write and read sides share.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use postgres::types::ToSql;
+use postgres::{Row, Statement, Transaction};
+use serde::de::DeserializeOwned;
+
+use crate::storage::{Error, Result};
+
+pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+pub struct Session<'c> {
+    // The engine's reads take `&self`, the driver's `&mut self`: one transaction, used by
+    // one thread, so a RefCell is enough.
+    tx: RefCell<Transaction<'c>>,
+    statements: RefCell<&'c mut HashMap<&'static str, Statement>>,
+    location: &'c str,
+}
+
+impl<'c> Session<'c> {
+    pub fn new(
+        tx: Transaction<'c>,
+        statements: &'c mut HashMap<&'static str, Statement>,
+        location: &'c str,
+    ) -> Session<'c> {
+        Session {
+            tx: RefCell::new(tx),
+            statements: RefCell::new(statements),
+            location,
+        }
+    }
+
+    pub fn into_transaction(self) -> Transaction<'c> {
+        self.tx.into_inner()
+    }
+
+    fn statement(&self, sql: &'static str) -> Result<Statement> {
+        if let Some(s) = self.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let prepared = self
+            .tx
+            .borrow_mut()
+            .prepare(sql)
+            .map_err(|e| self.error(e))?;
+        self.statements.borrow_mut().insert(sql, prepared.clone());
+        Ok(prepared)
+    }
+
+    pub fn query(&self, sql: &'static str, params: Params) -> Result<Vec<Row>> {
+        let statement = self.statement(sql)?;
+        self.tx
+            .borrow_mut()
+            .query(&statement, params)
+            .map_err(|e| self.error(e))
+    }
+
+    pub fn query_opt(&self, sql: &'static str, params: Params) -> Result<Option<Row>> {
+        let statement = self.statement(sql)?;
+        self.tx
+            .borrow_mut()
+            .query_opt(&statement, params)
+            .map_err(|e| self.error(e))
+    }
+
+    pub fn query_one(&self, sql: &'static str, params: Params) -> Result<Row> {
+        let statement = self.statement(sql)?;
+        self.tx
+            .borrow_mut()
+            .query_one(&statement, params)
+            .map_err(|e| self.error(e))
+    }
+
+    pub fn execute(&self, sql: &'static str, params: Params) -> Result<u64> {
+        let statement = self.statement(sql)?;
+        self.tx
+            .borrow_mut()
+            .execute(&statement, params)
+            .map_err(|e| self.error(e))
+    }
+
+    /// The store's location, for messages.
+    pub fn location(&self) -> &str {
+        self.location
+    }
+
+    pub fn error(&self, e: postgres::Error) -> Error {
+        super::storage_error(self.location, e)
+    }
+
+    /// A record stored as JSON text.
+    pub fn decode<T: DeserializeOwned>(&self, what: &str, text: &str) -> Result<T> {
+        serde_json::from_str(text).map_err(|e| Error::Corrupt {
+            path: PathBuf::from(self.location),
+            message: format!("{what}: {e}"),
+        })
+    }
+}
+
+/// A record as JSON text, for a `$n::text::json` parameter.
+pub fn encode(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("records serialise")
+}
+
+/// A stored `bigint` that holds a count or number the engine keeps as `u64`.
+pub fn unsigned(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// A `u64` for a `bigint` column (the engine's numbers stay far below 2^63).
+pub fn signed(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,290 @@
+//! A throwaway PostgreSQL server for the test suite (unit and end-to-end tests), started by
+//! the tests themselves from the Debian `postgresql` package's binaries: `initdb` into a
+//! temporary directory and `pg_ctl` on a unix socket in it. One server per test process,
+//! one database per test. `initdb` refuses root, so under root the server runs as an
+//! unprivileged user (`PAP_TEST_PG_USER`, else `pap-test`, which `.ci/run` creates, else
+//! `postgres`) through `setpriv`.
+//!
+//! Compiled into test builds only (the `test-clock` feature, which release builds never
+//! have).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The environment variable CI sets: PostgreSQL missing is then a failure, not a skip.
+pub const REQUIRE_ENV: &str = "PAP_TEST_REQUIRE_POSTGRES";
+
+#[derive(Clone)]
+pub struct TestServer {
+    /// Holds the data dir and the socket; removed when the process exits.
+    dir: PathBuf,
+    bin: PathBuf,
+    run_as: Option<(u32, u32)>,
+    port: u16,
+}
+
+static SERVER: OnceLock<Result<TestServer, String>> = OnceLock::new();
+static NEXT_DB: AtomicU32 = AtomicU32::new(1);
+
+/// The server of this test process, started on first use; `Err` says why there is none.
+pub fn server() -> Result<&'static TestServer, String> {
+    SERVER.get_or_init(start).as_ref().map_err(Clone::clone)
+}
+
+/// The server, or `None` with a skip note naming what goes unchecked; with
+/// `PAP_TEST_REQUIRE_POSTGRES` set, a missing server fails the test instead.
+pub fn server_or_skip(unchecked: &str) -> Option<&'static TestServer> {
+    match server() {
+        Ok(s) => Some(s),
+        Err(why) => {
+            assert!(
+                std::env::var_os(REQUIRE_ENV).is_none(),
+                "PostgreSQL is required ({REQUIRE_ENV} is set) but cannot start: {why}"
+            );
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "note: skipped: {unchecked} on PostgreSQL ({why})"
+            );
+            None
+        }
+    }
+}
+
+impl TestServer {
+    /// A new empty database; its URL (a unix socket, trust authentication).
+    pub fn database(&self) -> String {
+        let name = format!(
+            "pap_{}_{}",
+            std::process::id(),
+            NEXT_DB.fetch_add(1, Ordering::Relaxed)
+        );
+        self.psql("postgres", &format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("creating test database {name}: {e}"));
+        self.url(&name)
+    }
+
+    /// A new database with this pap's schema migrated in.
+    pub fn migrated_database(&self) -> String {
+        let url = self.database();
+        let parsed = super::url::parse(&url, super::Origin::Environment, &|_| None)
+            .expect("test URL parses");
+        super::PgStore::migrate(&parsed, "test").expect("migrating the test database");
+        url
+    }
+
+    pub fn url(&self, database: &str) -> String {
+        let socket: String = percent_encoding::utf8_percent_encode(
+            &self.dir.to_string_lossy(),
+            percent_encoding::NON_ALPHANUMERIC,
+        )
+        .to_string();
+        format!("postgres://pap@{socket}:{}/{database}", self.port)
+    }
+
+    /// Runs SQL through `psql` as the superuser, for what tests do to the server itself.
+    pub fn psql(&self, database: &str, sql: &str) -> Result<String, String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"])
+            .arg("-h")
+            .arg(&self.dir)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "pap",
+                "-d",
+                database,
+                "-c",
+                sql,
+            ])
+            .output()
+            .map_err(|e| format!("psql: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// Restarts the server (`pg_ctl restart -m immediate`: as after a crash).
+    pub fn restart(&self) -> Result<(), String> {
+        self.pg_ctl(&["restart", "-m", "immediate"])
+    }
+
+    fn pg_ctl(&self, action: &[&str]) -> Result<(), String> {
+        let data = self.dir.join("data");
+        let log = self.dir.join("log");
+        let options = format!(
+            "-c listen_addresses='' -k {} -p {} -c fsync=off -c full_page_writes=off \
+             -c max_connections=300",
+            self.dir.display(),
+            self.port
+        );
+        let mut args: Vec<String> = vec![
+            "-D".into(),
+            data.display().to_string(),
+            "-l".into(),
+            log.display().to_string(),
+            "-w".into(),
+            "-s".into(),
+            "-o".into(),
+            options,
+        ];
+        args.extend(action.iter().map(|a| a.to_string()));
+        run(self.command("pg_ctl", &args), "pg_ctl")
+    }
+
+    fn command(&self, program: &str, args: &[String]) -> Command {
+        let path = self.bin.join(program);
+        match self.run_as {
+            Some((uid, gid)) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={gid}"))
+                    .arg("--clear-groups")
+                    .arg(path)
+                    .args(args);
+                c
+            }
+            None => {
+                let mut c = Command::new(path);
+                c.args(args);
+                c
+            }
+        }
+    }
+}
+
+fn run(mut c: Command, what: &str) -> Result<(), String> {
+    let out = c.output().map_err(|e| format!("{what}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        ))
+    }
+}
+
+/// The directory of the newest PostgreSQL's binaries (`PAP_TEST_PG_BIN` overrides).
+fn binaries() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("PAP_TEST_PG_BIN") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .map_err(|_| "the postgresql package is not installed (no /usr/lib/postgresql)".to_owned())?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or_else(|| "no initdb under /usr/lib/postgresql/*/bin".to_owned())
+}
+
+/// Who runs the server: nobody else unless this process is root.
+fn server_user() -> Result<Option<(u32, u32)>, String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let wanted = std::env::var("PAP_TEST_PG_USER").ok();
+    let names: Vec<&str> = match wanted.as_deref() {
+        Some(name) => vec![name],
+        None => vec!["pap-test", "postgres"],
+    };
+    for name in &names {
+        if let Ok(Some(user)) = nix::unistd::User::from_name(name) {
+            return Ok(Some((user.uid.as_raw(), user.gid.as_raw())));
+        }
+    }
+    Err(format!(
+        "running as root, and none of the users {} exists to run PostgreSQL as \
+         (initdb refuses root; .ci/run creates pap-test)",
+        names.join(", ")
+    ))
+}
+
+fn start() -> Result<TestServer, String> {
+    let bin = binaries()?;
+    let run_as = server_user()?;
+    let dir = tempfile::Builder::new()
+        .prefix("pap-pg-")
+        .tempdir_in("/tmp")
+        .map_err(|e| format!("temp dir: {e}"))?
+        .keep();
+    if let Some((uid, gid)) = run_as {
+        nix::unistd::chown(
+            &dir,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+        .map_err(|e| format!("chown {}: {e}", dir.display()))?;
+    }
+    let server = TestServer {
+        dir,
+        bin,
+        run_as,
+        port: 5432,
+    };
+    let started = initdb_and_start(&server);
+    if let Err(e) = started {
+        let _ = std::fs::remove_dir_all(&server.dir);
+        return Err(e);
+    }
+    register_stop(&server);
+    Ok(server)
+}
+
+fn initdb_and_start(server: &TestServer) -> Result<(), String> {
+    let data = server.dir.join("data").display().to_string();
+    run(
+        server.command(
+            "initdb",
+            &[
+                "-D".into(),
+                data,
+                "-U".into(),
+                "pap".into(),
+                "-A".into(),
+                "trust".into(),
+                "--no-sync".into(),
+                "--no-instructions".into(),
+                "-E".into(),
+                "UTF8".into(),
+                "--no-locale".into(),
+            ],
+        ),
+        "initdb",
+    )?;
+    server.pg_ctl(&["start"])
+}
+
+static STOP: OnceLock<TestServer> = OnceLock::new();
+
+/// Stops the server and removes its directory when the test process exits.
+fn register_stop(server: &TestServer) {
+    unsafe extern "C" {
+        fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+    }
+    extern "C" fn stop() {
+        if let Some(server) = STOP.get() {
+            let _ = server.pg_ctl(&["stop", "-m", "immediate"]);
+            let _ = std::fs::remove_dir_all(&server.dir);
+        }
+    }
+    if STOP.set(server.clone()).is_ok() {
+        // SAFETY: registering a plain function with the C library; it runs once at exit.
+        unsafe {
+            atexit(stop);
+        }
+    }
+}
