@@ -181,10 +181,11 @@ pub enum Command {
     )]
     Schedule(ScheduleCommand),
 
-    /// The state store: verify it, or copy it consistently while others use it.
+    /// The state store: verify it, copy it consistently while others use it, or migrate a
+    /// PostgreSQL schema.
     #[command(
         subcommand,
-        after_help = "Examples:\n  pap store check\n  pap store backup /backups/pap-$(date +%F).redb"
+        after_help = "Examples:\n  pap store check\n  pap store backup /backups/pap-$(date +%F).redb\n  pap store migrate"
     )]
     Store(StoreCommand),
 
@@ -497,6 +498,27 @@ pub enum StoreCommand {
         pap store backup state.copy --force    # replace an earlier copy"
     )]
     Backup(StoreBackupArgs),
+
+    /// Create or upgrade the PostgreSQL schema of the state (PAP_DATABASE_URL, else `store:`
+    /// in pap.yaml); a redb state needs nothing.
+    #[command(
+        after_help = "Run once before the first node starts, and before nodes of a new release \
+        start. Migrations expand the schema first (the previous release keeps working beside \
+        the new one during a rolling upgrade) and contract it only in a later release. Two \
+        nodes migrating at once take turns. The password comes from PAP_DATABASE_PASSWORD or \
+        PGPASSWORD.\n\n\
+        Exit status: 0 the schema is current; 1 a migration failed; 2 usage error.\n\n\
+        Examples:\n  PAP_DATABASE_URL=postgres://pap@db.internal/pap pap store migrate\n  \
+        pap store migrate --json"
+    )]
+    Migrate(StoreMigrateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StoreMigrateArgs {
+    /// The result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

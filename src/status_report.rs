@@ -69,6 +69,9 @@ pub struct ScheduleState {
 
 #[derive(Debug, Serialize)]
 pub struct StoreState {
+    /// `redb`, or `postgresql`.
+    pub kind: &'static str,
+    /// The redb file, or the database URL without its password.
     pub path: String,
     pub bytes: u64,
 }
@@ -177,7 +180,10 @@ pub fn gather(
         None => attention.push("the project has errors (`pap lint` shows them)".into()),
     }
     let path = store.location();
-    let bytes = store_bytes(state_dir);
+    let bytes = match store.bytes()? {
+        Some(bytes) => bytes,
+        None => store_bytes(state_dir),
+    };
     Ok(Report {
         healthy: attention.is_empty(),
         attention,
@@ -187,6 +193,7 @@ pub fn gather(
         sinks,
         schedules,
         store: StoreState {
+            kind: store.kind(),
             path: path.display().to_string(),
             bytes,
         },
@@ -263,6 +270,7 @@ mod tests {
             sinks: Vec::new(),
             schedules: Vec::new(),
             store: StoreState {
+                kind: "redb",
                 path: "s".into(),
                 bytes: 1,
             },

@@ -1,6 +1,16 @@
 //! Cutting text for messages and records, so a long value cannot flood a terminal or the store.
 
 /// `text` up to `max` characters; a cut is marked with `…`.
+/// `text` with the password of every URL in it (`scheme://user:password@host`) replaced by
+/// `***`: for quoting a line of a user's file on a terminal or in CI logs.
+pub fn hide_url_passwords(text: &str) -> std::borrow::Cow<'_, str> {
+    static USERINFO: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"([A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:"']*):[^@/?#\s"']*@"#)
+            .expect("valid pattern")
+    });
+    USERINFO.replace_all(text, "$1:***@")
+}
+
 pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
@@ -107,5 +117,18 @@ mod tests {
             markup("a\"<b>&'\u{1}\n"),
             "a&quot;&lt;b&gt;&amp;&apos;\u{FFFD}&#10;"
         );
+    }
+}
+
+#[cfg(test)]
+mod url_password_tests {
+    #[test]
+    fn passwords_in_urls_are_hidden_and_the_rest_kept() {
+        let line = r#"store: "postgres://pap:hunter2@db:5432/pap" and https://u@h/x"#;
+        assert_eq!(
+            super::hide_url_passwords(line),
+            r#"store: "postgres://pap:***@db:5432/pap" and https://u@h/x"#
+        );
+        assert_eq!(super::hide_url_passwords("no urls here"), "no urls here");
     }
 }

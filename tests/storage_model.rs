@@ -380,14 +380,16 @@ fn sequences_agree_with_the_model() {
     });
     let result = runner.run(&(plans(), any::<u64>()), |(plans, reopen_at)| {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut store: Arc<dyn Storage> = storage::open(dir.path()).expect("store");
+        let mut store: Arc<dyn Storage> =
+            storage::open(&storage::Place::file(dir.path().to_path_buf())).expect("store");
         let mut model = Model::default();
         let mut now = 1_000_000;
         for (i, plan) in plans.iter().enumerate() {
             run_plan(store.as_ref(), &mut model, plan, &mut now);
             if (i as u64 + reopen_at).is_multiple_of(7) {
                 drop(store);
-                store = storage::open(dir.path()).expect("reopen");
+                store =
+                    storage::open(&storage::Place::file(dir.path().to_path_buf())).expect("reopen");
                 prop_assert_eq!(&observe(store.as_ref()), &model.seen);
             }
         }
@@ -403,7 +405,7 @@ fn sequences_agree_with_the_model() {
 /// The child of a crash run: applies its plan one transaction per line read from stdin, and
 /// acknowledges each commit on stdout.
 fn crash_child(dir: &Path, seed: u64) {
-    let store = storage::open(dir).expect("store");
+    let store = storage::open(&storage::Place::file(dir.to_path_buf())).expect("store");
     let mut model = Model::default();
     let mut now = 1_000_000;
     let stdin = std::io::stdin();
@@ -432,7 +434,8 @@ fn crashes_lose_nothing_acknowledged() {
         let (mut model, mut now) = (Model::default(), 1_000_000);
         {
             let dir = tempfile::tempdir().expect("temp dir");
-            let store = storage::open(dir.path()).expect("store");
+            let store =
+                storage::open(&storage::Place::file(dir.path().to_path_buf())).expect("store");
             for plan in &plans {
                 run_plan(store.as_ref(), &mut model, plan, &mut now);
                 states.push(model.seen.clone());
@@ -465,7 +468,8 @@ fn crashes_lose_nothing_acknowledged() {
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
-        let store = storage::open(dir.path()).expect("the store reopens after a crash");
+        let store = storage::open(&storage::Place::file(dir.path().to_path_buf()))
+            .expect("the store reopens after a crash");
         let found = observe(store.as_ref());
         assert!(
             found == states[acked] || found == states[acked + 1],

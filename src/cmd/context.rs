@@ -102,20 +102,28 @@ pub fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
 /// command works while a trigger or agent manifest is broken (mid-edit, say), as long as
 /// pap.yaml, which may name the state dir, is sound; it says so on stderr.
 pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = &cli.state {
-        return Ok(dir.clone());
-    }
+    Ok(place_to_read(cli)?.state_dir)
+}
+
+/// Where the state of a command that only reads is: as [`place`], from the project as far
+/// as it loads.
+pub fn place_to_read(cli: &Cli) -> anyhow::Result<storage::Place> {
+    let (dir, store) = project_state_to_read(cli)?;
+    Ok(storage::Place::resolve(dir, store.as_deref())?)
+}
+
+fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<String>)> {
     let root = cli
         .root()
         .canonicalize()
         .with_context(|| format!("project root {}", cli.root().display()))?;
     let key = manifest::cache::key(&root, None);
     if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
-        return Ok(state_dir(cli, &project));
+        return Ok((state_dir(cli, &project), project.config.store.clone()));
     }
     let loaded = manifest::load(&root, &[]);
     if let Some(project) = &loaded.project {
-        return Ok(state_dir(cli, project));
+        return Ok((state_dir(cli, project), project.config.store.clone()));
     }
     match &loaded.config {
         Some(config) => {
@@ -124,22 +132,27 @@ pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
                 root.display(),
                 loaded.errors().len()
             );
-            Ok(root.join(&config.state_dir))
+            let dir = match &cli.state {
+                Some(dir) => dir.clone(),
+                None => root.join(&config.state_dir),
+            };
+            Ok((dir, config.store.clone()))
         }
         // pap.yaml itself is broken: where the state is cannot be known.
-        None => load_project(cli).map(|project| state_dir(cli, &project)),
+        None => load_project(cli)
+            .map(|project| (state_dir(cli, &project), project.config.store.clone())),
     }
 }
 
 /// The store of a command that only reads, or `None` (said on stderr) when there is none
 /// yet: a listing never creates a state dir.
 pub fn store_to_read(cli: &Cli) -> anyhow::Result<Option<Arc<dyn storage::Storage>>> {
-    let dir = state_dir_to_read(cli)?;
-    let store = storage::open_existing(&dir)?;
+    let place = place_to_read(cli)?;
+    let store = storage::open_existing(&place)?;
     if store.is_none() {
         crate::say!(
             "no state store at {} yet: nothing was decided here",
-            dir.join("state.redb").display()
+            place.shown()
         );
     }
     Ok(store)
@@ -151,6 +164,15 @@ pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
         Some(dir) => dir.clone(),
         None => project.root.join(&project.config.state_dir),
     }
+}
+
+/// Where the project's state is: its state dir, and its database when `PAP_DATABASE_URL` or
+/// `store:` in pap.yaml names one.
+pub fn place(cli: &Cli, project: &Project) -> anyhow::Result<storage::Place> {
+    Ok(storage::Place::resolve(
+        state_dir(cli, project),
+        project.config.store.as_deref(),
+    )?)
 }
 
 /// `--grace`, else the configured grace period.
@@ -171,11 +193,11 @@ pub fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Project, store and clock for a command that writes.
 pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
     let project = load_project(cli)?;
-    let dir = state_dir(cli, &project);
+    let place = place(cli, &project)?;
     let store = if dry_run {
-        storage::open_for_dry_run(&dir)?
+        storage::open_for_dry_run(&place)?
     } else {
-        storage::open(&dir)?
+        storage::open(&place)?
     };
     Ok(Runtime {
         project: Arc::new(project),

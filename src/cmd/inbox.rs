@@ -30,7 +30,7 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
         }
         Some(InboxCommand::Ack { ids, by }) => {
             let project = context::load_project(cli)?;
-            let store = storage::open(&context::state_dir(cli, &project))?;
+            let store = storage::open(&context::place(cli, &project)?)?;
             let now = Clock::from_env()?.now_ms();
             let user = by
                 .clone()
@@ -61,10 +61,10 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
             after,
             interval,
             json,
-        }) => watch(&context::state_dir_to_read(cli)?, *after, *interval, *json),
+        }) => watch(&context::place_to_read(cli)?, *after, *interval, *json),
         Some(InboxCommand::Session(cmd)) => {
             let project = context::load_project(cli)?;
-            session(&context::state_dir(cli, &project), &project, cmd)
+            session(&context::place(cli, &project)?, &project, cmd)
         }
     }
 }
@@ -184,12 +184,12 @@ fn human(m: &InboxMessage, v: &serde_json::Value, p: Paint, out: &mut String) {
 const WATCH_BATCH: usize = 1000;
 
 fn watch(
-    dir: &std::path::Path,
+    place: &storage::Place,
     after: Option<u64>,
     interval: Duration,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let store = storage::open(dir)?;
+    let store = storage::open(place)?;
     let mut mark = match after {
         Some(a) => a,
         None => store.read(|r| r.inbox_last())?,
@@ -220,11 +220,11 @@ fn watch(
 }
 
 fn session(
-    dir: &std::path::Path,
+    place: &storage::Place,
     project: &crate::manifest::Project,
     cmd: &SessionCommand,
 ) -> anyhow::Result<Outcome> {
-    let store = storage::open(dir)?;
+    let store = storage::open(place)?;
     let now = Clock::from_env()?.now_ms();
     match cmd {
         SessionCommand::Open { name, agent } => {

@@ -18,7 +18,7 @@ pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
     let state_dir = context::state_dir(cli, &project);
     // Closed after every request's transaction: a client may stay connected for days, and
     // serve should never have to ask it for the file.
-    let store = storage::open_transient(&state_dir)?;
+    let store = storage::open_transient(&context::place(cli, &project)?)?;
     let user = args
         .as_user
         .clone()

@@ -32,7 +32,7 @@ pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
         .map_err(|e| anyhow::anyhow!("{name}: not a valid ATP response: {e}"))?;
 
     let project = context::load_project(cli)?;
-    let store = storage::open(&context::state_dir(cli, &project))?;
+    let store = storage::open(&context::place(cli, &project)?)?;
     let now = Clock::from_env()?.now_ms();
     let found = store.read(|r| {
         let n = r;

@@ -21,7 +21,7 @@ pub fn run(cli: &Cli, command: &ScheduleCommand) -> anyhow::Result<Outcome> {
 fn list(cli: &Cli, args: &ScheduleListArgs) -> anyhow::Result<Outcome> {
     let project = context::load_project(cli)?;
     let now = Clock::from_env()?.now();
-    let store = storage::open_existing(&context::state_dir(cli, &project))?;
+    let store = storage::open_existing(&context::place(cli, &project)?)?;
     if project.schedules.is_empty() && !args.json {
         crate::say!(
             "no schedules (define them under `schedules:` in pap.yaml or in schedules/*.yaml)"

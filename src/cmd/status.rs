@@ -10,11 +10,12 @@ use crate::storage;
 use crate::term::Paint;
 
 pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
-    let state_dir = context::state_dir_to_read(cli)?;
-    let Some(store) = storage::open_existing(&state_dir)? else {
+    let place = context::place_to_read(cli)?;
+    let state_dir = place.state_dir.clone();
+    let Some(store) = storage::open_existing(&place)? else {
         crate::say!(
             "error: no state store at {} (nothing was decided here yet, or --state points elsewhere)",
-            state_dir.join("state.redb").display()
+            place.shown()
         );
         return Ok(Outcome::Failure);
     };
@@ -118,7 +119,8 @@ fn human(r: &Report, p: Paint, o: &mut String) {
     }
     let _ = writeln!(
         o,
-        "store      {} ({:.1} MB)",
+        "store      {} {} ({:.1} MB)",
+        r.store.kind,
         r.store.path,
         r.store.bytes as f64 / 1e6
     );

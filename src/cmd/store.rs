@@ -1,4 +1,4 @@
-//! `pap store check` and `pap store backup`.
+//! `pap store check`, `pap store backup` and `pap store migrate`.
 
 use serde_json::json;
 
@@ -7,6 +7,9 @@ use crate::cli::{Cli, StoreCommand};
 use crate::store::Store;
 
 pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
+    if let StoreCommand::Migrate(args) = command {
+        return migrate(cli, args);
+    }
     let dir = context::state_dir_to_read(cli)?;
     let Some(store) = Store::open_existing(&dir)? else {
         anyhow::bail!("there is no state store in {} yet", dir.display());
@@ -56,5 +59,59 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
             );
             Ok(Outcome::Success)
         }
+        StoreCommand::Migrate(_) => unreachable!("handled above"),
     }
+}
+
+fn migrate(cli: &Cli, args: &crate::cli::StoreMigrateArgs) -> anyhow::Result<Outcome> {
+    let place = context::place_to_read(cli)?;
+    let Some(db) = &place.database else {
+        if args.json {
+            crate::out!("{}", json!({"kind": "redb", "applied": [], "schema": null}))?;
+        } else {
+            crate::say!(
+                "the state is the redb file {}: it needs no migration (set PAP_DATABASE_URL or \
+                 `store:` in pap.yaml for PostgreSQL)",
+                place.shown()
+            );
+        }
+        return Ok(Outcome::Success);
+    };
+    let by = format!(
+        "pap {} ({}@{})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::var("USER").unwrap_or_default(),
+        crate::liveness::this_node()
+    );
+    let done = crate::pgstore::PgStore::migrate(db, &by)?;
+    if args.json {
+        crate::out!(
+            "{}",
+            json!({
+                "kind": "postgresql",
+                "database": db.shown,
+                "applied": done.applied.iter().map(|(v, name)| json!({"version": v, "name": name})).collect::<Vec<_>>(),
+                "already": done.already,
+                "newer": done.newer,
+                "schema": crate::pgstore::schema::current(),
+            })
+        )?;
+    } else {
+        for (version, name) in &done.applied {
+            crate::say!("applied migration {version} ({name})");
+        }
+        crate::say!(
+            "{}: schema {} is current ({} applied now, {} before{})",
+            db.shown,
+            crate::pgstore::schema::current(),
+            done.applied.len(),
+            done.already,
+            if done.newer.is_empty() {
+                String::new()
+            } else {
+                format!(", and {} from a newer pap", done.newer.len())
+            }
+        );
+    }
+    Ok(Outcome::Success)
 }

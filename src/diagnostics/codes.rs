@@ -182,6 +182,10 @@ pub const CODES: &[CodeInfo] = &[
     ),
     error("idempotency-ttl", "an idempotency TTL below 24 hours"),
     error(
+        "store-url",
+        "a `store:` URL that is not a usable PostgreSQL URL, or that carries a password",
+    ),
+    error(
         "mcp-server-transport",
         "an MCP server with neither or both of `command` and `url`",
     ),

@@ -59,7 +59,11 @@ fn render_one(out: &mut String, d: &Diagnostic, text: Option<&str>, paint: &Pain
         d.file, d.pos.line, d.pos.column
     );
 
-    let line_text = text.and_then(|t| t.lines().nth(d.pos.line.saturating_sub(1) as usize));
+    // A quoted line never shows a password a URL in the file carries (CI logs keep it).
+    let line_text = text
+        .and_then(|t| t.lines().nth(d.pos.line.saturating_sub(1) as usize))
+        .map(crate::text::hide_url_passwords);
+    let line_text = line_text.as_deref();
     let bar = paint.wrap("1;34", "|");
     if let Some(line_text) = line_text {
         let _ = writeln!(out, "{gutter} {bar}");

@@ -19,6 +19,7 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
             .map(PathBuf::from)
             .unwrap_or(defaults.state_dir),
         spool_dir: raw.spool_dir.as_ref().map(PathBuf::from),
+        store: raw.store.clone(),
         max_cascade_depth: raw.max_cascade_depth.unwrap_or(defaults.max_cascade_depth),
         unknown_triggered_by: raw
             .unknown_triggered_by
@@ -36,6 +37,17 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
             .map_or(defaults.jsonpath_max_saw_bytes, |n| n as usize),
         ..defaults
     };
+    if let Some(url) = &raw.store
+        && let Err(e) =
+            crate::pgstore::url::parse(url, crate::pgstore::Origin::ProjectFile, &|_| None)
+    {
+        ctx.at(
+            "store-url",
+            &path!["store"],
+            format!("store `{}` is not usable: {e}", crate::pgstore::url::redact(url)),
+        )
+        .help("e.g. `store: postgres://pap@db.internal:5432/pap`, the password in PAP_DATABASE_PASSWORD");
+    }
     if let Some(text) = &raw.idempotency_ttl {
         match duration::parse(text) {
             Ok(ttl) if ttl < MIN_IDEMPOTENCY_TTL => {

@@ -251,6 +251,9 @@ pub struct Config {
     /// Relative to the root unless absolute.
     pub state_dir: PathBuf,
     pub spool_dir: Option<PathBuf>,
+    /// `store:`: the PostgreSQL URL of the state, as written (checked by lint; parsed when
+    /// the store opens, with the environment's password).
+    pub store: Option<String>,
     pub idempotency_ttl: Duration,
     pub max_cascade_depth: u32,
     pub approval_timeout: Duration,
@@ -384,6 +387,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             state_dir: PathBuf::from(".pap"),
+            store: None,
             spool_dir: None,
             idempotency_ttl: MIN_IDEMPOTENCY_TTL,
             max_cascade_depth: 3,

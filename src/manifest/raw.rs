@@ -559,6 +559,13 @@ pub struct ProjectConfig {
     /// Spool directory watched by `pap serve`. Default `<state_dir>/spool`.
     #[serde(default)]
     pub spool_dir: Option<String>,
+    /// Keep the state in PostgreSQL instead of the redb file in `state_dir`, so several
+    /// `pap serve` nodes share one set of decisions: a `postgres://user@host:port/db` URL,
+    /// without a password (PAP_DATABASE_PASSWORD or PGPASSWORD gives it). TLS with the
+    /// certificate verified unless the host is loopback (`sslmode`, `sslrootcert`).
+    /// `PAP_DATABASE_URL` wins over it.
+    #[serde(default)]
+    pub store: Option<String>,
     /// Follow symbolic links under triggers/, agents/ and schedules/ that lead outside the
     /// project root (links inside it are always followed). Default false.
     #[serde(default)]

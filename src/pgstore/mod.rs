@@ -229,6 +229,23 @@ impl Storage for PgStore {
     fn stamp(&self) -> Option<Stamp> {
         None
     }
+
+    fn kind(&self) -> &'static str {
+        "postgresql"
+    }
+
+    fn bytes(&self) -> Result<Option<u64>> {
+        outside_async(|| {
+            let mut pooled = self.checkout()?;
+            let size: i64 = pooled
+                .conn()
+                .client
+                .query_one("SELECT pg_database_size(current_database())", &[])
+                .map_err(|e| storage_error(&self.shown, e))?
+                .get(0);
+            Ok(Some(u64::try_from(size).unwrap_or(0)))
+        })
+    }
 }
 
 #[cfg(any(test, feature = "test-clock"))]

@@ -137,7 +137,10 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         root: project.root.clone(),
     };
     let _lock = lock::acquire(state_dir, &holder)?;
-    let store = storage::open(state_dir)?;
+    let store = storage::open(&storage::Place::resolve(
+        state_dir.to_path_buf(),
+        project.config.store.as_deref(),
+    )?)?;
     let spool_dir = match &project.config.spool_dir {
         Some(dir) => project.root.join(dir),
         None => state_dir.join("spool"),

@@ -19,7 +19,7 @@ struct Subject {
 /// Every implementation, empty.
 fn implementations() -> Vec<Subject> {
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = open(dir.path()).expect("redb file store");
+    let file = open(&Place::file(dir.path().to_path_buf())).expect("redb file store");
     vec![
         Subject {
             name: "redb in memory",

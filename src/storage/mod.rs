@@ -21,9 +21,10 @@ pub mod concurrency;
 mod contract;
 mod error;
 pub mod inbox_mark;
+mod place;
 pub mod short_forms;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::domain::{
@@ -32,6 +33,7 @@ use crate::domain::{
 };
 
 pub use error::{Error, Result};
+pub use place::{DATABASE_URL_ENV, Place};
 
 /// What a claim of an idempotency key found.
 #[derive(Debug, Clone, PartialEq)]
@@ -419,6 +421,14 @@ pub trait Storage: Send + Sync {
     /// A stamp that changes when another process commits; `None` when the store cannot tell
     /// cheaply (then a watcher reads every time).
     fn stamp(&self) -> Option<Stamp>;
+    /// What kind of store this is, for `pap status` and messages.
+    fn kind(&self) -> &'static str {
+        "redb"
+    }
+    /// How many bytes the store takes, when it is not the file in [`Storage::dir`].
+    fn bytes(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 impl dyn Storage + '_ {
@@ -495,27 +505,53 @@ pub fn keep_last<T>(
     Ok((out.into(), total))
 }
 
-/// The store of the state in `state_dir`, created if missing.
-pub fn open(state_dir: &Path) -> Result<Arc<dyn Storage>> {
-    Ok(Arc::new(crate::store::Store::open(state_dir)?))
+/// The store of `place`, created if missing (a database must have been migrated).
+pub fn open(place: &Place) -> Result<Arc<dyn Storage>> {
+    match &place.database {
+        Some(db) => Ok(Arc::new(crate::pgstore::PgStore::open(
+            db,
+            &place.state_dir,
+        )?)),
+        None => Ok(Arc::new(crate::store::Store::open(&place.state_dir)?)),
+    }
 }
 
-/// The store of `state_dir` for a long-lived process that writes seldom: it keeps no handle
-/// between transactions (see `store::Store::open_transient`).
-pub fn open_transient(state_dir: &Path) -> Result<Arc<dyn Storage>> {
-    Ok(Arc::new(crate::store::Store::open_transient(state_dir)?))
+/// The store of `place` for a long-lived process that writes seldom: it keeps no handle
+/// between transactions (see `store::Store::open_transient`; a database's pooled
+/// connections hold no lock between transactions anyway).
+pub fn open_transient(place: &Place) -> Result<Arc<dyn Storage>> {
+    match &place.database {
+        Some(_) => open(place),
+        None => Ok(Arc::new(crate::store::Store::open_transient(
+            &place.state_dir,
+        )?)),
+    }
 }
 
-/// The existing store of `state_dir`, or `None` when there is none yet (listing commands
-/// never create a state).
-pub fn open_existing(state_dir: &Path) -> Result<Option<Arc<dyn Storage>>> {
-    Ok(crate::store::Store::open_existing(state_dir)?.map(|s| Arc::new(s) as Arc<dyn Storage>))
+/// The existing store of `place`, or `None` when there is none yet (listing commands never
+/// create a state). A database always exists once it is migrated.
+pub fn open_existing(place: &Place) -> Result<Option<Arc<dyn Storage>>> {
+    match &place.database {
+        Some(_) => open(place).map(Some),
+        None => Ok(crate::store::Store::open_existing(&place.state_dir)?
+            .map(|s| Arc::new(s) as Arc<dyn Storage>)),
+    }
 }
 
 /// The store for `--dry-run`: a private copy of the real one (or an empty one), which the dry
 /// run changes without touching the original.
-pub fn open_for_dry_run(state_dir: &Path) -> Result<Arc<dyn Storage>> {
-    Ok(Arc::new(crate::store::Store::open_for_dry_run(state_dir)?))
+pub fn open_for_dry_run(place: &Place) -> Result<Arc<dyn Storage>> {
+    match &place.database {
+        Some(db) => Err(Error::Setup {
+            location: db.shown.clone(),
+            message: "--dry-run needs a private copy of the state, which pap makes of a redb \
+                      file only; run the dry run against a copy (`pap store copy`)"
+                .into(),
+        }),
+        None => Ok(Arc::new(crate::store::Store::open_for_dry_run(
+            &place.state_dir,
+        )?)),
+    }
 }
 
 /// An empty store in memory (tests).

@@ -10,6 +10,7 @@ pub mod http;
 pub mod llm;
 pub mod mcp;
 pub mod notify;
+pub mod postgres;
 pub mod serve;
 pub mod webdriver;
 

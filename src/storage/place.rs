@@ -1,0 +1,56 @@
+//! Where a process's state is: always a state dir (serve's lock and socket, agents' process
+//! groups, the inbox mark, the redb file by default), and a PostgreSQL database when one is
+//! configured: `PAP_DATABASE_URL`, else `store:` in pap.yaml.
+
+use std::path::PathBuf;
+
+use super::{Error, Result};
+use crate::pgstore::{DatabaseUrl, Origin};
+
+/// The environment variable that puts the state in PostgreSQL (it wins over pap.yaml).
+pub const DATABASE_URL_ENV: &str = "PAP_DATABASE_URL";
+
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub state_dir: PathBuf,
+    /// `None`: the redb file in the state dir.
+    pub database: Option<DatabaseUrl>,
+}
+
+impl Place {
+    /// The redb file in `state_dir`.
+    pub fn file(state_dir: PathBuf) -> Place {
+        Place {
+            state_dir,
+            database: None,
+        }
+    }
+
+    /// The state for a project whose pap.yaml says `configured` (its `store:`), with
+    /// `PAP_DATABASE_URL` winning over it.
+    pub fn resolve(state_dir: PathBuf, configured: Option<&str>) -> Result<Place> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let (url, origin, named) = match (env(DATABASE_URL_ENV), configured) {
+            (Some(url), _) => (url, Origin::Environment, DATABASE_URL_ENV),
+            (None, Some(url)) => (url.to_owned(), Origin::ProjectFile, "store: in pap.yaml"),
+            (None, None) => return Ok(Place::file(state_dir)),
+        };
+        let database =
+            crate::pgstore::url::parse(&url, origin, &env).map_err(|e| Error::Setup {
+                location: named.to_owned(),
+                message: format!("{} is not usable: {e}", crate::pgstore::url::redact(&url)),
+            })?;
+        Ok(Place {
+            state_dir,
+            database: Some(database),
+        })
+    }
+
+    /// Where the state is, for messages: the redb file or the database URL (no password).
+    pub fn shown(&self) -> String {
+        match &self.database {
+            Some(db) => db.shown.clone(),
+            None => self.state_dir.join("state.redb").display().to_string(),
+        }
+    }
+}

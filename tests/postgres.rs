@@ -1,0 +1,186 @@
+//! The PostgreSQL store through the real binary: `pap store migrate`, the schema check at
+//! open, and several pap processes on different state dirs (nodes) sharing one database,
+//! each (event, trigger) decided once whichever node gets it. The server is started by the
+//! tests themselves (`pap::pgstore::testing`).
+
+mod common;
+
+use common::dispatch::{ev, lines};
+use common::postgres::{empty_database, migrated_database, use_database};
+use common::serve::{Project, wait_until};
+use common::{code, json, stderr, stdout};
+use serde_json::{Value, json};
+
+/// `pap dispatch --json` of `events` on node `p`.
+fn dispatch(p: &Project, events: &[Value]) -> (i32, Vec<Value>, String) {
+    let file = p.root().join("events.ndjson");
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let out = p
+        .cmd()
+        .args(["dispatch", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    (code(&out), lines(&stdout(&out)), stderr(&out))
+}
+
+fn outcome(lines: &[Value], event: &str) -> String {
+    lines
+        .iter()
+        .find(|l| l["event_id"] == event)
+        .and_then(|l| l["triggers"][0]["outcome"].as_str())
+        .unwrap_or_else(|| panic!("no outcome for {event} in {lines:?}"))
+        .to_owned()
+}
+
+/// Two projects (nodes) on one database, their agents writing to the first one's runs.log.
+fn two_nodes(url: &str) -> (Project, Project) {
+    let (a, b) = (Project::new(), Project::new());
+    use_database(a.root(), url);
+    use_database(b.root(), url);
+    (a, b)
+}
+
+#[test]
+fn migrate_creates_the_schema_once_and_an_unmigrated_database_is_refused() {
+    let Some(url) = empty_database("pap store migrate") else {
+        return;
+    };
+    let p = Project::new();
+    use_database(p.root(), &url);
+    // Before the schema exists, a command that needs the store says what to run.
+    let (status, _, err) = dispatch(&p, &[ev("e1", "test.plain.happened", json!({}))]);
+    assert_ne!(status, 0);
+    assert!(err.contains("pap store migrate"), "{err}");
+    let out = p
+        .cmd()
+        .args(["store", "migrate", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let first = json(&out);
+    assert_eq!(first["kind"], "postgresql");
+    assert_eq!(first["applied"].as_array().unwrap().len(), 1, "{first}");
+    // Again: nothing to do.
+    let out = p
+        .cmd()
+        .args(["store", "migrate", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0);
+    let again = json(&out);
+    assert!(again["applied"].as_array().unwrap().is_empty(), "{again}");
+    assert_eq!(again["already"], 1);
+    let (status, lines, err) = dispatch(&p, &[ev("e1", "test.plain.happened", json!({}))]);
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(outcome(&lines, "e1"), "invoked");
+    // The database's URL never shows a password, and status names the kind of store.
+    let out = p.cmd().args(["status", "--json"]).output().unwrap();
+    let status = json(&out);
+    assert_eq!(status["store"]["kind"], "postgresql", "{status}");
+    assert!(
+        status["store"]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("postgres://")
+    );
+}
+
+#[test]
+fn the_same_event_sent_to_two_nodes_is_decided_and_run_once() {
+    let Some(url) = migrated_database("deciding once across nodes") else {
+        return;
+    };
+    let (a, b) = two_nodes(&url);
+    let events: Vec<Value> = (0..5)
+        .map(|i| ev(&format!("e{i}"), "test.plain.happened", json!({"n": i})))
+        .collect();
+    let (sa, la, ea) = dispatch(&a, &events);
+    assert_eq!(sa, 0, "{ea}");
+    let (sb, lb, eb) = b
+        .cmd()
+        .env("PAP_TEST_DIR", a.root())
+        .args(["dispatch", "--json"])
+        .arg({
+            let f = b.root().join("events.ndjson");
+            std::fs::write(
+                &f,
+                events.iter().map(|e| format!("{e}\n")).collect::<String>(),
+            )
+            .unwrap();
+            f
+        })
+        .output()
+        .map(|o| (code(&o), lines(&stdout(&o)), stderr(&o)))
+        .unwrap();
+    assert_eq!(sb, 0, "{eb}");
+    for i in 0..5 {
+        let id = format!("e{i}");
+        assert_eq!(outcome(&la, &id), "invoked");
+        assert_eq!(outcome(&lb, &id), "duplicate", "node b decided {id} again");
+    }
+    // Node b sees node a's invocations, and each agent ran once.
+    let out = b.cmd().args(["invocations", "--json"]).output().unwrap();
+    let listed = lines(&stdout(&out));
+    assert_eq!(listed.len(), 5, "{listed:?}");
+    assert!(
+        listed.iter().all(|i| i["status"] == "succeeded"),
+        "{listed:?}"
+    );
+    assert_eq!(
+        a.runs().iter().filter(|l| l.starts_with("start")).count(),
+        5
+    );
+    assert!(b.runs().is_empty());
+}
+
+#[test]
+fn two_serve_nodes_fed_the_same_spool_files_run_each_event_once() {
+    let Some(url) = migrated_database("two serve nodes on one database") else {
+        return;
+    };
+    let (a, b) = two_nodes(&url);
+    let shared = a.root().to_str().unwrap().to_owned();
+    let env = [("PAP_TEST_DIR", shared.as_str())];
+    let na = a.serve_with(&[], &env);
+    let nb = b.serve_with(&[], &env);
+    let events: Vec<Value> = (0..40)
+        .map(|i| ev(&format!("s{i}"), "test.plain.happened", json!({"n": i})))
+        .collect();
+    for (i, chunk) in events.chunks(10).enumerate() {
+        a.drop_events(&format!("a{i}.ndjson"), chunk);
+        b.drop_events(&format!("b{i}.ndjson"), chunk);
+    }
+    wait_until("both nodes filed every spool file", || {
+        a.files_in("done").len() == 4 && b.files_in("done").len() == 4
+    });
+    wait_until("every invocation succeeded", || {
+        let all = a.invocations();
+        all.len() == 40 && all.iter().all(|i| i["status"] == "succeeded")
+    });
+    let starts: Vec<String> = a
+        .runs()
+        .into_iter()
+        .filter(|l| l.starts_with("start"))
+        .collect();
+    let mut distinct = starts.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(starts.len(), 40, "each invocation ran once: {starts:?}");
+    assert_eq!(distinct.len(), 40);
+    assert_eq!(na.terminate().0, 0);
+    assert_eq!(nb.terminate().0, 0);
+}
+
+#[test]
+fn a_password_in_pap_yaml_is_refused_by_lint_and_never_printed() {
+    let p = Project::new();
+    use_database(p.root(), "postgres://pap:hunter2@db.example.com/pap");
+    let out = p.cmd().args(["lint"]).output().unwrap();
+    assert_ne!(code(&out), 0);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("store-url"), "{text}");
+    assert!(text.contains("password"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}
