@@ -512,6 +512,31 @@ pub enum StoreCommand {
         pap store migrate --json"
     )]
     Migrate(StoreMigrateArgs),
+
+    /// Copy the whole state into another, empty store: a PostgreSQL database, or a new redb
+    /// file.
+    #[command(
+        after_help = "Everything decisions depend on moves: idempotency claims with the ledger, \
+        throttle windows, debounces, budgets, invocations with their leases, schedules, the \
+        outbox, the audit log, notifications, the inbox and agents' queues, and where each \
+        sequence stands. Stop every pap using the state first (a copy is one snapshot: \
+        decisions made after it are not in it). A database target is migrated first; its \
+        password comes from PAP_DATABASE_PASSWORD or PGPASSWORD, never from --to. A redb \
+        target is a new file; put it at <state>/state.redb to use it.\n\n\
+        Examples:\n  pap store copy --to postgres://pap@db.internal/pap\n  \
+        PAP_DATABASE_URL=postgres://pap@db.internal/pap pap store copy --to state.redb"
+    )]
+    Copy(StoreCopyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StoreCopyArgs {
+    /// A `postgres://` URL, or the path of a new redb file.
+    #[arg(long, value_name = "TARGET")]
+    pub to: String,
+    /// The result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -169,8 +169,13 @@ fn two_serve_nodes_fed_the_same_spool_files_run_each_event_once() {
     distinct.dedup();
     assert_eq!(starts.len(), 40, "each invocation ran once: {starts:?}");
     assert_eq!(distinct.len(), 40);
-    assert_eq!(na.terminate().0, 0);
-    assert_eq!(nb.terminate().0, 0);
+    for node in [na, nb] {
+        let log = node.log.clone();
+        let code = node.terminate().0;
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(12).collect();
+        assert_eq!(code, 0, "{}:\n{}", log.display(), tail.join("\n"));
+    }
 }
 
 #[test]
@@ -183,4 +188,118 @@ fn a_password_in_pap_yaml_is_refused_by_lint_and_never_printed() {
     assert!(text.contains("store-url"), "{text}");
     assert!(text.contains("password"), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
+}
+
+/// `pap store copy` there and back: a redb state moves into PostgreSQL with its claims and
+/// invocations, the database checks and backs up to a redb file, and the copy back decides
+/// as the original would.
+#[test]
+fn a_state_moves_to_postgresql_and_back_keeping_its_decisions() {
+    let Some(url) = empty_database("pap store copy") else {
+        return;
+    };
+    let p = Project::new();
+    let events: Vec<Value> = (0..3)
+        .map(|i| ev(&format!("m{i}"), "test.plain.happened", json!({"n": i})))
+        .collect();
+    let (status, lines, err) = dispatch(&p, &events);
+    assert_eq!(status, 0, "{err}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["triggers"][0]["outcome"] == "invoked")
+    );
+    // A password on the command line is refused, and not echoed.
+    let out = p
+        .cmd()
+        .args([
+            "store",
+            "copy",
+            "--to",
+            "postgres://pap:hunter2@db.example.com/pap",
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(code(&out), 0);
+    assert!(!stderr(&out).contains("hunter2"), "{}", stderr(&out));
+    // Into the (unmigrated, empty) database.
+    let out = p
+        .cmd()
+        .args(["store", "copy", "--json", "--to", &url])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let copied = json(&out);
+    assert_eq!(copied["copied"]["invocations"], 3, "{copied}");
+    assert_eq!(copied["copied"]["idempotency_claims"], 3, "{copied}");
+    // Again: the database holds a state now, so the copy is refused.
+    let out = p
+        .cmd()
+        .args(["store", "copy", "--to", &url])
+        .output()
+        .unwrap();
+    assert_ne!(code(&out), 0);
+    assert!(stderr(&out).contains("empty store"), "{}", stderr(&out));
+    // The project now runs on the database: the same events are duplicates.
+    use_database(p.root(), &url);
+    let (status, lines, err) = dispatch(&p, &events);
+    assert_eq!(status, 0, "{err}");
+    for e in &events {
+        assert_eq!(outcome(&lines, e["id"].as_str().unwrap()), "duplicate");
+    }
+    // A dry run sees the database's claims and changes nothing.
+    let file = p.root().join("events.ndjson");
+    let out = p
+        .cmd()
+        .args(["dispatch", "--json", "--dry-run"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        lines_of(&out)
+            .iter()
+            .all(|l| l["triggers"][0]["outcome"] == "duplicate")
+    );
+    let out = p.cmd().args(["store", "check", "--json"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let check = json(&out);
+    assert_eq!(check["ok"], true, "{check}");
+    assert_eq!(check["records"]["invocations"], 3, "{check}");
+    // Backup: a redb file that a project reads as its state.
+    let backup = p.root().join("backup.redb");
+    let out = p
+        .cmd()
+        .arg("store")
+        .arg("backup")
+        .arg(&backup)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let restored = tempfile::tempdir().unwrap();
+    std::fs::copy(&backup, restored.path().join("state.redb")).unwrap();
+    let q = Project::new();
+    let on_restored = |args: &[&std::ffi::OsStr]| {
+        let out = q
+            .cmd()
+            .arg("--state")
+            .arg(restored.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        lines_of(&out)
+    };
+    let listed = on_restored(&["invocations".as_ref(), "--json".as_ref()]);
+    assert_eq!(listed.len(), 3);
+    let decided = on_restored(&["dispatch".as_ref(), "--json".as_ref(), file.as_os_str()]);
+    assert!(
+        decided
+            .iter()
+            .all(|l| l["triggers"][0]["outcome"] == "duplicate")
+    );
+}
+
+fn lines_of(out: &std::process::Output) -> Vec<Value> {
+    lines(&stdout(out))
 }

@@ -98,15 +98,10 @@ pub fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
         .flatten()
 }
 
-/// The state dir for a command that only reads the state (a listing, the inbox). Such a
-/// command works while a trigger or agent manifest is broken (mid-edit, say), as long as
-/// pap.yaml, which may name the state dir, is sound; it says so on stderr.
-pub fn state_dir_to_read(cli: &Cli) -> anyhow::Result<PathBuf> {
-    Ok(place_to_read(cli)?.state_dir)
-}
-
-/// Where the state of a command that only reads is: as [`place`], from the project as far
-/// as it loads.
+/// Where the state of a command that only reads is (a listing, the inbox): as [`place`].
+/// Such a command works while a trigger or agent manifest is broken (mid-edit, say), as
+/// long as pap.yaml, which may name the state dir and the database, is sound; it says so on
+/// stderr.
 pub fn place_to_read(cli: &Cli) -> anyhow::Result<storage::Place> {
     let (dir, store) = project_state_to_read(cli)?;
     Ok(storage::Place::resolve(dir, store.as_deref())?)

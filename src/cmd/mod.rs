@@ -20,6 +20,7 @@ mod serve;
 mod shell;
 mod status;
 mod store;
+mod store_copy;
 mod test;
 mod typed_ids;
 

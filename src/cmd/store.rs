@@ -7,10 +7,32 @@ use crate::cli::{Cli, StoreCommand};
 use crate::store::Store;
 
 pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
-    if let StoreCommand::Migrate(args) = command {
-        return migrate(cli, args);
+    match command {
+        StoreCommand::Migrate(args) => return migrate(cli, args),
+        StoreCommand::Copy(args) => return super::store_copy::copy(cli, args),
+        _ => {}
     }
-    let dir = context::state_dir_to_read(cli)?;
+    let place = context::place_to_read(cli)?;
+    if place.database.is_some() {
+        let store = crate::storage::open(&place)?;
+        return match command {
+            StoreCommand::Check(args) => {
+                super::store_copy::check_database(store.as_ref(), args.json)
+            }
+            StoreCommand::Backup(args) => {
+                let bytes =
+                    super::store_copy::backup_database(store.as_ref(), &args.file, args.force)?;
+                crate::say!(
+                    "copied {} to {} (a redb file, {bytes} bytes; `pap store copy --to` moves it back)",
+                    place.shown(),
+                    args.file.display()
+                );
+                Ok(Outcome::Success)
+            }
+            _ => unreachable!("handled above"),
+        };
+    }
+    let dir = place.state_dir;
     let Some(store) = Store::open_existing(&dir)? else {
         anyhow::bail!("there is no state store in {} yet", dir.display());
     };
@@ -59,7 +81,7 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
             );
             Ok(Outcome::Success)
         }
-        StoreCommand::Migrate(_) => unreachable!("handled above"),
+        StoreCommand::Migrate(_) | StoreCommand::Copy(_) => unreachable!("handled above"),
     }
 }
 

@@ -16,6 +16,7 @@ mod read;
 pub mod schema;
 mod session;
 mod tls;
+mod transfer;
 pub mod url;
 mod write;
 mod write_notify;
@@ -166,14 +167,9 @@ fn outside_async<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
-impl Storage for PgStore {
-    fn write_dyn(
-        &self,
-        _commit: Commit,
-        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>,
-    ) -> Result<()> {
-        // Every commit is durable when it returns (PostgreSQL's own group commit shares the
-        // WAL flush between concurrent transactions), so both commit kinds are the same.
+impl PgStore {
+    /// One write transaction on a pooled connection, committed when `f` returns `Ok`.
+    fn write_session(&self, f: &mut dyn FnMut(&mut write::PgWrite) -> Result<()>) -> Result<()> {
         outside_async(|| {
             let mut pooled = self.checkout()?;
             let pool::Conn { client, statements } = pooled.conn();
@@ -197,7 +193,8 @@ impl Storage for PgStore {
         })
     }
 
-    fn read_dyn(&self, f: &mut dyn FnMut(&dyn ReadTx) -> Result<()>) -> Result<()> {
+    /// One consistent snapshot (REPEATABLE READ, READ ONLY) on a pooled connection.
+    fn read_session<T>(&self, f: impl FnOnce(&read::PgRead) -> Result<T>) -> Result<T> {
         outside_async(|| {
             let mut pooled = self.checkout()?;
             let pool::Conn { client, statements } = pooled.conn();
@@ -210,12 +207,29 @@ impl Storage for PgStore {
             let r = read::PgRead {
                 s: Session::new(tx, statements, &self.shown),
             };
-            f(&r)?;
+            let value = f(&r)?;
             // Nothing to keep: ending a read-only transaction either way is the same.
             r.s.into_transaction()
                 .commit()
-                .map_err(|e| storage_error(&self.shown, e))
+                .map_err(|e| storage_error(&self.shown, e))?;
+            Ok(value)
         })
+    }
+}
+
+impl Storage for PgStore {
+    fn write_dyn(
+        &self,
+        _commit: Commit,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>,
+    ) -> Result<()> {
+        // Every commit is durable when it returns (PostgreSQL's own group commit shares the
+        // WAL flush between concurrent transactions), so both commit kinds are the same.
+        self.write_session(&mut |w| f(w))
+    }
+
+    fn read_dyn(&self, f: &mut dyn FnMut(&dyn ReadTx) -> Result<()>) -> Result<()> {
+        self.read_session(|r| f(r))
     }
 
     fn location(&self) -> PathBuf {
@@ -228,6 +242,21 @@ impl Storage for PgStore {
 
     fn stamp(&self) -> Option<Stamp> {
         None
+    }
+
+    fn export(
+        &self,
+        each: &mut dyn FnMut(crate::storage::transfer::Item) -> Result<()>,
+    ) -> Result<()> {
+        self.read_session(|r| r.export(each))
+    }
+
+    fn import(&self, items: &[crate::storage::transfer::Item]) -> Result<()> {
+        self.write_session(&mut |w| w.import(items))
+    }
+
+    fn is_empty(&self) -> Result<bool> {
+        self.read_session(|r| transfer::holds_nothing(&r.s))
     }
 
     fn kind(&self) -> &'static str {

@@ -143,6 +143,19 @@ impl Pool {
     }
 }
 
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // Closing a connection blocks on the driver's own runtime, which panics on a thread
+        // that drives async tasks (serve drops its store there as it stops): close them on a
+        // thread of their own.
+        let idle =
+            std::mem::take(&mut self.state.get_mut().unwrap_or_else(|p| p.into_inner()).idle);
+        if !idle.is_empty() {
+            let _ = std::thread::spawn(move || drop(idle)).join();
+        }
+    }
+}
+
 /// A checked-out connection; back in the pool when dropped.
 pub struct Pooled<'p> {
     pool: &'p Pool,

@@ -83,6 +83,25 @@ impl<'c> Session<'c> {
             .map_err(|e| self.error(e))
     }
 
+    /// Runs `each` on the rows of `sql` as they arrive (a whole table need not fit in
+    /// memory). No other statement may run meanwhile.
+    pub fn for_each(
+        &self,
+        sql: &'static str,
+        mut each: impl FnMut(&Row) -> Result<()>,
+    ) -> Result<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let statement = self.statement(sql)?;
+        let mut tx = self.tx.borrow_mut();
+        let mut rows = tx
+            .query_raw(&statement, std::iter::empty::<i64>())
+            .map_err(|e| self.error(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
+            each(&row)?;
+        }
+        Ok(())
+    }
+
     /// The store's location, for messages.
     pub fn location(&self) -> &str {
         self.location

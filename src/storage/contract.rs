@@ -745,3 +745,144 @@ fn concurrent_inbox_appenders_never_let_a_watermark_reader_skip_a_message() {
         Ok(())
     });
 }
+
+/// A state with something of every kind `transfer::Item` names.
+fn populate(s: &dyn Storage) -> Result<()> {
+    s.write(|tx| {
+        let Claimed::New { row: r } = tx.claim(&key(7), 10, 90_000)? else {
+            panic!("fresh");
+        };
+        tx.record_decision(r, row("ev-1", "t1", Some("inv-a")))?;
+        let Claimed::New { row: r } = tx.claim(&key(8), 11, 90_000)? else {
+            panic!("fresh");
+        };
+        tx.record_decision(r, row("ev-2", "t1", None))?;
+        tx.throttle_record("t1", "\"host-a\"", 50, 1_000)?;
+        tx.throttle_record("t1", "\"host-a\"", 60, 1_000)?;
+        tx.debounce_put(
+            "t2",
+            "",
+            &DebounceState {
+                last_seen: 70,
+                pending: Some(crate::domain::debounce::PendingFire {
+                    due: 500,
+                    event: json!({"id": "ev-3", "data": {"z": 1, "a": 2}}),
+                }),
+            },
+        )?;
+        tx.set_token_uses(
+            "agent-b",
+            &[crate::domain::budget::TokenUse {
+                at: 5,
+                tokens: 1200,
+                invocation: "inv-a".into(),
+                reserved: false,
+            }],
+        )?;
+        let seq = tx.next(Sequence::Invocation)?;
+        let mut a = invocation("inv-a", seq, Status::Running);
+        a.lease = Some(lease(tx.issue_lease_token()?));
+        a.concurrency = vec![crate::domain::ConcurrencySlot {
+            scope: "agent:x".into(),
+            key: "\"k\"".into(),
+            limit: 1,
+        }];
+        tx.insert_invocation(&a)?;
+        let seq = tx.next(Sequence::Invocation)?;
+        let mut b = invocation("inv-b", seq, Status::AwaitingApproval);
+        b.approval_deadline = Some(9_000);
+        tx.insert_invocation(&b)?;
+        tx.set_schedule_last("nightly", 1234)?;
+        tx.outbox_put("ev-out", &json!({"id": "ev-out", "type": "a.b"}), None)?;
+        tx.audit(crate::domain::AuditEntry {
+            seq: 0,
+            at: 3,
+            invocation_id: "inv-b".into(),
+            trigger: "t1".into(),
+            agent: "x".into(),
+            risk: "high".into(),
+            action: "decided".into(),
+            actor: None,
+            detail: None,
+        })?;
+        let mut n = crate::notify::ledger::tests::sample(crate::domain::NotifyStatus::Pending);
+        n.seq = tx.next(Sequence::Notification)?;
+        tx.put_notification(&n)?;
+        tx.set_dedup("dk", &n.id)?;
+        tx.add_job(700, "watchdog:ntf_1")?;
+        tx.inbox_append(message("first"))?;
+        tx.inbox_append(message("second"))?;
+        tx.queue_push("agent-b", "ntf_1")?;
+        tx.queue_push("agent-b", "ntf_0")?;
+        tx.session_open("ops", 9)?;
+        tx.session_bind("ops", Some("agent-b"))?;
+        tx.atp_put("atp-9", "ntf_1")?;
+        Ok(())
+    })
+}
+
+/// Everything a store exports, as sorted text (stores list some kinds in different orders).
+fn exported(s: &dyn Storage) -> Result<Vec<String>> {
+    let mut items = Vec::new();
+    s.export(&mut |item| {
+        items.push(format!("{item:?}"));
+        Ok(())
+    })?;
+    items.sort();
+    Ok(items)
+}
+
+/// `pap store copy` in every direction: the copy exports exactly what the original does, and
+/// goes on where the original stopped (claims live, sequences past what was issued).
+#[test]
+fn a_copy_between_any_two_stores_keeps_the_whole_state() {
+    for source in implementations() {
+        let from = source.store.as_ref();
+        populate(from).unwrap_or_else(|e| panic!("{}: {e}", source.name));
+        let original = exported(from).expect("export");
+        assert!(original.len() >= 20, "{original:#?}");
+        for target in implementations() {
+            let to = target.store.as_ref();
+            let what = format!("{} -> {}", source.name, target.name);
+            let copied =
+                transfer::copy(from, to, &mut |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(
+                copied
+                    .iter()
+                    .any(|(kind, n)| *kind == "invocations" && *n == 2)
+            );
+            assert_eq!(exported(to).expect("export"), original, "{what}");
+            assert!(
+                matches!(
+                    transfer::copy(from, to, &mut |_| {}),
+                    Err(Error::Conflict(_))
+                ),
+                "{what}: a copy into a store that holds a state is refused"
+            );
+            to.write(|tx| {
+                assert!(matches!(tx.claim(&key(7), 20, 95_000)?, Claimed::Live(_)));
+                assert!(tx.next(Sequence::Invocation)? > 2, "{what}");
+                assert!(tx.next(Sequence::Notification)? > 1, "{what}");
+                assert!(tx.issue_lease_token()? > 1, "{what}");
+                assert_eq!(tx.inbox_append(message("third"))?, 3, "{what}");
+                let Claimed::New { row } = tx.claim(&key(9), 20, 95_000)? else {
+                    panic!("{what}: a new key");
+                };
+                let taken = original
+                    .iter()
+                    .any(|i| i.starts_with(&format!("Ledger {{ row: {row},")));
+                assert!(!taken, "{what}: ledger row {row} issued again");
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            to.read(|r| {
+                assert_eq!(r.work_due(i64::MAX, 10)?, ["inv-a"], "{what}");
+                assert_eq!(r.approvals_due(9_000)?, ["inv-b"], "{what}");
+                assert_eq!(r.debounce_next_due()?, Some(500), "{what}");
+                assert_eq!(r.queue_peek("agent-b")?, ["ntf_1", "ntf_0"], "{what}");
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        }
+    }
+}

@@ -23,6 +23,7 @@ mod error;
 pub mod inbox_mark;
 mod place;
 pub mod short_forms;
+pub mod transfer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -421,6 +422,12 @@ pub trait Storage: Send + Sync {
     /// A stamp that changes when another process commits; `None` when the store cannot tell
     /// cheaply (then a watcher reads every time).
     fn stamp(&self) -> Option<Stamp>;
+    /// Every item of the state, from one consistent snapshot (see `transfer`).
+    fn export(&self, each: &mut dyn FnMut(transfer::Item) -> Result<()>) -> Result<()>;
+    /// Imports a batch of items in one transaction (into a store that was empty).
+    fn import(&self, items: &[transfer::Item]) -> Result<()>;
+    /// Whether the store holds no state at all.
+    fn is_empty(&self) -> Result<bool>;
     /// What kind of store this is, for `pap status` and messages.
     fn kind(&self) -> &'static str {
         "redb"
@@ -542,12 +549,14 @@ pub fn open_existing(place: &Place) -> Result<Option<Arc<dyn Storage>>> {
 /// run changes without touching the original.
 pub fn open_for_dry_run(place: &Place) -> Result<Arc<dyn Storage>> {
     match &place.database {
-        Some(db) => Err(Error::Setup {
-            location: db.shown.clone(),
-            message: "--dry-run needs a private copy of the state, which pap makes of a redb \
-                      file only; run the dry run against a copy (`pap store copy`)"
-                .into(),
-        }),
+        Some(_) => {
+            // A database's state is copied into memory: the dry run sees every claim and
+            // window as they are, and changes nothing (a large state takes a while).
+            let real = open(place)?;
+            let copy: Arc<dyn Storage> = in_memory()?;
+            transfer::copy(real.as_ref(), copy.as_ref(), &mut |_| {})?;
+            Ok(copy)
+        }
         None => Ok(Arc::new(crate::store::Store::open_for_dry_run(
             &place.state_dir,
         )?)),

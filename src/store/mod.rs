@@ -16,6 +16,7 @@ mod invocation_codec;
 mod ledger_block;
 mod ops;
 mod tables;
+mod transfer;
 mod tx;
 mod tx_budget;
 mod tx_claims;
@@ -146,6 +147,19 @@ impl Store {
         } else {
             Ok(None)
         }
+    }
+
+    /// A new redb file at `path` (a copy of a state goes there); refused if it exists.
+    pub fn create_file(path: &Path) -> Result<Store> {
+        if path.exists() {
+            return Err(Error::Conflict(format!(
+                "{} exists: a copy goes into a new file only",
+                path.display()
+            )));
+        }
+        let store = Store::new(Backing::File(path.to_path_buf()), None);
+        store.write(|_| Ok(()))?;
+        Ok(store)
     }
 
     /// `want`: the want-file when other processes share the file (see `handle`).

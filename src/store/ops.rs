@@ -34,6 +34,21 @@ impl Storage for Store {
         Store::dir(self)
     }
 
+    fn export(
+        &self,
+        each: &mut dyn FnMut(crate::storage::transfer::Item) -> Result<()>,
+    ) -> Result<()> {
+        self.export_items(each)
+    }
+
+    fn import(&self, items: &[crate::storage::transfer::Item]) -> Result<()> {
+        self.import_items(items)
+    }
+
+    fn is_empty(&self) -> Result<bool> {
+        self.holds_nothing()
+    }
+
     fn stamp(&self) -> Option<Stamp> {
         Store::stamp(self)
     }

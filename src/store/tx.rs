@@ -158,6 +158,28 @@ impl<'t> Tx<'t> {
         Ok(())
     }
 
+    /// Stores a window's times as they are (a copy of a state).
+    pub(super) fn import_throttle(
+        &mut self,
+        trigger: &str,
+        key: &str,
+        times: &[i64],
+    ) -> Result<()> {
+        let bytes: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
+        self.throttle
+            .insert((trigger, key), bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Stores an audit entry under its own number (a copy of a state).
+    pub(super) fn import_audit(&mut self, entry: &AuditEntry) -> Result<()> {
+        self.audit
+            .insert(entry.seq, encode(entry).as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        self.raise_counter("audit_seq", entry.seq)
+    }
+
     // --- invocations --------------------------------------------------------------------
 
     pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {

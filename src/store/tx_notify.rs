@@ -117,6 +117,17 @@ impl Tx<'_> {
         Ok(msg.id)
     }
 
+    /// Stores an inbox message under its own id (a copy of a state).
+    pub(super) fn import_inbox(&mut self, msg: &InboxMessage) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let bytes = encode(msg);
+        let t = self.notify_tables()?;
+        t.inbox
+            .insert(msg.id, bytes.as_slice())
+            .map_err(|e| redb_err(&path, e))?;
+        self.raise_counter("inbox_seq", msg.id)
+    }
+
     /// The highest inbox id so far (0 when empty).
     pub fn inbox_mark(&self) -> Result<u64> {
         self.seq_value("inbox_seq")
