@@ -255,7 +255,8 @@ fn listings_read_the_state_while_a_trigger_manifest_is_broken() {
     let file = p.events("e.ndjson", &[ev("m1", "test.medium.happened", json!({}))]);
     let run = p.dispatch(T0, &file, &["--no-run"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(p.root().join("elsewhere/state.redb").exists());
+    // The state dir moved (a database keeps its state in the database, not the dir).
+    assert!(common::on_postgres() || p.root().join("elsewhere/state.redb").exists());
 
     p.write(
         "triggers/broken.yaml",

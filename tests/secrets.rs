@@ -261,7 +261,22 @@ fn a_key_the_provider_echoes_is_redacted_everywhere_pap_prints_or_stores_it() {
     );
     assert_clean("the failure event", &seen.to_string(), &key_forms());
 
-    let store = std::fs::read(p.root().join(".pap/state.redb")).unwrap();
+    // Every record the store holds: the file, or a database's backup (which is every record
+    // read back out of PostgreSQL).
+    let file = if common::on_postgres() {
+        let backup = p.root().join("backup.redb");
+        let out = common::pap_at(p.root())
+            .arg("store")
+            .arg("backup")
+            .arg(&backup)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        backup
+    } else {
+        p.root().join(".pap/state.redb")
+    };
+    let store = std::fs::read(file).unwrap();
     let store = String::from_utf8_lossy(&store);
     assert_clean("the store file", &store, &key_forms());
     assert!(store.contains("[REDACTED:OPENAI_API_KEY]"));

@@ -10,6 +10,10 @@
 //! Its own harness (`harness = false`): the crash child is this binary started again with
 //! `PAP_MODEL_CHILD` set, which the test harness would otherwise report as a test.
 //! Scale: `PAP_MODEL_CASES` (sequences, default 48), `PAP_MODEL_CRASHES` (kills, default 12).
+//!
+//! Both stores run it: the redb file, and PostgreSQL on a server the test starts (a fresh
+//! database per sequence; skipped with a note when PostgreSQL is missing, a failure when
+//! `PAP_TEST_REQUIRE_POSTGRES` is set).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -370,8 +374,48 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Random sequences against the store, reopened from its file now and then.
-fn sequences_agree_with_the_model() {
+/// Which store the model runs against.
+#[derive(Clone, Copy)]
+enum Backend {
+    Redb,
+    Postgres(&'static pap::pgstore::testing::TestServer),
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Redb => "redb",
+            Backend::Postgres(_) => "PostgreSQL",
+        }
+    }
+
+    /// A fresh, empty state: its place, and what keeps its directory alive.
+    fn fresh(self) -> (storage::Place, tempfile::TempDir, Option<String>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let database = match self {
+            Backend::Redb => None,
+            Backend::Postgres(server) => Some(server.migrated_database()),
+        };
+        (place(dir.path(), database.as_deref()), dir, database)
+    }
+}
+
+/// The state in `dir`, in the database at `url` when there is one.
+fn place(dir: &Path, url: Option<&str>) -> storage::Place {
+    match url {
+        Some(url) => storage::Place {
+            state_dir: dir.to_path_buf(),
+            database: Some(
+                pap::pgstore::url::parse(url, pap::pgstore::Origin::Environment, &|_| None)
+                    .expect("test URL"),
+            ),
+        },
+        None => storage::Place::file(dir.to_path_buf()),
+    }
+}
+
+/// Random sequences against the store, reopened now and then.
+fn sequences_agree_with_the_model(backend: Backend) {
     let cases = env_number("PAP_MODEL_CASES", 48) as u32;
     let mut runner = TestRunner::new(Config {
         cases,
@@ -379,17 +423,15 @@ fn sequences_agree_with_the_model() {
         ..Config::default()
     });
     let result = runner.run(&(plans(), any::<u64>()), |(plans, reopen_at)| {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut store: Arc<dyn Storage> =
-            storage::open(&storage::Place::file(dir.path().to_path_buf())).expect("store");
+        let (place, _dir, _) = backend.fresh();
+        let mut store: Arc<dyn Storage> = storage::open(&place).expect("store");
         let mut model = Model::default();
         let mut now = 1_000_000;
         for (i, plan) in plans.iter().enumerate() {
             run_plan(store.as_ref(), &mut model, plan, &mut now);
             if (i as u64 + reopen_at).is_multiple_of(7) {
                 drop(store);
-                store =
-                    storage::open(&storage::Place::file(dir.path().to_path_buf())).expect("reopen");
+                store = storage::open(&place).expect("reopen");
                 prop_assert_eq!(&observe(store.as_ref()), &model.seen);
             }
         }
@@ -397,15 +439,18 @@ fn sequences_agree_with_the_model() {
         Ok(())
     });
     if let Err(e) = result {
-        panic!("the store and the model disagree: {e}");
+        panic!("{}: the store and the model disagree: {e}", backend.name());
     }
-    println!("storage model: {cases} random sequences agree with the model");
+    println!(
+        "storage model ({}): {cases} random sequences agree with the model",
+        backend.name()
+    );
 }
 
 /// The child of a crash run: applies its plan one transaction per line read from stdin, and
 /// acknowledges each commit on stdout.
-fn crash_child(dir: &Path, seed: u64) {
-    let store = storage::open(&storage::Place::file(dir.to_path_buf())).expect("store");
+fn crash_child(dir: &Path, database: Option<&str>, seed: u64) {
+    let store = storage::open(&place(dir, database)).expect("store");
     let mut model = Model::default();
     let mut now = 1_000_000;
     let stdin = std::io::stdin();
@@ -424,7 +469,7 @@ fn crash_child(dir: &Path, seed: u64) {
 
 /// Kills the child at random points; the reopened store holds every acknowledged
 /// transaction and the one in flight whole or not at all.
-fn crashes_lose_nothing_acknowledged() {
+fn crashes_lose_nothing_acknowledged(backend: Backend) {
     let crashes = env_number("PAP_MODEL_CRASHES", 12);
     let exe = std::env::current_exe().expect("test binary");
     for seed in 0..crashes {
@@ -433,17 +478,17 @@ fn crashes_lose_nothing_acknowledged() {
         let mut states = vec![Observed::default()];
         let (mut model, mut now) = (Model::default(), 1_000_000);
         {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let store =
-                storage::open(&storage::Place::file(dir.path().to_path_buf())).expect("store");
+            let (place, _dir, _) = backend.fresh();
+            let store = storage::open(&place).expect("store");
             for plan in &plans {
                 run_plan(store.as_ref(), &mut model, plan, &mut now);
                 states.push(model.seen.clone());
             }
         }
-        let dir = tempfile::tempdir().expect("temp dir");
+        let (place, dir, database) = backend.fresh();
         let mut child = Command::new(&exe)
             .env("PAP_MODEL_CHILD", dir.path())
+            .env("PAP_MODEL_DATABASE", database.unwrap_or_default())
             .env("PAP_MODEL_SEED", seed.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -468,8 +513,7 @@ fn crashes_lose_nothing_acknowledged() {
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
-        let store = storage::open(&storage::Place::file(dir.path().to_path_buf()))
-            .expect("the store reopens after a crash");
+        let store = storage::open(&place).expect("the store reopens after a crash");
         let found = observe(store.as_ref());
         assert!(
             found == states[acked] || found == states[acked + 1],
@@ -478,15 +522,27 @@ fn crashes_lose_nothing_acknowledged() {
             states[acked]
         );
     }
-    println!("storage model: {crashes} crash points kept every acknowledged transaction");
+    println!(
+        "storage model ({}): {crashes} crash points kept every acknowledged transaction",
+        backend.name()
+    );
 }
 
 fn main() {
     if let Some(dir) = std::env::var_os("PAP_MODEL_CHILD") {
         let seed = env_number("PAP_MODEL_SEED", 0);
-        crash_child(Path::new(&dir), seed);
+        let database = std::env::var("PAP_MODEL_DATABASE").unwrap_or_default();
+        crash_child(
+            Path::new(&dir),
+            Some(database.as_str()).filter(|d| !d.is_empty()),
+            seed,
+        );
         return;
     }
-    sequences_agree_with_the_model();
-    crashes_lose_nothing_acknowledged();
+    sequences_agree_with_the_model(Backend::Redb);
+    crashes_lose_nothing_acknowledged(Backend::Redb);
+    if let Some(server) = pap::pgstore::testing::server_or_skip("the storage model") {
+        sequences_agree_with_the_model(Backend::Postgres(server));
+        crashes_lose_nothing_acknowledged(Backend::Postgres(server));
+    }
 }

@@ -25,6 +25,10 @@ pub fn pap() -> Command {
 
 /// `pap --root ROOT`, ready for a subcommand.
 pub fn pap_at(root: &Path) -> Command {
+    if on_postgres() {
+        // A project a test wrote itself gets its database at its first command.
+        on_database(root);
+    }
     let mut cmd = pap();
     cmd.arg("--root").arg(root);
     cmd
@@ -43,10 +47,36 @@ pub fn fixture(rel: &str) -> PathBuf {
 }
 
 /// Copies a fixture project into a fresh temp dir, so tests never depend on the checkout.
+///
+/// With `PAP_TEST_STORE=postgres`, a project copied here keeps its state in a fresh database
+/// of the test PostgreSQL server (`store:` in its pap.yaml), so the same tests run the
+/// PostgreSQL store end to end (see tests/suite_on_postgres.rs).
 pub fn fixture_copy(rel: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     copy_dir(&fixture(rel), dir.path());
+    if on_postgres() {
+        on_database(dir.path());
+    }
     dir
+}
+
+/// Points the project at `root` (if it has a pap.yaml without `store:`) to a fresh database.
+fn on_database(root: &Path) {
+    let config = root.join("pap.yaml");
+    let Ok(text) = std::fs::read_to_string(&config) else {
+        return;
+    };
+    if text.lines().any(|l| l.starts_with("store:")) {
+        return;
+    }
+    let server = pap::pgstore::testing::server()
+        .unwrap_or_else(|e| panic!("PAP_TEST_STORE=postgres, but PostgreSQL cannot start: {e}"));
+    postgres::use_database(root, &server.migrated_database());
+}
+
+/// Whether this run keeps projects' state in PostgreSQL (`PAP_TEST_STORE=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("PAP_TEST_STORE").is_ok_and(|v| v == "postgres")
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {
