@@ -11,6 +11,7 @@
 //! Local files still live in the node's state dir (agents' process groups, serve's socket,
 //! the inbox mark): `dir()` names it.
 
+mod outage;
 mod pool;
 mod read;
 pub mod schema;
@@ -116,6 +117,7 @@ const POOL_SIZE: usize = 16;
 
 pub struct PgStore {
     pool: pool::Pool,
+    outage: outage::Outage,
     shown: String,
     state_dir: PathBuf,
     schema: schema::SchemaState,
@@ -132,6 +134,7 @@ impl PgStore {
         };
         Ok(PgStore {
             pool,
+            outage: outage::Outage::default(),
             shown: url.shown.clone(),
             state_dir: state_dir.to_path_buf(),
             schema,
@@ -151,8 +154,27 @@ impl PgStore {
         &self.schema
     }
 
+    /// A pooled connection; while the database is known down, a failure at once.
     fn checkout(&self) -> Result<pool::Pooled<'_>> {
-        self.pool.get().map_err(|e| e.into_storage(&self.shown))
+        if let Some(why) = self.outage.wait() {
+            return Err(Error::Unavailable {
+                location: self.shown.clone(),
+                reason: why,
+            });
+        }
+        match self.pool.get() {
+            Ok(conn) => {
+                self.outage.reached(&self.shown);
+                Ok(conn)
+            }
+            Err(e) => {
+                let e = e.into_storage(&self.shown);
+                if let Error::Unavailable { reason, .. } = &e {
+                    self.outage.failed(&self.shown, reason);
+                }
+                Err(e)
+            }
+        }
     }
 }
 

@@ -108,6 +108,16 @@ impl TestServer {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// Stops the server (`pg_ctl stop -m fast`: connections are cut, as in an outage).
+    pub fn stop(&self) -> Result<(), String> {
+        self.pg_ctl(&["stop", "-m", "fast"])
+    }
+
+    /// Starts the server again after [`TestServer::stop`].
+    pub fn start(&self) -> Result<(), String> {
+        self.pg_ctl(&["start"])
+    }
+
     /// Restarts the server (`pg_ctl restart -m immediate`: as after a crash).
     pub fn restart(&self) -> Result<(), String> {
         self.pg_ctl(&["restart", "-m", "immediate"])

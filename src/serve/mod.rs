@@ -16,6 +16,7 @@ pub mod http;
 mod lock;
 pub mod log;
 pub mod metrics;
+mod outage;
 pub mod recent;
 mod settle;
 mod spool;
@@ -587,7 +588,11 @@ impl Server {
             }
         }
         if let Err(e) = result {
-            tracing::error!(error = %format!("{e:#}"), files = claimed.len(), "cannot decide; the files go back to the spool");
+            outage::report(&e, "cannot decide; the files go back to the spool");
+            if outage::is_outage(&e) {
+                // Nothing can be decided until the database is back: do not spin on the files.
+                std::thread::sleep(outage::PAUSE);
+            }
             for path in &claimed {
                 let back = self.spool.dir.join(path.file_name().expect("a file"));
                 let _ = std::fs::rename(path, back);
@@ -688,7 +693,7 @@ impl Server {
         let mut d = self.dispatcher();
         let result = d.dispatch_emitted(events).and_then(|_| d.finish());
         if let Err(e) = result {
-            tracing::error!(error = %format!("{e:#}"), "cannot decide emitted events (they stay in the outbox)");
+            outage::report(&e, "cannot decide emitted events (they stay in the outbox)");
         }
     }
 
@@ -697,7 +702,7 @@ impl Server {
         let entries = match self.runtime.store.read(|r| r.outbox_entries()) {
             Ok(e) => e,
             Err(e) => {
-                tracing::error!(error = %e, "cannot read the outbox");
+                outage::report_store(&e, "cannot read the outbox");
                 return;
             }
         };
@@ -755,14 +760,14 @@ impl Server {
                     }
                 }
             }
-            Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot fire debounced triggers"),
+            Err(e) => outage::report(&e, "cannot fire debounced triggers"),
         }
     }
 
     fn expire_approvals(&mut self) {
         let mut d = self.dispatcher();
         if let Err(e) = d.expire_approvals().and_then(|_| d.finish()) {
-            tracing::error!(error = %format!("{e:#}"), "cannot expire approvals");
+            outage::report(&e, "cannot expire approvals");
         }
     }
 
@@ -784,7 +789,7 @@ impl Server {
                     )
                 }
                 Ok(_) => {}
-                Err(e) => tracing::error!(error = %format!("{e:#}"), "notification timers failed"),
+                Err(e) => outage::report(&e, "notification timers failed"),
             }
             flag.store(false, std::sync::atomic::Ordering::Release);
         };
@@ -818,7 +823,7 @@ impl Server {
         let lasts = match lasts {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!(error = %e, "cannot read the schedules' last fire times");
+                outage::report_store(&e, "cannot read the schedules' last fire times");
                 return;
             }
         };
@@ -895,7 +900,7 @@ impl Server {
                     }
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot purge expired idempotency keys");
+                    outage::report_store(&e, "cannot purge expired idempotency keys");
                     break;
                 }
             }
@@ -930,7 +935,7 @@ impl Server {
                     );
                 }
             }
-            Err(e) => tracing::error!(error = %e, "cannot purge the ledger"),
+            Err(e) => outage::report_store(&e, "cannot purge the ledger"),
         }
         if claims > 0 {
             // Keys claimed again since their entry was made are counted too, but kept.

@@ -261,6 +261,10 @@ impl State {
                 // Queued still; a later scan starts it once its key has room.
                 tracing::debug!(reason = %why, "not started");
             }
+            Err(RunError::Failed(e)) if super::outage::is_outage(&e) => {
+                // Still queued or held under its lease: a later scan takes it up again.
+                super::outage::report(&e, "cannot run the invocation");
+            }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
                 self.broken.insert(id);
@@ -346,6 +350,10 @@ impl State {
                 for id in ids {
                     self.spawn(id);
                 }
+            }
+            Err(crate::agent::RunError::Failed(e)) => {
+                self.idle_scan = true;
+                super::outage::report(&e, "cannot read the work queue");
             }
             Err(e) => {
                 self.idle_scan = true;
