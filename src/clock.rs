@@ -12,6 +12,7 @@
 //! A person testing rules for another moment uses `pap dispatch --dry-run --at TIME`, which
 //! writes nothing.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ pub const FAKE_NOW_ENV: &str = "PAP_NOW";
 #[derive(Debug, Clone)]
 pub enum Clock {
     System,
+    /// The system clock moved by an offset a shared store keeps measuring (milliseconds):
+    /// the database's clock, so that nodes whose clocks differ decide on one time.
+    Offset(Arc<AtomicI64>),
     Fake(Arc<Mutex<Timestamp>>),
 }
 
@@ -49,6 +53,15 @@ impl Clock {
     }
 
     /// Whether this build lets `PAP_NOW` replace the clock (only test builds do).
+    /// The clock for work on `store`: a database's clock when the store keeps one (see
+    /// `Storage::clock_offset`), else as [`Clock::from_env`]. The test clock wins.
+    pub fn for_store(store: &dyn crate::storage::Storage) -> anyhow::Result<Clock> {
+        Ok(match (Clock::from_env()?, store.clock_offset()) {
+            (Clock::System, Some(offset)) => Clock::Offset(offset),
+            (clock, _) => clock,
+        })
+    }
+
     pub const fn honours_env() -> bool {
         cfg!(feature = "test-clock")
     }
@@ -60,6 +73,12 @@ impl Clock {
     pub fn now(&self) -> Timestamp {
         match self {
             Clock::System => Timestamp::now(),
+            Clock::Offset(offset) => {
+                let by = SignedDuration::from_millis(offset.load(Ordering::Relaxed));
+                Timestamp::now()
+                    .checked_add(by)
+                    .unwrap_or_else(|_| Timestamp::now())
+            }
             Clock::Fake(at) => *at.lock().expect("clock lock"),
         }
     }
@@ -72,7 +91,7 @@ impl Clock {
     /// Waits `d`: really on the system clock, instantly (advancing time) on the fake one.
     pub async fn sleep(&self, d: Duration) {
         match self {
-            Clock::System => tokio::time::sleep(d).await,
+            Clock::System | Clock::Offset(_) => tokio::time::sleep(d).await,
             Clock::Fake(at) => self.advance_locked(at, d),
         }
     }
@@ -103,6 +122,17 @@ mod tests {
         assert_eq!(clock.now(), start);
         clock.sleep(Duration::from_secs(5)).await;
         assert_eq!(clock.now_ms() - start.as_millisecond(), 5000);
+    }
+
+    #[test]
+    fn an_offset_clock_follows_the_offset_it_is_given() {
+        let offset = Arc::new(AtomicI64::new(60_000));
+        let clock = Clock::Offset(offset.clone());
+        let ahead = clock.now_ms() - Clock::System.now_ms();
+        assert!((59_000..=61_000).contains(&ahead), "{ahead}");
+        offset.store(-5_000, Ordering::Relaxed);
+        let behind = clock.now_ms() - Clock::System.now_ms();
+        assert!((-6_000..=-4_000).contains(&behind), "{behind}");
     }
 
     #[test]

@@ -29,6 +29,21 @@ pub struct Report {
     pub sinks: Vec<SinkHealth>,
     pub schedules: Vec<ScheduleState>,
     pub store: StoreState,
+    /// The serve nodes sharing the store (a database), newest word first; empty for redb.
+    pub nodes: Vec<NodeState>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeState {
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+    pub version: String,
+    pub since: String,
+    pub last_seen: String,
+    /// Heard from within the last 30 seconds (three heartbeats).
+    pub alive: bool,
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -179,6 +194,27 @@ pub fn gather(
         }
         None => attention.push("the project has errors (`pap lint` shows them)".into()),
     }
+    let nodes: Vec<NodeState> = store
+        .nodes()?
+        .into_iter()
+        .map(|n| NodeState {
+            alive: now.saturating_sub(n.last_seen) < storage::NODE_GONE_MS,
+            since: crate::clock::rfc3339_ms(n.started_at),
+            last_seen: crate::clock::rfc3339_ms(n.last_seen),
+            id: n.id,
+            host: n.host,
+            pid: n.pid,
+            version: n.version,
+            listen: n.listen,
+        })
+        .collect();
+    let gone = nodes.iter().filter(|n| !n.alive).count();
+    if gone > 0 {
+        attention.push(format!(
+            "{gone} node(s) not heard from for {} s: stopped without saying so, or cut off",
+            storage::NODE_GONE_MS / 1000
+        ));
+    }
     let path = store.location();
     let bytes = match store.bytes()? {
         Some(bytes) => bytes,
@@ -192,6 +228,7 @@ pub fn gather(
         approvals,
         sinks,
         schedules,
+        nodes,
         store: StoreState {
             kind: store.kind(),
             path: path.display().to_string(),
@@ -274,6 +311,7 @@ mod tests {
                 path: "s".into(),
                 bytes: 1,
             },
+            nodes: Vec::new(),
         };
         let v = json!(r);
         for key in [

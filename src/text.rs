@@ -5,7 +5,7 @@
 /// `***`: for quoting a line of a user's file on a terminal or in CI logs.
 pub fn hide_url_passwords(text: &str) -> std::borrow::Cow<'_, str> {
     static USERINFO: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r#"([A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:"']*):[^@/?#\s"']*@"#)
+        regex::Regex::new(r#"([A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:"']*):[^\s"']*@"#)
             .expect("valid pattern")
     });
     USERINFO.replace_all(text, "$1:***@")
@@ -130,5 +130,9 @@ mod url_password_tests {
             r#"store: "postgres://pap:***@db:5432/pap" and https://u@h/x"#
         );
         assert_eq!(super::hide_url_passwords("no urls here"), "no urls here");
+        assert_eq!(
+            super::hide_url_passwords("store: postgres://u:a/b@c@db/x"),
+            "store: postgres://u:***@db/x"
+        );
     }
 }

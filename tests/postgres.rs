@@ -61,7 +61,12 @@ fn migrate_creates_the_schema_once_and_an_unmigrated_database_is_refused() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let first = json(&out);
     assert_eq!(first["kind"], "postgresql");
-    assert_eq!(first["applied"].as_array().unwrap().len(), 1, "{first}");
+    let migrations = pap::pgstore::schema::MIGRATIONS.len();
+    assert_eq!(
+        first["applied"].as_array().unwrap().len(),
+        migrations,
+        "{first}"
+    );
     // Again: nothing to do.
     let out = p
         .cmd()
@@ -71,7 +76,7 @@ fn migrate_creates_the_schema_once_and_an_unmigrated_database_is_refused() {
     assert_eq!(code(&out), 0);
     let again = json(&out);
     assert!(again["applied"].as_array().unwrap().is_empty(), "{again}");
-    assert_eq!(again["already"], 1);
+    assert_eq!(again["already"], migrations);
     let (status, lines, err) = dispatch(&p, &[ev("e1", "test.plain.happened", json!({}))]);
     assert_eq!(status, 0, "{err}");
     assert_eq!(outcome(&lines, "e1"), "invoked");
@@ -169,6 +174,15 @@ fn two_serve_nodes_fed_the_same_spool_files_run_each_event_once() {
     distinct.dedup();
     assert_eq!(starts.len(), 40, "each invocation ran once: {starts:?}");
     assert_eq!(distinct.len(), 40);
+    // Each node is listed by `pap status`, under its own id, until it stops.
+    let nodes = |p: &Project| {
+        let out = p.cmd().args(["status", "--json"]).output().unwrap();
+        json(&out)["nodes"].as_array().cloned().unwrap_or_default()
+    };
+    let listed = nodes(&b);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().all(|n| n["alive"] == true), "{listed:?}");
+    assert_ne!(listed[0]["id"], listed[1]["id"]);
     for node in [na, nb] {
         let log = node.log.clone();
         let code = node.terminate().0;
@@ -176,6 +190,7 @@ fn two_serve_nodes_fed_the_same_spool_files_run_each_event_once() {
         let tail: Vec<&str> = text.lines().rev().take(12).collect();
         assert_eq!(code, 0, "{}:\n{}", log.display(), tail.join("\n"));
     }
+    assert!(nodes(&a).is_empty(), "a node that stopped leaves the list");
 }
 
 #[test]

@@ -194,10 +194,11 @@ pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
     } else {
         storage::open(&place)?
     };
+    let clock = Clock::for_store(&*store)?;
     Ok(Runtime {
         project: Arc::new(project),
         store,
-        clock: Clock::from_env()?,
+        clock,
         queue_retries: false,
     })
 }

@@ -31,7 +31,7 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
         Some(InboxCommand::Ack { ids, by }) => {
             let project = context::load_project(cli)?;
             let store = storage::open(&context::place(cli, &project)?)?;
-            let now = Clock::from_env()?.now_ms();
+            let now = Clock::for_store(&*store)?.now_ms();
             let user = by
                 .clone()
                 .unwrap_or_else(|| project.config.notify.user.clone());
@@ -76,7 +76,7 @@ fn read(
     limit: usize,
     session: Option<&str>,
 ) -> anyhow::Result<Vec<(InboxMessage, serde_json::Value)>> {
-    let now = Clock::from_env()?.now_ms();
+    let now = Clock::for_store(store)?.now_ms();
     Ok(store.read(|r| {
         let n = r;
         let msgs = n.inbox_after(after, limit, &|m| {
@@ -98,7 +98,7 @@ fn read(
 /// Says how many notifications handed to an agent are past their deadline: the watchdog of
 /// the next pap that writes escalates them into this inbox; a reader only tells.
 fn pending_escalations(store: &dyn Storage) -> anyhow::Result<()> {
-    let now = Clock::from_env()?.now_ms();
+    let now = Clock::for_store(store)?.now_ms();
     let (_, due) = store.read(|r| {
         r.notifications(
             &|n| n.status_at(now) == NotifyStatus::Escalated && n.status != NotifyStatus::Escalated,
@@ -225,7 +225,7 @@ fn session(
     cmd: &SessionCommand,
 ) -> anyhow::Result<Outcome> {
     let store = storage::open(place)?;
-    let now = Clock::from_env()?.now_ms();
+    let now = Clock::for_store(&*store)?.now_ms();
     match cmd {
         SessionCommand::Open { name, agent } => {
             check_name(name)?;

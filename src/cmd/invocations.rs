@@ -29,7 +29,10 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
     let store = context::store_to_read(cli)?;
     // What is due is shown as of now (an approval past its deadline has expired); the next
     // pap that writes records it. A listing never writes.
-    let now = crate::clock::Clock::from_env()?.now_ms();
+    let now = match &store {
+        Some(store) => crate::clock::Clock::for_store(&**store)?.now_ms(),
+        None => crate::clock::Clock::from_env()?.now_ms(),
+    };
     match &args.command {
         Some(InvocationsCommand::Retry(_) | InvocationsCommand::Cancel(_)) => {
             unreachable!("handled above")

@@ -27,7 +27,7 @@ pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--as: a user name is non-empty text without control characters");
     }
     let who = Who::local(&user, project.config.chat.approvers.as_deref());
-    let clock = Clock::from_env()?;
+    let clock = Clock::for_store(&*store)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -32,7 +32,10 @@ fn view_as_of(
 pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
     let store = context::store_to_read(cli)?;
     // What is due is shown as of now; a listing never writes.
-    let now = crate::clock::Clock::from_env()?.now_ms();
+    let now = match &store {
+        Some(store) => crate::clock::Clock::for_store(&**store)?.now_ms(),
+        None => crate::clock::Clock::from_env()?.now_ms(),
+    };
     let mut out = String::new();
     match &args.command {
         Some(NotificationsCommand::Show { id, json }) => {

@@ -33,7 +33,7 @@ pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
 
     let project = context::load_project(cli)?;
     let store = storage::open(&context::place(cli, &project)?)?;
-    let now = Clock::from_env()?.now_ms();
+    let now = Clock::for_store(&*store)?.now_ms();
     let found = store.read(|r| {
         let n = r;
         let Some(id) = n.atp_lookup(&response.notification_id)? else {

@@ -19,7 +19,7 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Failure);
     };
-    let clock = Clock::from_env()?;
+    let clock = Clock::for_store(&*store)?;
     let now = clock.now_ms();
     // Schedules come from the project; a broken one is reported, not fatal.
     let project = context::load_project(cli).ok();
@@ -115,6 +115,23 @@ fn human(r: &Report, p: Paint, o: &mut String) {
             if s.enabled { "" } else { " (disabled)" },
             s.last_fire.as_deref().unwrap_or("never"),
             s.next_fire.as_deref().unwrap_or("never")
+        );
+    }
+    for n in &r.nodes {
+        let _ = writeln!(
+            o,
+            "node       {} ({} pid {}, pap {}{}), since {}, last seen {}{}",
+            n.id,
+            n.host,
+            n.pid,
+            n.version,
+            n.listen
+                .as_deref()
+                .map(|l| format!(", {l}"))
+                .unwrap_or_default(),
+            n.since,
+            n.last_seen,
+            if n.alive { "" } else { " (gone?)" }
         );
     }
     let _ = writeln!(

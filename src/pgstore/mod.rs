@@ -33,6 +33,9 @@ pub use url::{DatabaseUrl, Origin};
 /// What goes wrong inside this module, before it becomes a `storage::Error`.
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
+    /// Every pooled connection stayed in use: the same work may succeed in a moment.
+    #[error("{0}")]
+    Busy(String),
     #[error("{}", describe(.0))]
     Driver(#[from] postgres::Error),
     #[error("{0}")]
@@ -45,6 +48,10 @@ impl PgError {
     fn into_storage(self, location: &str) -> Error {
         match self {
             PgError::Driver(e) => storage_error(location, e),
+            PgError::Busy(reason) => Error::Unavailable {
+                location: location.to_owned(),
+                reason,
+            },
             PgError::Schema(message) | PgError::Setup(message) => Error::Setup {
                 location: location.to_owned(),
                 message,
@@ -77,7 +84,10 @@ pub fn describe(e: &postgres::Error) -> String {
 pub(crate) fn storage_error(location: &str, e: postgres::Error) -> Error {
     use postgres::error::SqlState;
     let transient = match e.code() {
-        None => e.is_closed() || e.as_db_error().is_none(),
+        // Without a server's code: the connection (closed, refused, cut, timed out) is
+        // transient; a TLS failure, a missing password or a driver complaint is not (waiting
+        // would not help, and it must not pass for an outage).
+        None => e.is_closed() || connection_failed(&e),
         Some(code) => {
             let c = code.code();
             c.starts_with("08")
@@ -104,6 +114,34 @@ pub(crate) fn storage_error(location: &str, e: postgres::Error) -> Error {
     }
 }
 
+/// Whether a driver error without a server code is the network or the server going away.
+fn connection_failed(e: &postgres::Error) -> bool {
+    use std::io::ErrorKind::*;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                NotFound
+                    | ConnectionRefused
+                    | ConnectionReset
+                    | ConnectionAborted
+                    | NotConnected
+                    | BrokenPipe
+                    | TimedOut
+                    | UnexpectedEof
+                    | HostUnreachable
+                    | NetworkUnreachable
+                    | AddrNotAvailable
+            );
+        }
+        source = s.source();
+    }
+    // The driver's own timeouts and closed connections say so in words only.
+    let text = e.to_string();
+    text.contains("timeout") || text.contains("connection closed")
+}
+
 /// An invocation's status as stored in its column (its JSON name).
 fn status_name(status: Status) -> String {
     match serde_json::to_value(status) {
@@ -112,12 +150,18 @@ fn status_name(status: Status) -> String {
     }
 }
 
+/// How often each process measures the database's clock against its own.
+const CLOCK_LOOK: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// How many connections one process keeps at most.
 const POOL_SIZE: usize = 16;
 
 pub struct PgStore {
     pool: pool::Pool,
     outage: outage::Outage,
+    /// The database's clock minus this host's (ms), and when it was last measured.
+    offset: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    measured: std::sync::Mutex<Option<std::time::Instant>>,
     shown: String,
     state_dir: PathBuf,
     schema: schema::SchemaState,
@@ -127,18 +171,27 @@ impl PgStore {
     /// The store at `url`, checked to have this pap's schema; local files go in `state_dir`.
     pub fn open(url: &DatabaseUrl, state_dir: &Path) -> Result<PgStore> {
         let pool = pool::Pool::new(url, POOL_SIZE).map_err(|e| e.into_storage(&url.shown))?;
-        let schema = {
-            let mut conn = pool.get().map_err(|e| e.into_storage(&url.shown))?;
-            outside_async(|| schema::check(&mut conn.conn().client))
-                .map_err(|e| e.into_storage(&url.shown))?
-        };
-        Ok(PgStore {
+        let schema = outside_async(|| {
+            let mut conn = pool.get()?;
+            schema::check(&mut conn.conn().client)
+        })
+        .map_err(|e| e.into_storage(&url.shown))?;
+        let store = PgStore {
             pool,
             outage: outage::Outage::default(),
+            offset: Default::default(),
+            measured: std::sync::Mutex::new(None),
             shown: url.shown.clone(),
             state_dir: state_dir.to_path_buf(),
             schema,
-        })
+        };
+        // Decisions made right after the open already use the database's clock.
+        outside_async(|| {
+            if let Ok(mut conn) = store.pool.get() {
+                store.measure_clock(&mut conn);
+            }
+        });
+        Ok(store)
     }
 
     /// Applies this pap's missing schema migrations (`pap store migrate`).
@@ -154,6 +207,43 @@ impl PgStore {
         &self.schema
     }
 
+    /// Measures the database's clock against this host's when the last look is older than
+    /// [`CLOCK_LOOK`]: one query, its error at most half a round trip.
+    fn measure_clock(&self, conn: &mut pool::Pooled<'_>) {
+        {
+            let mut measured = self.measured.lock().unwrap_or_else(|p| p.into_inner());
+            if measured.is_some_and(|at| at.elapsed() < CLOCK_LOOK) {
+                return;
+            }
+            *measured = Some(std::time::Instant::now());
+        }
+        let local = || jiff::Timestamp::now().as_millisecond();
+        let before = local();
+        let found = conn.conn().client.query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8",
+            &[],
+        );
+        let after = local();
+        match found {
+            Ok(row) => {
+                let database: i64 = row.get(0);
+                let offset = database - (before + after) / 2;
+                let old = self
+                    .offset
+                    .swap(offset, std::sync::atomic::Ordering::Relaxed);
+                if (offset - old).abs() > 1_000 {
+                    tracing::info!(
+                        database = %self.shown,
+                        offset_ms = offset,
+                        "deciding on the database's clock, {offset} ms from this host's"
+                    );
+                }
+            }
+            // The next checkout looks again.
+            Err(_) => *self.measured.lock().unwrap_or_else(|p| p.into_inner()) = None,
+        }
+    }
+
     /// A pooled connection; while the database is known down, a failure at once.
     fn checkout(&self) -> Result<pool::Pooled<'_>> {
         if let Some(why) = self.outage.wait() {
@@ -163,8 +253,9 @@ impl PgStore {
             });
         }
         match self.pool.get() {
-            Ok(conn) => {
+            Ok(mut conn) => {
                 self.outage.reached(&self.shown);
+                self.measure_clock(&mut conn);
                 Ok(conn)
             }
             Err(e) => {
@@ -283,6 +374,60 @@ impl Storage for PgStore {
 
     fn kind(&self) -> &'static str {
         "postgresql"
+    }
+
+    fn heartbeat(&self, node: &crate::storage::Node) -> Result<()> {
+        self.write_session(&mut |w| {
+            w.s.execute(
+                "INSERT INTO pap_nodes (node_id, host, pid, version, started_at, last_seen, listen) \
+                 VALUES ($1, $2, $3, $4, $5, (extract(epoch FROM clock_timestamp()) * 1000)::int8, $6) \
+                 ON CONFLICT (node_id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, \
+                 version = EXCLUDED.version, started_at = EXCLUDED.started_at, \
+                 last_seen = EXCLUDED.last_seen, listen = EXCLUDED.listen",
+                &[
+                    &node.id,
+                    &node.host,
+                    &i32::try_from(node.pid).unwrap_or(i32::MAX),
+                    &node.version,
+                    &node.started_at,
+                    &node.listen,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn node_stopped(&self, id: &str) -> Result<()> {
+        self.write_session(&mut |w| {
+            w.s.execute("DELETE FROM pap_nodes WHERE node_id = $1", &[&id])?;
+            Ok(())
+        })
+    }
+
+    fn nodes(&self) -> Result<Vec<crate::storage::Node>> {
+        self.read_session(|r| {
+            Ok(r.s
+                .query(
+                    "SELECT node_id, host, pid, version, started_at, last_seen, listen \
+                     FROM pap_nodes ORDER BY node_id",
+                    &[],
+                )?
+                .iter()
+                .map(|row| crate::storage::Node {
+                    id: row.get(0),
+                    host: row.get(1),
+                    pid: u32::try_from(row.get::<_, i32>(2)).unwrap_or(0),
+                    version: row.get(3),
+                    started_at: row.get(4),
+                    last_seen: row.get(5),
+                    listen: row.get(6),
+                })
+                .collect())
+        })
+    }
+
+    fn clock_offset(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicI64>> {
+        Some(self.offset.clone())
     }
 
     fn bytes(&self) -> Result<Option<u64>> {

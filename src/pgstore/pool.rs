@@ -118,7 +118,7 @@ impl Pool {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(PgError::Setup(format!(
+                return Err(PgError::Busy(format!(
                     "all {} database connections stayed in use for {}s",
                     self.max,
                     CHECKOUT_WAIT.as_secs()

@@ -10,21 +10,27 @@ pub struct PgRead<'c> {
     pub(super) s: Session<'c>,
 }
 
-pub(super) fn invocation_in(s: &Session, id: &str) -> Result<Option<Invocation>> {
-    match s.query_opt(
-        "SELECT record::text FROM pap_invocations WHERE id = $1",
-        &[&id],
-    )? {
+/// Invocation `id`; `locked`: its row locked to the end of the (write) transaction.
+pub(super) fn invocation_in(s: &Session, id: &str, locked: bool) -> Result<Option<Invocation>> {
+    let sql = if locked {
+        "SELECT record::text FROM pap_invocations WHERE id = $1 FOR NO KEY UPDATE"
+    } else {
+        "SELECT record::text FROM pap_invocations WHERE id = $1"
+    };
+    match s.query_opt(sql, &[&id])? {
         Some(r) => s.decode(&format!("invocation {id}"), r.get(0)).map(Some),
         None => Ok(None),
     }
 }
 
-pub(super) fn notification_in(s: &Session, id: &str) -> Result<Option<Notification>> {
-    match s.query_opt(
-        "SELECT record::text FROM pap_notifications WHERE id = $1",
-        &[&id],
-    )? {
+/// As [`invocation_in`], for a notification.
+pub(super) fn notification_in(s: &Session, id: &str, locked: bool) -> Result<Option<Notification>> {
+    let sql = if locked {
+        "SELECT record::text FROM pap_notifications WHERE id = $1 FOR NO KEY UPDATE"
+    } else {
+        "SELECT record::text FROM pap_notifications WHERE id = $1"
+    };
+    match s.query_opt(sql, &[&id])? {
         Some(r) => s.decode(&format!("notification {id}"), r.get(0)).map(Some),
         None => Ok(None),
     }
@@ -114,7 +120,7 @@ const INBOX_PAGE: i64 = 500;
 
 impl ReadTx for PgRead<'_> {
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
-        invocation_in(&self.s, id)
+        invocation_in(&self.s, id, false)
     }
 
     fn invocations(
@@ -224,7 +230,7 @@ impl ReadTx for PgRead<'_> {
     }
 
     fn notification(&self, id: &str) -> Result<Option<Notification>> {
-        notification_in(&self.s, id)
+        notification_in(&self.s, id, false)
     }
 
     fn notifications(

@@ -32,12 +32,20 @@ pub struct Migration {
     pub phase: Phase,
 }
 
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("migrations/0001_initial.sql"),
-    phase: Phase::Expand,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("migrations/0001_initial.sql"),
+        phase: Phase::Expand,
+    },
+    Migration {
+        version: 2,
+        name: "nodes",
+        sql: include_str!("migrations/0002_nodes.sql"),
+        phase: Phase::Expand,
+    },
+];
 
 /// The schema this binary reads and writes: its newest migration.
 pub fn current() -> i32 {

@@ -11,6 +11,9 @@ use crate::storage::{Result, WriteTx};
 impl PgRead<'_> {
     pub(super) fn export(&self, each: &mut dyn FnMut(Item) -> Result<()>) -> Result<()> {
         let s = &self.s;
+        // The snapshot stays open while the target writes (a slow target may take longer
+        // than the idle timeout between two tables).
+        s.execute("SET LOCAL idle_in_transaction_session_timeout = 0", &[])?;
         s.for_each(
             "SELECT row_no, event_id, trigger_id, kind, depth, outcome, invocation_id, \
              decided_at FROM pap_ledger ORDER BY row_no",

@@ -136,7 +136,8 @@ pub fn parse(
     if config.get_hosts().is_empty() {
         config.host_path("/var/run/postgresql");
     }
-    let local = config.get_hosts().iter().all(is_loopback);
+    let local = config.get_hosts().iter().all(is_loopback)
+        && config.get_hostaddrs().iter().all(|ip| ip.is_loopback());
     let tls = match ssl_mode.as_deref() {
         None if local => Tls::Off,
         None => Tls::Verified { ca_file },
@@ -185,18 +186,19 @@ fn is_loopback(host: &Host) -> bool {
     }
 }
 
-/// `url` with any password replaced by `***`.
+/// `url` with any password replaced by `***`. The driver takes the user information up to
+/// the last `@` (a password may hold `/`, `?` or `@`), so everything from the first `:` after
+/// the scheme up to the last `@` goes.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
+    let Some(at) = rest.rfind('@') else {
+        return url.to_owned();
+    };
+    let (userinfo, host) = rest.split_at(at);
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{host}"),
         None => url.to_owned(),
     }
 }

@@ -362,7 +362,10 @@ impl WriteTx for PgWrite<'_> {
     }
 
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
-        super::read::invocation_in(&self.s, id)
+        // Locked to the commit: a write transaction reads an invocation to change it, and two
+        // nodes changing one (a start and a cancel, an approval and an expiry) must take
+        // turns, the second seeing what the first wrote. (redb serialises every writer.)
+        super::read::invocation_in(&self.s, id, true)
     }
 
     fn insert_invocation(&mut self, inv: &Invocation) -> Result<()> {
@@ -466,7 +469,8 @@ impl WriteTx for PgWrite<'_> {
     }
 
     fn notification(&mut self, id: &str) -> Result<Option<crate::domain::Notification>> {
-        super::read::notification_in(&self.s, id)
+        // Locked to the commit, as an invocation is: ANP's lease compare-and-swap.
+        super::read::notification_in(&self.s, id, true)
     }
 
     fn put_notification(&mut self, n: &crate::domain::Notification) -> Result<()> {
@@ -559,7 +563,8 @@ impl WriteTx for PgWrite<'_> {
     ) -> Result<(usize, Option<u64>)> {
         // A "stretch" is up to 256 rows in row order, the size of a redb ledger block.
         let scan = limit(max.saturating_mul(256));
-        let after = after.map_or(0, signed);
+        // Rows may start at 0 (a state copied from redb).
+        let after = after.map_or(-1, signed);
         let r = self.s.query_one(
             "WITH scanned AS (SELECT row_no, decided_at FROM pap_ledger WHERE row_no > $1 \
              ORDER BY row_no LIMIT $2), \

@@ -16,6 +16,7 @@ pub mod http;
 mod lock;
 pub mod log;
 pub mod metrics;
+mod node;
 mod outage;
 pub mod recent;
 mod settle;
@@ -123,15 +124,17 @@ struct Server {
     shared_project: Option<http::SharedProject>,
     metrics: Arc<metrics::Metrics>,
     recent: Arc<recent::RecentDecisions>,
+    /// This serve as a node of the store (listed by `pap status` on a shared database).
+    node: storage::Node,
+    last_heartbeat: Option<Instant>,
 }
 
 /// Starts serve and runs until stopped (or, with `once`, until nothing is due).
 pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Result<()> {
     log::init(settings.log_format);
-    let clock = Clock::from_env()?;
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
-    let started_at = format!("{:.0}", clock.now());
+    let started_at = format!("{:.0}", Clock::from_env()?.now());
     let holder = lock::Holder {
         pid: std::process::id(),
         started_at: started_at.clone(),
@@ -142,6 +145,8 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         state_dir.to_path_buf(),
         project.config.store.as_deref(),
     )?)?;
+    // On a shared database, every node decides on the database's clock.
+    let clock = Clock::for_store(&*store)?;
     let spool_dir = match &project.config.spool_dir {
         Some(dir) => project.root.join(dir),
         None => state_dir.join("spool"),
@@ -241,6 +246,14 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         schedules = runtime.project.schedules.len(),
         "pap serve started"
     );
+    let node = node::this(
+        state_dir,
+        runtime.clock.now_ms(),
+        listening.as_ref().map(http::Listening::url),
+    );
+    if runtime.store.kind() != "redb" {
+        tracing::info!(node = %node.id, store = %runtime.store.location().display(), "joined the nodes sharing the store");
+    }
     let mut server = Server {
         root,
         runtime,
@@ -262,6 +275,8 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         shared_project,
         metrics,
         recent,
+        node,
+        last_heartbeat: None,
     };
     let result = if server.settings.once {
         server.once()
@@ -414,6 +429,7 @@ impl Server {
     /// Work that runs on the clock: schedules every tick; approvals, the outbox and purges
     /// on the rescan and purge intervals.
     fn periodic(&mut self, rescan: bool) {
+        node::beat(&*self.runtime.store, &self.node, &mut self.last_heartbeat);
         self.fire_schedules();
         self.fire_debounced();
         self.notify_timers();
@@ -1017,6 +1033,9 @@ impl Server {
             }
         }
         self.dispatch_emitted(emitted);
+        if let Err(e) = self.runtime.store.node_stopped(&self.node.id) {
+            outage::report_store(&e, "cannot take this node off the list of nodes");
+        }
         tracing::info!(requeued, "pap serve stopped");
     }
 }

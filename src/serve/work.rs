@@ -103,6 +103,9 @@ struct State {
     /// Invocations whose run errored (not failed: e.g. their agent left the manifests):
     /// not picked again until the manifests change, so one cannot spin the worker.
     broken: HashSet<String>,
+    /// Held by this process, not started because the store was unavailable: taken up again
+    /// at the next scan (nobody else may take them while this process holds them).
+    after_outage: Vec<String>,
     drains: Vec<oneshot::Sender<()>>,
     /// Whether the last scan found nothing to claim.
     idle_scan: bool,
@@ -126,6 +129,7 @@ async fn work_loop(
         in_flight: HashSet::new(),
         waiting: VecDeque::new(),
         broken: HashSet::new(),
+        after_outage: Vec::new(),
         drains: Vec::new(),
         idle_scan: false,
         scan_wide: false,
@@ -262,8 +266,9 @@ impl State {
                 tracing::debug!(reason = %why, "not started");
             }
             Err(RunError::Failed(e)) if super::outage::is_outage(&e) => {
-                // Still queued or held under its lease: a later scan takes it up again.
+                // Still queued or held under this process's lease: the next scan runs it.
                 super::outage::report(&e, "cannot run the invocation");
+                self.after_outage.push(id);
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
@@ -274,6 +279,7 @@ impl State {
 
     /// Claims due invocations no live process holds, up to the room there is.
     async fn scan(&mut self) {
+        self.waiting.extend(self.after_outage.drain(..));
         let room = self.room().saturating_sub(self.waiting.len());
         if room == 0 {
             self.idle_scan = false;

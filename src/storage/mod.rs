@@ -130,6 +130,27 @@ pub struct TakeWork<'a> {
     pub lease: &'a dyn Fn(u64) -> crate::domain::Lease,
 }
 
+/// A `pap serve` process sharing a store with others.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Node {
+    /// `PAP_NODE_ID`, else the host name and a digest of the state dir (stable across
+    /// restarts, distinct for two serves on one host).
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+    pub version: String,
+    /// When it started, and when it was last heard from (ms, the store's clock).
+    pub started_at: i64,
+    pub last_seen: i64,
+    /// Its HTTP listener, when it listens.
+    pub listen: Option<String>,
+}
+
+/// How often serve says it is alive, and after how long without a word a node counts as
+/// gone.
+pub const HEARTBEAT_MS: i64 = 10_000;
+pub const NODE_GONE_MS: i64 = 3 * HEARTBEAT_MS;
+
 /// When a write's commit counts as done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Commit {
@@ -428,6 +449,27 @@ pub trait Storage: Send + Sync {
     fn import(&self, items: &[transfer::Item]) -> Result<()>;
     /// Whether the store holds no state at all.
     fn is_empty(&self) -> Result<bool>;
+    /// For a store several hosts share: the offset (ms) of its clock from this host's,
+    /// which it keeps measuring, so that every node decides on the store's time (see
+    /// `Clock::for_store`). `None`: this host's clock is the one.
+    fn clock_offset(&self) -> Option<Arc<std::sync::atomic::AtomicI64>> {
+        None
+    }
+    /// Records that serve node `node` is alive (a store several nodes share keeps them).
+    fn heartbeat(&self, node: &Node) -> Result<()> {
+        let _ = node;
+        Ok(())
+    }
+    /// Forgets node `id` (it stopped cleanly).
+    fn node_stopped(&self, id: &str) -> Result<()> {
+        let _ = id;
+        Ok(())
+    }
+    /// The nodes sharing this store, as their last heartbeats left them (empty for a store
+    /// only one host uses).
+    fn nodes(&self) -> Result<Vec<Node>> {
+        Ok(Vec::new())
+    }
     /// What kind of store this is, for `pap status` and messages.
     fn kind(&self) -> &'static str {
         "redb"
