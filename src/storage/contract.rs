@@ -886,3 +886,57 @@ fn a_copy_between_any_two_stores_keeps_the_whole_state() {
         }
     }
 }
+
+/// Two writers changing one invocation (a start on one node, a cancel on another) take
+/// turns: the second reads what the first wrote, never the state both started from.
+#[test]
+fn writers_changing_one_invocation_take_turns() {
+    for_each(|s| {
+        s.write(|tx| tx.insert_invocation(&invocation("race", 1, Status::Queued)))?;
+        let first_read = std::sync::Barrier::new(2);
+        let seen_by_second = std::thread::scope(|scope| {
+            let first = scope.spawn(|| {
+                s.write(|tx| {
+                    let mut inv = tx.invocation("race")?.expect("stored");
+                    first_read.wait();
+                    // Long enough for the second writer to have read, were it not held.
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    inv.status = Status::Running;
+                    tx.put_invocation(&inv)
+                })
+            });
+            let second = scope.spawn(|| {
+                first_read.wait();
+                s.write(|tx| {
+                    let mut inv = tx.invocation("race")?.expect("stored");
+                    let seen = inv.status;
+                    inv.status = Status::Cancelled;
+                    tx.put_invocation(&inv)?;
+                    Ok(seen)
+                })
+            });
+            first.join().expect("first writer").expect("first write");
+            second.join().expect("second writer").expect("second write")
+        });
+        assert_eq!(seen_by_second, Status::Running, "a lost update");
+        Ok(())
+    });
+}
+
+/// A store several hosts share keeps the offset of its clock, measured at open.
+#[test]
+fn a_shared_store_measures_its_clock() {
+    for subject in implementations() {
+        let offset = subject.store.clock_offset();
+        match subject.name {
+            "PostgreSQL" => {
+                let ms = offset
+                    .expect("PostgreSQL keeps a clock")
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                // The server runs on this host: the clocks agree within a round trip.
+                assert!(ms.abs() < 1_000, "offset {ms} ms");
+            }
+            _ => assert!(offset.is_none(), "{}", subject.name),
+        }
+    }
+}
