@@ -23,6 +23,8 @@ pub struct TestServer {
     bin: PathBuf,
     run_as: Option<(u32, u32)>,
     port: u16,
+    /// Durable (fsync on, as in production): for benchmarks. The test server is not.
+    durable: bool,
 }
 
 static SERVER: OnceLock<Result<TestServer, String>> = OnceLock::new();
@@ -126,9 +128,15 @@ impl TestServer {
     fn pg_ctl(&self, action: &[&str]) -> Result<(), String> {
         let data = self.dir.join("data");
         let log = self.dir.join("log");
+        let speed = if self.durable {
+            ""
+        } else {
+            // Safe against a crash of PostgreSQL itself (the crash tests restart it), not
+            // of the machine: the test server's data is thrown away anyway.
+            "-c fsync=off -c full_page_writes=off "
+        };
         let options = format!(
-            "-c listen_addresses='' -k {} -p {} -c fsync=off -c full_page_writes=off \
-             -c max_connections=300",
+            "-c listen_addresses='' -k {} -p {} {speed}-c max_connections=300",
             self.dir.display(),
             self.port
         );
@@ -223,7 +231,26 @@ fn server_user() -> Result<Option<(u32, u32)>, String> {
     ))
 }
 
-fn start() -> Result<TestServer, String> {
+/// A server of its own with fsync on, as a production server runs, for benchmarks: stopped
+/// and removed by [`TestServer::remove`].
+pub fn start_durable() -> Result<TestServer, String> {
+    let server = new_server(true)?;
+    if let Err(e) = initdb_and_start(&server) {
+        let _ = std::fs::remove_dir_all(&server.dir);
+        return Err(e);
+    }
+    Ok(server)
+}
+
+impl TestServer {
+    /// Stops the server and removes its files.
+    pub fn remove(&self) {
+        let _ = self.pg_ctl(&["stop", "-m", "fast"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn new_server(durable: bool) -> Result<TestServer, String> {
     let bin = binaries()?;
     let run_as = server_user()?;
     let dir = tempfile::Builder::new()
@@ -239,12 +266,17 @@ fn start() -> Result<TestServer, String> {
         )
         .map_err(|e| format!("chown {}: {e}", dir.display()))?;
     }
-    let server = TestServer {
+    Ok(TestServer {
         dir,
         bin,
         run_as,
         port: 5432,
-    };
+        durable,
+    })
+}
+
+fn start() -> Result<TestServer, String> {
+    let server = new_server(false)?;
     let started = initdb_and_start(&server);
     if let Err(e) = started {
         let _ = std::fs::remove_dir_all(&server.dir);
