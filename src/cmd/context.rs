@@ -108,6 +108,12 @@ pub fn place_to_read(cli: &Cli) -> anyhow::Result<storage::Place> {
 }
 
 fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<String>)> {
+    if let Some(dir) = &cli.state {
+        // `--state` names the state dir; a project, if there is one, may still name the
+        // database (PAP_DATABASE_URL does anyway). No project is fine.
+        let store = load_project(cli).ok().and_then(|p| p.config.store.clone());
+        return Ok((dir.clone(), store));
+    }
     let root = cli
         .root()
         .canonicalize()

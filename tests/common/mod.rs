@@ -71,7 +71,7 @@ fn on_database(root: &Path) {
     }
     let server = pap::pgstore::testing::server()
         .unwrap_or_else(|e| panic!("PAP_TEST_STORE=postgres, but PostgreSQL cannot start: {e}"));
-    postgres::use_database(root, &server.migrated_database());
+    postgres::use_database(root, &postgres::migrated_by_pap(server));
 }
 
 /// Whether this run keeps projects' state in PostgreSQL (`PAP_TEST_STORE=postgres`).

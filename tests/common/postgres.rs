@@ -7,7 +7,24 @@ use std::path::Path;
 /// A fresh database with pap's schema, or `None` with a skip note naming what goes
 /// unchecked (a failure instead when `PAP_TEST_REQUIRE_POSTGRES` is set).
 pub fn migrated_database(unchecked: &str) -> Option<String> {
-    pap::pgstore::testing::server_or_skip(unchecked).map(|s| s.migrated_database())
+    pap::pgstore::testing::server_or_skip(unchecked).map(migrated_by_pap)
+}
+
+/// A fresh database of `server`, migrated by the `pap` binary under test (`pap store
+/// migrate`), so its schema is the binary's even when this test binary is older.
+pub fn migrated_by_pap(server: &pap::pgstore::testing::TestServer) -> String {
+    let url = server.database();
+    let out = super::pap()
+        .env("PAP_DATABASE_URL", &url)
+        .args(["--state", "/nonexistent-state-dir", "store", "migrate"])
+        .output()
+        .expect("pap store migrate");
+    assert!(
+        out.status.success(),
+        "pap store migrate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    url
 }
 
 /// A fresh database without pap's schema.
