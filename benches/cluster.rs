@@ -21,10 +21,10 @@ mod bench_project;
 mod measure;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use bench_project::{event, pap, write_project};
+use bench_project::{event, pap, start_serve, stop_serve, write_project};
 
 const PER_FILE: usize = 100;
 
@@ -120,7 +120,8 @@ fn run(root: &Path, name: &str, nodes: usize, events: usize, url: Option<&str>) 
         let node = &states[f % nodes];
         files.push((staging.join(&file), node.join("spool").join(&file)));
     }
-    let children: Vec<Child> = states.iter().map(|s| start(root, s, url)).collect();
+    let env: Vec<(&str, &str)> = url.map(|u| ("PAP_DATABASE_URL", u)).into_iter().collect();
+    let children: Vec<Child> = states.iter().map(|s| start_serve(root, s, &env)).collect();
     let started = Instant::now();
     for (from, to) in &files {
         std::fs::rename(from, to).unwrap();
@@ -148,38 +149,8 @@ fn run(root: &Path, name: &str, nodes: usize, events: usize, url: Option<&str>) 
         .max()
         .unwrap_or(0);
     for child in children {
-        stop(child);
+        stop_serve(child);
     }
     assert_eq!(succeeded(), events, "{name}: each invocation ran once");
     (took, peak)
-}
-
-fn start(root: &Path, state: &Path, url: Option<&str>) -> Child {
-    std::fs::create_dir_all(state.join("spool")).unwrap();
-    let log = std::fs::File::create(state.join("serve.log")).unwrap();
-    let mut cmd = pap(root, state);
-    if let Some(url) = url {
-        cmd.env("PAP_DATABASE_URL", url);
-    }
-    let child = cmd
-        .args(["serve", "--log-format", "json"])
-        .stderr(log)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let log = state.join("serve.log");
-    let started = Instant::now();
-    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("pap serve started")) {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "serve did not start"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child
-}
-
-fn stop(mut child: Child) {
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
 }

@@ -22,11 +22,11 @@ mod bench_project;
 #[path = "../tests/common/measure.rs"]
 mod measure;
 
-use bench_project::{event, pap, write_project};
+use bench_project::{event, pap, start_serve, stop_serve, write_project};
 use std::path::{Path, PathBuf};
 
 use measure::peak_kib;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 const LATENCY_FILES: usize = 200;
@@ -43,7 +43,7 @@ fn main() {
 
     // 1. Latency, one file at a time.
     let state = root.join("state-latency");
-    let serve = start(root, &state);
+    let serve = start_serve(root, &state, &[]);
     let spool = state.join("spool");
     let mut dropped = Vec::new();
     for i in 0..LATENCY_FILES {
@@ -53,7 +53,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(25));
     }
     wait_done(&spool, LATENCY_FILES);
-    stop(serve);
+    stop_serve(serve);
     let decided = decision_times(&state.join("serve.log"));
     let mut latencies: Vec<f64> = dropped
         .iter()
@@ -92,7 +92,7 @@ fn main() {
         stream.push_str(&line);
         stream.push('\n');
     }
-    let serve = start(root, &state);
+    let serve = start_serve(root, &state, &[]);
     let idle_peak = peak_kib(serve.id());
     let spool = state.join("spool");
     let started = Instant::now();
@@ -103,7 +103,7 @@ fn main() {
     wait_done(&spool, BURST_FILES);
     let burst = started.elapsed();
     let burst_peak = peak_kib(serve.id());
-    stop(serve);
+    stop_serve(serve);
 
     let events = root.join("burst.ndjson");
     std::fs::write(&events, &stream).unwrap();
@@ -173,25 +173,6 @@ fn main() {
     println!(
         "fdatasync of a 4 KiB append on this disk, same run: median {median:.2} ms, p90 {p90:.2} ms"
     );
-}
-
-fn start(root: &Path, state: &Path) -> Child {
-    std::fs::create_dir_all(state.join("spool")).unwrap();
-    let log = std::fs::File::create(state.join("serve.log")).unwrap();
-    let child = pap(root, state)
-        .args(["serve", "--log-format", "json"])
-        .stderr(log)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let log = state.join("serve.log");
-    wait(|| std::fs::read_to_string(&log).is_ok_and(|t| t.contains("pap serve started")));
-    child
-}
-
-fn stop(mut child: Child) {
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
 }
 
 fn drop_file(spool: &Path, id: &str) -> SystemTime {

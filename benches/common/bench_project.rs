@@ -3,7 +3,8 @@
 //! invocation record, ledger row).
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Writes the project: trigger `bench` on `bench.event.happened` provoking agent `bench`,
 /// whose command is `agent_command` (JSON list), with `pap_yaml` as pap.yaml.
@@ -38,4 +39,36 @@ pub fn pap(root: &Path, state: &Path) -> Command {
     cmd.arg("--root").arg(root).arg("--state").arg(state);
     cmd.env_remove("PAP_NOW");
     cmd
+}
+
+/// Starts `pap serve --log-format json` on `state` (log in `state/serve.log`) with `env`
+/// added, and waits until it has started.
+#[allow(dead_code)]
+pub fn start_serve(root: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
+    std::fs::create_dir_all(state.join("spool")).unwrap();
+    let log = std::fs::File::create(state.join("serve.log")).unwrap();
+    let child = pap(root, state)
+        .envs(env.iter().copied())
+        .args(["serve", "--log-format", "json"])
+        .stderr(log)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = state.join("serve.log");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("pap serve started")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+/// Stops a serve with SIGTERM and waits for it.
+#[allow(dead_code)]
+pub fn stop_serve(mut child: Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
 }

@@ -75,11 +75,10 @@ pub fn copy(cli: &Cli, args: &StoreCopyArgs) -> anyhow::Result<Outcome> {
 
 fn report(json_out: bool, from: &str, to: &str, copied: &transfer::Copied) -> anyhow::Result<()> {
     if json_out {
-        let counts: serde_json::Map<String, serde_json::Value> = copied
-            .iter()
-            .map(|(kind, n)| (kind.replace(' ', "_"), json!(n)))
-            .collect();
-        crate::out!("{}", json!({"from": from, "to": to, "copied": counts}))?;
+        crate::out!(
+            "{}",
+            json!({"from": from, "to": to, "copied": by_kind(copied)})
+        )?;
     } else {
         let what: Vec<String> = copied
             .iter()
@@ -95,6 +94,15 @@ fn report(json_out: bool, from: &str, to: &str, copied: &transfer::Copied) -> an
         );
     }
     Ok(())
+}
+
+/// Counts by kind as a JSON object (`idempotency_claims: 3`, …).
+fn by_kind(counts: &transfer::Copied) -> serde_json::Value {
+    counts
+        .iter()
+        .map(|(kind, n)| (kind.replace(' ', "_"), json!(n)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 /// `pap store backup` of a database: a consistent copy into a new redb file, written beside
@@ -120,25 +128,18 @@ pub fn backup_database(store: &dyn Storage, file: &Path, force: bool) -> anyhow:
 
 /// `pap store check` of a database: every record read and decoded from one snapshot.
 pub fn check_database(store: &dyn Storage, json_out: bool) -> anyhow::Result<Outcome> {
-    let mut counts: Vec<(&'static str, u64)> = Vec::new();
+    let mut counts = transfer::Copied::new();
     let result = store.export(&mut |item| {
-        match counts.last_mut() {
-            Some((kind, n)) if *kind == item.kind() => *n += 1,
-            _ => counts.push((item.kind(), 1)),
-        }
+        transfer::tally(&mut counts, &item);
         Ok(())
     });
     counts.retain(|(kind, _)| *kind != "counters");
     let location = store.location().display().to_string();
     let bad = result.err().map(|e| e.to_string());
     if json_out {
-        let c: serde_json::Map<String, serde_json::Value> = counts
-            .iter()
-            .map(|(kind, n)| (kind.replace(' ', "_"), json!(n)))
-            .collect();
         crate::out!(
             "{}",
-            json!({"ok": bad.is_none(), "path": location, "kind": store.kind(), "records": c,
+            json!({"ok": bad.is_none(), "path": location, "kind": store.kind(), "records": by_kind(&counts),
                    "bad_records": bad.iter().collect::<Vec<_>>()})
         )?;
     } else {

@@ -164,14 +164,13 @@ pub struct PgStore {
     measured: std::sync::Mutex<Option<std::time::Instant>>,
     shown: String,
     state_dir: PathBuf,
-    schema: schema::SchemaState,
 }
 
 impl PgStore {
     /// The store at `url`, checked to have this pap's schema; local files go in `state_dir`.
     pub fn open(url: &DatabaseUrl, state_dir: &Path) -> Result<PgStore> {
         let pool = pool::Pool::new(url, POOL_SIZE).map_err(|e| e.into_storage(&url.shown))?;
-        let schema = outside_async(|| {
+        outside_async(|| {
             let mut conn = pool.get()?;
             schema::check(&mut conn.conn().client)
         })
@@ -183,7 +182,6 @@ impl PgStore {
             measured: std::sync::Mutex::new(None),
             shown: url.shown.clone(),
             state_dir: state_dir.to_path_buf(),
-            schema,
         };
         // Decisions made right after the open already use the database's clock.
         outside_async(|| {
@@ -200,11 +198,6 @@ impl PgStore {
         let mut client = pool.connect().map_err(|e| e.into_storage(&url.shown))?;
         outside_async(|| schema::migrate(&mut client, applied_by))
             .map_err(|e| e.into_storage(&url.shown))
-    }
-
-    /// The schema the database has (as checked at open).
-    pub fn schema(&self) -> &schema::SchemaState {
-        &self.schema
     }
 
     /// Measures the database's clock against this host's when the last look is older than

@@ -135,6 +135,14 @@ impl Item {
     }
 }
 
+/// Counts `item` in `counts` (kinds in the order they come, as an export gives them).
+pub fn tally(counts: &mut Copied, item: &Item) {
+    match counts.last_mut() {
+        Some((kind, n)) if *kind == item.kind() => *n += 1,
+        _ => counts.push((item.kind(), 1)),
+    }
+}
+
 /// How many items one import transaction takes.
 pub const IMPORT_BATCH: usize = 2_000;
 
@@ -158,10 +166,7 @@ pub fn copy(
     let mut batch = Vec::with_capacity(IMPORT_BATCH);
     let mut total = 0u64;
     from.export(&mut |item| {
-        match copied.last_mut() {
-            Some((kind, n)) if *kind == item.kind() => *n += 1,
-            _ => copied.push((item.kind(), 1)),
-        }
+        tally(&mut copied, &item);
         batch.push(item);
         if batch.len() >= IMPORT_BATCH {
             to.import(&batch)?;
