@@ -65,6 +65,7 @@ impl Lease {
             node: this_node().to_owned(),
             token,
             expires_at: now.saturating_add(hold_ms),
+            grace_ms: 0,
         }
     }
 

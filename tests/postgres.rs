@@ -194,6 +194,53 @@ fn two_serve_nodes_fed_the_same_spool_files_run_each_event_once() {
 }
 
 #[test]
+fn work_freed_by_another_process_wakes_the_serve_nodes_through_the_database() {
+    let Some(url) = migrated_database("LISTEN/NOTIFY wake-ups between nodes") else {
+        return;
+    };
+    let (a, b) = two_nodes(&url);
+    // A third process with no serve of its own: its commits reach the nodes only through
+    // the database.
+    let c = Project::new();
+    use_database(c.root(), &url);
+    let shared = a.root().to_str().unwrap().to_owned();
+    let env = [("PAP_TEST_DIR", shared.as_str()), ("PAP_LOG", "pap=debug")];
+    let na = a.serve_with(&[], &env);
+    let nb = b.serve_with(&[], &env);
+    let woken = |s: &common::serve::Serve| s.log_text().matches("woken by the database").count();
+    // Each node looks at everything once when it starts listening.
+    wait_until("both nodes listening", || {
+        woken(&na) >= 1 && woken(&nb) >= 1
+    });
+    let before = (woken(&na), woken(&nb));
+    let queued = std::time::Instant::now();
+    let file = c.root().join("events.ndjson");
+    let event = ev("w1", "test.plain.happened", json!({}));
+    std::fs::write(&file, format!("{event}\n")).unwrap();
+    let out = c
+        .cmd()
+        .args(["dispatch", "--no-run", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let lines = lines_of(&out);
+    assert_eq!(outcome(&lines, "w1"), "queued", "{lines:?}");
+    let id = lines[0]["triggers"][0]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Both nodes hear of it from the database; one of them runs it.
+    wait_until("both nodes woken by the commit", || {
+        woken(&na) > before.0 && woken(&nb) > before.1
+    });
+    wait_until("a node ran the queued invocation", || {
+        a.runs().iter().any(|l| l.starts_with(&format!("end {id}")))
+    });
+    eprintln!("queued to run in {:?}", queued.elapsed());
+}
+
+#[test]
 fn a_password_in_pap_yaml_is_refused_by_lint_and_never_printed() {
     let p = Project::new();
     use_database(p.root(), "postgres://pap:hunter2@db.example.com/pap");

@@ -154,6 +154,7 @@ fn lease(token: u64, now: i64) -> Lease {
         node: "model".into(),
         token,
         expires_at: now + TTL,
+        grace_ms: 0,
     }
 }
 

@@ -37,6 +37,9 @@ pub struct Spec<'a> {
     /// Called with the program's process group (its leader's pid and start time; `since`
     /// 0) before the program starts, to record it.
     pub started: Option<OnStart<'a>>,
+    /// On a shared store: when the run's lease may lapse, updated at every renewal. The
+    /// supervisor is told, and kills the group at that moment unless told of a later one.
+    pub lease: Option<tokio::sync::watch::Receiver<std::time::Instant>>,
 }
 
 /// Records a program's process group before the program starts; `false` when the program
@@ -142,6 +145,7 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, Failed> {
     let stderr = child.stderr.take().expect("piped");
     let max_output = spec.max_output;
     let started = spec.started.take();
+    let lease = spec.lease.take();
 
     let work = async {
         if let (Some(record), Some(group)) = (started, &group)
@@ -164,7 +168,13 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, Failed> {
                 cannot_start: missing,
             });
         }
-        let status = child.wait().await;
+        let status = match (lifeline.as_mut(), lease) {
+            (Some(lifeline), Some(lease)) => tokio::select! {
+                status = child.wait() => status,
+                () = report_lease(lifeline, lease) => child.wait().await,
+            },
+            _ => child.wait().await,
+        };
         // The leader is gone; whatever it left behind in its group goes too.
         kill_group(pgid);
         Ok(status)
@@ -307,6 +317,26 @@ async fn handshake(lifeline: &mut tokio::net::UnixStream) -> Option<Result<(), (
     }
 }
 
+/// Tells the supervisor when the lease lapses, now and after every renewal; returns only if
+/// the supervisor can no longer be told (it is gone: the wait for it tells the rest).
+async fn report_lease(
+    lifeline: &mut tokio::net::UnixStream,
+    mut lease: tokio::sync::watch::Receiver<std::time::Instant>,
+) {
+    loop {
+        let lapses_at = *lease.borrow_and_update();
+        let left = lapses_at.saturating_duration_since(std::time::Instant::now());
+        let line = format!("{}{}\n", supervise::LEASE, left.as_millis());
+        if lifeline.write_all(line.as_bytes()).await.is_err() {
+            return;
+        }
+        if lease.changed().await.is_err() {
+            // No more renewals come (the run is being dropped): the last word stands.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 struct GroupGuard(Option<Pid>);
 
 impl Drop for GroupGuard {
@@ -388,6 +418,7 @@ mod tests {
             timeout: Duration::from_millis(timeout_ms),
             max_output: 64,
             started: None,
+            lease: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod groups;
 mod llm;
 pub mod mcp;
 pub mod output;
+mod renew;
 pub mod scratch;
 pub mod supervise;
 pub mod tokens;
@@ -151,6 +152,7 @@ impl Runtime {
 
     async fn run_attempts(&self, id: &str) -> Result<RunResult, RunError> {
         loop {
+            let began = std::time::Instant::now();
             let (mut inv, agent, previous) = self.start_attempt(id).await?;
             if let Some((group, killed)) = previous {
                 if killed {
@@ -167,7 +169,24 @@ impl Runtime {
                 let now = self.clock.now_ms();
                 return self.finish_failure(inv, reason, now).await;
             };
-            let (mut outcome, mut transcript) = self.attempt(&inv, &agent).await;
+            let (mut outcome, mut transcript) = match self.lease_term() {
+                None => self.attempt(&inv, &agent, None).await,
+                Some(term) => {
+                    let (deadline, lapses_at) = tokio::sync::watch::channel(began + term);
+                    let token = lease_token(&inv);
+                    // The lease's end is looked at first: an attempt that ended after its
+                    // lease lapsed (this process was paused) is not this process's to record.
+                    let ended = tokio::select! {
+                        biased;
+                        lapse = self.keep_lease(id, token, term, deadline) => Err(lapse),
+                        done = self.attempt(&inv, &agent, Some(lapses_at)) => Ok(done),
+                    };
+                    match ended {
+                        Ok(done) => done,
+                        Err(lapse) => return Err(self.let_go(id, lapse).await),
+                    }
+                }
+            };
             // Everything the attempt brings back is redacted here, before it is stored or
             // printed anywhere: the record, events, notifications and sinks inherit it.
             redact_attempt(&self.project.redactor, &mut outcome, transcript.as_mut());
@@ -213,6 +232,7 @@ impl Runtime {
         let state_dir = self.store.dir();
         let now = self.clock.now_ms();
         let project = self.project.clone();
+        let lease_term = self.lease_term();
         let started = self
             .write(move |tx| {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
@@ -251,18 +271,24 @@ impl Runtime {
                 let killed = previous.as_ref().is_some_and(Runner::kill_group);
                 let cut_short = (inv.status == Status::Running)
                     .then(|| (interrupted(previous.as_ref(), killed), previous.clone()));
-                // The lease covers the longest the attempt may run, so it never needs
-                // renewing: past that the agent is killed.
-                let runtime = project
-                    .agent(&inv.agent)
-                    .and_then(|a| a.max_runtime)
-                    .unwrap_or(DEFAULT_MAX_RUNTIME);
-                let hold = i64::try_from(runtime.as_millis()).unwrap_or(i64::MAX / 2);
-                let lease = Lease::mine(
-                    tx.issue_lease_token()?,
-                    now,
-                    hold.saturating_add(HOLD_MARGIN_MS),
-                );
+                // On one node the lease covers the longest the attempt may run, so it never
+                // needs renewing: past that the agent is killed. On a shared store it lasts
+                // a term and is renewed while the agent runs (see `renew`).
+                let token = tx.issue_lease_token()?;
+                let lease = match lease_term {
+                    Some(term) => {
+                        let term = i64::try_from(term.as_millis()).unwrap_or(i64::MAX / 2);
+                        Lease::mine(token, now, term).renewed_with_grace(term)
+                    }
+                    None => {
+                        let runtime = project
+                            .agent(&inv.agent)
+                            .and_then(|a| a.max_runtime)
+                            .unwrap_or(DEFAULT_MAX_RUNTIME);
+                        let hold = i64::try_from(runtime.as_millis()).unwrap_or(i64::MAX / 2);
+                        Lease::mine(token, now, hold.saturating_add(HOLD_MARGIN_MS))
+                    }
+                };
                 inv.start_attempt(lease, cut_short, now)
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
                 // The agent's queue is delivered with this attempt (JP RFD 011).
@@ -311,6 +337,7 @@ impl Runtime {
         &self,
         inv: &Invocation,
         agent: &Agent,
+        lease: Option<tokio::sync::watch::Receiver<std::time::Instant>>,
     ) -> (
         Result<(Value, Vec<Event>), Failure>,
         Option<crate::domain::Transcript>,
@@ -325,7 +352,9 @@ impl Runtime {
                         return (Err(Failure { reason, retry }), None);
                     }
                 };
-                let result = self.run_command(inv, agent, program, args, env).await;
+                let result = self
+                    .run_command(inv, agent, program, args, env, lease)
+                    .await;
                 (result, None)
             }
             ModelSpec::Anthropic(_) | ModelSpec::Openai(_) => {
@@ -342,6 +371,7 @@ impl Runtime {
         program: &std::path::Path,
         args: &[String],
         mut env: Vec<(String, String)>,
+        lease: Option<tokio::sync::watch::Receiver<std::time::Instant>>,
     ) -> Result<(Value, Vec<Event>), Failure> {
         let max_bytes = self.project.config.max_event_bytes;
         let emit = scratch::emit_file(self.store.dir().as_deref())
@@ -396,6 +426,7 @@ impl Runtime {
             timeout: agent.max_runtime.unwrap_or(DEFAULT_MAX_RUNTIME),
             max_output: usize::try_from(max_bytes / 2).unwrap_or(usize::MAX),
             started: Some(Box::new(started)),
+            lease,
         })
         .await;
         drop(record);

@@ -16,6 +16,10 @@
 //! is killed, the program dies with it. (pap cannot set that flag on the program itself: it
 //! fires when the spawning *thread* exits, and the async runtime retires idle threads.)
 //!
+//! On a store several nodes share, pap also writes `lease MS` whenever it renewed the
+//! run's lease: MS milliseconds from now the lease may lapse, and unless another `lease`
+//! line came first, the supervisor SIGKILLs the group then (see `domain::lease`).
+//!
 //! pap writes `go` on FD once it has recorded the group; only then does the program start.
 //! The first line back tells pap whether it started: `ok`, or `err MESSAGE` (`err-missing
 //! MESSAGE` when the program does not exist or may not be run).
@@ -26,6 +30,7 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigHandler, Signal, killpg, raise, signal};
 use nix::unistd::{Pid, getpgrp, getpid, setpgid};
@@ -180,15 +185,7 @@ pub fn main(args: Vec<OsString>) -> ! {
     }
 
     std::thread::spawn(move || {
-        // pap never writes: any return is its end closing (it went away, or dropped the run).
-        let mut buf = [0u8; 64];
-        loop {
-            match lifeline.read(&mut buf) {
-                Ok(n) if n > 0 => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                _ => break,
-            }
-        }
+        watch_lifeline(&mut lifeline);
         let _ = killpg(getpgrp(), Signal::SIGKILL);
     });
 
@@ -213,6 +210,64 @@ pub fn main(args: Vec<OsString>) -> ! {
     }
     std::process::exit(128 + status.signal().unwrap_or(0));
 }
+
+/// Returns when the agent must go: pap's end closed (it went away, or dropped the run), or
+/// the lease pap last reported (`lease MS`: it holds for MS more milliseconds) lapsed
+/// without a renewal. The deadline is kept on this host's monotonic clock, which a paused
+/// pap does not stop: a pap that was stopped past its lease finds its agent gone.
+fn watch_lifeline(lifeline: &mut UnixStream) {
+    let mut deadline: Option<Instant> = None;
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        let wait = match deadline {
+            Some(at) => match at.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Some(left),
+                _ => return,
+            },
+            None => None,
+        };
+        if lifeline.set_read_timeout(wait).is_err() {
+            return;
+        }
+        match lifeline.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                pending.extend_from_slice(&buf[..n]);
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    if let Some(ms) = lease_line(&line[..end]) {
+                        deadline = Some(Instant::now() + Duration::from_millis(ms));
+                    }
+                }
+                // Only pap writes here, in short lines; anything longer is not from it.
+                if pending.len() > 64 {
+                    return;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::Interrupted
+                        | std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// `lease MS`: the milliseconds the agent may go on running without another renewal.
+fn lease_line(line: &[u8]) -> Option<u64> {
+    std::str::from_utf8(line)
+        .ok()?
+        .strip_prefix(LEASE)?
+        .parse()
+        .ok()
+}
+
+/// How pap reports a renewed lease on the lifeline: this, then milliseconds left, then `\n`.
+pub const LEASE: &str = "lease ";
 
 /// Reads pap's `go`; false when pap went away (or said anything else) first.
 fn wait_for_go(lifeline: &mut UnixStream) -> bool {

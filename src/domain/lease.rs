@@ -13,8 +13,17 @@
 //! - a holder on another node cannot be checked, so its lease binds until it expires, plus
 //!   [`TAKEOVER_GRACE`] for clocks that differ a little and a holder that is still stopping.
 //!
-//! An attempt's lease lasts as long as the attempt may run (`limits.max_runtime_seconds`,
-//! after which the agent is killed) plus [`HOLD_MARGIN`], so it never needs renewing.
+//! On a store of one node (redb), an attempt's lease lasts as long as the attempt may run
+//! (`limits.max_runtime_seconds`, after which the agent is killed) plus [`HOLD_MARGIN_MS`],
+//! so it never needs renewing.
+//!
+//! On a store several nodes share (PostgreSQL), an attempt's lease is short (`serve.lease`)
+//! and renewed while the agent runs (see `agent::renew`); the agent's supervisor kills its
+//! process group when the lease was not renewed in time. Such a lease carries a takeover
+//! grace ([`Lease::grace_ms`]): it binds a live holder until it expired plus that grace,
+//! which is longer than the supervisor needs to act, and nobody else's work starts earlier.
+//! A paused holder (SIGSTOP, a partition) therefore loses its work to the other nodes, and
+//! its agent is gone before anyone runs the invocation again.
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +46,15 @@ pub struct Lease {
     /// Issued by the store, increasing, never issued twice.
     pub token: u64,
     pub expires_at: i64,
+    /// Non-zero on a renewed lease (a shared store): past `expires_at` plus this long the
+    /// lease is free even if its holder is alive (paused, cut off); its supervisor killed
+    /// the agent at `expires_at`. Zero: a live holder on this node binds whatever the time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub grace_ms: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// What a process knows of a lease's holder (see `crate::liveness` for the real one).
@@ -66,17 +84,35 @@ impl Lease {
         let here = self.node.is_empty() || self.node == facts.node();
         if here && facts.is_me(&self.holder) {
             Holding::Mine
-        } else if here {
-            if facts.is_alive(&self.holder) {
+        } else if here && !facts.is_alive(&self.holder) {
+            Holding::Free
+        } else {
+            // A live holder on this node binds for good unless its lease is a renewed one;
+            // a holder elsewhere binds until its lease expired plus the grace.
+            let binds_for_good = here && self.grace_ms == 0;
+            let lapsed = now >= self.expires_at.saturating_add(self.takeover_grace());
+            if binds_for_good || !lapsed {
                 Holding::Other
             } else {
                 Holding::Free
             }
-        } else if now < self.expires_at.saturating_add(TAKEOVER_GRACE_MS) {
-            Holding::Other
-        } else {
-            Holding::Free
         }
+    }
+}
+
+impl Lease {
+    /// How long past its expiry the lease binds a holder that may still be alive.
+    pub fn takeover_grace(&self) -> i64 {
+        if self.grace_ms > 0 {
+            self.grace_ms
+        } else {
+            TAKEOVER_GRACE_MS
+        }
+    }
+
+    /// The same lease, renewed while its attempt runs: it binds until expiry plus `grace_ms`.
+    pub fn renewed_with_grace(self, grace_ms: i64) -> Lease {
+        Lease { grace_ms, ..self }
     }
 }
 
@@ -117,6 +153,7 @@ mod tests {
             node: node.into(),
             token: 7,
             expires_at,
+            grace_ms: 0,
         }
     }
 
@@ -145,6 +182,31 @@ mod tests {
         assert_eq!(
             other.holding(1000 + TAKEOVER_GRACE_MS, &HERE),
             Holding::Free
+        );
+    }
+
+    #[test]
+    fn a_renewed_lease_frees_a_live_holder_once_expired_plus_its_grace() {
+        // Alive on this node (paused, say), but its lease lapsed: free after the grace.
+        let paused = lease(11, "n1", 1000).renewed_with_grace(500);
+        assert_eq!(paused.holding(1499, &HERE), Holding::Other);
+        assert_eq!(paused.holding(1500, &HERE), Holding::Free);
+        // Elsewhere, the same grace applies instead of the default one.
+        let remote = lease(11, "n2", 1000).renewed_with_grace(500);
+        assert_eq!(remote.holding(1499, &HERE), Holding::Other);
+        assert_eq!(remote.holding(1500, &HERE), Holding::Free);
+        // A dead holder on this node is free at once; this process's own lease is its own.
+        assert_eq!(
+            lease(12, "n1", i64::MAX)
+                .renewed_with_grace(500)
+                .holding(0, &HERE),
+            Holding::Free
+        );
+        assert_eq!(
+            lease(10, "n1", 0)
+                .renewed_with_grace(500)
+                .holding(1_000_000, &HERE),
+            Holding::Mine
         );
     }
 

@@ -303,6 +303,7 @@ mod tests {
             node: String::new(),
             token: 1,
             expires_at: 100,
+            grace_ms: 0,
         }
     }
 

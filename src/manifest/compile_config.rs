@@ -139,6 +139,7 @@ fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeCon
             &mut out.spool_settle,
             true,
         ),
+        ("lease", &raw.lease, &mut out.lease, false),
     ];
     for (field, text, target, zero_ok) in fields {
         let Some(text) = text else { continue };
@@ -146,6 +147,11 @@ fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeCon
         match duration::parse(text) {
             Ok(d) if d.is_zero() && !zero_ok => {
                 duration_error(ctx, &at, field, text, "must be longer than zero")
+            }
+            // Renewed every third of it, by a round trip to the database: shorter would
+            // be lost to a slow commit.
+            Ok(d) if field == "lease" && d < std::time::Duration::from_secs(1) => {
+                duration_error(ctx, &at, field, text, "must be at least 1s")
             }
             Ok(d) => *target = d,
             Err(reason) => duration_error(ctx, &at, field, text, &reason),

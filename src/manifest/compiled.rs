@@ -302,6 +302,8 @@ pub struct ServeConfig {
     pub done_retention: Duration,
     pub ledger_retention: Duration,
     pub spool_settle: Duration,
+    /// `serve.lease`: a running attempt's lease on a shared store, renewed every third.
+    pub lease: Duration,
 }
 
 impl Default for ServeConfig {
@@ -313,6 +315,7 @@ impl Default for ServeConfig {
             done_retention: Duration::from_secs(7 * 24 * 3600),
             ledger_retention: Duration::from_secs(30 * 24 * 3600),
             spool_settle: Duration::from_secs(1),
+            lease: Duration::from_secs(30),
         }
     }
 }

@@ -904,6 +904,12 @@ pub struct ServeSettings {
     /// How long ledger rows (decisions) are kept, e.g. `30d`. Default `30d`.
     #[serde(default)]
     pub ledger_retention: Option<String>,
+    /// On a store several nodes share (PostgreSQL): how long a running attempt's lease lasts
+    /// unless renewed (it is renewed every third of it), e.g. `30s`. An agent whose lease
+    /// was not renewed in time is killed; other nodes take the work over once the lease
+    /// lapsed plus as long again. At least `1s`. Default `30s`.
+    #[serde(default)]
+    pub lease: Option<String>,
 }
 
 /// Budgets of one JSONPath evaluation: an event is untrusted, and a path with descendant

@@ -2,7 +2,8 @@
 //! to them.
 //!
 //! One watcher per server looks at the store's inbox mark file (`store::INBOX_MARK_FILE`)
-//! every [`LOOK_EVERY`]: a read of a few bytes. Only when the mark moved does it open the
+//! every [`LOOK_EVERY`]: a read of a few bytes. On a shared store it also hears of other
+//! nodes' appends through the store (`Storage::listen`: PostgreSQL's `LISTEN/NOTIFY`). Only when the mark moved does it open the
 //! store and read the new messages, which it broadcasts; each subscribed session's forwarder
 //! turns them into `notifications/resources/updated` for the URIs it subscribed to, leaving
 //! out what that session posted itself and agents' posts (no self-echo).
@@ -32,32 +33,52 @@ pub type Changes = broadcast::Sender<Arc<InboxMessage>>;
 /// the URIs the client subscribed to it by.
 pub type Subscribed = std::collections::BTreeMap<String, BTreeSet<String>>;
 
+/// The newest inbox id in the store (0 when it cannot be read).
+async fn inbox_last(store: &Arc<dyn Storage>) -> u64 {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.read(|r| r.inbox_last()))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0)
+}
+
 /// Starts the watcher on the current tokio runtime. It stops when every sender is dropped.
 pub fn start(store: Arc<dyn Storage>, mark_file: PathBuf) -> Changes {
     let (changes, _) = broadcast::channel(1024);
     let weak = changes.downgrade();
     tokio::spawn(async move {
-        let mut last = {
-            let store = store.clone();
-            tokio::task::spawn_blocking(move || store.read(|r| r.inbox_last()))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or(0)
+        let mut last = inbox_last(&store).await;
+        // On a shared store, other nodes' appends are heard of through the store; the mark
+        // file only tells of this host's.
+        let elsewhere = Arc::new(tokio::sync::Notify::new());
+        let _listening = {
+            let elsewhere = elsewhere.clone();
+            store.listen(Box::new(move |change| {
+                if change == crate::storage::Change::Inbox {
+                    elsewhere.notify_one();
+                }
+            }))
         };
         let mut ticker = tokio::time::interval(LOOK_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            ticker.tick().await;
+            let appended_elsewhere = tokio::select! {
+                _ = ticker.tick() => false,
+                () = elsewhere.notified() => true,
+            };
             let Some(changes) = weak.upgrade() else {
                 return;
             };
             if changes.receiver_count() == 0 {
                 // Nobody listens: only keep the watermark current.
                 last = last.max(read_mark(&mark_file).unwrap_or(0));
+                if appended_elsewhere {
+                    last = last.max(inbox_last(&store).await);
+                }
                 continue;
             }
-            if read_mark(&mark_file).is_none_or(|mark| mark <= last) {
+            if !appended_elsewhere && read_mark(&mark_file).is_none_or(|mark| mark <= last) {
                 continue;
             }
             let store = store.clone();

@@ -41,6 +41,7 @@ pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<()
                 timeout: sink.timeout,
                 max_output: 64 * 1024,
                 started: None,
+                lease: None,
             })
             .await
             .map(|_| ())

@@ -11,6 +11,7 @@
 //! Local files still live in the node's state dir (agents' process groups, serve's socket,
 //! the inbox mark): `dir()` names it.
 
+mod listen;
 mod outage;
 mod pool;
 mod read;
@@ -285,10 +286,16 @@ impl PgStore {
             let mut w = write::PgWrite::new(Session::new(tx, statements, &self.shown));
             f(&mut w)?;
             let appended = w.inbox_appended;
-            if appended.is_some() {
-                // Other nodes' subscribers hear of it (delivered only if this commits).
-                w.s.execute("SELECT pg_notify('pap_inbox', '')", &[])?;
-            }
+            // Other nodes hear of it (delivered only if this commits, after it).
+            match (w.work_freed.get(), appended.is_some()) {
+                (true, true) => w.s.execute(
+                    "SELECT pg_notify('pap_work', ''), pg_notify('pap_inbox', '')",
+                    &[],
+                )?,
+                (true, false) => w.s.execute("SELECT pg_notify('pap_work', '')", &[])?,
+                (false, true) => w.s.execute("SELECT pg_notify('pap_inbox', '')", &[])?,
+                (false, false) => 0,
+            };
             w.s.into_transaction()
                 .commit()
                 .map_err(|e| storage_error(&self.shown, e))?;
@@ -367,6 +374,22 @@ impl Storage for PgStore {
 
     fn kind(&self) -> &'static str {
         "postgresql"
+    }
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn listen(
+        &self,
+        on: Box<dyn Fn(crate::storage::Change) + Send>,
+    ) -> Option<crate::storage::Listening> {
+        match listen::start(self.pool.dialer(), on) {
+            Ok(listening) => Some(Box::new(listening)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start listening for other nodes' changes");
+                None
+            }
+        }
     }
 
     fn heartbeat(&self, node: &crate::storage::Node) -> Result<()> {

@@ -20,14 +20,31 @@ pub struct Conn {
     pub statements: HashMap<&'static str, Statement>,
 }
 
+#[derive(Clone)]
 enum Connector {
     Plain,
     Rustls(MakeRustlsConnect),
 }
 
-pub struct Pool {
+/// How to open a connection: the settings and the TLS connector. A copy opens connections
+/// of its own, outside the pool (the `LISTEN` thread's, say).
+#[derive(Clone)]
+pub struct Dialer {
     config: postgres::Config,
     connector: Connector,
+}
+
+impl Dialer {
+    pub fn connect(&self) -> Result<Client, PgError> {
+        Ok(match &self.connector {
+            Connector::Plain => self.config.connect(NoTls)?,
+            Connector::Rustls(tls) => self.config.connect(tls.clone())?,
+        })
+    }
+}
+
+pub struct Pool {
+    dialer: Dialer,
     max: usize,
     state: Mutex<State>,
     returned: Condvar,
@@ -64,8 +81,7 @@ impl Pool {
         };
         config.options(&options);
         Ok(Pool {
-            config,
-            connector,
+            dialer: Dialer { config, connector },
             max: max.max(1),
             state: Mutex::new(State {
                 idle: Vec::new(),
@@ -75,12 +91,14 @@ impl Pool {
         })
     }
 
-    /// A new connection, outside the pool (for LISTEN, or one-off work).
+    /// A new connection, outside the pool (for one-off work).
     pub fn connect(&self) -> Result<Client, PgError> {
-        Ok(match &self.connector {
-            Connector::Plain => self.config.connect(NoTls)?,
-            Connector::Rustls(tls) => self.config.connect(tls.clone())?,
-        })
+        self.dialer.connect()
+    }
+
+    /// How this pool opens connections, for connections of one's own.
+    pub fn dialer(&self) -> Dialer {
+        self.dialer.clone()
     }
 
     /// A connection for one unit of work.

@@ -29,6 +29,8 @@ pub struct PgWrite<'c> {
     locked: RefCell<HashSet<String>>,
     /// The inbox id this transaction appended last, if it did.
     pub(super) inbox_appended: Option<u64>,
+    /// Whether it left an invocation queued without a lease: work for any node.
+    pub(super) work_freed: std::cell::Cell<bool>,
 }
 
 impl<'c> PgWrite<'c> {
@@ -37,6 +39,7 @@ impl<'c> PgWrite<'c> {
             s,
             locked: RefCell::new(HashSet::new()),
             inbox_appended: None,
+            work_freed: std::cell::Cell::new(false),
         }
     }
 
@@ -109,6 +112,9 @@ impl<'c> PgWrite<'c> {
     }
 
     fn upsert_invocation(&self, inv: &Invocation, insert_only: bool) -> Result<()> {
+        if inv.status == Status::Queued && inv.lease.is_none() {
+            self.work_freed.set(true);
+        }
         let record = encode(inv);
         let status = super::status_name(inv.status);
         let work_at = work_at(inv);

@@ -178,6 +178,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
 
     let arrivals = watch::Arrivals::default();
     let mut _watches = None;
+    let mut _changes = None;
     let mut listening = None;
     let mut shared_project = None;
     if let Some(address) = &settings.listen {
@@ -227,6 +228,16 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
                 "no control socket: other commands will not hand work to this serve at once (it still finds it within a second)"
             ),
         }
+        // On a shared store, work another process frees (queued by `dispatch --no-run`, an
+        // approval answered, a node stopping) wakes this one at once instead of at the
+        // worker's next look, up to a second later.
+        let poke = wake_tx.clone();
+        _changes = runtime.store.listen(Box::new(move |change| {
+            if change == storage::Change::Work {
+                tracing::debug!("woken by the database: work was freed");
+                let _ = poke.send(Wake::Work);
+            }
+        }));
         _watches = Some(watch::start(
             &root,
             &spool.dir,
@@ -827,9 +838,11 @@ impl Server {
         if enabled.is_empty() {
             return;
         }
-        // Planned on a read, written only when something fires (or a schedule is new): this
-        // runs every second, and each commit syncs the file. Only this serve writes the
-        // schedule table (it holds the serve lock), so the plan cannot go stale.
+        // Looked at on a read, written only when something fires (or a schedule is new):
+        // this runs every second, and each commit syncs the file. The write plans again from
+        // what it reads itself: on a shared store another node may have fired meanwhile, and
+        // its read there holds the schedule's lock to the commit, so each fire time is
+        // fired by one node only.
         let lasts = self.runtime.store.read(|r| {
             enabled
                 .iter()
@@ -843,18 +856,25 @@ impl Server {
                 return;
             }
         };
-        for (s, last) in enabled.into_iter().zip(lasts) {
-            let plan = last.map(|last| {
+        let plan_from = |s: &crate::manifest::compiled::Schedule, last: Option<i64>| {
+            last.map(|last| {
                 let last = jiff::Timestamp::from_millisecond(last).unwrap_or(now);
                 schedule::plan(s, last, now)
-            });
-            if plan
-                .as_ref()
+            })
+        };
+        let idle = |plan: &Option<schedule::Plan>| {
+            plan.as_ref()
                 .is_some_and(|p| p.fire.is_empty() && p.skipped == 0)
-            {
+        };
+        for (s, last) in enabled.into_iter().zip(lasts) {
+            if idle(&plan_from(s, last)) {
                 continue;
             }
             let result = self.runtime.store.write(|tx| {
+                let plan = plan_from(s, tx.schedule_last(&s.id)?);
+                if idle(&plan) {
+                    return Ok((Vec::new(), 0));
+                }
                 let Some(plan) = plan else {
                     // First sight: fires count from now on, never from the past.
                     tx.set_schedule_last(&s.id, now.as_millisecond())?;

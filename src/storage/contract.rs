@@ -82,6 +82,7 @@ fn lease(token: u64) -> Lease {
         node: "test-node".into(),
         token,
         expires_at: 1_000,
+        grace_ms: 0,
     }
 }
 
@@ -939,4 +940,57 @@ fn a_shared_store_measures_its_clock() {
             _ => assert!(offset.is_none(), "{}", subject.name),
         }
     }
+}
+
+#[test]
+fn a_shared_store_tells_listeners_of_freed_work_and_inbox_appends() {
+    use crate::storage::Change;
+    use std::time::{Duration, Instant};
+    for_each(|s| {
+        let (heard, hears) = std::sync::mpsc::channel();
+        let listening = s.listen(Box::new(move |c| {
+            let _ = heard.send(c);
+        }));
+        assert_eq!(
+            listening.is_some(),
+            s.shared(),
+            "only a shared store listens"
+        );
+        if listening.is_none() {
+            return Ok(());
+        }
+        // Having connected, the listener calls back once for each kind (it may have missed
+        // notifications while it did not listen).
+        let mut first = Vec::new();
+        let until = Instant::now() + Duration::from_secs(10);
+        while first.len() < 2 && Instant::now() < until {
+            if let Ok(c) = hears.recv_timeout(Duration::from_millis(100)) {
+                first.push(c);
+            }
+        }
+        assert_eq!(first, [Change::Work, Change::Inbox]);
+        // Work a process holds is nobody else's: no notice. Work queued free: a notice.
+        s.write(|tx| {
+            let mut held = invocation("held", 1, Status::Queued);
+            held.lease = Some(lease(1));
+            tx.insert_invocation(&held)
+        })?;
+        assert!(hears.recv_timeout(Duration::from_millis(500)).is_err());
+        s.write(|tx| tx.insert_invocation(&invocation("free", 2, Status::Queued)))?;
+        assert_eq!(hears.recv_timeout(Duration::from_secs(5)), Ok(Change::Work));
+        s.write(|tx| tx.inbox_append(message("hello")).map(drop))?;
+        assert_eq!(
+            hears.recv_timeout(Duration::from_secs(5)),
+            Ok(Change::Inbox)
+        );
+        // A transaction that fails sends nothing.
+        let failed = s.write(|tx| {
+            tx.insert_invocation(&invocation("gone", 3, Status::Queued))?;
+            Err::<(), _>(Error::Conflict("rolled back".into()))
+        });
+        assert!(failed.is_err());
+        assert!(hears.recv_timeout(Duration::from_millis(500)).is_err());
+        drop(listening);
+        Ok(())
+    });
 }

@@ -424,6 +424,18 @@ pub trait ReadTx {
     fn any_job_due(&self, now: i64) -> Result<bool>;
 }
 
+/// What another process committed that this one may wait for (see [`Storage::listen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Work free for any node: an invocation queued without a lease.
+    Work,
+    /// Messages appended to the inbox.
+    Inbox,
+}
+
+/// Keeps a [`Storage::listen`] going while held.
+pub type Listening = Box<dyn std::any::Any + Send>;
+
 /// A store: units of work on the state, and what a process needs to know of where it is.
 pub trait Storage: Send + Sync {
     /// Runs `f` in one write transaction, committed as `commit` says when `f` returns `Ok`.
@@ -473,6 +485,19 @@ pub trait Storage: Send + Sync {
     /// What kind of store this is, for `pap status` and messages.
     fn kind(&self) -> &'static str {
         "redb"
+    }
+    /// Whether processes on other hosts may share this store: then no holder's liveness can
+    /// be checked by pid, so an attempt's lease is short, renewed while the agent runs, and
+    /// taken over once it lapsed (see `domain::lease`).
+    fn shared(&self) -> bool {
+        false
+    }
+    /// On a shared store: calls `on` (from a thread of its own) whenever another process
+    /// committed something this one may be waiting for, until the returned guard is dropped.
+    /// `None` where no other host writes (then this host's own wake-ups suffice).
+    fn listen(&self, on: Box<dyn Fn(Change) + Send>) -> Option<Listening> {
+        let _ = on;
+        None
     }
     /// How many bytes the store takes, when it is not the file in [`Storage::dir`].
     fn bytes(&self) -> Result<Option<u64>> {

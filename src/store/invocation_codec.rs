@@ -310,6 +310,7 @@ mod tests {
                 node: "boot-1".into(),
                 token: 12,
                 expires_at: 99,
+                grace_ms: 2_000,
             }),
             output: Some(json!({"ok": true})),
             error: None,

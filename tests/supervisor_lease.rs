@@ -1,0 +1,122 @@
+//! The agent supervisor's lease (issue 20): on a shared store pap tells the supervisor when
+//! the run's lease lapses (`lease MS` on the lifeline), and the supervisor kills the agent's
+//! process group then unless a renewal came first, whatever pap is doing (paused, cut off).
+//! The real `pap-supervise` binary, driven over a real socket pair as pap drives it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Starts `sh -c script` under the supervisor, lets it go, and returns the child and pap's end.
+fn supervised(script: &str, first_lease_ms: Option<u64>) -> (Child, UnixStream) {
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    // The supervisor's end must survive exec: clear close-on-exec on it.
+    nix::fcntl::fcntl(
+        &theirs,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_pap-supervise"))
+        .arg(theirs.as_raw_fd().to_string())
+        .arg("--")
+        .arg("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    drop(theirs);
+    ours.write_all(b"go\n").unwrap();
+    if let Some(ms) = first_lease_ms {
+        ours.write_all(format!("lease {ms}\n").as_bytes()).unwrap();
+    }
+    let mut answer = String::new();
+    BufReader::new(ours.try_clone().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert_eq!(answer, "ok\n");
+    (child, ours)
+}
+
+/// Waits up to `within` for the child; its status, or `None` if still running.
+fn ended_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn without_a_lease_the_program_runs_to_its_end() {
+    let (mut child, _ours) = supervised("sleep 0.5; exit 3", None);
+    let status = ended_within(&mut child, Duration::from_secs(10)).expect("ended");
+    assert_eq!(status.code(), Some(3));
+}
+
+#[test]
+fn a_lease_not_renewed_kills_the_group_when_it_lapses() {
+    let started = Instant::now();
+    // The program keeps a helper in its group: both must go.
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("helper.pid");
+    let script = format!("sleep 60 & echo $! > {}; wait", pid_file.display());
+    let (mut child, _ours) = supervised(&script, Some(400));
+    let status = ended_within(&mut child, Duration::from_secs(10)).expect("killed");
+    let took = started.elapsed();
+    assert_eq!(status.signal(), Some(9), "SIGKILL, got {status:?}");
+    assert!(
+        took >= Duration::from_millis(400),
+        "not before the lease lapsed: {took:?}"
+    );
+    let helper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{helper}/stat")).exists()
+        && !std::fs::read_to_string(format!("/proc/{helper}/stat"))
+            .unwrap_or_default()
+            .contains(") Z")
+    {
+        assert!(Instant::now() < until, "the helper outlived the lapse");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn renewals_keep_the_program_running_until_they_stop() {
+    let (mut child, mut ours) = supervised("sleep 60", Some(400));
+    // Renewed every 100 ms for 1.5 s, far past the first lease.
+    let renewing_until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < renewing_until {
+        ours.write_all(b"lease 400\n").unwrap();
+        assert!(child.try_wait().unwrap().is_none(), "killed while renewed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stopped_renewing = Instant::now();
+    let status = ended_within(&mut child, Duration::from_secs(10)).expect("killed");
+    assert_eq!(status.signal(), Some(9));
+    let after = stopped_renewing.elapsed();
+    assert!(
+        after >= Duration::from_millis(250),
+        "killed before the last lease lapsed: {after:?}"
+    );
+}
+
+#[test]
+fn pap_going_away_still_kills_at_once() {
+    let (mut child, ours) = supervised("sleep 60", Some(60_000));
+    drop(ours);
+    let status = ended_within(&mut child, Duration::from_secs(5)).expect("killed");
+    assert_eq!(status.signal(), Some(9));
+}
