@@ -24,15 +24,37 @@ fn own_start() -> Option<u64> {
 }
 
 /// This node: the kernel's boot id (a new one at every boot), or the host name where there
-/// is none. Read once.
+/// is none; on a shared store, followed by `:` and a digest of the state dir (see
+/// [`scope_to_state`]). Read once.
 pub fn this_node() -> &'static str {
-    static NODE: OnceLock<String> = OnceLock::new();
-    NODE.get_or_init(|| {
+    SCOPED.get().copied().unwrap_or_else(boot)
+}
+
+fn boot() -> &'static str {
+    static BOOT: OnceLock<String> = OnceLock::new();
+    BOOT.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
             .map(|s| s.trim().to_owned())
             .unwrap_or_default()
     })
+}
+
+static SCOPED: OnceLock<&'static str> = OnceLock::new();
+
+/// On a store several state dirs share (PostgreSQL), narrows this process's node to its
+/// state dir. A holder's pid is checked exactly only within its node, and a node's agents'
+/// process groups are recorded in its state dir (see `agent::groups`): a process of another
+/// state dir on the same host could see a dead holder but not its agent, which may still be
+/// dying, so it waits for the lease to lapse instead. Called when such a store opens, before
+/// any lease is written; the first state dir wins.
+pub fn scope_to_state(state_dir: &std::path::Path) {
+    let dir = state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| state_dir.to_path_buf());
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(dir.to_string_lossy().as_bytes());
+    let scoped = format!("{}:{}", boot(), crate::text::hex(&digest[..4]));
+    let _ = SCOPED.set(Box::leak(scoped.into_boxed_str()));
 }
 
 /// Looks up, once, what leases name this process by (its node, its start time), so that the

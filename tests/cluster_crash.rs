@@ -30,7 +30,7 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 /// The fixture's `serve.lease`.
-const LEASE: Duration = Duration::from_secs(2);
+const LEASE: Duration = Duration::from_secs(3);
 /// The fixture's throttle on `t-limited`: 3 per sliding 5 s.
 const THROTTLE_MAX: usize = 3;
 const THROTTLE_WINDOW_MS: i64 = 5_000;
@@ -79,9 +79,22 @@ struct Node {
 /// What the chaos did to whom, and when (wall clock ns).
 #[derive(Debug, Clone)]
 enum Disruption {
-    Killed { node: String, at: i64 },
-    Paused { node: String, from: i64, to: i64 },
-    DatabaseRestarted { from: i64, to: i64 },
+    /// From just before SIGKILL to its death (a run it started in between may have written
+    /// its start line after the signal was sent).
+    Killed {
+        node: String,
+        from: i64,
+        to: i64,
+    },
+    Paused {
+        node: String,
+        from: i64,
+        to: i64,
+    },
+    DatabaseRestarted {
+        from: i64,
+        to: i64,
+    },
 }
 
 struct Cluster {
@@ -179,7 +192,7 @@ fn three_nodes_survive_kills_a_pause_and_a_database_restart_deciding_each_event_
         cluster.start(i);
     }
 
-    // Events: mostly work, one in ten throttled, one in fifty holding its run for 6 s (past
+    // Events: mostly work, one in ten throttled, one in fifty holding its run for 10 s (past
     // a lease and its takeover grace: a paused node's run of it must be killed, or the
     // node that takes it over finds it alive).
     let events: Vec<Value> = (0..total)
@@ -237,11 +250,13 @@ fn three_nodes_survive_kills_a_pause_and_a_database_restart_deciding_each_event_
                     if let Some(serve) = serve {
                         let node = cluster.lock().unwrap().nodes[i].id.clone();
                         cluster.lock().unwrap().nodes[i].url = None;
+                        let from = wall_ns();
+                        serve.kill();
                         disruptions.lock().unwrap().push(Disruption::Killed {
                             node,
-                            at: wall_ns(),
+                            from,
+                            to: wall_ns(),
                         });
-                        serve.kill();
                         std::thread::sleep(rng.millis(200, 1_500));
                         cluster.lock().unwrap().start(i);
                     }
@@ -351,7 +366,7 @@ fn drop_into_spool(root: &Path, name: &str, events: &[Value]) {
     std::fs::rename(&tmp, spool.join(name)).unwrap();
 }
 
-/// Waits for a held run (6 s) on node `i` to be under way, stops the node past its lease
+/// Waits for a held run (10 s) on node `i` to be under way, stops the node past its lease
 /// (and the takeover grace after it), and lets it go on.
 fn pause_past_lease(
     cluster: &Mutex<Cluster>,
@@ -440,7 +455,24 @@ fn check_runs(
     disruptions: &[Disruption],
 ) {
     let overlaps = std::fs::read_to_string(shared.join("overlap.log")).unwrap_or_default();
-    assert!(overlaps.is_empty(), "runs overlapped:\n{overlaps}");
+    if !overlaps.is_empty() {
+        let details: Vec<String> = overlaps
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|id| {
+                let history = query(
+                    server,
+                    db,
+                    &format!("SELECT record->'history' FROM pap_invocations WHERE id = '{id}'"),
+                );
+                format!("{id}: runs {:?}\nhistory {history:?}", runs_of(shared, id))
+            })
+            .collect();
+        panic!(
+            "runs overlapped:\n{overlaps}\n{}\ndisruptions: {disruptions:?}",
+            details.join("\n")
+        );
+    }
     let rows = query(
         server,
         db,
@@ -464,8 +496,8 @@ fn check_runs(
             repeated += 1;
             let (earlier, later) = (pair[0], pair[1]);
             let explained = disruptions.iter().any(|d| match d {
-                Disruption::Killed { node, at } => {
-                    *node == earlier.1 && *at >= earlier.3 && *at <= later.3
+                Disruption::Killed { node, from, to } => {
+                    *node == earlier.1 && *to >= earlier.3 && *from <= later.3
                 }
                 Disruption::Paused { node, from, to } => {
                     *node == earlier.1 && *to >= earlier.3 && *from <= later.3

@@ -241,6 +241,71 @@ fn work_freed_by_another_process_wakes_the_serve_nodes_through_the_database() {
 }
 
 #[test]
+fn two_serve_nodes_sharing_one_spool_directory_claim_each_file_once() {
+    let Some(url) = migrated_database("nodes sharing one spool directory") else {
+        return;
+    };
+    let (a, b) = two_nodes(&url);
+    let spool = tempfile::tempdir().unwrap();
+    for p in [&a, &b] {
+        let config = p.root().join("pap.yaml");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!("spool_dir: \"{}\"\n", spool.path().display()));
+        std::fs::write(&config, text).unwrap();
+    }
+    let file_of =
+        |events: &[Value]| -> String { events.iter().map(|e| format!("{e}\n")).collect() };
+    // What a node that is gone left claimed is taken over by one of the others.
+    let ghost = spool.path().join("processing/ghost-node");
+    std::fs::create_dir_all(&ghost).unwrap();
+    let left: Vec<Value> = (0..5)
+        .map(|i| ev(&format!("g{i}"), "test.plain.happened", json!({})))
+        .collect();
+    std::fs::write(ghost.join("left.ndjson"), file_of(&left)).unwrap();
+    let shared = a.root().to_str().unwrap().to_owned();
+    let env = [("PAP_TEST_DIR", shared.as_str())];
+    let _na = a.serve_with(&[], &env);
+    let _nb = b.serve_with(&[], &env);
+    for i in 0..20 {
+        let events: Vec<Value> = (0..2)
+            .map(|j| ev(&format!("f{i}-{j}"), "test.plain.happened", json!({})))
+            .collect();
+        let tmp = spool.path().join(format!(".f{i}.tmp"));
+        std::fs::write(&tmp, file_of(&events)).unwrap();
+        std::fs::rename(&tmp, spool.path().join(format!("f{i}.ndjson"))).unwrap();
+    }
+    let done = || -> Vec<String> {
+        std::fs::read_dir(spool.path().join("done"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_until("every file filed in done/", || done().len() >= 21);
+    wait_until("every invocation succeeded", || {
+        let all = a.invocations();
+        all.len() == 45 && all.iter().all(|i| i["status"] == "succeeded")
+    });
+    let mut names = done();
+    names.sort();
+    // Each file was claimed and filed once: no second copy (`NAME.1`) beside it.
+    assert_eq!(names.len(), 21, "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with(".ndjson")), "{names:?}");
+    assert!(
+        !ghost.exists(),
+        "the gone node's directory is emptied and removed"
+    );
+    let starts: Vec<String> = a
+        .runs()
+        .into_iter()
+        .filter(|l| l.starts_with("start"))
+        .collect();
+    assert_eq!(starts.len(), 45, "each event ran once: {starts:?}");
+}
+
+#[test]
 fn a_password_in_pap_yaml_is_refused_by_lint_and_never_printed() {
     let p = Project::new();
     use_database(p.root(), "postgres://pap:hunter2@db.example.com/pap");

@@ -159,8 +159,11 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, Failed> {
                     .to_owned(),
             ));
         }
+        // The supervisor knows when the lease lapses before the program starts: a pap paused
+        // right after `go` must not leave a program running without a deadline.
+        let first_lease = lease.as_ref().map(|l| *l.borrow());
         if let Some(lifeline) = lifeline.as_mut()
-            && let Some(Err((e, missing))) = handshake(lifeline).await
+            && let Some(Err((e, missing))) = handshake(lifeline, first_lease).await
         {
             let _ = child.wait().await;
             return Err(Failed {
@@ -296,8 +299,15 @@ fn lifeline_pair() -> std::io::Result<(
 /// tells the rest).
 /// Lets the supervisor start the program; `Err((why, missing))` when it could not, `missing`
 /// when the program does not exist or may not be run.
-async fn handshake(lifeline: &mut tokio::net::UnixStream) -> Option<Result<(), (String, bool)>> {
-    lifeline.write_all(b"go\n").await.ok()?;
+async fn handshake(
+    lifeline: &mut tokio::net::UnixStream,
+    lease: Option<std::time::Instant>,
+) -> Option<Result<(), (String, bool)>> {
+    let mut go = b"go\n".to_vec();
+    if let Some(lapses_at) = lease {
+        go.extend_from_slice(lease_line(lapses_at).as_bytes());
+    }
+    lifeline.write_all(&go).await.ok()?;
     let mut line = Vec::new();
     let mut buf = [0u8; 512];
     while !line.contains(&b'\n') && line.len() < 4096 {
@@ -325,9 +335,11 @@ async fn report_lease(
 ) {
     loop {
         let lapses_at = *lease.borrow_and_update();
-        let left = lapses_at.saturating_duration_since(std::time::Instant::now());
-        let line = format!("{}{}\n", supervise::LEASE, left.as_millis());
-        if lifeline.write_all(line.as_bytes()).await.is_err() {
+        if lifeline
+            .write_all(lease_line(lapses_at).as_bytes())
+            .await
+            .is_err()
+        {
             return;
         }
         if lease.changed().await.is_err() {
@@ -335,6 +347,12 @@ async fn report_lease(
             std::future::pending::<()>().await;
         }
     }
+}
+
+/// `lease MS`: how long from now the lease holds.
+fn lease_line(lapses_at: std::time::Instant) -> String {
+    let left = lapses_at.saturating_duration_since(std::time::Instant::now());
+    format!("{}{}\n", supervise::LEASE, left.as_millis())
 }
 
 struct GroupGuard(Option<Pid>);

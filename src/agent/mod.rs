@@ -174,16 +174,27 @@ impl Runtime {
                 Some(term) => {
                     let (deadline, lapses_at) = tokio::sync::watch::channel(began + term);
                     let token = lease_token(&inv);
+                    let attempt = self.attempt(&inv, &agent, Some(lapses_at));
+                    tokio::pin!(attempt);
                     // The lease's end is looked at first: an attempt that ended after its
                     // lease lapsed (this process was paused) is not this process's to record.
                     let ended = tokio::select! {
                         biased;
                         lapse = self.keep_lease(id, token, term, deadline) => Err(lapse),
-                        done = self.attempt(&inv, &agent, Some(lapses_at)) => Ok(done),
+                        done = &mut attempt => Ok(done),
                     };
                     match ended {
                         Ok(done) => done,
-                        Err(lapse) => return Err(self.let_go(id, lapse).await),
+                        Err(lapse) => {
+                            // The supervisor kills a command agent's group at this same
+                            // moment: wait for the run to end, so that nothing of it is
+                            // left when the invocation goes back to the queue.
+                            let unrenewed = matches!(lapse, renew::Lapse::Unrenewed);
+                            if unrenewed && matches!(agent.model, ModelSpec::Command { .. }) {
+                                let _ = tokio::time::timeout(GROUP_GONE_WITHIN, &mut attempt).await;
+                            }
+                            return Err(self.let_go(id, lapse).await);
+                        }
                     }
                 }
             };

@@ -151,7 +151,9 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         Some(dir) => project.root.join(dir),
         None => state_dir.join("spool"),
     };
-    let spool = Spool::open(&spool_dir)
+    // On a shared store nodes may share the spool directory: each claims into its own.
+    let node_id = store.shared().then(|| node::id(state_dir));
+    let spool = Spool::open(&spool_dir, node_id.as_deref())
         .with_context(|| format!("creating the spool dir {}", spool_dir.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -446,6 +448,7 @@ impl Server {
         self.notify_timers();
         if rescan {
             self.last_rescan = Instant::now();
+            self.adopt_spool_files();
             self.expire_approvals();
             self.outbox_leftovers();
             self.worker.scan();
@@ -490,6 +493,37 @@ impl Server {
     // --- the spool ----------------------------------------------------------------------
 
     /// Files a crash left in `processing/` are dispatched again first.
+    /// On a shared spool: dispatches what nodes that are gone left claimed (a node's
+    /// heartbeat silent for [`storage::NODE_GONE_MS`], or its entry gone).
+    fn adopt_spool_files(&mut self) {
+        if !self.runtime.store.shared() {
+            return;
+        }
+        let nodes = match self.runtime.store.nodes() {
+            Ok(nodes) => nodes,
+            Err(e) => return outage::report_store(&e, "cannot list the nodes"),
+        };
+        let now = self.runtime.clock.now_ms();
+        let alive: std::collections::HashSet<String> = nodes
+            .iter()
+            .filter(|n| now - n.last_seen < storage::NODE_GONE_MS)
+            .map(|n| spool::node_dir(&n.id))
+            .collect();
+        match self.spool.adopt(&|dir| alive.contains(dir)) {
+            Ok(files) if !files.is_empty() => {
+                tracing::info!(
+                    files = files.len(),
+                    "taking over spool files a node that is gone left claimed"
+                );
+                self.dispatch_files(files);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "cannot look at other nodes' claimed spool files")
+            }
+        }
+    }
+
     fn resume_spool(&mut self) {
         match self.spool.leftovers() {
             Ok(files) if !files.is_empty() => {
@@ -640,6 +674,12 @@ impl Server {
                     problems = problems.len(),
                     moved_to = %to.display(),
                     "file had invalid events; its valid events were dispatched"
+                ),
+                // A shared spool: this node was silent long enough for another to adopt
+                // the file, which dispatches it too (the events are duplicates there).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => tracing::warn!(
+                    file = %name,
+                    "dispatched; another node took the file over meanwhile"
                 ),
                 Err(e) => {
                     tracing::error!(file = %name, error = %e, "dispatched, but cannot file it away")

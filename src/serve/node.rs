@@ -20,11 +20,9 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// This node: `PAP_NODE_ID`, else `HOST-DIGEST` where the digest names the state dir, so an
-/// id survives a restart and two serves on one host differ.
-pub fn this(state_dir: &Path, started_at: i64, listen: Option<String>) -> Node {
-    let host = host_name();
-    let id = std::env::var(NODE_ID_ENV)
+/// This node's id (see [`this`]).
+pub fn id(state_dir: &Path) -> String {
+    std::env::var(NODE_ID_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty() && !v.chars().any(char::is_control))
         .unwrap_or_else(|| {
@@ -32,11 +30,16 @@ pub fn this(state_dir: &Path, started_at: i64, listen: Option<String>) -> Node {
                 .canonicalize()
                 .unwrap_or_else(|_| state_dir.to_path_buf());
             let digest = Sha256::digest(dir.to_string_lossy().as_bytes());
-            format!("{host}-{}", crate::text::hex(&digest[..4]))
-        });
+            format!("{}-{}", host_name(), crate::text::hex(&digest[..4]))
+        })
+}
+
+/// This node: `PAP_NODE_ID`, else `HOST-DIGEST` where the digest names the state dir, so an
+/// id survives a restart and two serves on one host differ.
+pub fn this(state_dir: &Path, started_at: i64, listen: Option<String>) -> Node {
     Node {
-        id,
-        host,
+        id: id(state_dir),
+        host: host_name(),
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
         started_at,

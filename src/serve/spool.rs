@@ -5,6 +5,11 @@
 //! `NAME.error.json` beside each says why). A claim is a rename, which is atomic: a file is
 //! either still ready or wholly serve's. A crash leaves claimed files in `processing/`, where
 //! the next start picks them up again; idempotency makes dispatching them twice harmless.
+//!
+//! Nodes on a shared store may share one spool directory. Each then claims into a
+//! directory of its own, `processing/NODE/`, so a node resumes only what it claimed itself;
+//! what a node that is gone (no heartbeat for a while) left claimed is adopted by another,
+//! one rename per file (see [`Spool::adopt`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -14,7 +19,11 @@ use serde_json::json;
 
 pub struct Spool {
     pub dir: PathBuf,
+    /// Where this process claims files: `processing/`, or `processing/NODE/` on a shared
+    /// store.
     processing: PathBuf,
+    /// `processing/`, whatever the node.
+    processing_root: PathBuf,
     done: PathBuf,
     failed: PathBuf,
     /// Entries serve will never take, already logged (each is logged once).
@@ -31,10 +40,16 @@ pub struct Problem {
 }
 
 impl Spool {
-    pub fn open(dir: &Path) -> io::Result<Spool> {
+    /// The spool in `dir`; `node` is this node's id on a shared store.
+    pub fn open(dir: &Path, node: Option<&str>) -> io::Result<Spool> {
+        let processing_root = dir.join("processing");
         let spool = Spool {
             dir: dir.to_path_buf(),
-            processing: dir.join("processing"),
+            processing: match node {
+                Some(id) => processing_root.join(node_dir(id)),
+                None => processing_root.clone(),
+            },
+            processing_root,
             done: dir.join("done"),
             failed: dir.join("failed"),
             ignored: Default::default(),
@@ -85,15 +100,60 @@ impl Spool {
         Ok(found)
     }
 
-    /// Files a crash left claimed.
+    /// Files a crash left claimed: this node's, and on a shared store those an earlier
+    /// release left in `processing/` itself (taken into this node's directory first, so no
+    /// other node resumes them too).
     pub fn leftovers(&self) -> io::Result<Vec<PathBuf>> {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&self.processing)?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .map(|e| e.path())
-            .collect();
+        let mut found = files_in(&self.processing)?;
+        if self.processing != self.processing_root {
+            found.extend(self.take_over(&self.processing_root)?);
+        }
         found.sort();
         Ok(found)
+    }
+
+    /// Takes over the files that nodes which are gone left claimed: `alive` says whether a
+    /// node (by its directory's name, see [`node_dir`]) is still heard from. Each file is
+    /// taken with a rename, so two nodes adopting at once never both take one. Returns the
+    /// files now this node's to dispatch.
+    pub fn adopt(&self, alive: &dyn Fn(&str) -> bool) -> io::Result<Vec<PathBuf>> {
+        if self.processing == self.processing_root {
+            return Ok(Vec::new());
+        }
+        let mut adopted = Vec::new();
+        for entry in std::fs::read_dir(&self.processing_root)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.path() == self.processing
+                || !entry.file_type().is_ok_and(|t| t.is_dir())
+                || alive(&name)
+            {
+                continue;
+            }
+            adopted.extend(self.take_over(&entry.path())?);
+            // Empty now, unless its node came back meanwhile and claimed again.
+            let _ = std::fs::remove_dir(entry.path());
+        }
+        adopted.sort();
+        Ok(adopted)
+    }
+
+    /// Renames every file of `dir` into this node's `processing/`; returns the new paths.
+    fn take_over(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut taken = Vec::new();
+        for file in files_in(dir)? {
+            let target = free_name(
+                &self.processing,
+                &file.file_name().expect("a file").to_string_lossy(),
+            );
+            match std::fs::rename(&file, &target) {
+                Ok(()) => taken.push(target),
+                // Another node took it first.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(taken)
     }
 
     /// Moves a ready file into `processing/`; `None` when it is gone (its writer removed it).
@@ -179,6 +239,30 @@ pub fn grew_after_read(path: &Path, read: u64) -> Option<String> {
     })
 }
 
+/// The regular files directly in `dir`.
+fn files_in(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .collect())
+}
+
+/// The directory name of node `id` under `processing/`: the id itself when it is a safe
+/// file name, else its hex.
+pub fn node_dir(id: &str) -> String {
+    let safe = !id.is_empty()
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if safe {
+        id.to_owned()
+    } else {
+        crate::text::hex(id.as_bytes())
+    }
+}
+
 pub fn is_event_file(name: &str) -> bool {
     !name.starts_with('.')
         && !name.ends_with(".tmp")
@@ -229,9 +313,44 @@ mod tests {
     }
 
     #[test]
+    fn nodes_sharing_a_spool_claim_apart_and_adopt_what_a_gone_node_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Spool::open(dir.path(), Some("node-a")).unwrap();
+        let b = Spool::open(dir.path(), Some("node/b")).unwrap();
+        std::fs::write(dir.path().join("one.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("two.json"), "{}").unwrap();
+        // An earlier release's leftover, in processing/ itself.
+        std::fs::write(dir.path().join("processing/old.json"), "{}").unwrap();
+        let one = a.claim(&dir.path().join("one.json")).unwrap().unwrap();
+        assert!(one.ends_with("processing/node-a/one.json"), "{one:?}");
+        assert_eq!(b.claim(&dir.path().join("one.json")).unwrap(), None);
+        let two = b.claim(&dir.path().join("two.json")).unwrap().unwrap();
+        // An id that is not a plain file name is spelt in hex.
+        assert!(two.parent().unwrap().ends_with(node_dir("node/b")));
+        assert_ne!(node_dir("node/b"), "node/b");
+        // Each resumes its own, and the first to look takes the old leftover.
+        let mine = a.leftovers().unwrap();
+        assert_eq!(mine.len(), 2, "{mine:?}");
+        assert!(
+            mine.iter()
+                .any(|p| p.ends_with("processing/node-a/old.json"))
+        );
+        assert_eq!(b.leftovers().unwrap(), std::slice::from_ref(&two));
+        // While b is heard from, a leaves its claims alone; once it is gone, a takes them.
+        assert!(a.adopt(&|_| true).unwrap().is_empty());
+        let adopted = a.adopt(&|d| d == "node-a").unwrap();
+        assert_eq!(adopted.len(), 1);
+        assert!(adopted[0].ends_with("processing/node-a/two.json"));
+        assert!(!two.exists());
+        // A store of one node never adopts.
+        let single = Spool::open(dir.path(), None).unwrap();
+        assert!(single.adopt(&|_| false).unwrap().is_empty());
+    }
+
+    #[test]
     fn claims_and_files_away() {
         let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(dir.path()).unwrap();
+        let spool = Spool::open(dir.path(), None).unwrap();
         std::fs::write(dir.path().join("b.json"), "{}").unwrap();
         std::fs::write(dir.path().join("a.ndjson"), "{}").unwrap();
         std::fs::write(dir.path().join(".c.json"), "{}").unwrap();
