@@ -110,6 +110,8 @@ impl Cluster {
             ("PAP_TEST_DIR", shared),
             ("PAP_TEST_NODE", node.id.as_str()),
             ("PAP_NODE_ID", node.id.as_str()),
+            // Failed attempts during an outage (a deadlock among them) are debug lines.
+            ("PAP_LOG", "pap=info,pap::serve::outage=debug"),
         ];
         let (serve, url) = common::http::serve(&node.project, &[], &env);
         node.serve = Some(serve);
@@ -344,6 +346,19 @@ fn three_nodes_survive_kills_a_pause_and_a_database_restart_deciding_each_event_
     check_throttle(server, &db);
     check_schedule(server, &db, &cluster);
 
+    // What the nodes logged of conflicts between them (PostgreSQL aborts one side of a
+    // deadlock; the unit of work is tried again later).
+    let logs: String = cluster
+        .nodes
+        .iter()
+        .map(|n| std::fs::read_to_string(n.project.root().join("serve.log")).unwrap_or_default())
+        .collect();
+    eprintln!(
+        "logged: {} deadlocks, {} lock timeouts, {} 'unavailable'",
+        logs.matches("deadlock detected").count(),
+        logs.matches("lock timeout").count(),
+        logs.matches("unavailable").count()
+    );
     // Every node stops cleanly, and none panicked on the way.
     for node in cluster.nodes {
         let serve = node.serve.expect("every node runs at the end");
