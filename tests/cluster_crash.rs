@@ -353,11 +353,23 @@ fn three_nodes_survive_kills_a_pause_and_a_database_restart_deciding_each_event_
         .iter()
         .map(|n| std::fs::read_to_string(n.project.root().join("serve.log")).unwrap_or_default())
         .collect();
+    let mut unavailable: BTreeMap<String, usize> = BTreeMap::new();
+    for line in logs.lines().filter(|l| l.contains("unavailable")) {
+        // The message: what follows the level and the target, up to its fields.
+        let what = line
+            .split_once(": ")
+            .map_or(line, |(_, rest)| rest)
+            .split(" error=")
+            .next()
+            .unwrap_or_default();
+        *unavailable
+            .entry(what.chars().take(70).collect())
+            .or_default() += 1;
+    }
     eprintln!(
-        "logged: {} deadlocks, {} lock timeouts, {} 'unavailable'",
+        "logged: {} deadlocks, {} lock timeouts; failures while the database was unavailable: {unavailable:?}",
         logs.matches("deadlock detected").count(),
         logs.matches("lock timeout").count(),
-        logs.matches("unavailable").count()
     );
     // Every node stops cleanly, and none panicked on the way.
     for node in cluster.nodes {

@@ -10,7 +10,18 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// Starts `sh -c script` under the supervisor, lets it go, and returns the child and pap's end.
+/// This host's CLOCK_MONOTONIC in milliseconds, as the lease lines name moments.
+fn monotonic_ms() -> u64 {
+    pap::agent::supervise::monotonic_ms()
+}
+
+/// `lease AT` for a lease that lapses `ms` from now.
+fn lease_in(ms: u64) -> String {
+    format!("lease {}\n", monotonic_ms() + ms)
+}
+
+/// Starts `sh -c script` under the supervisor, lets it go (with a lease of `first_lease_ms`),
+/// and returns the child and pap's end.
 fn supervised(script: &str, first_lease_ms: Option<u64>) -> (Child, UnixStream) {
     let (mut ours, theirs) = UnixStream::pair().unwrap();
     // The supervisor's end must survive exec: clear close-on-exec on it.
@@ -29,10 +40,11 @@ fn supervised(script: &str, first_lease_ms: Option<u64>) -> (Child, UnixStream) 
         .spawn()
         .unwrap();
     drop(theirs);
-    ours.write_all(b"go\n").unwrap();
-    if let Some(ms) = first_lease_ms {
-        ours.write_all(format!("lease {ms}\n").as_bytes()).unwrap();
-    }
+    let go = match first_lease_ms {
+        Some(ms) => format!("go {}\n", monotonic_ms() + ms),
+        None => "go\n".to_owned(),
+    };
+    ours.write_all(go.as_bytes()).unwrap();
     let mut answer = String::new();
     BufReader::new(ours.try_clone().unwrap())
         .read_line(&mut answer)
@@ -99,7 +111,7 @@ fn renewals_keep_the_program_running_until_they_stop() {
     // Renewed every 100 ms for 1.5 s, far past the first lease.
     let renewing_until = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < renewing_until {
-        ours.write_all(b"lease 400\n").unwrap();
+        ours.write_all(lease_in(400).as_bytes()).unwrap();
         assert!(child.try_wait().unwrap().is_none(), "killed while renewed");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -111,6 +123,36 @@ fn renewals_keep_the_program_running_until_they_stop() {
         after >= Duration::from_millis(250),
         "killed before the last lease lapsed: {after:?}"
     );
+}
+
+#[test]
+fn a_lease_that_lapsed_before_go_starts_nothing() {
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    nix::fcntl::fcntl(
+        &theirs,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pap-supervise"))
+        .arg(theirs.as_raw_fd().to_string())
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    drop(theirs);
+    ours.write_all(format!("go {}\n", monotonic_ms() - 1).as_bytes())
+        .unwrap();
+    let mut answer = String::new();
+    BufReader::new(ours.try_clone().unwrap())
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.starts_with("err the lease lapsed"), "{answer}");
+    let status = ended_within(&mut child, Duration::from_secs(5)).expect("ended");
+    assert_eq!(status.code(), Some(125));
+    assert!(!marker.exists(), "the program never started");
 }
 
 #[test]

@@ -303,11 +303,11 @@ async fn handshake(
     lifeline: &mut tokio::net::UnixStream,
     lease: Option<std::time::Instant>,
 ) -> Option<Result<(), (String, bool)>> {
-    let mut go = b"go\n".to_vec();
-    if let Some(lapses_at) = lease {
-        go.extend_from_slice(lease_line(lapses_at).as_bytes());
-    }
-    lifeline.write_all(&go).await.ok()?;
+    let go = match lease {
+        Some(lapses_at) => format!("go {}\n", monotonic_at(lapses_at)),
+        None => "go\n".to_owned(),
+    };
+    lifeline.write_all(go.as_bytes()).await.ok()?;
     let mut line = Vec::new();
     let mut buf = [0u8; 512];
     while !line.contains(&b'\n') && line.len() < 4096 {
@@ -349,10 +349,19 @@ async fn report_lease(
     }
 }
 
-/// `lease MS`: how long from now the lease holds.
+/// `lease AT`: when the lease lapses (see [`supervise::LEASE`]).
 fn lease_line(lapses_at: std::time::Instant) -> String {
-    let left = lapses_at.saturating_duration_since(std::time::Instant::now());
-    format!("{}{}\n", supervise::LEASE, left.as_millis())
+    format!("{}{}\n", supervise::LEASE, monotonic_at(lapses_at))
+}
+
+/// `at` as milliseconds of the host's monotonic clock, rounded down (never later than `at`).
+fn monotonic_at(at: std::time::Instant) -> u64 {
+    let now = std::time::Instant::now();
+    let mono = supervise::monotonic_ms();
+    match at.checked_duration_since(now) {
+        Some(left) => mono.saturating_add(left.as_millis() as u64),
+        None => mono.saturating_sub(now.duration_since(at).as_millis() as u64 + 1),
+    }
 }
 
 struct GroupGuard(Option<Pid>);

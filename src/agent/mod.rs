@@ -174,6 +174,7 @@ impl Runtime {
                 Some(term) => {
                     let (deadline, lapses_at) = tokio::sync::watch::channel(began + term);
                     let token = lease_token(&inv);
+                    let lapse_watch = lapses_at.clone();
                     let attempt = self.attempt(&inv, &agent, Some(lapses_at));
                     tokio::pin!(attempt);
                     // The lease's end is looked at first: an attempt that ended after its
@@ -183,7 +184,13 @@ impl Runtime {
                         lapse = self.keep_lease(id, token, term, deadline) => Err(lapse),
                         done = &mut attempt => Ok(done),
                     };
+                    let lapsed = std::time::Instant::now() >= *lapse_watch.borrow();
                     match ended {
+                        // It ended as its lease lapsed (the supervisor may have killed it
+                        // a moment before this process saw the time): not a result.
+                        Ok(_) if lapsed => {
+                            return Err(self.let_go(id, renew::Lapse::Unrenewed).await);
+                        }
                         Ok(done) => done,
                         Err(lapse) => {
                             // The supervisor kills a command agent's group at this same

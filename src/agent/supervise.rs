@@ -16,11 +16,12 @@
 //! is killed, the program dies with it. (pap cannot set that flag on the program itself: it
 //! fires when the spawning *thread* exits, and the async runtime retires idle threads.)
 //!
-//! On a store several nodes share, pap also writes `lease MS` whenever it renewed the
-//! run's lease: MS milliseconds from now the lease may lapse, and unless another `lease`
-//! line came first, the supervisor SIGKILLs the group then (see `domain::lease`).
-//!
 //! pap writes `go` on FD once it has recorded the group; only then does the program start.
+//! On a store several nodes share, the run has a lease with a deadline: pap writes `go AT`,
+//! and `lease AT` whenever it renewed the lease, AT the moment the lease lapses on the
+//! host's monotonic clock (see [`LEASE`]). Unless a later `lease` line came first, the
+//! supervisor SIGKILLs the group at AT (see `domain::lease`); a lease that lapsed before
+//! `go` arrived starts nothing.
 //! The first line back tells pap whether it started: `ok`, or `err MESSAGE` (`err-missing
 //! MESSAGE` when the program does not exist or may not be run).
 
@@ -130,10 +131,19 @@ pub fn main(args: Vec<OsString>) -> ! {
     }
 
     // pap records the group before the program may start (`go`), so no agent process ever
-    // runs unrecorded; if pap goes away first, nothing starts.
-    if !wait_for_go(&mut lifeline) {
+    // runs unrecorded; if pap goes away first, nothing starts. A lease that lapsed before
+    // the start (pap was slow or paused) starts nothing either.
+    let Some(lapses_at) = wait_for_go(&mut lifeline) else {
         std::process::exit(125);
-    }
+    };
+    let deadline = match lapses_at.map(instant_at) {
+        Some(None) => {
+            let _ = lifeline.write_all(b"err the lease lapsed before the program started\n");
+            std::process::exit(125);
+        }
+        Some(Some(at)) => Some(at),
+        None => None,
+    };
 
     let mut cmd = Command::new(program);
     cmd.args(&args[3..]);
@@ -185,7 +195,7 @@ pub fn main(args: Vec<OsString>) -> ! {
     }
 
     std::thread::spawn(move || {
-        watch_lifeline(&mut lifeline);
+        watch_lifeline(&mut lifeline, deadline);
         let _ = killpg(getpgrp(), Signal::SIGKILL);
     });
 
@@ -212,11 +222,10 @@ pub fn main(args: Vec<OsString>) -> ! {
 }
 
 /// Returns when the agent must go: pap's end closed (it went away, or dropped the run), or
-/// the lease pap last reported (`lease MS`: it holds for MS more milliseconds) lapsed
-/// without a renewal. The deadline is kept on this host's monotonic clock, which a paused
-/// pap does not stop: a pap that was stopped past its lease finds its agent gone.
-fn watch_lifeline(lifeline: &mut UnixStream) {
-    let mut deadline: Option<Instant> = None;
+/// the lease pap last reported (`lease AT`, see [`LEASE`]) lapsed without a renewal. The
+/// deadline is on this host's monotonic clock, which pap and the supervisor share and a
+/// paused pap does not stop: a pap that was stopped past its lease finds its agent gone.
+fn watch_lifeline(lifeline: &mut UnixStream, mut deadline: Option<Instant>) {
     let mut pending = Vec::new();
     let mut buf = [0u8; 256];
     loop {
@@ -236,8 +245,11 @@ fn watch_lifeline(lifeline: &mut UnixStream) {
                 pending.extend_from_slice(&buf[..n]);
                 while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = pending.drain(..=end).collect();
-                    if let Some(ms) = lease_line(&line[..end]) {
-                        deadline = Some(Instant::now() + Duration::from_millis(ms));
+                    if let Some(at) = lease_line(&line[..end]) {
+                        match instant_at(at) {
+                            Some(at) => deadline = Some(at),
+                            None => return,
+                        }
                     }
                 }
                 // Only pap writes here, in short lines; anything longer is not from it.
@@ -257,7 +269,7 @@ fn watch_lifeline(lifeline: &mut UnixStream) {
     }
 }
 
-/// `lease MS`: the milliseconds the agent may go on running without another renewal.
+/// `lease AT`: when the lease lapses.
 fn lease_line(line: &[u8]) -> Option<u64> {
     std::str::from_utf8(line)
         .ok()?
@@ -266,20 +278,47 @@ fn lease_line(line: &[u8]) -> Option<u64> {
         .ok()
 }
 
-/// How pap reports a renewed lease on the lifeline: this, then milliseconds left, then `\n`.
+/// How pap reports a renewed lease on the lifeline: this, then the moment the lease lapses
+/// as milliseconds of this host's `CLOCK_MONOTONIC` (see [`monotonic_ms`]), then `\n`. A
+/// moment, not a span: the time the line takes to arrive does not move the deadline on.
 pub const LEASE: &str = "lease ";
 
-/// Reads pap's `go`; false when pap went away (or said anything else) first.
-fn wait_for_go(lifeline: &mut UnixStream) -> bool {
+/// This host's `CLOCK_MONOTONIC` in milliseconds, which every process of the host shares
+/// (it does not stop while a process is stopped).
+pub fn monotonic_ms() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| {
+            let ms = t.tv_sec() as i128 * 1000 + t.tv_nsec() as i128 / 1_000_000;
+            u64::try_from(ms).unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// The [`monotonic_ms`] moment `at` as an `Instant`; `None` when it has passed.
+fn instant_at(at: u64) -> Option<Instant> {
+    let left = at.checked_sub(monotonic_ms()).filter(|ms| *ms > 0)?;
+    Some(Instant::now() + Duration::from_millis(left))
+}
+
+/// Reads pap's `go` (with the moment the lease lapses, on a shared store: `go AT`); `None`
+/// when pap went away (or said anything else) first.
+fn wait_for_go(lifeline: &mut UnixStream) -> Option<Option<u64>> {
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
-    while line.len() < 16 {
+    while line.len() < 32 {
         match lifeline.read(&mut byte) {
-            Ok(1) if byte[0] == b'\n' => return line == b"go",
+            Ok(1) if byte[0] == b'\n' => {
+                let text = std::str::from_utf8(&line).ok()?;
+                return match text.strip_prefix("go") {
+                    Some("") => Some(None),
+                    Some(at) => at.strip_prefix(' ')?.parse().ok().map(Some),
+                    None => None,
+                };
+            }
             Ok(1) => line.push(byte[0]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            _ => return false,
+            _ => return None,
         }
     }
-    false
+    None
 }

@@ -127,6 +127,9 @@ struct Server {
     /// This serve as a node of the store (listed by `pap status` on a shared database).
     node: storage::Node,
     last_heartbeat: Option<Instant>,
+    /// Asked to look at the queue (another command, or the database: several wake-ups in a
+    /// burst make one look).
+    work_woken: bool,
 }
 
 /// Starts serve and runs until stopped (or, with `once`, until nothing is due).
@@ -290,6 +293,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         recent,
         node,
         last_heartbeat: None,
+        work_woken: false,
     };
     let result = if server.settings.once {
         server.once()
@@ -353,6 +357,12 @@ impl Server {
             while let Ok(w) = self.wakes.try_recv() {
                 self.note(w, &mut spool, &mut emitted);
             }
+            if std::mem::take(&mut self.work_woken) {
+                // What another process left in the outbox for serve (an MCP post, a
+                // rejection over MCP), then the queue.
+                self.outbox_leftovers();
+                self.worker.scan();
+            }
             // Posted events first: their senders are waiting for the answer.
             self.decide_ingests();
             if self.stopping() {
@@ -387,12 +397,7 @@ impl Server {
                 tracing::info!("SIGHUP: reloading the manifests");
                 self.reload_at = Some(Instant::now());
             }
-            Wake::Work => {
-                // What another process left in the outbox for serve (an MCP post, a
-                // rejection over MCP), then the queue.
-                self.outbox_leftovers();
-                self.worker.scan()
-            }
+            Wake::Work => self.work_woken = true,
             Wake::Emitted(events) => emitted.extend(events),
             Wake::Ingest(request) => self.ingests.push(request),
             Wake::Stop => self.stop.store(true, Ordering::SeqCst),
@@ -525,6 +530,9 @@ impl Server {
     }
 
     fn resume_spool(&mut self) {
+        // Heard from first: on a shared spool, a node silent for long may otherwise have its
+        // claimed files adopted by another while it resumes them.
+        node::beat(&*self.runtime.store, &self.node, &mut self.last_heartbeat);
         match self.spool.leftovers() {
             Ok(files) if !files.is_empty() => {
                 tracing::info!(
@@ -622,6 +630,13 @@ impl Server {
                         },
                     )
                 });
+                if let Err(e) = &read
+                    && e.kind() == std::io::ErrorKind::NotFound
+                {
+                    // A shared spool: another node adopted it while this one was silent.
+                    tracing::info!(file = %name, "another node took the file over");
+                    continue;
+                }
                 if let Err(e) = read {
                     problems.push(Problem {
                         input: name.clone(),

@@ -106,6 +106,9 @@ struct State {
     /// Held by this process, not started because the store was unavailable: taken up again
     /// at the next scan (nobody else may take them while this process holds them).
     after_outage: Vec<String>,
+    /// When the last of them failed: they are tried again a scan interval later, not at the
+    /// scan every finished run makes (which, while the store fails fast, would spin).
+    outage_seen: Option<std::time::Instant>,
     drains: Vec<oneshot::Sender<()>>,
     /// Whether the last scan found nothing to claim.
     idle_scan: bool,
@@ -130,6 +133,7 @@ async fn work_loop(
         waiting: VecDeque::new(),
         broken: HashSet::new(),
         after_outage: Vec::new(),
+        outage_seen: None,
         drains: Vec::new(),
         idle_scan: false,
         scan_wide: false,
@@ -269,6 +273,7 @@ impl State {
                 // Still queued or held under this process's lease: the next scan runs it.
                 super::outage::report(&e, "cannot run the invocation");
                 self.after_outage.push(id);
+                self.outage_seen = Some(std::time::Instant::now());
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
@@ -279,7 +284,9 @@ impl State {
 
     /// Claims due invocations no live process holds, up to the room there is.
     async fn scan(&mut self) {
-        self.waiting.extend(self.after_outage.drain(..));
+        if self.outage_seen.is_none_or(|at| at.elapsed() >= SCAN_EVERY) {
+            self.waiting.extend(self.after_outage.drain(..));
+        }
         let room = self.room().saturating_sub(self.waiting.len());
         if room == 0 {
             self.idle_scan = false;
