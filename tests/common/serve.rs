@@ -130,14 +130,28 @@ impl Project {
             .collect()
     }
 
+    /// The files in spool dir `sub`, and in its directories as `DIR/NAME` (on PostgreSQL a
+    /// node claims into `processing/NODE/`).
     pub fn files_in(&self, sub: &str) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.spool().join(sub))
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(self.spool().join(sub))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                for inner in std::fs::read_dir(entry.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    names.push(format!("{name}/{}", inner.file_name().to_string_lossy()));
+                }
+            } else {
+                names.push(name);
+            }
+        }
         names.sort();
         names
     }
