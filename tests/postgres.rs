@@ -13,12 +13,18 @@ use serde_json::{Value, json};
 
 /// `pap dispatch --json` of `events` on node `p`.
 fn dispatch(p: &Project, events: &[Value]) -> (i32, Vec<Value>, String) {
+    dispatch_with(p, events, &[])
+}
+
+/// `pap dispatch --json EXTRA…` of `events` on node `p`.
+fn dispatch_with(p: &Project, events: &[Value], extra: &[&str]) -> (i32, Vec<Value>, String) {
     let file = p.root().join("events.ndjson");
     let text: String = events.iter().map(|e| format!("{e}\n")).collect();
     std::fs::write(&file, text).unwrap();
     let out = p
         .cmd()
         .args(["dispatch", "--json"])
+        .args(extra)
         .arg(&file)
         .output()
         .unwrap();
@@ -214,17 +220,9 @@ fn work_freed_by_another_process_wakes_the_serve_nodes_through_the_database() {
     });
     let before = (woken(&na), woken(&nb));
     let queued = std::time::Instant::now();
-    let file = c.root().join("events.ndjson");
     let event = ev("w1", "test.plain.happened", json!({}));
-    std::fs::write(&file, format!("{event}\n")).unwrap();
-    let out = c
-        .cmd()
-        .args(["dispatch", "--no-run", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let lines = lines_of(&out);
+    let (status, lines, err) = dispatch_with(&c, &[event], &["--no-run"]);
+    assert_eq!(status, 0, "{err}");
     assert_eq!(outcome(&lines, "w1"), "queued", "{lines:?}");
     let id = lines[0]["triggers"][0]["invocation_id"]
         .as_str()

@@ -514,18 +514,28 @@ impl Server {
             .filter(|n| now - n.last_seen < storage::NODE_GONE_MS)
             .map(|n| spool::node_dir(&n.id))
             .collect();
-        match self.spool.adopt(&|dir| alive.contains(dir)) {
+        let adopted = self.spool.adopt(&|dir| alive.contains(dir));
+        self.dispatch_claimed(
+            adopted,
+            "taking over spool files a node that is gone left claimed",
+            "cannot look at other nodes' claimed spool files",
+        );
+    }
+
+    /// Dispatches files already claimed (left over, or adopted), saying so.
+    fn dispatch_claimed(
+        &mut self,
+        files: std::io::Result<Vec<PathBuf>>,
+        found: &str,
+        failed: &str,
+    ) {
+        match files {
             Ok(files) if !files.is_empty() => {
-                tracing::info!(
-                    files = files.len(),
-                    "taking over spool files a node that is gone left claimed"
-                );
+                tracing::info!(files = files.len(), "{found}");
                 self.dispatch_files(files);
             }
             Ok(_) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "cannot look at other nodes' claimed spool files")
-            }
+            Err(e) => tracing::error!(error = %e, "{failed}"),
         }
     }
 
@@ -533,17 +543,12 @@ impl Server {
         // Heard from first: on a shared spool, a node silent for long may otherwise have its
         // claimed files adopted by another while it resumes them.
         node::beat(&*self.runtime.store, &self.node, &mut self.last_heartbeat);
-        match self.spool.leftovers() {
-            Ok(files) if !files.is_empty() => {
-                tracing::info!(
-                    files = files.len(),
-                    "resuming files left in processing/ by a stop or crash"
-                );
-                self.dispatch_files(files);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "cannot read spool/processing"),
-        }
+        let leftovers = self.spool.leftovers();
+        self.dispatch_claimed(
+            leftovers,
+            "resuming files left in processing/ by a stop or crash",
+            "cannot read spool/processing",
+        );
     }
 
     /// Claims and dispatches ready files until none is left (or serve is stopping).
