@@ -18,6 +18,7 @@
 #[path = "common/bench_project.rs"]
 mod bench_project;
 #[path = "../tests/common/measure.rs"]
+#[allow(dead_code)]
 mod measure;
 
 use std::path::{Path, PathBuf};

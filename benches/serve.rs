@@ -20,6 +20,7 @@
 #[path = "common/bench_project.rs"]
 mod bench_project;
 #[path = "../tests/common/measure.rs"]
+#[allow(dead_code)]
 mod measure;
 
 use bench_project::{event, pap, start_serve, stop_serve, write_project};

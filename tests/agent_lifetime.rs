@@ -4,7 +4,7 @@
 //! process in its group and notes in `overlap.log` any process of an earlier run it finds
 //! alive when it starts).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Child, Stdio};

@@ -1,7 +1,7 @@
 //! Approvals: a high-risk invocation waits; `pap approve` runs it, `pap reject` denies it,
 //! and past its deadline it expires (a denial). Each denial ends in the failure event.
 
-mod common;
+use crate::common;
 
 use common::dispatch::{Project, T0, ev, lines};
 use common::{code, stderr, stdout};

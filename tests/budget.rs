@@ -3,7 +3,7 @@
 //! `budget_exceeded` and tells a person once; a token budget is reserved when a run starts,
 //! so two runs started together cannot spend past it.
 
-mod common;
+use crate::common;
 
 use common::dispatch::{Project, T0, ev, run_of};
 use common::fake_llm::{FakeLlm, Scripted, anthropic_text};

@@ -1,7 +1,7 @@
 //! What a shell user expects of a CLI: completions that the shell accepts, a man page,
 //! `--color`, and duration flags in the YAML's syntax.
 
-mod common;
+use crate::common;
 
 use common::dispatch::{Project, T0, ev};
 use common::{code, pap, stderr, stdout};

@@ -3,7 +3,7 @@
 //! another host's run goes in parallel; `pap dispatch` runs its own in order and leaves to
 //! `pap serve` what another process's run holds up.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

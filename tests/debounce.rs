@@ -3,7 +3,7 @@
 //! one decides every event of a burst `debounced` and, once it has been quiet, `pap serve`
 //! makes one invocation with the last event's data, exactly once across serve restarts.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

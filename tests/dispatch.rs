@@ -1,6 +1,6 @@
 //! `pap dispatch` end to end: the real binary on tests/fixtures/dispatch, with a fake clock.
 
-mod common;
+use crate::common;
 
 use common::dispatch::{Project, T0, ev, filter_events};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! `pap doctor`: a missing provider key and a missing MCP server command are caught before
 //! the first real page; a real MCP server is started and its tools checked against the agents'.
 
-mod common;
+use crate::common;
 
 use common::llm::{everything_server, project};
 use common::{code, stderr, stdout};

@@ -1,8 +1,11 @@
 //! Decisions are durable and made once: a dispatcher SIGKILLed part way through a stream,
 //! then run again, decides every (event, trigger) exactly once and loses no invocation; four
 //! dispatchers on one state dir at once neither fail nor decide anything twice.
+//!
+//! Scale of the kill test: `PAP_TEST_DURABILITY_EVENTS` events (default 1,500 in six batches;
+//! outside CI, e.g. 60,000).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -13,7 +16,7 @@ use serde_json::{Value, json};
 
 fn crash_events(n: usize) -> Vec<Value> {
     (0..n)
-        .map(|i| ev(&format!("k{i:05}"), "test.crash.happened", json!({"i": i})))
+        .map(|i| ev(&format!("k{i:06}"), "test.crash.happened", json!({"i": i})))
         .collect()
 }
 
@@ -31,14 +34,18 @@ fn invocations_by_event(p: &Project) -> HashMap<String, Vec<Value>> {
 
 #[test]
 fn a_killed_dispatch_run_again_decides_each_event_once_and_loses_nothing() {
-    const N: usize = 3000;
+    let n: usize = std::env::var("PAP_TEST_DURABILITY_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_500)
+        .max(60);
     let p = Project::new();
-    let file = p.events("stream.ndjson", &crash_events(N));
+    let file = p.events("stream.ndjson", &crash_events(n));
 
     // First run, fed through stdin batch by batch (so it decides in several groups): after
     // two whole batches were printed, a third goes in and the process is SIGKILLed while
     // deciding or running it.
-    const BATCH: usize = 500;
+    let batch_len = n / 6;
     let mut child = p
         .cmd(common::dispatch::T0)
         .args(["dispatch", "--json", "-"])
@@ -52,16 +59,16 @@ fn a_killed_dispatch_run_again_decides_each_event_once_and_loses_nothing() {
     let text = std::fs::read_to_string(&file).unwrap();
     let all: Vec<&str> = text.lines().collect();
     let mut printed = Vec::new();
-    for (n, batch) in all.chunks(BATCH).take(3).enumerate() {
+    for (b, batch) in all.chunks(batch_len).take(3).enumerate() {
         stdin
             .write_all((batch.join("\n") + "\n").as_bytes())
             .unwrap();
         stdin.flush().unwrap();
-        if n == 2 {
+        if b == 2 {
             break;
         }
         let mut line = String::new();
-        while printed.len() < (n + 1) * BATCH {
+        while printed.len() < (b + 1) * batch_len {
             line.clear();
             assert!(
                 reader.read_line(&mut line).unwrap() > 0,
@@ -83,7 +90,7 @@ fn a_killed_dispatch_run_again_decides_each_event_once_and_loses_nothing() {
         );
     }
     assert!(
-        (2 * BATCH..=3 * BATCH).contains(&before.len()),
+        (2 * batch_len..=3 * batch_len).contains(&before.len()),
         "{} decided before the kill",
         before.len()
     );
@@ -97,7 +104,7 @@ fn a_killed_dispatch_run_again_decides_each_event_once_and_loses_nothing() {
         .unwrap();
     let run = run_of(&out);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.lines.len(), N);
+    assert_eq!(run.lines.len(), n);
     for l in &run.lines {
         let id = l["event_id"].as_str().unwrap();
         let outcome = l["triggers"][0]["outcome"].as_str().unwrap();
@@ -112,7 +119,7 @@ fn a_killed_dispatch_run_again_decides_each_event_once_and_loses_nothing() {
     // Exactly one invocation per event; any the kill interrupted are still there, queued or
     // running, for `pap serve` to resume.
     let after = invocations_by_event(&p);
-    assert_eq!(after.len(), N);
+    assert_eq!(after.len(), n);
     let mut interrupted = 0;
     for (id, invs) in &after {
         assert_eq!(invs.len(), 1, "{id} was invoked {} times", invs.len());
@@ -122,7 +129,7 @@ fn a_killed_dispatch_run_again_decides_each_event_once_and_loses_nothing() {
             other => panic!("{id}: unexpected status {other}"),
         }
     }
-    assert!(interrupted <= BATCH, "{interrupted} interrupted");
+    assert!(interrupted <= batch_len, "{interrupted} interrupted");
 }
 
 #[test]

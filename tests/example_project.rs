@@ -2,7 +2,7 @@
 //! produces output that fits its own manifest's output schema, even for hostile event content,
 //! and the README's quick start (an offline dispatch) works.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

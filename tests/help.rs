@@ -1,7 +1,7 @@
 //! Every command's help is complete and clean: a description and an example for each
 //! subcommand (nested ones included), no internal documents named, no stray runs of spaces.
 
-mod common;
+use crate::common;
 
 use common::{code, pap, stdout};
 

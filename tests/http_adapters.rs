@@ -2,7 +2,7 @@
 //! on real payloads (re-sends are duplicates, a resolution is new), a preset changed in
 //! pap.yaml, and a declared adapter checking a GitHub-style HMAC signature or its own token.
 
-mod common;
+use crate::common;
 
 use common::http::{
     curl_available, high_severity_trigger, post, post_once_allowed, project, serve,

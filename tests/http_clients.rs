@@ -5,7 +5,7 @@
 //! `.ci/run` installs them (PAP_TEST_REQUIRE_HTTP_CLIENTS); elsewhere a missing one skips
 //! its test with a note.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

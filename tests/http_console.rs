@@ -4,7 +4,7 @@
 //! needs a logged-in principal with `approve` (on loopback too), a CSRF token and this
 //! server's Origin; untrusted text is escaped under a strict Content-Security-Policy.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -5,7 +5,7 @@
 //! Scale: `PAP_TEST_HTTP_CRASH_EVENTS` (default 2,000, in batches of 20); the seed of the
 //! kill times is printed, and `PAP_TEST_HTTP_CRASH_SEED` replays it.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

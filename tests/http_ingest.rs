@@ -2,7 +2,7 @@
 //! tell a sender whether to retry, who may post, hostile and slow clients, overload, a stop
 //! while requests wait, and HTTPS.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! a new invocation under the same claim that runs the agent again; a cancel ends unfinished
 //! invocations, stopping a running agent's whole process group.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Stdio};

@@ -1,7 +1,7 @@
 //! `pap lint` end to end: every diagnostic code against a fixture that triggers it, the output
 //! formats, exit codes, and path selection.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! LLM agents against a fake provider (scripted Anthropic and OpenAI answers, every request
 //! recorded) and, for tools, the real npm MCP server `server-everything`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! manifest is seen at once (by content, not by time), and a damaged cache file is only a
 //! miss.
 
-mod common;
+use crate::common;
 
 use common::dispatch::{Project, Run, T0, ev, filter_events};
 use serde_json::{Value, json};

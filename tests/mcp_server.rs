@@ -3,7 +3,7 @@
 //! (`tests/fixtures/chat`) has a `listener` agent every human post provokes, a `worker`
 //! whose success puts an outcome in the inbox, and a high-risk `gated` agent.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

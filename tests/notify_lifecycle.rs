@@ -3,7 +3,7 @@
 //! a response file, inbox watermarks across processes, a kill between enqueue and delivery,
 //! and sinks.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -1,7 +1,7 @@
 //! ANP section 4, row by row: who received what, and in which state it ended. Each source
 //! agent of the `notify` fixture routes its success one way (`a-<address><target><handler>`).
 
-mod common;
+use crate::common;
 
 use common::notify::{NotifyProject, messages_of};
 use serde_json::{Value, json};

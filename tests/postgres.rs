@@ -3,7 +3,7 @@
 //! each (event, trigger) decided once whichever node gets it. The server is started by the
 //! tests themselves (`pap::pgstore::testing`).
 
-mod common;
+use crate::common;
 
 use common::dispatch::{ev, lines};
 use common::postgres::{empty_database, migrated_database, use_database};

@@ -2,7 +2,7 @@
 //! wait, nothing is lost or decided twice, and work resumes when the database is back. Its
 //! own binary, since it stops the test server every test of the binary shares.
 
-mod common;
+use crate::common;
 
 use common::dispatch::ev;
 use common::postgres::use_database;

@@ -1,7 +1,7 @@
 //! Finding the project like cargo and just: without --root or PAP_ROOT, pap uses the nearest
 //! directory upward with a pap.yaml (or triggers/ and agents/); with none, it says so.
 
-mod common;
+use crate::common;
 
 use common::dispatch::{T0, ev};
 use common::{code, fixture_copy, pap, stderr, stdout};

@@ -3,7 +3,7 @@
 //! the README shows. The clock is fixed (a test build's `PAP_NOW`), so ids and times match;
 //! the project's directory is shown as `.`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

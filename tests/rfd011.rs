@@ -3,7 +3,7 @@
 //! request, and a human's acknowledgement of a notification the agent already saw reaches
 //! the agent at its next turn.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! The JUnit check needs `xmllint` (Debian libxml2-utils; CI installs it and sets
 //! `PAP_TEST_REQUIRE_XMLLINT=1`, which makes its absence a failure).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,6 @@
 //! `pap schema`: JSON Schemas generated from the manifest types.
 
-mod common;
+use crate::common;
 
 use common::{code, json, pap, stdout};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! is redacted in everything pap prints or stores; a command agent sees only PATH, the locale,
 //! `PAP_*` and what its `model.env` passes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! `pap serve` as a user runs it: real files in the spool, real signals, other commands
 //! beside it, schedules on an injected clock (`--once` with `PAP_NOW`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! trigger) was decided once, no file and no invocation was lost, and invocations a kill
 //! interrupted ran again under the same attempt number.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

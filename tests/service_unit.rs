@@ -1,7 +1,7 @@
 //! The systemd unit in contrib/ is one systemd accepts: `systemd-analyze verify` where it is
 //! installed (CI installs it), with its ExecStart pointed at the binary under test.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

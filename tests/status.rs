@@ -1,7 +1,7 @@
 //! `pap status`: healthy (0), needs attention (5) and unreadable (1), while serve runs and
 //! after it stopped.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

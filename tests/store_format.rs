@@ -4,7 +4,7 @@
 //! must read it, migrating it in place when its format moved on. A development build's file
 //! (format 5 and before) is refused with a message, never misread.
 
-mod common;
+use crate::common;
 
 use common::{code, fixture, pap, stderr, stdout};
 use serde_json::Value;

@@ -1,21 +1,18 @@
-//! The behavioural suite again, on PostgreSQL: every end-to-end test binary that takes a
-//! store runs once more with `PAP_TEST_STORE=postgres`, which gives each project it copies or
-//! writes a fresh database of the test server (`store:` in its pap.yaml; see
-//! `common::fixture_copy`). `cargo test` has built those binaries before it runs this one;
-//! this finds each beside itself (the newest build of that name) and runs it. Each project's
-//! database is migrated by the `pap` binary itself, so a suite built before this one (run
-//! alone, this test builds only itself) still meets the schema of the binary under test.
+//! The behavioural suite again, on PostgreSQL: every end-to-end suite (a module of this test
+//! binary) that takes a store runs once more with `PAP_TEST_STORE=postgres`, which gives each
+//! project it copies or writes a fresh database of the test server (`store:` in its pap.yaml;
+//! see `common::fixture_copy`). This test starts its own binary again for each suite, with
+//! that suite's tests named exactly. Each project's database is migrated by the `pap` binary
+//! itself.
 //!
 //! Left out: tests of the redb file itself (`durability`, `hardening`, `store_format`,
 //! `syncs`, `serve_crash`'s file-lock handoff), tests without a store (`lint`, `schema`,
-//! `help`, `jsonpath_cts`, `manifest_cache`, `service_unit`), and the PostgreSQL tests that
-//! start their own databases (`postgres`, `storage_model`).
+//! `help`, `jsonpath_cts`, `manifest_cache`, `service_unit`, `fuzz`), and the PostgreSQL tests
+//! that start their own databases (`postgres`, `postgres_outage`, `cluster_crash`,
+//! `storage_model`).
 //!
-//! Run one suite by hand: `PAP_TEST_STORE=postgres cargo test --test dispatch`.
+//! Run one suite by hand: `PAP_TEST_STORE=postgres cargo test --test tests dispatch::`.
 
-mod common;
-
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -49,23 +46,20 @@ const SUITES: &[&str] = &[
     "typed_ids",
 ];
 
-/// The newest test binary `name-<hash>` beside this one.
-fn binary(name: &str) -> Option<PathBuf> {
-    let me = std::env::current_exe().ok()?;
-    let dir = me.parent()?;
-    let prefix = format!("{name}-");
-    std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            let file = e.file_name();
-            let file = file.to_string_lossy();
-            file.strip_prefix(&prefix)
-                .is_some_and(|hash| hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()))
-        })
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .max()
-        .map(|(_, path)| path)
+/// The tests of `suite` (a module of this binary), by their full names.
+fn tests_of(suite: &str) -> Vec<String> {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new(exe)
+        .args(["--list", "--format", "terse"])
+        .output()
+        .expect("list the tests");
+    let prefix = format!("{suite}::");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|name| name.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]
@@ -75,14 +69,18 @@ fn the_behavioural_suite_passes_on_postgresql() {
     }
     let mut failed = Vec::new();
     for suite in SUITES {
-        let Some(exe) = binary(suite) else {
-            panic!("the test binary {suite} is not built beside this one (run `cargo test`)");
-        };
+        let tests = tests_of(suite);
+        assert!(
+            !tests.is_empty(),
+            "the suite {suite} has no tests in this binary"
+        );
         let started = Instant::now();
-        let out = Command::new(&exe)
+        let out = Command::new(std::env::current_exe().expect("the test binary"))
             .env("PAP_TEST_STORE", "postgres")
+            .arg("--exact")
+            .args(&tests)
             .output()
-            .expect("run a test binary");
+            .expect("run a suite");
         let took = started.elapsed();
         let text = String::from_utf8_lossy(&out.stdout);
         let summary = text

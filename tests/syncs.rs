@@ -8,7 +8,7 @@
 //!
 //! Needs `strace` (CI installs it; `PAP_TEST_REQUIRE_STRACE=1` makes its absence a failure).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Ids a person can type: listings show short ids, and commands take the full id, a prefix of
 //! it, or the short form; an id that names several exits 2 and lists them.
 
-mod common;
+use crate::common;
 
 use common::dispatch::{Project, T0, ev, lines};
 use common::{code, stderr, stdout};

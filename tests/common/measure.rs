@@ -34,3 +34,49 @@ pub fn fsync_ms(dir: &Path) -> (f64, f64) {
     times.sort_by(f64::total_cmp);
     (times[25], times[45])
 }
+
+/// Runs `cmd` to its end like `Command::output`, and returns its peak resident memory in KiB
+/// as the kernel counted it for that one child (`wait4`'s `ru_maxrss`). `RUSAGE_CHILDREN`
+/// would be the largest of every child the test process ever waited for, which in a test
+/// binary of many suites is some other test's.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which Child does not see
+pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::Output, u64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = out.read_to_end(&mut bytes);
+        bytes
+    });
+    let mut stderr = Vec::new();
+    let _ = err.read_to_end(&mut stderr);
+    let stdout = reader.join().expect("stdout reader");
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
+    // SAFETY: wait4 on our own child's pid, with pointers to a status word and a zeroed rusage.
+    let pid = unsafe {
+        nix::libc::wait4(
+            child.id() as nix::libc::pid_t,
+            &mut status,
+            0,
+            usage.as_mut_ptr(),
+        )
+    };
+    assert_eq!(pid, child.id() as nix::libc::pid_t, "wait4 failed");
+    // SAFETY: zeroed, then filled by wait4.
+    let peak = unsafe { usage.assume_init() }.ru_maxrss.max(0) as u64;
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout,
+        stderr,
+    };
+    (output, peak)
+}

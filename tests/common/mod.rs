@@ -9,6 +9,7 @@ pub mod fake_llm;
 pub mod http;
 pub mod llm;
 pub mod mcp;
+pub mod measure;
 pub mod notify;
 pub mod postgres;
 pub mod serve;

@@ -70,11 +70,14 @@ fn dry_run_at_decides_for_that_moment_and_writes_nothing() {
     assert!(stderr(&bad).contains("RFC 3339"), "{}", stderr(&bad));
 }
 
-/// The release binary: `PAP_TEST_RELEASE_BIN`, else `target/release/pap` beside this
-/// checkout. CI builds it (`.ci/run`) and sets PAP_TEST_REQUIRE_RELEASE, so there a missing
-/// binary fails instead of skipping.
-fn release_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PAP_TEST_RELEASE_BIN")
+/// A production binary: one built without the `test-clock` feature, as every build but the
+/// test suite's is (`cargo build`, `cargo build --release`, `cargo install`); the clock's
+/// injection is gated on that feature alone, not on the profile. `PAP_TEST_PRODUCTION_BIN`,
+/// else `target/release/pap` beside this checkout. CI builds one in the dev profile (it shares
+/// the test build's dependencies; a release build took 7 of CI's minutes) and sets
+/// PAP_TEST_REQUIRE_PRODUCTION, so there a missing binary fails instead of skipping.
+fn production_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("PAP_TEST_PRODUCTION_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/pap"));
     // `cargo bench` builds target/release/pap too, with the test clock: not the one to check.
@@ -87,12 +90,12 @@ fn release_binary() -> Option<PathBuf> {
         return Some(path);
     }
     assert!(
-        std::env::var_os("PAP_TEST_REQUIRE_RELEASE").is_none(),
-        "PAP_TEST_REQUIRE_RELEASE is set but there is no production release binary at {} (test build: {test_build})",
+        std::env::var_os("PAP_TEST_REQUIRE_PRODUCTION").is_none(),
+        "PAP_TEST_REQUIRE_PRODUCTION is set but there is no production binary at {} (test build: {test_build})",
         path.display()
     );
     crate::common::skip_note(&format!(
-        "the release-build check: no release binary at {} ({}; `cargo build --release`, or `bash .ci/run`)",
+        "the production-build check: no production binary at {} ({}; `cargo build --release`, or `bash .ci/run`)",
         path.display(),
         if test_build {
             "the one there is a test build, from cargo bench"
@@ -104,8 +107,10 @@ fn release_binary() -> Option<PathBuf> {
 }
 
 #[test]
-fn release_build_ignores_the_test_clock() {
-    let Some(bin) = release_binary() else { return };
+fn a_production_build_ignores_the_test_clock() {
+    let Some(bin) = production_binary() else {
+        return;
+    };
     let p = Project::new();
     let file = p.events("e.ndjson", &[ev("r1", "test.basic.happened", json!({}))]);
     let release = |now: &str| {

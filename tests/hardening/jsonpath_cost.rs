@@ -4,9 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::dispatch::{T0, ev};
+use super::project;
+use crate::common::dispatch::{T0, ev, run_of};
+use crate::common::measure::output_with_peak_kib;
 use crate::common::{code, stdout};
-use crate::project;
 use serde_json::{Value, json};
 
 /// About 0.9 MiB: 60 x 60 objects of 30 numbers, the shape that makes `$..*..*..*` explode.
@@ -22,15 +23,6 @@ fn hostile_data() -> Value {
     Value::Object(top)
 }
 
-/// The largest resident set of any child this test process has waited for, in KiB.
-fn children_max_rss_kib() -> i64 {
-    let mut usage = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
-    // SAFETY: zeroed, then filled by getrusage.
-    unsafe { usage.assume_init() }.ru_maxrss
-}
-
 #[test]
 fn a_costly_filter_on_a_hostile_event_stops_at_its_budget() {
     let p = project();
@@ -39,7 +31,13 @@ fn a_costly_filter_on_a_hostile_event_stops_at_its_budget() {
     assert!(size > 800_000 && size < 1_048_576, "{size}");
     let file = p.events("hostile.ndjson", &[event]);
     let started = Instant::now();
-    let run = p.dispatch(T0, &file, &["--no-run"]);
+    let (out, peak_kib) = output_with_peak_kib(
+        p.cmd(T0)
+            .arg("dispatch")
+            .arg(&file)
+            .args(["--json", "--no-run"]),
+    );
+    let run = run_of(&out);
     // A sanity bound for a debug build on a shared machine, not a benchmark: before the
     // budget this took minutes.
     assert!(
@@ -58,8 +56,8 @@ fn a_costly_filter_on_a_hostile_event_stops_at_its_budget() {
         "{reason}"
     );
     // Before the budget, gigabytes.
-    let rss_mib = children_max_rss_kib() / 1024;
-    assert!(rss_mib < 256, "a child peaked at {rss_mib} MiB");
+    let rss_mib = peak_kib / 1024;
+    assert!(rss_mib < 256, "pap dispatch peaked at {rss_mib} MiB");
 
     // --explain quotes what it saw within its own budget; the path's over-budget is marked.
     let explained = p

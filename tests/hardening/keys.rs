@@ -5,7 +5,7 @@ use crate::common::dispatch::{T0, ev};
 use crate::common::{code, pap_at, stderr, stdout};
 use serde_json::{Value, json};
 
-use crate::project;
+use super::project;
 
 #[test]
 fn colliding_pairs_are_both_decided_and_each_is_its_own_duplicate() {

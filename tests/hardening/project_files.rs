@@ -5,9 +5,9 @@ use std::os::unix::fs::symlink;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use super::project;
 use crate::common::dispatch::Project;
 use crate::common::{code, pap_at, stderr, stdout};
-use crate::project;
 
 fn mkfifo(path: &std::path::Path) {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();

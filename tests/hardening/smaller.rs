@@ -8,7 +8,7 @@ use crate::common::dispatch::{Project, T0, ev};
 use crate::common::{code, stderr, stdout};
 use serde_json::json;
 
-use crate::project;
+use super::project;
 
 #[test]
 fn a_clock_stepped_back_does_not_keep_a_trigger_throttled() {

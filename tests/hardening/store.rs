@@ -8,7 +8,7 @@ use crate::common::{code, stderr, stdout};
 use serde_json::json;
 
 fn project_with_state(n: usize) -> Project {
-    let p = crate::project();
+    let p = super::project();
     let events: Vec<_> = (0..n)
         .map(|i| ev(&format!("e{i}"), "test.key.collided", json!({"i": i})))
         .collect();

@@ -6,7 +6,7 @@ use crate::common::dispatch::{T0, ev, lines};
 use crate::common::stdout;
 use serde_json::{Value, json};
 
-use crate::project;
+use super::project;
 
 /// No byte of a terminal control sequence (ESC, BEL, CR, NUL, C1 CSI) in `text`.
 fn assert_inert(text: &str) {

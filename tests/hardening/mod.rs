@@ -1,8 +1,7 @@
 //! Regression tests for the hardening issue: each drives the real binary against a fixture
 //! project and failed on the main branch before its fix.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 /// A fresh copy of tests/fixtures/hardening.
 fn project() -> common::dispatch::Project {

@@ -8,16 +8,14 @@
 //!
 //! Every target checks: no panic, no input slower than a bound, results within their budgets.
 //! Modes:
-//! - `cargo test --test fuzz` (CI): replays the saved corpus in `tests/fixtures/fuzz/` (seeds and
+//! - `cargo test --test tests fuzz::` (CI): replays the saved corpus in `tests/fixtures/fuzz/` (seeds and
 //!   every input that once failed), then a fixed, deterministic set of generated cases.
-//! - `PAP_FUZZ_SECONDS=600 cargo test --release --test fuzz -- --test-threads 1 --nocapture`:
+//! - `PAP_FUZZ_SECONDS=600 cargo test --release --test tests fuzz:: -- --test-threads 1 --nocapture`:
 //!   each target generates random cases for that long; a failing input is written to
 //!   `target/fuzz-failures/TARGET/` (copy it into the corpus to keep it as a regression test),
 //!   and an input that runs longer than 10 s aborts the run after saving it there.
 
-#[path = "../common/measure.rs"]
-#[allow(dead_code)]
-mod measure;
+use crate::common::measure;
 mod targets;
 
 use std::io::Write;

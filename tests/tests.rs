@@ -1,0 +1,54 @@
+//! The integration tests, one binary: each module was its own test binary once, and each
+//! linked the whole dependency tree (45 links of ~400 MB each per build). One binary links
+//! once; `cargo test` runs its tests on every core, as it ran each binary's before.
+//!
+//! Run one suite: `cargo test --test tests dispatch::` (the module path is the filter).
+//! `storage_model` stays a binary of its own: it has its own harness, and it starts itself
+//! again as the crash child.
+
+mod common;
+
+mod agent_lifetime;
+mod approvals;
+mod budget;
+mod cli_conventions;
+mod cluster_crash;
+mod concurrency;
+mod debounce;
+mod dispatch;
+mod doctor;
+mod durability;
+mod example_project;
+mod fuzz;
+mod hardening;
+mod help;
+mod http_adapters;
+mod http_clients;
+mod http_console;
+mod http_crash;
+mod http_ingest;
+mod invocation_control;
+mod jsonpath_cts;
+mod lint;
+mod llm;
+mod manifest_cache;
+mod mcp_server;
+mod notify_lifecycle;
+mod notify_routing;
+mod postgres;
+mod postgres_outage;
+mod project_root;
+mod readme_walkthrough;
+mod rfd011;
+mod rule_tests;
+mod schema;
+mod secrets;
+mod serve;
+mod serve_crash;
+mod service_unit;
+mod status;
+mod store_format;
+mod suite_on_postgres;
+mod supervisor_lease;
+mod syncs;
+mod typed_ids;
