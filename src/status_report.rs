@@ -52,6 +52,8 @@ pub struct ServeState {
     pub since: String,
     /// The HTTP listener's URL, when serve listens.
     pub listen: Option<String>,
+    /// What is wrong with it though it keeps going: each is also an `attention` line.
+    pub conditions: Vec<crate::serve::conditions::Shown>,
 }
 
 #[derive(Debug, Serialize)]
@@ -101,8 +103,13 @@ pub fn gather(
         pid: s.pid,
         since: s.started_at,
         listen: s.listen,
+        conditions: s.conditions,
     });
-    let mut attention = Vec::new();
+    let mut attention: Vec<String> = serve
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .map(|c| format!("serve: {} (since {})", c.message, c.since))
+        .collect();
     let (invocations, _) = store.read(|r| r.invocations(&|i| !i.status.is_terminal(), None))?;
     let mut queue: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut awaiting: Vec<&Invocation> = Vec::new();

@@ -214,6 +214,14 @@ fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
         samples.iter().any(|s| s["family"] == "pap_notifications"),
         "{samples:?}"
     );
+    // Every serve condition is in the scrape, 0 while it does not hold.
+    for condition in ["spool", "reload_refused", "restart_needed"] {
+        assert_eq!(
+            get("pap_serve_condition", &[("condition", condition)]),
+            Some(0.0),
+            "{condition}"
+        );
+    }
 }
 
 struct Alertmanager {

@@ -2,7 +2,7 @@
 //! serve and hand it work. Only the owner may connect (mode 0600). One JSON request per
 //! line, one JSON reply per line:
 //!
-//! - `{"op":"ping"}` → `{"ok":true,"pid":…,"started_at":…,"version":…}`
+//! - `{"op":"ping"}` → `{"ok":true,"pid":…,"started_at":…,"version":…,"conditions":[…]}`
 //! - `{"op":"wake"}` → `{"ok":true}`: look at the queue now (an approval, `--no-run` work)
 //!
 //! Decisions and state never travel over the socket: every command reads and writes the
@@ -29,12 +29,17 @@ pub struct ServeInfo {
     /// The HTTP listener's URL, when serve listens.
     #[serde(default)]
     pub listen: Option<String>,
+    /// What is wrong with it though it keeps going (see [`super::conditions`]); a serve of an
+    /// earlier release sends none.
+    #[serde(default)]
+    pub conditions: Vec<super::conditions::Shown>,
 }
 
-/// Listens on the socket on its own thread; `on_wake` is called for each wake request.
+/// Listens on the socket on its own thread; `info` makes the reply to a ping (as of then),
+/// `on_wake` is called for each wake request.
 pub fn listen(
     state_dir: &Path,
-    info: Value,
+    info: impl Fn() -> Value + Send + 'static,
     on_wake: impl Fn() + Send + 'static,
 ) -> std::io::Result<PathBuf> {
     let path = state_dir.join(SOCKET_FILE);
@@ -53,7 +58,7 @@ pub fn listen(
     Ok(path)
 }
 
-fn answer(conn: UnixStream, info: &Value, on_wake: &impl Fn()) -> std::io::Result<()> {
+fn answer(conn: UnixStream, info: &impl Fn() -> Value, on_wake: &impl Fn()) -> std::io::Result<()> {
     conn.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -61,7 +66,7 @@ fn answer(conn: UnixStream, info: &Value, on_wake: &impl Fn()) -> std::io::Resul
     reader.by_ref().take(64 * 1024).read_line(&mut line)?;
     let request: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
     let reply = match request.get("op").and_then(Value::as_str) {
-        Some("ping") => info.clone(),
+        Some("ping") => info(),
         Some("wake") => {
             on_wake();
             json!({"ok": true})

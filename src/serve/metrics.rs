@@ -7,6 +7,7 @@
 //! store at each scrape, so it is right also for what other processes (`pap dispatch`,
 //! `pap approve`) changed. The names and labels are listed in the README.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::conditions::{Condition, Conditions};
 use crate::domain::{SinkState, Status};
 use crate::pipeline::report::EventReport;
 use crate::stages::Outcome;
@@ -42,16 +44,19 @@ pub struct Metrics {
     approval_oldest_seconds: Gauge<f64, AtomicU64>,
     notifications: Family<Labels, Gauge>,
     sink_failures: Family<Labels, Gauge>,
+    serve_conditions: Family<Labels, Gauge>,
+    conditions: Arc<Conditions>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics::new()
+        Metrics::new(Default::default())
     }
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    /// `conditions` are serve's, shown at each scrape.
+    pub fn new(conditions: Arc<Conditions>) -> Metrics {
         let mut registry = Registry::with_prefix("pap");
         let m = Metrics {
             registry: Registry::default(),
@@ -66,6 +71,8 @@ impl Metrics {
             approval_oldest_seconds: Gauge::default(),
             notifications: Family::default(),
             sink_failures: Family::default(),
+            serve_conditions: Family::default(),
+            conditions,
         };
         registry.register(
             "events_received",
@@ -121,6 +128,11 @@ impl Metrics {
             "sink_failures",
             "Sink deliveries failed or being retried, by sink",
             m.sink_failures.clone(),
+        );
+        registry.register(
+            "serve_condition",
+            "1 while serve has this condition (spool not taken, reload refused, restart needed; pap status says why), else 0",
+            m.serve_conditions.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -235,6 +247,11 @@ impl Metrics {
             notifications.into_iter().map(|(k, v)| (k.to_owned(), v)),
         );
         set_all(&self.sink_failures, "sink", sinks.into_iter());
+        for condition in Condition::ALL {
+            self.serve_conditions
+                .get_or_create(&vec![("condition", condition.as_str().to_owned())])
+                .set(i64::from(self.conditions.holds(condition)));
+        }
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String");
         Ok(text)
@@ -259,7 +276,7 @@ mod tests {
 
     #[test]
     fn counters_and_histograms_are_encoded_with_their_labels() {
-        let m = Metrics::new();
+        let m = Metrics::default();
         m.received("/v1/events", 2, 1);
         m.run_ended("quick", "succeeded", Duration::from_millis(30));
         m.committed(Duration::from_millis(2));

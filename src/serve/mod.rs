@@ -10,6 +10,7 @@
 //! Every write goes through the store as in any other command (the file is opened per
 //! transaction), so `pap dispatch`, `approve` and the listings keep working beside serve.
 
+pub mod conditions;
 pub mod control;
 pub mod decider;
 pub mod http;
@@ -171,7 +172,8 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     };
     let (wake_tx, wakes) = std::sync::mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
-    let metrics = Arc::new(metrics::Metrics::new());
+    let conditions = Arc::new(conditions::Conditions::default());
+    let metrics = Arc::new(metrics::Metrics::new(conditions.clone()));
     let recent = Arc::new(recent::RecentDecisions::default());
     let worker = Worker::start(
         &rt,
@@ -216,13 +218,23 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     }
     if !settings.once {
         signals(&rt, wake_tx.clone(), stop.clone());
-        let info = json!({
-            "ok": true,
-            "pid": std::process::id(),
-            "started_at": started_at,
-            "version": env!("CARGO_PKG_VERSION"),
-            "listen": listening.as_ref().map(http::Listening::url),
-        });
+        let info = {
+            let (pid, listen) = (
+                std::process::id(),
+                listening.as_ref().map(http::Listening::url),
+            );
+            let conditions = conditions.clone();
+            move || {
+                json!({
+                    "ok": true,
+                    "pid": pid,
+                    "started_at": started_at,
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "listen": listen,
+                    "conditions": conditions.shown(),
+                })
+            }
+        };
         let poke = wake_tx.clone();
         match control::listen(state_dir, info, move || {
             let _ = poke.send(Wake::Work);
