@@ -29,6 +29,7 @@ mod http_crash;
 mod http_ingest;
 mod invocation_control;
 mod jsonpath_cts;
+mod large_input;
 mod lint;
 mod llm;
 mod manifest_cache;

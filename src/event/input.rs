@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
-use super::json_stream::{Piece, Position, Splitter};
+use super::json_stream::{self, Piece, Position, Splitter};
 use super::strict::Strict;
 use super::{Event, Invalid, Origin, encoded_len, validate};
 
@@ -353,12 +353,7 @@ fn read_line_capped(
             Some(i) => (&buf[..=i], true),
             None => (buf, false),
         };
-        if whole && out.len() + chunk.len() <= cap {
-            out.extend_from_slice(chunk);
-        } else {
-            whole = false;
-            out.clear();
-        }
+        whole = whole && json_stream::hold(out, chunk, cap);
         let n = chunk.len();
         read += n;
         reader.consume(n);

@@ -19,6 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// reported by the parse, and this bound keeps the walk's own state small).
 const CHECKED_DEPTH: usize = 256;
 
+/// Up to this size a value's buffer grows as it needs; past it, it takes the whole cap.
+const GROW_FREELY: usize = 64 * 1024;
+
 /// Where something is: the value's ordinal (an array's index, or the document's number from
 /// 0), and its line and byte column (both from 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,13 +210,7 @@ impl<R: Read> Splitter<R> {
                     return Ok(self.broken(&reason));
                 }
             };
-            if fits && self.held.len() + n <= self.cap {
-                self.held.extend_from_slice(&chunk[..n]);
-            } else if fits {
-                fits = false;
-                // Given back: a skipped value leaves nothing of itself in memory.
-                self.held = Vec::new();
-            }
+            fits = fits && hold(&mut self.held, &chunk[..n], self.cap);
             self.at.advance(&chunk[..n]);
             self.source.consume(n, consumed);
             size += n as u64;
@@ -449,6 +446,24 @@ impl Walk {
     }
 }
 
+/// Appends `bytes` to `held` if the whole stays within `cap` bytes; else empties `held` (its
+/// room kept for the next value) and returns false.
+pub(crate) fn hold(held: &mut Vec<u8>, bytes: &[u8], cap: usize) -> bool {
+    let wanted = held.len() + bytes.len();
+    if wanted > cap {
+        held.clear();
+        return false;
+    }
+    if wanted > held.capacity() && wanted > GROW_FREELY {
+        // Room for the largest value at once: growing by doubling would leave every smaller
+        // buffer behind in the allocator, several times the cap in all, while room reserved
+        // and not written costs no memory.
+        held.reserve_exact(cap - held.len());
+    }
+    held.extend_from_slice(bytes);
+    true
+}
+
 /// JSON's whitespace (RFC 8259): space, tab, line feed, carriage return.
 fn is_whitespace(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
@@ -529,7 +544,10 @@ mod tests {
 
     #[test]
     fn nested_arrays_are_one_element() {
-        assert_eq!(array("[[1,[2,[3]]],[]]"), ["0@1:2=[1,[2,[3]]]", "1@1:14=[]"]);
+        assert_eq!(
+            array("[[1,[2,[3]]],[]]"),
+            ["0@1:2=[1,[2,[3]]]", "1@1:14=[]"]
+        );
         assert!(array("[]").is_empty());
         assert!(array("  [ \n ] \n").is_empty());
     }
@@ -566,7 +584,10 @@ mod tests {
         assert_eq!((bytes, at.line), (&b"{\n \"x\": 1\n}"[..], 5));
         assert!(matches!(
             s.next(&consumed, &mut || {}).unwrap(),
-            Some(Piece::Value { at: Position { line: 8, .. }, .. })
+            Some(Piece::Value {
+                at: Position { line: 8, .. },
+                ..
+            })
         ));
         assert_eq!(s.next(&consumed, &mut || {}).unwrap(), None);
         // Only what came from the reader counts as consumed here.
@@ -584,7 +605,11 @@ mod tests {
         );
         assert_eq!(
             array("[1,\n2"),
-            ["0@1:2=1", "1@2:1=2", "broken@2:2 the input ends before the array's closing `]`"]
+            [
+                "0@1:2=1",
+                "1@2:1=2",
+                "broken@2:2 the input ends before the array's closing `]`"
+            ]
         );
         assert_eq!(
             walk("{\"a\":\n[1\n", 100, false),
@@ -608,12 +633,12 @@ mod tests {
         assert_eq!(array("[,1]"), ["broken@1:2 expected a value, found `,`"]);
         assert_eq!(
             array("[1] x"),
-            ["0@1:2=1", "broken@1:5 found `x` after the array's closing `]`"]
+            [
+                "0@1:2=1",
+                "broken@1:5 found `x` after the array's closing `]`"
+            ]
         );
-        assert_eq!(
-            array("[{\"a\": [1}]"),
-            ["broken@1:10 `}` closes a `[`"]
-        );
+        assert_eq!(array("[{\"a\": [1}]"), ["broken@1:10 `}` closes a `[`"]);
         assert_eq!(
             walk("{} ] {}", 100, false),
             ["0@1:1={}", "broken@1:4 expected a value, found `]`"]
@@ -627,17 +652,20 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[1], "1@1:200004=1");
         // Mismatches below the checked depth are still found.
-        let bad = format!(
-            "[{}{{]{}]",
-            "[".repeat(10),
-            "]".repeat(10)
+        let bad = format!("[{}{{]{}]", "[".repeat(10), "]".repeat(10));
+        assert_eq!(
+            pieces(&bad, 100, true, 1 << 16),
+            ["broken@1:13 `]` closes a `{`"]
         );
-        assert_eq!(pieces(&bad, 100, true, 1 << 16), ["broken@1:13 `]` closes a `{`"]);
     }
 
     #[test]
     fn a_value_over_the_cap_is_measured_not_held() {
-        let text = format!("[\"{}\", {{\"k\": [{}]}}, 3]", "x".repeat(50), "1,".repeat(30) + "1");
+        let text = format!(
+            "[\"{}\", {{\"k\": [{}]}}, 3]",
+            "x".repeat(50),
+            "1,".repeat(30) + "1"
+        );
         assert_eq!(
             walk(&text, 40, true),
             ["0@1:2 too long 52", "1@1:56 too long 70", "2@1:128=3"]
