@@ -843,6 +843,59 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
     reader.join().unwrap();
 }
 
+/// An array on a pipe is read element by element too: each is decided before the next one is
+/// written, and a break in the text ends the input after the elements before it.
+#[test]
+fn a_trickling_array_gets_each_element_before_the_next_is_sent() {
+    use std::io::{BufRead, BufReader, Write};
+    let p = Project::new();
+    let mut child = p
+        .cmd(T0)
+        .args(["dispatch", "--json", "--no-run", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines, got) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    let next = || -> Value {
+        // Generous: the line comes at once; only waiting for the end of the input fails.
+        let line = got
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("a line while stdin stays open");
+        serde_json::from_str(&line).unwrap()
+    };
+    write!(stdin, "[\n").unwrap();
+    for (i, id) in ["a1", "a2"].iter().enumerate() {
+        let pretty =
+            serde_json::to_string_pretty(&ev(id, "test.basic.happened", json!({}))).unwrap();
+        write!(stdin, "{}{pretty}", if i > 0 { ",\n" } else { "" }).unwrap();
+        stdin.flush().unwrap();
+        let line = next();
+        assert_eq!(line["event_id"], *id);
+        assert_eq!(line["triggers"][0]["outcome"], "queued");
+    }
+    write!(stdin, "\n  {{\"not\": \"separated\"}}\n]\n").unwrap();
+    drop(stdin);
+    let line = next();
+    assert_eq!(line["status"], "invalid");
+    assert!(line["input"].as_str().unwrap().ends_with(":18"), "{line}");
+    assert!(
+        line["error"].as_str().unwrap().starts_with(
+            "not valid JSON: expected `,` or `]` after element 1, found `{` at line 18 column 3"
+        ),
+        "{line}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+    reader.join().unwrap();
+}
+
 #[test]
 fn an_unreadable_file_exits_1_and_the_others_still_count() {
     let p = Project::new();
