@@ -34,6 +34,7 @@ mod lint;
 mod llm;
 mod manifest_cache;
 mod mcp_server;
+mod mcp_stdio;
 mod notify_lifecycle;
 mod notify_routing;
 mod postgres;
