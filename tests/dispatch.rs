@@ -871,7 +871,7 @@ fn a_trickling_array_gets_each_element_before_the_next_is_sent() {
             .expect("a line while stdin stays open");
         serde_json::from_str(&line).unwrap()
     };
-    write!(stdin, "[\n").unwrap();
+    writeln!(stdin, "[").unwrap();
     for (i, id) in ["a1", "a2"].iter().enumerate() {
         let pretty =
             serde_json::to_string_pretty(&ev(id, "test.basic.happened", json!({}))).unwrap();

@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(parse["id"], Value::Null);
         assert_eq!(parse["error"]["code"], -32700);
         assert_eq!(parse["jsonrpc"], "2.0");
-        let deep = answer(&format!("{}{}", "[".repeat(200), "]".repeat(200))).unwrap();
+        let deep = answer(format!("{}{}", "[".repeat(200), "]".repeat(200))).unwrap();
         assert_eq!(deep["error"]["code"], -32700);
         assert!(
             deep["error"]["message"]
