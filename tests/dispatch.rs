@@ -783,12 +783,16 @@ fn stdin_and_several_files_and_arrays() {
     );
 }
 
-/// A pipeline that trickles events gets each line while its stdin is still open: events are
-/// read and decided in batches, but a batch never waits for input that is not there yet.
-#[test]
-fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
-    use std::io::{BufRead, BufReader, Write};
-    let p = Project::new();
+/// `pap dispatch --json --no-run -` on a pipe, its output lines sent on as they come.
+fn dispatch_from_a_pipe(
+    p: &Project,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::{BufRead, BufReader};
     let mut child = p
         .cmd(T0)
         .args(["dispatch", "--json", "--no-run", "-"])
@@ -796,7 +800,7 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
     let (lines, got) = std::sync::mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -804,6 +808,16 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
             let _ = lines.send(line.unwrap());
         }
     });
+    (child, stdin, got, reader)
+}
+
+/// A pipeline that trickles events gets each line while its stdin is still open: events are
+/// read and decided in batches, but a batch never waits for input that is not there yet.
+#[test]
+fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
+    use std::io::Write;
+    let p = Project::new();
+    let (mut child, mut stdin, got, reader) = dispatch_from_a_pipe(&p);
     for id in ["t1", "t2", "t3"] {
         writeln!(stdin, "{}", ev(id, "test.basic.happened", json!({}))).unwrap();
         stdin.flush().unwrap();
@@ -847,23 +861,9 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
 /// written, and a break in the text ends the input after the elements before it.
 #[test]
 fn a_trickling_array_gets_each_element_before_the_next_is_sent() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     let p = Project::new();
-    let mut child = p
-        .cmd(T0)
-        .args(["dispatch", "--json", "--no-run", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let (lines, got) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let _ = lines.send(line.unwrap());
-        }
-    });
+    let (mut child, mut stdin, got, reader) = dispatch_from_a_pipe(&p);
     let next = || -> Value {
         // Generous: the line comes at once; only waiting for the end of the input fails.
         let line = got
