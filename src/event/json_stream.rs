@@ -697,4 +697,90 @@ mod tests {
         assert_eq!(count, 3);
         assert!(told >= 3, "{told}");
     }
+
+    mod generated {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        /// Strings full of what a naive splitter trips on.
+        fn text() -> impl Strategy<Value = String> {
+            proptest::string::string_regex(r#"[\[\]{}",:\\ a\n\u{e9}]{0,12}"#).unwrap()
+        }
+
+        /// JSON values with such strings, nested.
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                text().prop_map(Value::from),
+            ];
+            leaf.prop_recursive(6, 64, 6, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::vec((text(), inner), 0..6)
+                        .prop_map(|members| Value::Object(members.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn values_of(text: &[u8], array: bool) -> Vec<Result<Value, String>> {
+            let reader = BufReader::with_capacity(7, text);
+            let mut s = if array {
+                Splitter::array(reader, 1 << 20)
+            } else {
+                Splitter::documents(Vec::new(), reader, 1 << 20, 1)
+            };
+            let consumed = AtomicU64::new(0);
+            let mut out = Vec::new();
+            while let Some(p) = s.next(&consumed, &mut || {}).unwrap() {
+                out.push(match p {
+                    Piece::Value { bytes, .. } => {
+                        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+                    }
+                    other => Err(format!("{other:?}")),
+                });
+            }
+            out
+        }
+
+        proptest! {
+            #[test]
+            fn every_element_is_found_whole(elements in prop::collection::vec(value(), 0..6)) {
+                let want: Vec<Result<Value, String>> = elements.iter().cloned().map(Ok).collect();
+                let array = Value::Array(elements.clone());
+                for text in [array.to_string(), serde_json::to_string_pretty(&array).unwrap()] {
+                    prop_assert_eq!(&values_of(text.as_bytes(), true), &want, "{}", text);
+                }
+                let documents: String = elements
+                    .iter()
+                    .map(|e| format!("{}\n", serde_json::to_string_pretty(e).unwrap()))
+                    .collect();
+                // Two bare words in a row need the space between them; pretty-printing puts
+                // a newline there.
+                prop_assert_eq!(&values_of(documents.as_bytes(), false), &want, "{}", documents);
+            }
+
+            #[test]
+            fn a_cut_array_ends_broken_after_the_whole_elements(
+                elements in prop::collection::vec(value(), 1..6),
+                cut in any::<prop::sample::Index>(),
+            ) {
+                let text = serde_json::to_string_pretty(&Value::Array(elements.clone())).unwrap();
+                let cut = cut.index(text.len());
+                let got = values_of(&text.as_bytes()[..cut], true);
+                if cut > 0 {
+                    prop_assert!(got.last().is_some_and(|l| l.as_ref().is_err_and(|e| e.contains("Broken"))), "{:?}", got);
+                }
+                // Whole elements come out as they were; only the last may be a cut-short
+                // bare word (a number the cut shortened).
+                let values: Vec<&Value> = got.iter().filter_map(|v| v.as_ref().ok()).collect();
+                for (i, v) in values.iter().enumerate() {
+                    let whole = *v == &elements[i];
+                    prop_assert!(whole || (i + 1 == values.len() && !v.is_object() && !v.is_array()), "{:?} {:?}", v, elements[i]);
+                }
+            }
+        }
+    }
 }
