@@ -243,7 +243,7 @@ fn read_values(
                 loc: loc(at),
                 event: Err(Invalid::new(format!(
                     "the value is {size} bytes as written, more than twice the {max_bytes} an \
-                     event may have (max_event_bytes); it was skipped without being read"
+                     event may have (max_event_bytes); it was skipped without being held in memory"
                 ))),
             },
             Piece::Broken { reason, at } => Item {
