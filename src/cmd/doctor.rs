@@ -65,7 +65,7 @@ pub fn run(cli: &Cli, args: &DoctorArgs) -> anyhow::Result<Outcome> {
             &mut checks,
             "project".into(),
             Verdict::Fail,
-            format!("{e:#}"),
+            crate::error_text::describe(&e),
         ),
     }
     print(&checks, args.json)?;

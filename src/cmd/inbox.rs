@@ -46,7 +46,7 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
                         crate::out!("{id}: {notification} was already delivered")?
                     }
                     Err(e) => {
-                        crate::say!("pap: {e}");
+                        crate::say!("error: {e}");
                         failed = true;
                     }
                 }

@@ -677,7 +677,7 @@ impl Server {
                 result = d.process(group);
             }
             if result.is_ok() {
-                result = d.finish();
+                result = d.finish(true);
             }
         }
         if let Err(e) = result {
@@ -761,7 +761,7 @@ impl Server {
             let decided = d.decide_queued(events);
             // Once committed, the answer stands: a failure of the log's printer after the
             // commit must not turn it into "nothing was recorded".
-            let _ = d.finish();
+            let _ = d.finish(true);
             decided
         };
         match decided {
@@ -776,7 +776,7 @@ impl Server {
                 }
             }
             Err(e) => {
-                let why = format!("{e:#}");
+                let why = crate::error_text::describe(&e);
                 tracing::error!(error = %why, requests = replies.len(), "cannot decide posted events; nothing of them was recorded");
                 for reply in replies {
                     reply.send(Err(why.clone()));
@@ -790,7 +790,7 @@ impl Server {
             return;
         }
         let mut d = self.dispatcher();
-        let result = d.dispatch_emitted(events).and_then(|_| d.finish());
+        let result = d.dispatch_emitted(events).and_then(|_| d.finish(true));
         if let Err(e) = result {
             outage::report(&e, "cannot decide emitted events (they stay in the outbox)");
         }
@@ -835,7 +835,7 @@ impl Server {
     /// Trailing debounces whose burst has gone quiet: one invocation each.
     fn fire_debounced(&mut self) {
         let mut d = self.dispatcher();
-        let fired = d.fire_debounced().and_then(|f| d.finish().map(|_| f));
+        let fired = d.fire_debounced().and_then(|f| d.finish(true).map(|_| f));
         match fired {
             Ok(fired) => {
                 for f in fired {
@@ -865,7 +865,7 @@ impl Server {
 
     fn expire_approvals(&mut self) {
         let mut d = self.dispatcher();
-        if let Err(e) = d.expire_approvals().and_then(|_| d.finish()) {
+        if let Err(e) = d.expire_approvals().and_then(|_| d.finish(true)) {
             outage::report(&e, "cannot expire approvals");
         }
     }

@@ -276,7 +276,7 @@ impl State {
                 self.outage_seen = Some(std::time::Instant::now());
             }
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
+                tracing::error!(error = %crate::error_text::describe_error(&e), "cannot run the invocation");
                 self.broken.insert(id);
             }
         }
@@ -370,7 +370,7 @@ impl State {
             }
             Err(e) => {
                 self.idle_scan = true;
-                tracing::error!(error = %format!("{e:#}"), "cannot read the work queue");
+                tracing::error!(error = %crate::error_text::describe_error(&e), "cannot read the work queue");
             }
         }
     }

@@ -204,7 +204,12 @@ impl Session {
                 )
             })
             .await
-            .map_err(|e| format!("cannot record an external tool call: {e:#}"))?;
+            .map_err(|e| {
+                format!(
+                    "cannot record an external tool call: {}",
+                    crate::error_text::describe_error(&e)
+                )
+            })?;
         }
         let mcp = self.mcp.as_ref().expect("offered tools have a session");
         let outcome = mcp.call(&tool.spec.server, &call.name, arguments).await?;
