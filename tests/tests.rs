@@ -16,6 +16,7 @@ mod cluster_crash;
 mod concurrency;
 mod debounce;
 mod dispatch;
+mod docs;
 mod doctor;
 mod durability;
 mod example_project;

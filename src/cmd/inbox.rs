@@ -88,7 +88,7 @@ fn read(
             let ntf = n
                 .notification(&m.notification_id)?
                 .map(|ntf| ntf.as_of(now).0);
-            let view = inbox::view(&m, ntf.as_ref());
+            let view = inbox::view(&m, ntf.as_ref(), now);
             out.push((m, view));
         }
         Ok(out)

@@ -36,7 +36,11 @@ pub struct Session {
 
 impl Session {
     /// Connects the servers the manifest's tools name and finds each listed tool on its server.
-    pub async fn open(rt: &Runtime, agent: &Agent, inv: &Invocation) -> Result<Session, String> {
+    pub async fn open(
+        rt: &Runtime,
+        agent: &Agent,
+        inv: &Invocation,
+    ) -> Result<Session, mcp::ConnectError> {
         if agent.tools.is_empty() {
             return Ok(Session {
                 mcp: None,
@@ -61,7 +65,10 @@ impl Session {
             }),
             Err(e) => {
                 mcp.shutdown().await;
-                Err(e)
+                Err(mcp::ConnectError {
+                    reason: e,
+                    permanent: false,
+                })
             }
         }
     }
