@@ -90,42 +90,6 @@ fn ingest_status(url: &str, id: &str, extra: &[&str]) -> u16 {
     .status
 }
 
-/// Logs in at the console with curl; returns the cookie jar.
-fn login(url: &str, dir: &std::path::Path, who: &str) -> String {
-    let jar = dir.join(format!("{who}.cookies")).display().to_string();
-    let form = format!("name={who}&password={}", PASSWORD.replace(' ', "+"));
-    let r = curl(
-        &[
-            "-c",
-            &jar,
-            "-X",
-            "POST",
-            "-H",
-            "content-type: application/x-www-form-urlencoded",
-            &format!("{url}/login"),
-        ],
-        Some(form.as_bytes()),
-    );
-    assert_eq!(r.status, 303, "{r:?}");
-    jar
-}
-
-fn hash(password: &str) -> String {
-    let mut child = common::pap()
-        .arg("hash-password")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(
-        &mut child.stdin.take().unwrap(),
-        format!("{password}\n").as_bytes(),
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 /// `listen.auth` with these principals (YAML list items, indented for `principals:`).
 fn auth(principals: &[String]) -> String {
     format!("listen:\n  auth:\n    principals:\n{}", principals.concat())
@@ -176,7 +140,7 @@ fn a_removed_principal_is_refused_from_the_next_request_and_its_sessions_end() {
         return;
     }
     let (p, base) = fixture();
-    let h = hash(PASSWORD);
+    let h = common::http::hash_password(PASSWORD);
     let alice =
         format!("      - name: alice\n        password_hash: \"{h}\"\n        scopes: [read]\n");
     let am = token_principal("am", "token: ${AM_TOKEN}", "ingest, read");
@@ -187,7 +151,7 @@ fn a_removed_principal_is_refused_from_the_next_request_and_its_sessions_end() {
     assert_eq!(read_status(&url, &["-H", &am_auth]), 200);
     assert_eq!(ingest_status(&url, "r1", &["-H", &am_auth]), 200);
     let dir = tempfile::tempdir().unwrap();
-    let jar = login(&url, dir.path(), "alice");
+    let (jar, _) = common::http::console_login(&url, dir.path(), "alice", PASSWORD);
     assert_eq!(read_status(&url, &["-b", &jar]), 200);
     // am's live inbox, open across the reload.
     let mut am_stream = stream(&mut serve, &url, "/inbox/stream", &["-H", &am_auth]);
@@ -480,25 +444,11 @@ fn a_changed_address_waits_for_a_restart_while_the_limits_apply() {
 
 #[test]
 fn a_real_browser_session_ends_when_its_principal_is_removed() {
-    let Some(chromium) = common::required_tool(
-        "chromium",
-        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
-        "the console is not driven by a real browser",
-    ) else {
+    let Some((chromium, driver)) = common::webdriver::tools() else {
         return;
     };
-    let Some(driver) = common::required_tool(
-        "chromedriver",
-        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
-        "the console is not driven by a real browser",
-    ) else {
-        return;
-    };
-    if !curl_available() {
-        return;
-    }
     let (p, base) = fixture();
-    let h = hash(PASSWORD);
+    let h = common::http::hash_password(PASSWORD);
     let person = |name: &str| {
         format!("      - name: {name}\n        password_hash: \"{h}\"\n        scopes: [read]\n")
     };
