@@ -477,3 +477,62 @@ fn a_real_browser_session_ends_when_its_principal_is_removed() {
         browser.current_url()
     );
 }
+
+#[test]
+fn a_renewed_certificate_is_served_after_a_reload_and_dropping_tls_waits_for_a_restart() {
+    if !curl_available() {
+        return;
+    }
+    let (p, base) = fixture();
+    let tls = p.root().join("tls");
+    common::copy_dir(&common::fixture("tls"), &tls);
+    let with_tls = "listen:\n  tls:\n    cert: tls/cert.pem\n    key: tls/key.pem\n";
+    set_yaml(&p, &base, with_tls);
+    let (mut serve, url) = serve(&p, &[], &[]);
+    assert!(url.starts_with("https://"), "{url}");
+    let trusting = |cert: &str| {
+        let ca = tls.join(cert).display().to_string();
+        curl(&["--cacert", &ca, &format!("{url}/healthz")], None).status
+    };
+    assert_eq!(trusting("cert.pem"), 200);
+    assert_eq!(
+        trusting("renewed-cert.pem"),
+        0,
+        "the renewed one is not served yet"
+    );
+
+    // Renewed in place (as certbot does), then a reload: new connections get it.
+    for (from, to) in [
+        ("renewed-cert.pem", "cert.pem"),
+        ("renewed-key.pem", "key.pem"),
+    ] {
+        std::fs::copy(tls.join(from), tls.join(format!("{to}.new"))).unwrap();
+        std::fs::rename(tls.join(format!("{to}.new")), tls.join(to)).unwrap();
+    }
+    std::fs::copy(
+        common::fixture("tls/cert.pem"),
+        tls.join("previous-cert.pem"),
+    )
+    .unwrap();
+    reload(&mut serve, "manifests reloaded");
+    assert_eq!(trusting("renewed-cert.pem"), 200);
+    assert_eq!(trusting("previous-cert.pem"), 0);
+
+    // TLS off waits for a restart: the listener keeps speaking HTTPS, and says why.
+    set_yaml(&p, &base, "");
+    reload(&mut serve, "manifests reloaded");
+    assert_eq!(trusting("renewed-cert.pem"), 200);
+    let log = serve.log_text();
+    assert!(
+        log.contains("needs a restart") && log.contains("\"listen.tls\" running=on configured=off"),
+        "{log}"
+    );
+    let (code, report) = status(&p);
+    assert_eq!(code, 5, "{report}");
+    assert!(
+        report["attention"]
+            .to_string()
+            .contains("listen.tls (on → off)"),
+        "{report}"
+    );
+}

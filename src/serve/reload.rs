@@ -93,6 +93,10 @@ impl Server {
         if !changed.is_empty() {
             tracing::info!(changed = %changed.join(", "), "serve settings changed");
         }
+        let overruled = self.settings.overruled(config);
+        if !overruled.is_empty() {
+            tracing::info!(settings = %overruled.join("; "), "the command line wins over pap.yaml");
+        }
         let configured = Fixed::of(
             config,
             &self.settings.overrides,

@@ -112,6 +112,39 @@ impl Settings {
         }
         changed
     }
+
+    /// pap.yaml's values that the command line overrules, as `setting: --option VALUE wins
+    /// over pap.yaml's VALUE` (a reload logs them, so that such a change is not silently
+    /// without effect).
+    pub fn overruled(&self, config: &Config) -> Vec<String> {
+        let mut out = Vec::new();
+        let serve = &config.serve;
+        if let Some(n) = self.overrides.max_concurrent
+            && n != serve.max_concurrent
+        {
+            out.push(format!(
+                "serve.max_concurrent: --max-concurrent {n} wins over pap.yaml's {}",
+                serve.max_concurrent
+            ));
+        }
+        if let Some(g) = self.overrides.grace
+            && g != serve.grace_period
+        {
+            out.push(format!(
+                "serve.grace_period: --grace {} wins over pap.yaml's {}",
+                shown(g),
+                shown(serve.grace_period)
+            ));
+        }
+        if let (Some(l), Some(a)) = (&self.overrides.listen, &config.listen.address)
+            && l != a
+        {
+            out.push(format!(
+                "listen.address: --listen {l} wins over pap.yaml's {a}"
+            ));
+        }
+        out
+    }
 }
 
 /// A duration as pap.yaml writes it (`7d`, `1s`), or in milliseconds below a second.
@@ -120,5 +153,42 @@ fn shown(d: Duration) -> String {
         crate::manifest::duration::format(d)
     } else {
         format!("{d:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reload_takes_the_new_values_but_those_the_command_line_gave() {
+        let mut config = Config::default();
+        let overrides = Overrides {
+            grace: Some(Duration::from_secs(3)),
+            ..Overrides::default()
+        };
+        let mut s = Settings::new(&config, overrides, false, LogFormat::Human);
+        assert_eq!((s.max_concurrent, s.grace), (4, Duration::from_secs(3)));
+        config.serve.max_concurrent = 9;
+        config.serve.grace_period = Duration::from_secs(60);
+        config.serve.spool_settle = Duration::from_millis(250);
+        let changed = s.reconfigure(&config);
+        assert_eq!(
+            changed,
+            [
+                "serve.spool_settle 1s → 250ms",
+                "serve.max_concurrent 4 → 9"
+            ]
+        );
+        assert_eq!(s.grace, Duration::from_secs(3), "--grace wins");
+        assert_eq!(
+            s.overruled(&config),
+            ["serve.grace_period: --grace 3s wins over pap.yaml's 1m"]
+        );
+        assert!(s.reconfigure(&config).is_empty());
+        // The ledger keeps rows at least twice the idempotency TTL.
+        config.idempotency_ttl = Duration::from_secs(40 * 24 * 3600);
+        s.reconfigure(&config);
+        assert_eq!(s.ledger_retention, Duration::from_secs(80 * 24 * 3600));
     }
 }
