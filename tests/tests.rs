@@ -10,6 +10,7 @@ mod common;
 
 mod agent_lifetime;
 mod approvals;
+mod auth_reload;
 mod budget;
 mod cli_conventions;
 mod cluster_crash;

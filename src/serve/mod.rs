@@ -20,6 +20,9 @@ pub mod metrics;
 mod node;
 mod outage;
 pub mod recent;
+mod reload;
+mod restart_only;
+mod settings;
 mod settle;
 mod spool;
 mod watch;
@@ -35,18 +38,17 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::agent::Runtime;
-use crate::cli::LogFormat;
 use crate::clock::Clock;
-use crate::diagnostics::{self, HumanStyle};
 use crate::dispatcher::{Dispatcher, Format, Pending};
 use crate::domain::Runner;
 use crate::event::input::{self, Location};
 use crate::event::{self, Event, Origin};
-use crate::manifest::{self, Project};
+use crate::manifest::Project;
 use crate::pipeline::Options;
 use crate::regular_file::{self, Links};
 use crate::schedule;
 use crate::storage;
+pub use settings::{Overrides, Settings};
 use spool::{Problem, Spool};
 use work::Worker;
 
@@ -66,20 +68,6 @@ pub enum Wake {
     Ingest(decider::IngestRequest),
     /// SIGINT/SIGTERM.
     Stop,
-}
-
-pub struct Settings {
-    pub max_concurrent: usize,
-    pub grace: Duration,
-    pub rescan: Duration,
-    pub done_retention: Duration,
-    pub ledger_retention: Duration,
-    /// How long a file written in place must be closed and unchanged before it is claimed.
-    pub spool_settle: Duration,
-    pub once: bool,
-    pub log_format: LogFormat,
-    /// `HOST:PORT` for the HTTP listener (`--listen`, else `listen.address`), if any.
-    pub listen: Option<String>,
 }
 
 /// How many spool files one transaction decides at most.
@@ -125,6 +113,14 @@ struct Server {
     shared_project: Option<http::SharedProject>,
     metrics: Arc<metrics::Metrics>,
     recent: Arc<recent::RecentDecisions>,
+    /// What `pap status` and `/metrics` show of this serve's troubles.
+    conditions: Arc<conditions::Conditions>,
+    /// The start-only settings in force (see [`restart_only`]).
+    fixed: restart_only::Fixed,
+    /// `PAP_DATABASE_URL` named the store at start (pap.yaml's `store:` then does not).
+    database_url: bool,
+    /// When the manifests in force were loaded (start, or the last reload that applied).
+    loaded_at: String,
     /// This serve as a node of the store (listed by `pap status` on a shared database).
     node: storage::Node,
     last_heartbeat: Option<Instant>,
@@ -139,6 +135,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
     let started_at = format!("{:.0}", Clock::from_env()?.now());
+    let loaded_at = started_at.clone();
     let holder = lock::Holder {
         pid: std::process::id(),
         started_at: started_at.clone(),
@@ -206,7 +203,6 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
                 ),
                 store: runtime.store.clone(),
                 state_dir,
-                max_event_bytes: project.config.max_event_bytes,
                 project: shared,
                 metrics: metrics.clone(),
                 recent: recent.clone(),
@@ -282,6 +278,13 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     if runtime.store.kind() != "redb" {
         tracing::info!(node = %node.id, store = %runtime.store.location().display(), "joined the nodes sharing the store");
     }
+    let database_url = std::env::var(storage::DATABASE_URL_ENV).is_ok_and(|url| !url.is_empty());
+    let fixed = restart_only::Fixed::of(
+        &runtime.project.config,
+        &settings.overrides,
+        database_url,
+        listening.is_some(),
+    );
     let mut server = Server {
         root,
         runtime,
@@ -303,6 +306,10 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         shared_project,
         metrics,
         recent,
+        conditions,
+        fixed,
+        database_url,
+        loaded_at,
         node,
         last_heartbeat: None,
         work_woken: false,
@@ -1054,49 +1061,6 @@ impl Server {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(files = n, "removed processed files past their retention"),
                 Err(e) => tracing::error!(error = %e, "cannot sweep spool/done"),
-            }
-        }
-    }
-
-    /// Recompiles the manifests; an invalid set is logged and the running one kept.
-    fn reload(&mut self) {
-        let loaded = manifest::load(&self.root, &[]);
-        let errors = loaded.errors();
-        match loaded.project {
-            Some(project) if errors.is_empty() => {
-                tracing::info!(
-                    triggers = project.triggers.len(),
-                    agents = project.agents.len(),
-                    schedules = project.schedules.len(),
-                    "manifests reloaded"
-                );
-                self.runtime.project = Arc::new(project);
-                self.worker.set_runtime(self.runtime.clone());
-                if let Some(shared) = &self.shared_project {
-                    *shared.write().unwrap_or_else(|p| p.into_inner()) =
-                        self.runtime.project.clone();
-                }
-            }
-            _ => {
-                let text = diagnostics::render_human(
-                    &errors,
-                    |f| loaded.sources.get(f).map(String::as_str),
-                    HumanStyle { color: false },
-                );
-                for d in &errors {
-                    tracing::error!(
-                        file = %d.file,
-                        line = d.pos.line,
-                        column = d.pos.column,
-                        code = d.code,
-                        "{}",
-                        d.message
-                    );
-                }
-                tracing::error!(
-                    errors = errors.len(),
-                    "the changed manifests have errors; the previous set keeps running\n{text}"
-                );
             }
         }
     }
