@@ -395,22 +395,7 @@ fn nodes_started_together_on_one_spool_both_keep_claiming() {
     let (a, b, spool) = sharing_a_spool(&url);
     let shared = a.root().to_str().unwrap().to_owned();
     let start = |p: &Project, node: &str| {
-        let log = p.root().join("serve.log");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let child = p
-            .cmd()
-            .arg("serve")
-            .env("PAP_TEST_DIR", &shared)
-            .env("PAP_NODE_ID", node)
-            .stdout(std::process::Stdio::null())
-            .stderr(file)
-            .spawn()
-            .unwrap();
-        common::serve::Serve { child, log }
+        p.spawn_serve(&[], &[("PAP_TEST_DIR", &shared), ("PAP_NODE_ID", node)])
     };
     let started = |s: &common::serve::Serve| s.log_text().matches("pap serve started").count();
     let mut recreated = 0;

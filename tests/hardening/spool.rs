@@ -12,14 +12,19 @@ use crate::common::dispatch::ev;
 use crate::common::serve::{Project, wait_until};
 use serde_json::json;
 
-fn with_settle(p: &Project, settle: &str) {
+/// Adds `setting` (`KEY: VALUE`) to the serve fixture's `serve:` section.
+fn with_serve_setting(p: &Project, setting: &str) {
     let config = p.root().join("pap.yaml");
     let text = std::fs::read_to_string(&config).unwrap();
     let text = text.replace(
         "  rescan_interval: 1s\n",
-        &format!("  rescan_interval: 1s\n  spool_settle: {settle}\n"),
+        &format!("  rescan_interval: 1s\n  {setting}\n"),
     );
     std::fs::write(&config, text).unwrap();
+}
+
+fn with_settle(p: &Project, settle: &str) {
+    with_serve_setting(p, &format!("spool_settle: {settle}"));
 }
 
 fn line(id: &str) -> String {
@@ -317,7 +322,7 @@ fn a_spool_directory_that_is_itself_a_link_is_resolved_once_and_logged() {
 #[test]
 fn retention_deletes_only_regular_files_pap_wrote() {
     let p = Project::new();
-    with_retention(&p, "1d");
+    with_serve_setting(&p, "done_retention: 1d");
     let done = p.spool().join("done");
     std::fs::create_dir_all(&done).unwrap();
     let outside = Outside::new();
@@ -366,14 +371,4 @@ fn retention_deletes_only_regular_files_pap_wrote() {
     );
     assert!(done.join("sub.json/inner.json").exists());
     assert_eq!(outside.contents(), before);
-}
-
-fn with_retention(p: &Project, retention: &str) {
-    let config = p.root().join("pap.yaml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    let text = text.replace(
-        "  rescan_interval: 1s\n",
-        &format!("  rescan_interval: 1s\n  done_retention: {retention}\n"),
-    );
-    std::fs::write(&config, text).unwrap();
 }

@@ -532,22 +532,15 @@ mod tests {
         std::fs::write(dir.path().join("a.ndjson"), "{}").unwrap();
         std::fs::write(dir.path().join(".c.json"), "{}").unwrap();
         assert_eq!(spool.ready(10).unwrap(), ["a.ndjson", "b.json"]);
-        let claimed = spool.claim("a.ndjson").unwrap().unwrap();
-        assert_eq!(spool.leftovers().unwrap(), std::slice::from_ref(&claimed));
-        assert_eq!(spool.claim("a.ndjson").unwrap(), None, "already claimed");
-        let done = spool
-            .finish(&claimed, 1, &[], true, "now")
-            .unwrap()
-            .unwrap();
-        assert!(done.ends_with("done/a.ndjson"));
-        // The same name again goes beside it.
-        std::fs::write(dir.path().join("a.ndjson"), "{}").unwrap();
-        let claimed = spool.claim("a.ndjson").unwrap().unwrap();
-        let again = spool
-            .finish(&claimed, 1, &[], true, "now")
-            .unwrap()
-            .unwrap();
-        assert!(again.ends_with("done/a.ndjson.1"));
+        // The same name again goes beside the first.
+        for filed in ["done/a.ndjson", "done/a.ndjson.1"] {
+            std::fs::write(dir.path().join("a.ndjson"), "{}").unwrap();
+            let claimed = spool.claim("a.ndjson").unwrap().unwrap();
+            assert_eq!(spool.leftovers().unwrap(), std::slice::from_ref(&claimed));
+            assert_eq!(spool.claim("a.ndjson").unwrap(), None, "already claimed");
+            let to = spool.finish(&claimed, 1, &[], true, "now").unwrap();
+            assert!(to.unwrap().ends_with(filed));
+        }
         std::fs::write(dir.path().join("a.ndjson"), "{}").unwrap();
         let claimed = spool.claim("a.ndjson").unwrap().unwrap();
         let problem = Problem {

@@ -7,7 +7,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, SystemTime};
 
-use nix::fcntl::{AtFlags, OFlag};
+use nix::fcntl::AtFlags;
 
 /// Whether a ready file may be claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +46,7 @@ pub fn readiness(dir: BorrowedFd<'_>, name: &str, renamed: bool, settle: Duratio
 /// cannot tell (another owner without CAP_LEASE, a file system without leases): then the
 /// settle time alone decides.
 pub fn has_writer(dir: BorrowedFd<'_>, name: &str) -> Option<bool> {
-    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let file = nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::empty()).ok()?;
+    let file = crate::regular_file::open_at(dir, name).ok()?;
     let fd = file.as_raw_fd();
     // SAFETY: fcntl on a descriptor this function owns, with integer arguments only.
     let set = unsafe { nix::libc::fcntl(fd, nix::libc::F_SETLEASE, nix::libc::F_RDLCK) };
