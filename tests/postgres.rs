@@ -343,7 +343,8 @@ fn names_in(dir: &std::path::Path) -> Vec<String> {
 /// created `processing/NODE/` but was not heard from yet) had that directory removed under
 /// it, and never claimed a spool file again, saying nothing. `PAP_TEST_SPOOL_START_DELAY_MS`
 /// holds node a between opening the spool and its first heartbeat, so node b, rescanning
-/// every second, always removes its directory.
+/// every second, always removes its directory. Then a spool error that stops its claims is
+/// shown by `pap status` and ends once the directory is back.
 #[test]
 fn a_node_whose_claim_directory_another_node_removed_as_it_started_claims_again() {
     let Some(url) = migrated_database("a node recovering its claim directory") else {
@@ -377,6 +378,26 @@ fn a_node_whose_claim_directory_another_node_removed_as_it_started_claims_again(
     assert!(mine.is_dir());
     let log = na.log_text();
     assert!(!log.contains("ERROR"), "{log}");
+    // A spool error that does stop its claims (its directory swapped for a link) shows in
+    // `pap status` while it lasts, and the node says when it takes files again.
+    let outside = tempfile::tempdir().unwrap();
+    let link = spool.path().join("node-a.link");
+    std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+    common::exchange(&mine, &link);
+    drop_into(spool.path(), "held.ndjson", "held1");
+    let status = || a.cmd().arg("status").output().unwrap();
+    wait_until("pap status to show the spool condition", || {
+        let out = status();
+        code(&out) == 5 && stdout(&out).contains("processing/node-a is a symbolic link")
+    });
+    assert!(spool.path().join("held.ndjson").exists());
+    common::exchange(&mine, &link);
+    wait_until("node a to file held.ndjson", || {
+        names_in(&spool.path().join("done")) == ["held.ndjson", "late.ndjson"]
+    });
+    na.wait_log("spool files are taken again");
+    assert_eq!(code(&status()), 0, "{}", stdout(&status()));
+    assert!(names_in(outside.path()).is_empty());
     assert_eq!(na.terminate().0, 0);
 }
 

@@ -180,19 +180,6 @@ fn age(path: &std::path::Path, days: u64) {
         .unwrap();
 }
 
-/// Swaps two names atomically (RENAME_EXCHANGE): a directory and a link change places
-/// with no moment where the name is missing.
-fn exchange(a: &std::path::Path, b: &std::path::Path) {
-    nix::fcntl::renameat2(
-        nix::fcntl::AT_FDCWD,
-        a,
-        nix::fcntl::AT_FDCWD,
-        b,
-        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
-    )
-    .unwrap();
-}
-
 #[test]
 fn a_spool_directory_that_is_a_link_stops_serve_at_start_naming_it() {
     for sub in ["done", "failed", "processing"] {
@@ -243,7 +230,7 @@ fn a_spool_directory_turned_into_a_link_while_serve_runs_is_left_alone_and_shown
     // processing/ becomes a link to the outside directory, in one step.
     let link = spool.join("processing.link");
     symlink(outside.path(), &link).unwrap();
-    exchange(&spool.join("processing"), &link);
+    crate::common::exchange(&spool.join("processing"), &link);
     p.drop_file("keep.json", &line("k1"));
     let status = || p.cmd().arg("status").output().unwrap();
     wait_until("pap status to show the spool condition", || {
@@ -282,7 +269,7 @@ fn a_spool_directory_turned_into_a_link_while_serve_runs_is_left_alone_and_shown
     assert_eq!(outside.contents(), before, "the outside directory changed");
     assert!(p.invocations_of("k1").is_empty());
     // The operator puts the directory back: serve takes the file and says so.
-    exchange(&spool.join("processing"), &link);
+    crate::common::exchange(&spool.join("processing"), &link);
     wait_until("keep.json in done/", || {
         p.files_in("done") == ["a.ndjson", "keep.json"]
     });
