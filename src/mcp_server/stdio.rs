@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use super::stdio_lines::{Got, Lines, MAX_LINE};
+use super::stdio_lines::{Got, Lines, MAX_LINE, is_request_id};
 
 /// Lines waiting for the writer; `send` waits beyond that.
 const QUEUED: usize = 64;
@@ -208,9 +208,7 @@ fn classify(line: &[u8]) -> Line {
         return Line::Nothing;
     }
     let id = match value.get("id") {
-        Some(id) if method.is_some() && (id.is_string() || id.is_i64() || id.is_u64()) => {
-            id.clone()
-        }
+        Some(id) if method.is_some() && is_request_id(id) => id.clone(),
         _ => Value::Null,
     };
     tracing::debug!(error = %err, "an MCP message not taken");

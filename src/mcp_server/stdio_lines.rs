@@ -191,7 +191,7 @@ fn id_in_tail(tail: &[u8]) -> Option<Value> {
 }
 
 /// A JSON-RPC id MCP allows: a string or an integer.
-fn is_request_id(id: &Value) -> bool {
+pub fn is_request_id(id: &Value) -> bool {
     id.is_string() || id.is_i64() || id.is_u64()
 }
 
