@@ -783,12 +783,16 @@ fn stdin_and_several_files_and_arrays() {
     );
 }
 
-/// A pipeline that trickles events gets each line while its stdin is still open: events are
-/// read and decided in batches, but a batch never waits for input that is not there yet.
-#[test]
-fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
-    use std::io::{BufRead, BufReader, Write};
-    let p = Project::new();
+/// `pap dispatch --json --no-run -` on a pipe, its output lines sent on as they come.
+fn dispatch_from_a_pipe(
+    p: &Project,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::{BufRead, BufReader};
     let mut child = p
         .cmd(T0)
         .args(["dispatch", "--json", "--no-run", "-"])
@@ -796,7 +800,7 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
     let (lines, got) = std::sync::mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -804,6 +808,16 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
             let _ = lines.send(line.unwrap());
         }
     });
+    (child, stdin, got, reader)
+}
+
+/// A pipeline that trickles events gets each line while its stdin is still open: events are
+/// read and decided in batches, but a batch never waits for input that is not there yet.
+#[test]
+fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
+    use std::io::Write;
+    let p = Project::new();
+    let (mut child, mut stdin, got, reader) = dispatch_from_a_pipe(&p);
     for id in ["t1", "t2", "t3"] {
         writeln!(stdin, "{}", ev(id, "test.basic.happened", json!({}))).unwrap();
         stdin.flush().unwrap();
@@ -840,6 +854,45 @@ fn a_trickling_stdin_gets_each_line_before_the_next_event_is_sent() {
         "t5"
     );
     assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+}
+
+/// An array on a pipe is read element by element too: each is decided before the next one is
+/// written, and a break in the text ends the input after the elements before it.
+#[test]
+fn a_trickling_array_gets_each_element_before_the_next_is_sent() {
+    use std::io::Write;
+    let p = Project::new();
+    let (mut child, mut stdin, got, reader) = dispatch_from_a_pipe(&p);
+    let next = || -> Value {
+        // Generous: the line comes at once; only waiting for the end of the input fails.
+        let line = got
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("a line while stdin stays open");
+        serde_json::from_str(&line).unwrap()
+    };
+    writeln!(stdin, "[").unwrap();
+    for (i, id) in ["a1", "a2"].iter().enumerate() {
+        let pretty =
+            serde_json::to_string_pretty(&ev(id, "test.basic.happened", json!({}))).unwrap();
+        write!(stdin, "{}{pretty}", if i > 0 { ",\n" } else { "" }).unwrap();
+        stdin.flush().unwrap();
+        let line = next();
+        assert_eq!(line["event_id"], *id);
+        assert_eq!(line["triggers"][0]["outcome"], "queued");
+    }
+    write!(stdin, "\n  {{\"not\": \"separated\"}}\n]\n").unwrap();
+    drop(stdin);
+    let line = next();
+    assert_eq!(line["status"], "invalid");
+    assert!(line["input"].as_str().unwrap().ends_with(":18"), "{line}");
+    assert!(
+        line["error"].as_str().unwrap().starts_with(
+            "not valid JSON: expected `,` or `]` after element 1, found `{` at line 18 column 3"
+        ),
+        "{line}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(3));
     reader.join().unwrap();
 }
 

@@ -223,7 +223,7 @@ impl Adapter {
             Ok(event) => event,
             Err(e) => return Ok(Err(e)),
         };
-        let size = encoded_len(&event);
+        let size = crate::event::encoded_len(&event);
         *total = total.saturating_add(size);
         if *total > limits.total_bytes {
             return Err(format!(
@@ -279,23 +279,6 @@ impl Adapter {
             "data": data,
         }))
     }
-}
-
-/// The size of `value` as compact JSON, counted without building the text.
-fn encoded_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// Takes the value at `names` out of `body` (leaving null), if there is one.

@@ -62,7 +62,7 @@ pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
             changes: watch::start(store, crate::store::inbox_mark_path(&state_dir)),
         });
         let running = PapMcp::local(shared, who)
-            .serve(rmcp::transport::stdio())
+            .serve(crate::mcp_server::stdio::transport())
             .await
             .context("the MCP handshake on stdin/stdout failed")?;
         running

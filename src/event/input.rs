@@ -4,7 +4,10 @@
 //! line is one event (NDJSON), unless the first line is an incomplete JSON value, which means
 //! a pretty-printed document (one or more whole objects). In NDJSON a bad line is reported
 //! with its number and the lines around it still count; a line longer than the event size
-//! limit is skipped without being held in memory.
+//! limit is skipped without being held in memory. Arrays and documents are read value by
+//! value (`json_stream`) under the same bound: an element that is too large or not valid
+//! JSON is reported on its own, and a break between values ends the input there, the values
+//! before it having been handed on already.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read};
@@ -14,8 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
+use super::json_stream::{self, Piece, Position, Splitter};
 use super::strict::Strict;
-use super::{Event, Invalid, Origin, validate};
+use super::{Event, Invalid, Origin, encoded_len, validate};
 
 #[derive(Debug, Clone)]
 pub enum Source {
@@ -158,39 +162,105 @@ pub fn read_from(
     }
 }
 
+/// The cap on what is held of one value: a little slack over the limit so the size error can
+/// give the real figure for values just over it (and pretty-printing's indentation fits);
+/// longer values are skipped unread.
+fn held_cap(max_bytes: u64) -> usize {
+    max_bytes.saturating_mul(2).max(4096) as usize
+}
+
 fn read_array(
-    mut reader: impl BufRead,
+    reader: BufReader<impl Read>,
     name: Arc<str>,
     max_bytes: u64,
     consumed: &AtomicU64,
     sink: &mut dyn Sink,
 ) -> io::Result<()> {
-    let mut text = Vec::new();
-    reader.read_to_end(&mut text)?;
-    consumed.fetch_add(text.len() as u64, Ordering::Relaxed);
-    let loc = |index| Location {
+    let splitter = Splitter::array(reader, held_cap(max_bytes));
+    read_values(splitter, name, max_bytes, consumed, sink, &|value, len| {
+        validate(value, len, max_bytes, Origin::Outside)
+    })
+}
+
+/// The elements of a JSON array, each made an event by `make` (given the value and its
+/// encoded size) and handed to `sink` as `NAME[INDEX]`, read as [`read_from`] reads an array:
+/// one element at a time, an element larger than twice `max_bytes` skipped unread.
+pub fn read_array_of(
+    reader: impl Read,
+    name: Arc<str>,
+    max_bytes: u64,
+    sink: &mut dyn Sink,
+    make: &dyn Fn(Value, usize) -> Result<Event, Invalid>,
+) -> io::Result<()> {
+    let splitter = Splitter::array(BufReader::new(reader), held_cap(max_bytes));
+    read_values(splitter, name, max_bytes, &AtomicU64::new(0), sink, make)
+}
+
+/// Hands each value the splitter finds to `sink`: an array's as `NAME[INDEX]`, a document's
+/// as `NAME:LINE`. A value that is not valid JSON, or too large, is reported and the walk goes
+/// on; a break in the text between values ends it, reported with its line and column.
+fn read_values(
+    mut splitter: Splitter<impl Read>,
+    name: Arc<str>,
+    max_bytes: u64,
+    consumed: &AtomicU64,
+    sink: &mut dyn Sink,
+    make: &dyn Fn(Value, usize) -> Result<Event, Invalid>,
+) -> io::Result<()> {
+    let array = splitter.is_array();
+    let loc = |at: Position| Location {
         source: name.clone(),
-        line: None,
-        index,
+        line: (!array).then_some(at.line),
+        index: array.then_some(at.index),
     };
-    match serde_json::from_slice::<Vec<Strict>>(&text) {
-        Ok(values) => {
-            for (i, Strict(value)) in values.into_iter().enumerate() {
-                let len = encoded_len(&value);
-                sink.item(Item {
-                    loc: loc(Some(i)),
-                    event: validate(value, len, max_bytes, Origin::Outside),
-                });
-            }
-        }
-        Err(err) => sink.item(Item {
-            loc: loc(None),
-            event: Err(Invalid::new(format!(
-                "not a JSON array of events: {err} (nothing in this input was dispatched)"
-            ))),
-        }),
+    loop {
+        let Some(piece) = splitter.next(consumed, &mut || sink.caught_up())? else {
+            return Ok(());
+        };
+        let item = match piece {
+            Piece::Value { bytes, at } => Item {
+                loc: loc(at),
+                event: match serde_json::from_slice::<Strict>(bytes) {
+                    Ok(Strict(value)) => {
+                        let len = encoded_len(&value);
+                        make(value, len)
+                    }
+                    Err(err) => {
+                        // The error's place within the value, made the place in the input.
+                        let line = at.line + err.line().saturating_sub(1) as u64;
+                        let column = match err.line() {
+                            1 => at.column + err.column().saturating_sub(1) as u64,
+                            _ => err.column() as u64,
+                        };
+                        Err(Invalid::new(format!(
+                            "not valid JSON: {} at line {line} column {column}",
+                            without_position(&err)
+                        )))
+                    }
+                },
+            },
+            Piece::TooLong { size, at } => Item {
+                loc: loc(at),
+                event: Err(Invalid::new(format!(
+                    "the value is {size} bytes as written, more than twice the {max_bytes} an \
+                     event may have (max_event_bytes); it was skipped without being held in memory"
+                ))),
+            },
+            Piece::Broken { reason, at } => Item {
+                loc: Location {
+                    source: name.clone(),
+                    line: Some(at.line),
+                    index: None,
+                },
+                event: Err(Invalid::new(format!(
+                    "not valid JSON: {reason} at line {} column {} (the rest of this input was \
+                     not read; what came before it was)",
+                    at.line, at.column
+                ))),
+            },
+        };
+        sink.item(item);
     }
-    Ok(())
 }
 
 fn read_lines(
@@ -200,9 +270,7 @@ fn read_lines(
     consumed: &AtomicU64,
     sink: &mut dyn Sink,
 ) -> io::Result<()> {
-    // A little slack over the limit so the size error can give the real figure for lines
-    // just over it; longer lines are skipped unread.
-    let cap = max_bytes.saturating_mul(2).max(4096) as usize;
+    let cap = held_cap(max_bytes);
     let mut line = Vec::with_capacity(4096);
     let mut number = 0u64;
     let mut seen_event = false;
@@ -240,10 +308,11 @@ fn read_lines(
             }),
             Err(err) if err.is_eof() && !seen_event => {
                 // A pretty-printed document: its first line is not a whole value.
-                let mut rest = line.clone();
-                reader.read_to_end(&mut rest)?;
-                consumed.fetch_add((rest.len() - line.len()) as u64, Ordering::Relaxed);
-                return read_document(&rest, name, number, max_bytes, sink);
+                let first = std::mem::take(&mut line);
+                let splitter = Splitter::documents(first, reader, cap, number);
+                return read_values(splitter, name, max_bytes, consumed, sink, &|value, len| {
+                    validate(value, len, max_bytes, Origin::Outside)
+                });
             }
             Err(err) => sink.item(Item {
                 loc,
@@ -254,58 +323,6 @@ fn read_lines(
             }),
         }
         seen_event = true;
-    }
-}
-
-/// One or more whole JSON values, each spread over several lines, from line `first_line` on.
-fn read_document(
-    text: &[u8],
-    name: Arc<str>,
-    first_line: u64,
-    max_bytes: u64,
-    sink: &mut dyn Sink,
-) -> io::Result<()> {
-    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<Strict>();
-    loop {
-        let start = stream.byte_offset();
-        let line_at = |offset: usize| {
-            first_line + text[..offset].iter().filter(|b| **b == b'\n').count() as u64
-        };
-        let skipped = text[start..]
-            .iter()
-            .take_while(|b| b.is_ascii_whitespace())
-            .count();
-        let loc = Location {
-            source: name.clone(),
-            line: Some(line_at(start + skipped)),
-            index: None,
-        };
-        match stream.next() {
-            None => return Ok(()),
-            Some(Ok(Strict(value))) => {
-                let len = encoded_len(&value);
-                sink.item(Item {
-                    loc,
-                    event: validate(value, len, max_bytes, Origin::Outside),
-                });
-            }
-            Some(Err(err)) => {
-                // A syntax error inside a multi-line document cannot be stepped over safely.
-                let line = first_line - 1 + err.line() as u64;
-                sink.item(Item {
-                    loc: Location {
-                        line: Some(line),
-                        ..loc
-                    },
-                    event: Err(Invalid::new(format!(
-                        "not valid JSON: {} at line {line} column {} (the rest of this input was not read)",
-                        without_position(&err),
-                        err.column()
-                    ))),
-                });
-                return Ok(());
-            }
-        }
     }
 }
 
@@ -336,12 +353,7 @@ fn read_line_capped(
             Some(i) => (&buf[..=i], true),
             None => (buf, false),
         };
-        if whole && out.len() + chunk.len() <= cap {
-            out.extend_from_slice(chunk);
-        } else {
-            whole = false;
-            out.clear();
-        }
+        whole = whole && json_stream::hold(out, chunk, cap);
         let n = chunk.len();
         read += n;
         reader.consume(n);
@@ -349,10 +361,6 @@ fn read_line_capped(
             return Ok((read, whole));
         }
     }
-}
-
-fn encoded_len(value: &Value) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
 }
 
 /// serde_json appends " at line L column C"; within one NDJSON line that is noise.
@@ -439,6 +447,49 @@ mod tests {
                 .contains("more than the 2048")
         );
         assert_eq!(items[1], ("f:2".into(), Ok("e2".into())));
+    }
+
+    #[test]
+    fn an_array_is_read_element_by_element() {
+        let big = format!(r#"{{"x":"{}"}}"#, "a".repeat(10_000));
+        let text = format!(
+            "[\n  {},\n  {big},\n  {{\"a\": tru}},\n  {}\n  {}\n]",
+            ev("e1"),
+            ev("e2"),
+            ev("e3")
+        );
+        let items = items_of(&text);
+        assert_eq!(items.len(), 5, "{items:?}");
+        assert_eq!(items[0], ("f[0]".into(), Ok("e1".into())));
+        // Too large: skipped unread, named by its index, with its size.
+        assert_eq!(items[1].0, "f[1]");
+        let too_long = items[1].1.as_ref().unwrap_err();
+        assert!(too_long.contains("10008 bytes as written"), "{too_long}");
+        // Not valid JSON inside: only this element, placed in the input.
+        assert_eq!(items[2].0, "f[2]");
+        let bad = items[2].1.as_ref().unwrap_err();
+        assert!(bad.contains("at line 4 column"), "{bad}");
+        assert_eq!(items[3], ("f[3]".into(), Ok("e2".into())));
+        // A missing comma cannot be stepped over: the rest is not read, the rest before was.
+        assert_eq!(items[4].0, "f:6");
+        let broken = items[4].1.as_ref().unwrap_err();
+        assert!(
+            broken.starts_with("not valid JSON: expected `,` or `]` after element 3, found `{` at line 6 column 3 (the rest of this input was not read"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn pretty_printed_documents_with_a_bad_one_in_between() {
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&ev("e1")).unwrap())
+                .unwrap();
+        let items = items_of(&format!("{pretty}\n{{\n  \"a\" 1\n}}\n{pretty}\n"));
+        assert_eq!(items.len(), 3, "{items:?}");
+        let n = pretty.lines().count();
+        assert_eq!(items[0], ("f:1".into(), Ok("e1".into())));
+        assert_eq!(items[1].0, format!("f:{}", n + 1));
+        assert_eq!(items[2], (format!("f:{}", n + 4), Ok("e1".into())));
     }
 
     #[test]

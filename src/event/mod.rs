@@ -4,6 +4,7 @@
 //! after that its content is only ever read as data (JSONPath, JSON on an agent's stdin).
 
 pub mod input;
+pub mod json_stream;
 pub mod rfc3339;
 pub mod strict;
 
@@ -219,6 +220,26 @@ fn from_cloudevent(mut map: Map<String, Value>) -> Result<Map<String, Value>, St
     }
     map.insert("pap_version".into(), Value::from("0.2"));
     Ok(map)
+}
+
+/// The size of `value` encoded as compact JSON (what `max_event_bytes` limits), counted
+/// without writing the encoding anywhere.
+pub fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 pub fn json_kind(value: &Value) -> &'static str {

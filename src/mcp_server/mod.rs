@@ -11,7 +11,9 @@
 //! - `views`: the read-only tools over invocations, the audit log and a dry run;
 //! - `approval`: `approval_respond`, through elicitation;
 //! - `watch`: new inbox messages, from this process or any other, to subscribers;
-//! - `http`: the streamable HTTP service serve mounts at `/mcp`.
+//! - `http`: the streamable HTTP service serve mounts at `/mcp`;
+//! - `stdio`, `stdio_lines`: `pap mcp`'s transport, which answers broken lines instead of
+//!   ignoring them.
 //!
 //! Nothing here holds the store between requests: every call is one short transaction, so
 //! a long-lived `pap mcp` never keeps serve or a dispatch from writing.
@@ -20,6 +22,8 @@ mod access;
 mod approval;
 pub mod http;
 mod resources;
+pub mod stdio;
+mod stdio_lines;
 mod tools;
 mod views;
 pub mod watch;

@@ -35,48 +35,103 @@ pub fn fsync_ms(dir: &Path) -> (f64, f64) {
     (times[25], times[45])
 }
 
-/// Runs `cmd` to its end like `Command::output`, and returns its peak resident memory in KiB
-/// as the kernel counted it for that one child (`wait4`'s `ru_maxrss`). `RUSAGE_CHILDREN`
-/// would be the largest of every child the test process ever waited for, which in a test
-/// binary of many suites is some other test's.
+/// Runs `cmd` to its end like `Command::output`, and returns its peak resident memory in KiB:
+/// its own, from its exec on.
+///
+/// `wait4`'s `ru_maxrss` is not that: the kernel keeps the largest of every memory image the
+/// process had, and before its exec the child's image is the test process's (shared outright
+/// when std spawns with `posix_spawn`, copied when it forks), so a test binary that once grew
+/// to 500 MB makes every child it measures read 500 MB. The child is therefore traced (it
+/// stops at its exit with its memory still mapped, where `/proc/PID/status` gives `VmHWM`,
+/// the peak of the image it exec'd). Where tracing is not allowed, `ru_maxrss` it is, an upper
+/// bound. Signals the child gets are passed on to it; a stop signal would be passed on again
+/// at each group stop (the tests' commands get none).
 #[allow(clippy::zombie_processes)] // reaped by wait4 below, which Child does not see
 pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::Output, u64) {
+    use nix::libc;
     use std::io::Read;
-    use std::os::unix::process::ExitStatusExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::Stdio;
+    // SAFETY: ptrace(PTRACE_TRACEME) only marks this (forked) process as traced by its parent
+    // and is async-signal-safe; if it fails, the child runs untraced and ru_maxrss is used.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::ptrace(
+                libc::PTRACE_TRACEME,
+                0,
+                std::ptr::null_mut::<libc::c_void>(),
+                std::ptr::null_mut::<libc::c_void>(),
+            );
+            Ok(())
+        });
+    }
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the command");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = out.read_to_end(&mut bytes);
-        bytes
-    });
-    let mut stderr = Vec::new();
-    let _ = err.read_to_end(&mut stderr);
-    let stdout = reader.join().expect("stdout reader");
-    let mut status = 0;
-    let mut usage = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
-    // SAFETY: wait4 on our own child's pid, with pointers to a status word and a zeroed rusage.
-    let pid = unsafe {
-        nix::libc::wait4(
-            child.id() as nix::libc::pid_t,
-            &mut status,
-            0,
-            usage.as_mut_ptr(),
-        )
+    let read_all = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
     };
-    assert_eq!(pid, child.id() as nix::libc::pid_t, "wait4 failed");
-    // SAFETY: zeroed, then filled by wait4.
-    let peak = unsafe { usage.assume_init() }.ru_maxrss.max(0) as u64;
+    let out = read_all(Box::new(child.stdout.take().expect("stdout")));
+    let err = read_all(Box::new(child.stderr.take().expect("stderr")));
+    let pid = child.id() as libc::pid_t;
+    let mut exec_seen = false;
+    let mut at_exit = None;
+    // The tracing calls come from this thread, the one that forked the child (its tracer).
+    let (status, usage) = loop {
+        let mut status = 0;
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: wait4 on our own child's pid, with pointers to a status word and a zeroed
+        // rusage.
+        let got = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+        assert_eq!(got, pid, "wait4 failed");
+        if !libc::WIFSTOPPED(status) {
+            // SAFETY: zeroed, then filled by wait4.
+            break (status, unsafe { usage.assume_init() });
+        }
+        let signal = libc::WSTOPSIG(status);
+        let event = status >> 16;
+        let mut pass_on = 0;
+        if signal == libc::SIGTRAP && event == libc::PTRACE_EVENT_EXIT {
+            at_exit = Some(peak_kib(pid as u32));
+        } else if signal == libc::SIGTRAP && event == 0 && !exec_seen {
+            // The stop at its exec: from here on, stop it once more at its exit.
+            exec_seen = true;
+            // SAFETY: our stopped tracee; an option word as the data argument.
+            unsafe {
+                libc::ptrace(
+                    libc::PTRACE_SETOPTIONS,
+                    pid,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    (libc::PTRACE_O_TRACEEXIT | libc::PTRACE_O_EXITKILL) as *mut libc::c_void,
+                );
+            }
+        } else {
+            pass_on = signal;
+        }
+        // SAFETY: our stopped tracee, resumed with the signal it got (or none).
+        unsafe {
+            libc::ptrace(
+                libc::PTRACE_CONT,
+                pid,
+                std::ptr::null_mut::<libc::c_void>(),
+                pass_on as *mut libc::c_void,
+            );
+        }
+    };
+    let peak = match at_exit {
+        Some(kib) if kib > 0 => kib,
+        _ => usage.ru_maxrss.max(0) as u64,
+    };
     let output = std::process::Output {
         status: std::process::ExitStatus::from_raw(status),
-        stdout,
-        stderr,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
     };
     (output, peak)
 }

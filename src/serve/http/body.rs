@@ -111,8 +111,15 @@ fn location(line: Option<u64>, index: Option<usize>) -> Location {
 
 /// What `pap dispatch` reads: one object, an array, or NDJSON.
 fn read_dispatch_format(body: &[u8], max_event_bytes: u64) -> Vec<Parsed> {
+    collected(|sink| {
+        let consumed = AtomicU64::new(0);
+        input::read_from(body, Arc::from(SOURCE), max_event_bytes, &consumed, sink)
+    })
+}
+
+/// The items `read` hands its sink, as a body's events.
+fn collected(read: impl FnOnce(&mut dyn input::Sink) -> std::io::Result<()>) -> Vec<Parsed> {
     let mut out = Vec::new();
-    let consumed = AtomicU64::new(0);
     let mut sink = |item: input::Item| {
         out.push(Parsed {
             input: item.loc,
@@ -120,13 +127,7 @@ fn read_dispatch_format(body: &[u8], max_event_bytes: u64) -> Vec<Parsed> {
         })
     };
     // Reading a byte slice cannot fail.
-    let _ = input::read_from(
-        body,
-        Arc::from(SOURCE),
-        max_event_bytes,
-        &consumed,
-        &mut sink,
-    );
+    let _ = read(&mut sink);
     out
 }
 
@@ -152,26 +153,25 @@ fn structured_event(value: Value, len: usize, max_event_bytes: u64) -> Result<Ev
     event::validate(value, len, max_event_bytes, Origin::Outside)
 }
 
+/// A CloudEvents batch, read element by element as `pap dispatch` reads an array.
 fn batch(body: &[u8], max_event_bytes: u64) -> Vec<Parsed> {
-    match serde_json::from_slice::<Vec<Strict>>(body) {
-        Ok(values) => values
-            .into_iter()
-            .enumerate()
-            .map(|(i, Strict(value))| {
-                let len = serde_json::to_vec(&value).map_or(usize::MAX, |b| b.len());
-                Parsed {
-                    input: location(None, Some(i)),
-                    event: structured_event(value, len, max_event_bytes),
-                }
-            })
-            .collect(),
-        Err(e) => vec![Parsed {
+    if body.trim_ascii_start().first() != Some(&b'[') {
+        return vec![Parsed {
             input: location(None, None),
-            event: Err(Invalid::new(format!(
-                "a CloudEvents batch is a JSON array of structured events: {e}"
-            ))),
-        }],
+            event: Err(Invalid::new(
+                "a CloudEvents batch is a JSON array of structured events",
+            )),
+        }];
     }
+    collected(|sink| {
+        input::read_array_of(
+            body,
+            Arc::from(SOURCE),
+            max_event_bytes,
+            sink,
+            &|value, len| structured_event(value, len, max_event_bytes),
+        )
+    })
 }
 
 #[cfg(test)]
