@@ -5,6 +5,8 @@
 
 use crate::common;
 
+mod backlog;
+
 use std::path::Path;
 
 use serde_json::{Value, json};
