@@ -21,6 +21,7 @@ mod tls;
 mod transfer;
 pub mod url;
 mod write;
+mod write_concurrency;
 mod write_notify;
 
 use std::path::{Path, PathBuf};

@@ -30,6 +30,9 @@ pub struct Migration {
     pub name: &'static str,
     pub sql: &'static str,
     pub phase: Phase,
+    /// What the SQL cannot do alone, run after it in the same transaction with the engine's
+    /// own code (so that what it derives is derived as every write derives it).
+    then: Option<fn(&super::write::PgWrite) -> crate::storage::Result<()>>,
 }
 
 pub const MIGRATIONS: &[Migration] = &[
@@ -38,12 +41,21 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "initial",
         sql: include_str!("migrations/0001_initial.sql"),
         phase: Phase::Expand,
+        then: None,
     },
     Migration {
         version: 2,
         name: "nodes",
         sql: include_str!("migrations/0002_nodes.sql"),
         phase: Phase::Expand,
+        then: None,
+    },
+    Migration {
+        version: 3,
+        name: "concurrency admission",
+        sql: include_str!("migrations/0003_concurrency_admission.sql"),
+        phase: Phase::Contract { compat_min: 3 },
+        then: Some(|w| w.admit_all()),
     },
 ];
 
@@ -110,6 +122,8 @@ fn migrate_locked(client: &mut postgres::Client, applied_by: &str) -> Result<Mig
             report.already += 1;
             continue;
         }
+        let mut statements = std::collections::HashMap::new();
+        let location = format!("migration {} ({})", m.version, m.name);
         let mut tx = client.transaction()?;
         tx.batch_execute(m.sql).map_err(|e| {
             PgError::Schema(format!(
@@ -119,6 +133,15 @@ fn migrate_locked(client: &mut postgres::Client, applied_by: &str) -> Result<Mig
                 super::describe(&e)
             ))
         })?;
+        if let Some(step) = m.then {
+            let w = super::write::PgWrite::new(super::session::Session::new(
+                tx,
+                &mut statements,
+                &location,
+            ));
+            step(&w).map_err(|e| PgError::Schema(format!("{location} failed: {e}")))?;
+            tx = w.s.into_transaction();
+        }
         tx.execute(
             "INSERT INTO pap_schema_migrations (version, name, sha256, applied_by) \
              VALUES ($1, $2, $3, $4)",
