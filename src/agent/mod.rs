@@ -283,6 +283,7 @@ impl Runtime {
                 // (Written with those limits, a refused one leaves the due work if the store
                 // admitted it under others.)
                 crate::pipeline::refresh_limits(&project, &mut inv.concurrency);
+                tokens::lock_budget(tx, project.agent(&inv.agent))?;
                 if inv.status == Status::Queued
                     && let Some((gate, why)) = tx.concurrency_block(&inv, now)?
                 {
@@ -599,6 +600,7 @@ impl Runtime {
             .write(move |tx| {
                 tx.check_lease(&inv.id, token)?;
                 keep_carried(tx, &project, &mut inv)?;
+                tokens::lock_budget(tx, project.agent(&inv.agent))?;
                 let events = end_in_tx(tx, &project, &mut inv, Status::Failed, &reason, None, now)?;
                 tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
                 Ok((inv, events))

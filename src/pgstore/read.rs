@@ -124,7 +124,7 @@ impl ReadTx for PgRead<'_> {
 
     fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
         Ok(ids(self.s.query(
-            super::write_concurrency::work_due_sql!(""),
+            super::write_concurrency::WORK_DUE,
             &[&now, &i64::try_from(limit).unwrap_or(i64::MAX)],
         )?))
     }

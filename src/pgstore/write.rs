@@ -8,6 +8,11 @@
 //!   keys, schedules, deduplication keys) take a transaction-scoped advisory lock on their
 //!   key before they read it, so two nodes deciding under one key take turns and the second
 //!   sees what the first committed;
+//! - a write that changes a concurrency key's entries (a waiter added or gone, a run starting
+//!   or ending) takes the key's lock and re-admits its waiters (`write_concurrency`): after
+//!   the invocation's own row, and after its agent's budget lock (a key belongs to one agent;
+//!   `agent::tokens::lock_budget`), never the other way round; a write that changes none (a
+//!   lease taken or renewed) takes no key lock;
 //! - a holder's fencing check locks the invocation's row until commit, so a takeover cannot
 //!   slip in between the check and the write it guards;
 //! - due work, timer jobs, approvals and debounces are looked up `FOR UPDATE SKIP LOCKED`, so
@@ -385,7 +390,7 @@ impl WriteTx for PgWrite<'_> {
         Ok(self
             .s
             .query(
-                super::write_concurrency::work_due_sql!(" FOR UPDATE OF i SKIP LOCKED"),
+                super::write_concurrency::WORK_DUE_LOCKED,
                 &[&now, &limit(max)],
             )?
             .iter()

@@ -18,23 +18,31 @@ use crate::storage::concurrency::{
 };
 use crate::storage::{Error, Result};
 
-/// The due-work query on both sides: queued invocations without keys and running ones from
-/// `pap_invocations.work_at`, waiters from their admitted entries (every key admits them).
-macro_rules! work_due_sql {
-    ($tail:literal) => {
-        concat!(
-            "SELECT i.id FROM (SELECT id, work_at AS at FROM pap_invocations \
-             WHERE work_at <= $1 \
-             UNION ALL SELECT invocation_id, max(greatest(due_at, admitted_at)) \
-             FROM pap_concurrency WHERE state = 0 AND admitted_at IS NOT NULL \
-             GROUP BY invocation_id \
-             HAVING count(*) = max(nkeys) AND max(greatest(due_at, admitted_at)) <= $1) due \
-             JOIN pap_invocations i ON i.id = due.id ORDER BY due.at, due.id LIMIT $2",
-            $tail
-        )
-    };
-}
-pub(super) use work_due_sql;
+/// Due work for a read: queued invocations without keys and running ones, by
+/// `pap_invocations.work_at`, and the waiters every key admits, by their entries. Each part
+/// is limited on its own first, so a long backlog of either is read only as far as the limit
+/// (the plain part by its index).
+pub(super) const WORK_DUE: &str = "SELECT id FROM ((SELECT id, work_at AS at FROM pap_invocations \
+     WHERE work_at <= $1 ORDER BY work_at, id LIMIT $2) \
+     UNION ALL (SELECT invocation_id, max(greatest(due_at, admitted_at)) FROM pap_concurrency \
+     WHERE state = 0 AND admitted_at IS NOT NULL GROUP BY invocation_id \
+     HAVING count(*) = max(nkeys) AND max(greatest(due_at, admitted_at)) <= $1 \
+     ORDER BY 2, 1 LIMIT $2)) due ORDER BY at, id LIMIT $2";
+
+/// As [`WORK_DUE`], in a write: the rows come locked (`FOR UPDATE SKIP LOCKED`, so nodes
+/// taking work at once take different invocations). Each part locks up to the limit; what
+/// the merge leaves out stays locked only to the end of this transaction.
+pub(super) const WORK_DUE_LOCKED: &str = "WITH plain AS (SELECT id, work_at AS at \
+     FROM pap_invocations WHERE work_at <= $1 ORDER BY work_at, id LIMIT $2 \
+     FOR UPDATE SKIP LOCKED), \
+     waiting AS (SELECT i.id, w.at FROM (SELECT invocation_id, \
+     max(greatest(due_at, admitted_at)) AS at FROM pap_concurrency \
+     WHERE state = 0 AND admitted_at IS NOT NULL GROUP BY invocation_id \
+     HAVING count(*) = max(nkeys) AND max(greatest(due_at, admitted_at)) <= $1) w \
+     JOIN pap_invocations i ON i.id = w.invocation_id ORDER BY w.at, i.id LIMIT $2 \
+     FOR UPDATE OF i SKIP LOCKED) \
+     SELECT id FROM (SELECT id, at FROM plain UNION ALL SELECT id, at FROM waiting) due \
+     ORDER BY at, id LIMIT $2";
 
 impl PgWrite<'_> {
     /// Moves `inv`'s entries to where it stands now and re-admits its keys' waiters when
@@ -286,16 +294,19 @@ impl KeyIndex for Keys<'_, '_> {
             .collect())
     }
 
-    fn waiter_before(&mut self, key: &str, seq: u64) -> Result<Option<Option<i64>>> {
+    fn waits_behind(&mut self, key: &str, seq: u64, limit: u32) -> Result<bool> {
+        // One round trip: a long queue growing pays this and its insert per invocation.
         Ok(self
             .0
             .s
-            .query_opt(
-                "SELECT admitted_at FROM pap_concurrency WHERE slot_key = $1 AND state = 0 \
-                 AND seq < $2 ORDER BY seq DESC LIMIT 1",
-                &[&key, &signed(seq)],
+            .query_one(
+                "SELECT coalesce((SELECT slot_limit = $3 FROM pap_concurrency_keys \
+                 WHERE slot_key = $1) AND (SELECT admitted_at IS NULL FROM pap_concurrency \
+                 WHERE slot_key = $1 AND state = 0 AND seq < $2 ORDER BY seq DESC LIMIT 1), \
+                 false)",
+                &[&key, &signed(seq), &limit_of(limit)],
             )?
-            .map(|r| r.get(0)))
+            .get(0))
     }
 
     fn set_admitted(&mut self, key: &str, seq: u64, at: Option<i64>) -> Result<()> {

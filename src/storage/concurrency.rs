@@ -156,8 +156,10 @@ pub trait KeyIndex {
     fn set_key_state(&mut self, key: &str, state: Option<KeyState>) -> Result<(), Self::Error>;
     /// The key's first `n` waiters in decision order: (sequence number, admitted at).
     fn waiters(&mut self, key: &str, n: usize) -> Result<Vec<(u64, Option<i64>)>, Self::Error>;
-    /// Admission of the waiter decided last before `seq`: `None` when there is none.
-    fn waiter_before(&mut self, key: &str, seq: u64) -> Result<Option<Option<i64>>, Self::Error>;
+    /// Whether the key's waiters were last admitted under `limit` and the waiter decided
+    /// last before `seq` is not admitted (then one added at `seq` is not either, and no
+    /// other admission changes).
+    fn waits_behind(&mut self, key: &str, seq: u64, limit: u32) -> Result<bool, Self::Error>;
     fn set_admitted(&mut self, key: &str, seq: u64, at: Option<i64>) -> Result<(), Self::Error>;
 }
 
@@ -184,13 +186,12 @@ pub fn refresh<I: KeyIndex>(
     limit: u32,
     appended: Option<u64>,
 ) -> Result<Vec<Change>, I::Error> {
-    let state = ix.key_state(key)?;
-    if let (Some(seq), Some(s)) = (appended, state)
-        && s.limit == limit
-        && ix.waiter_before(key, seq)? == Some(None)
+    if let Some(seq) = appended
+        && ix.waits_behind(key, seq, limit)?
     {
         return Ok(Vec::new());
     }
+    let state = ix.key_state(key)?;
     let holders = ix.holders(key)?;
     let before = state.map_or(0, |s| s.admitted as usize);
     let walk = holders.open(limit).max(before + 1);
@@ -243,9 +244,10 @@ mod tests {
             self.reads += found.len();
             Ok(found)
         }
-        fn waiter_before(&mut self, _: &str, seq: u64) -> Result<Option<Option<i64>>, ()> {
+        fn waits_behind(&mut self, _: &str, seq: u64, limit: u32) -> Result<bool, ()> {
             self.reads += 1;
-            Ok(self.waiters.range(..seq).next_back().map(|(_, a)| *a))
+            let before = self.waiters.range(..seq).next_back().map(|(_, a)| *a);
+            Ok(self.state.is_some_and(|s| s.limit == limit) && before == Some(None))
         }
         fn set_admitted(&mut self, _: &str, seq: u64, at: Option<i64>) -> Result<(), ()> {
             self.waiters.insert(seq, at);

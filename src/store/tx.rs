@@ -23,6 +23,9 @@ pub struct Tx<'t> {
     pub(super) txn: &'t WriteTransaction,
     /// Opened on first use (see `tx_notify`).
     notify: Option<NotifyTables<'t>>,
+    /// The concurrency index, opened on first use and kept to the end (see
+    /// `tx_concurrency`).
+    pub(super) concurrency: Option<super::tx_concurrency::Index<'t>>,
     /// The newest inbox id this transaction appended, for the mark file (see
     /// [`super::INBOX_MARK_FILE`]).
     pub(super) inbox_appended: Option<u64>,
@@ -56,6 +59,7 @@ impl<'t> Tx<'t> {
             path: path.to_path_buf(),
             txn,
             notify: None,
+            concurrency: None,
             inbox_appended: None,
             meta: txn.open_table(META).map_err(e)?,
             claims: txn.open_table(CLAIMS).map_err(e)?,

@@ -74,7 +74,7 @@ fn decode_waiter(bytes: &[u8]) -> Option<(Option<i64>, &[u8])> {
 type Entries<'t> = Table<'t, (&'static str, u64), &'static [u8]>;
 
 /// The three tables of the index, open in one write transaction.
-struct Index<'t> {
+pub(super) struct Index<'t> {
     holders: Entries<'t>,
     waiters: Entries<'t>,
     keys: Table<'t, &'static str, (u32, u32)>,
@@ -160,19 +160,20 @@ impl KeyIndex for Index<'_> {
         Ok(out)
     }
 
-    fn waiter_before(
+    fn waits_behind(
         &mut self,
         key: &str,
         seq: u64,
-    ) -> std::result::Result<Option<Option<i64>>, Self::Error> {
-        let last = self.waiters.range((key, 0)..(key, seq))?.next_back();
-        match last {
-            Some(row) => {
-                let (_, v) = row?;
-                Ok(Some(decode_waiter(v.value()).and_then(|(at, _)| at)))
-            }
-            None => Ok(None),
+        limit: u32,
+    ) -> std::result::Result<bool, Self::Error> {
+        if self.key_state(key)?.is_none_or(|s| s.limit != limit) {
+            return Ok(false);
         }
+        let Some(row) = self.waiters.range((key, 0)..(key, seq))?.next_back() else {
+            return Ok(false);
+        };
+        let (_, v) = row?;
+        Ok(decode_waiter(v.value()).is_some_and(|(at, _)| at.is_none()))
     }
 
     fn set_admitted(
@@ -208,9 +209,24 @@ fn holders_in(
     Ok(holders)
 }
 
-impl Tx<'_> {
+impl<'t> Tx<'t> {
     fn conc_err(&self, e: impl Into<redb::Error>) -> Error {
         redb_err(self.path(), e)
+    }
+
+    /// Runs `f` on the index (opened on first use, then kept to the end of the transaction),
+    /// taken out of the transaction meanwhile so that `f` may write the rest of it.
+    fn with_index<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self, &mut Index<'t>) -> Result<T>,
+    ) -> Result<T> {
+        let mut ix = match self.concurrency.take() {
+            Some(ix) => ix,
+            None => Index::open(self.txn).map_err(|e| self.conc_err(e))?,
+        };
+        let done = f(self, &mut ix);
+        self.concurrency = Some(ix);
+        done
     }
 
     /// Moves `inv`'s entries to where it stands now (`old`: its entry and due time before this
@@ -224,9 +240,16 @@ impl Tx<'_> {
         if inv.concurrency.is_empty() {
             return Ok(());
         }
+        self.with_index(|tx, ix| tx.reindex_in(ix, inv, old))
+    }
+
+    fn reindex_in(
+        &mut self,
+        ix: &mut Index<'t>,
+        inv: &Invocation,
+        old: Option<(Entry, i64)>,
+    ) -> Result<()> {
         let new = state_of(inv);
-        let txn = self.txn;
-        let mut ix = Index::open(txn).map_err(|e| self.conc_err(e))?;
         let packed = id_codec::pack(&inv.id);
         if let Some((Entry::Waiting, due)) = old
             && let Some(at) = ix.work_at(inv, due, None).map_err(|e| self.conc_err(e))?
@@ -236,6 +259,9 @@ impl Tx<'_> {
         let moved = old.map(|o| o.0) != new;
         let path = self.path.clone();
         let e = |e: redb::StorageError| redb_err(&path, e);
+        // Its own admission under each key, known without a lookup when it was just added
+        // (not admitted, unless the refresh says so).
+        let mut own = Vec::with_capacity(inv.concurrency.len());
         for slot in &inv.concurrency {
             let key = slot.index_key();
             let k = key.as_str();
@@ -258,22 +284,35 @@ impl Tx<'_> {
                 };
             }
             // A waiter written with another limit (the manifests changed) re-admits its key.
-            let relimited = ix
-                .key_state(k)
-                .map_err(e)?
-                .is_some_and(|s| s.limit != slot.limit);
+            let relimited = !moved
+                && new == Some(Entry::Waiting)
+                && ix
+                    .key_state(k)
+                    .map_err(e)?
+                    .is_some_and(|s| s.limit != slot.limit);
+            let mut changes = Vec::new();
             if moved || relimited {
                 let appended = (moved && new == Some(Entry::Waiting)).then_some(inv.seq);
-                let changes = refresh(&mut ix, k, slot.limit, appended).map_err(e)?;
-                self.readmit(&ix, k, &changes, Some(inv.seq))?;
+                changes = refresh(ix, k, slot.limit, appended).map_err(e)?;
+                self.readmit(ix, k, &changes, Some(inv.seq))?;
             }
+            own.push(
+                changes
+                    .iter()
+                    .find(|c| c.seq == inv.seq)
+                    .and_then(|c| c.now),
+            );
         }
-        if new == Some(Entry::Waiting)
-            && let Some(at) = ix
-                .work_at(inv, due_of(inv), None)
-                .map_err(|e| self.conc_err(e))?
-        {
-            self.work_insert(at, &packed)?;
+        if new == Some(Entry::Waiting) {
+            let due = due_of(inv);
+            let at = if moved {
+                concurrency::work_at(due, own)
+            } else {
+                ix.work_at(inv, due, None).map_err(|e| self.conc_err(e))?
+            };
+            if let Some(at) = at {
+                self.work_insert(at, &packed)?;
+            }
         }
         Ok(())
     }
@@ -315,42 +354,40 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Admits `key`'s waiters under `limit` (the manifests changed), if that limit
-    /// is not the one they were admitted under.
+    /// Admits `key`'s waiters under `limit` (the manifests changed), if that limit is not the
+    /// one they were admitted under.
     pub fn relimit_key(&mut self, key: &str, limit: u32) -> Result<()> {
-        let txn = self.txn;
-        let mut ix = Index::open(txn).map_err(|e| self.conc_err(e))?;
-        let path = self.path.clone();
-        let e = |e: redb::StorageError| redb_err(&path, e);
-        if ix
-            .key_state(key)
-            .map_err(e)?
-            .is_none_or(|s| s.limit == limit)
-        {
-            return Ok(());
-        }
-        let changes = refresh(&mut ix, key, limit, None).map_err(e)?;
-        self.readmit(&ix, key, &changes, None)
+        self.with_index(|tx, ix| {
+            let e = |e| tx.conc_err(e);
+            if ix
+                .key_state(key)
+                .map_err(e)?
+                .is_none_or(|s| s.limit == limit)
+            {
+                return Ok(());
+            }
+            let changes = refresh(ix, key, limit, None).map_err(e)?;
+            tx.readmit(ix, key, &changes, None)
+        })
     }
 
     /// The keys with waiters under `scope` (`trigger:ID` or `agent:ID`), and the limit they
     /// were last admitted under.
-    pub fn concurrency_keys(&self, scope: &str) -> Result<Vec<(String, u32)>> {
-        let table = self
-            .txn
-            .open_table(CONC_KEYS)
-            .map_err(|e| self.conc_err(e))?;
+    pub fn concurrency_keys(&mut self, scope: &str) -> Result<Vec<(String, u32)>> {
         let from = format!("{scope}\u{1f}");
         let to = format!("{scope}\u{20}");
-        let mut out = Vec::new();
-        for row in table
-            .range(from.as_str()..to.as_str())
-            .map_err(|e| self.conc_err(e))?
-        {
-            let (k, v) = row.map_err(|e| self.conc_err(e))?;
-            out.push((k.value().to_owned(), v.value().0));
-        }
-        Ok(out)
+        self.with_index(|tx, ix| {
+            let mut out = Vec::new();
+            let rows = ix
+                .keys
+                .range(from.as_str()..to.as_str())
+                .map_err(|e| tx.conc_err(e))?;
+            for row in rows {
+                let (k, v) = row.map_err(|e| tx.conc_err(e))?;
+                out.push((k.value().to_owned(), v.value().0));
+            }
+            Ok(out)
+        })
     }
 
     /// The first of `inv`'s keys that has no room for it now, and why (see
@@ -363,25 +400,26 @@ impl Tx<'_> {
         if inv.concurrency.is_empty() {
             return Ok(None);
         }
-        let holders = self
-            .txn
-            .open_table(CONC_HOLDERS)
-            .map_err(|e| self.conc_err(e))?;
-        let waiters = self
-            .txn
-            .open_table(CONC_WAITERS)
-            .map_err(|e| self.conc_err(e))?;
-        blocking(inv, now, |key, before, max| {
-            let held = holders_in(&holders, key, Some(inv.seq))?;
-            let ahead = waiters.range((key, 0)..(key, before))?.take(max).count();
-            Ok::<_, redb::StorageError>((held, ahead))
-        })
+        let look = |holders: &Entries<'_>, waiters: &Entries<'_>| {
+            blocking(inv, now, |key, before, max| {
+                let held = holders_in(holders, key, Some(inv.seq))?;
+                let ahead = waiters.range((key, 0)..(key, before))?.take(max).count();
+                Ok::<_, redb::StorageError>((held, ahead))
+            })
+        };
+        match &self.concurrency {
+            Some(ix) => look(&ix.holders, &ix.waiters),
+            None => {
+                let ix = Index::open(self.txn).map_err(|e| self.conc_err(e))?;
+                look(&ix.holders, &ix.waiters)
+            }
+        }
         .map_err(|e| self.conc_err(e))
     }
 
     /// Format 6 to 7: splits format 6's index into holders and waiters, takes the waiters out
-    /// of `WORK`, and admits each key's first ones under the limit its latest invocation
-    /// carries (a file from before the index has nothing to move).
+    /// of `WORK`, and admits each key's first ones under the limit its latest waiter carries
+    /// (a file from before the index has nothing to move).
     pub(super) fn migrate_concurrency_6(&mut self) -> Result<()> {
         let txn = self.txn;
         let rows = {
@@ -404,45 +442,43 @@ impl Tx<'_> {
         };
         txn.delete_table(CONCURRENCY_6)
             .map_err(|e| self.conc_err(e))?;
-        let mut limits: Vec<(String, u32)> = Vec::new();
-        let path = self.path.clone();
-        let e = |e: redb::StorageError| redb_err(&path, e);
-        {
-            let mut ix = Index::open(txn).map_err(|e| self.conc_err(e))?;
+        self.with_index(|tx, ix| {
+            let path = tx.path.clone();
+            let e = |e: redb::StorageError| redb_err(&path, e);
+            let mut limits: Vec<(String, u32)> = Vec::new();
             for (key, seq, entry, id) in &rows {
-                let Some(inv) = self.invocation_head(id)? else {
+                let Some(inv) = tx.invocation_head(id)? else {
                     continue;
                 };
                 let packed = id_codec::pack(id);
-                if entry == &Entry::Waiting {
-                    // Format 6 listed every queued invocation as due work.
-                    self.work_remove(due_of(&inv), &packed)?;
-                    ix.waiters
-                        .insert((key.as_str(), *seq), waiter(None, &packed).as_slice())
-                        .map_err(e)?;
-                    let limit = inv
-                        .concurrency
-                        .iter()
-                        .find(|s| s.index_key() == *key)
-                        .map_or(1, |s| s.limit);
-                    // Rows come in key order, then decision order: the latest decision's
-                    // limit is the key's.
-                    match limits.last_mut() {
-                        Some((k, l)) if k == key => *l = limit,
-                        _ => limits.push((key.clone(), limit)),
-                    }
-                } else {
+                if entry != &Entry::Waiting {
                     ix.holders
                         .insert((key.as_str(), *seq), encode(*entry, id).as_slice())
                         .map_err(e)?;
+                    continue;
+                }
+                // Format 6 listed every queued invocation as due work.
+                tx.work_remove(due_of(&inv), &packed)?;
+                ix.waiters
+                    .insert((key.as_str(), *seq), waiter(None, &packed).as_slice())
+                    .map_err(e)?;
+                let limit = inv
+                    .concurrency
+                    .iter()
+                    .find(|s| s.index_key() == *key)
+                    .map_or(1, |s| s.limit);
+                // Rows come in key order, then decision order: the latest waiter's limit is
+                // the key's.
+                match limits.last_mut() {
+                    Some((k, l)) if k == key => *l = limit,
+                    _ => limits.push((key.clone(), limit)),
                 }
             }
-        }
-        let mut ix = Index::open(txn).map_err(|e| self.conc_err(e))?;
-        for (key, limit) in limits {
-            let changes = refresh(&mut ix, &key, limit, None).map_err(e)?;
-            self.readmit(&ix, &key, &changes, None)?;
-        }
-        Ok(())
+            for (key, limit) in &limits {
+                let changes = refresh(ix, key, *limit, None).map_err(e)?;
+                tx.readmit(ix, key, &changes, None)?;
+            }
+            Ok(())
+        })
     }
 }
