@@ -860,9 +860,13 @@ pub struct SchemaArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SchemaKind {
+    /// Trigger manifests (`triggers/*.yaml`).
     Trigger,
+    /// Agent manifests (`agents/*.yaml`).
     Agent,
+    /// The project config (`pap.yaml`).
     Config,
+    /// Schedules (`schedules/*.yaml`, or `schedules:` in pap.yaml).
     Schedule,
     /// Rule test files (`pap test`).
     RuleTest,

@@ -104,6 +104,16 @@ impl Clock {
 }
 
 /// RFC 3339 in UTC with millisecond precision, the form every stored and printed time takes.
+/// When `ms` happens, for a sentence: `at 2026-…Z`, or `never (past the year 9999)` for a
+/// moment a duration pushed past what a timestamp can say (a debounce of 10^15 seconds).
+pub fn at_or_never(ms: i64) -> String {
+    match Timestamp::from_millisecond(ms) {
+        Ok(ts) => format!("at {ts:.3}"),
+        Err(_) if ms > 0 => "never (past the year 9999)".into(),
+        Err(_) => format!("at {ms} ms since 1970"),
+    }
+}
+
 pub fn rfc3339_ms(ms: i64) -> String {
     match Timestamp::from_millisecond(ms) {
         Ok(ts) => format!("{ts:.3}"),

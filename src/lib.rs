@@ -11,6 +11,7 @@ pub mod cmd;
 pub mod diagnostics;
 pub mod dispatcher;
 pub mod domain;
+pub mod error_text;
 pub mod event;
 pub mod event_type;
 pub mod http_client;

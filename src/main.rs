@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         Ok(Err(err)) => {
             // An error can quote untrusted text (a provider's reply, an event's field). A
             // closed stderr is no reason to fail differently.
-            let text = format!("error: {err:#}");
+            let text = format!("error: {}", pap::error_text::describe(&err));
             let _ = writeln!(std::io::stderr(), "{}", pap::term::for_humans(&text));
             ExitCode::from(1)
         }

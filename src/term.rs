@@ -12,7 +12,9 @@ pub enum ColorChoice {
     /// On a terminal, unless NO_COLOR is set.
     #[default]
     Auto,
+    /// Always, also into a pipe or a file.
     Always,
+    /// Never.
     Never,
 }
 

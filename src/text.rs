@@ -1,6 +1,5 @@
 //! Cutting text for messages and records, so a long value cannot flood a terminal or the store.
 
-/// `text` up to `max` characters; a cut is marked with `…`.
 /// `text` with the password of every URL in it (`scheme://user:password@host`) replaced by
 /// `***`: for quoting a line of a user's file on a terminal or in CI logs.
 pub fn hide_url_passwords(text: &str) -> std::borrow::Cow<'_, str> {
@@ -11,6 +10,7 @@ pub fn hide_url_passwords(text: &str) -> std::borrow::Cow<'_, str> {
     USERINFO.replace_all(text, "$1:***@")
 }
 
+/// `text` up to `max` characters; a cut is marked with `…`.
 pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),

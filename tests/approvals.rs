@@ -106,14 +106,10 @@ fn reject_ends_in_the_failure_event_with_the_reason() {
     let shown: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(shown["status"], "rejected");
     assert_eq!(shown["error"], "rejected by bob: too risky today");
-    // The failure event's line goes to stderr under --json, so stdout stays one document.
-    let failure = lines(
-        &stderr(&out)
-            .lines()
-            .filter(|l| l.starts_with('{'))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
+    // The failure event's dispatch line is in the one document, under `dispatched`; stderr
+    // has no JSON.
+    assert!(!stderr(&out).contains('{'), "{}", stderr(&out));
+    let failure = shown["dispatched"].as_array().unwrap();
     assert_eq!(failure[0]["type"], "pap.agent.invocation.failed");
     assert_eq!(failure[0]["triggered_by"], inv.as_str());
     assert_eq!(shown["emitted"], json!([failure[0]["event_id"]]));
@@ -288,4 +284,55 @@ fn listings_read_the_state_while_a_trigger_manifest_is_broken() {
     let out = p.cmd(T0).args(["invocations", "--json"]).output().unwrap();
     assert_ne!(code(&out), 0);
     assert!(stderr(&out).contains("pap.yaml"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_approval_past_its_deadline_reads_as_expired_before_any_writer_runs() {
+    let p = Project::new();
+    let inv = p.awaiting("d1");
+    let later = "2026-03-12T06:00:01Z";
+    // Nothing has written since the deadline: every reader says expired, as of now.
+    let listed = p.cmd(later).args(["inbox", "--json"]).output().unwrap();
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    let requests: Vec<serde_json::Value> = lines(&stdout(&listed))
+        .into_iter()
+        .filter(|m| m["atp"]["context"]["metadata"]["invocation_id"] == inv.as_str())
+        .collect();
+    assert_eq!(requests.len(), 1, "{}", stdout(&listed));
+    assert_eq!(requests[0]["approval"]["state"], "expired");
+    assert_eq!(
+        requests[0]["approval"]["closed_at"],
+        "2026-03-12T06:00:00.000Z"
+    );
+    let human = p.cmd(later).args(["inbox"]).output().unwrap();
+    assert!(!stdout(&human).contains("open"), "{}", stdout(&human));
+    let before = p.cmd(T0).args(["inbox", "--json"]).output().unwrap();
+    assert!(
+        stdout(&before).contains(r#""state":"open""#),
+        "{}",
+        stdout(&before)
+    );
+
+    // The MCP inbox resource, on the real clock (months past the fixture's deadline).
+    let Some(inspector) = common::mcp::inspector() else {
+        return;
+    };
+    let read = common::mcp::inspect(
+        &inspector,
+        &common::mcp::Server::Stdio {
+            root: p.root(),
+            args: &[],
+        },
+        &["--method", "resources/read", "--uri", "ui://chat/inbox"],
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let request = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m.get("atp").is_some())
+        .expect("the approval request")
+        .clone();
+    assert_eq!(request["approval"]["state"], "expired", "{request}");
 }

@@ -84,3 +84,26 @@ fn duration_flags_take_the_yaml_syntax_and_seconds() {
         assert_eq!(run.code, 2, "--grace {absurd}: {}", run.stderr);
     }
 }
+
+#[test]
+fn every_error_starts_with_error_and_is_said_once() {
+    let p = common::dispatch::Project::new();
+    let cases: &[&[&str]] = &[
+        &["inbox", "ack", "999"],
+        &["dispatch", "missing.ndjson"],
+        &["invocations", "show", "inv_nothing"],
+        &["approve", "inv_nothing"],
+    ];
+    for args in cases {
+        let out = p.cmd(common::dispatch::T0).args(*args).output().unwrap();
+        assert_ne!(common::code(&out), 0, "{args:?}");
+        let err = common::stderr(&out);
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(!lines.is_empty(), "{args:?}: nothing said");
+        for l in &lines {
+            assert!(l.starts_with("error: "), "{args:?}: {err}");
+        }
+        let first = lines[0];
+        assert_eq!(err.matches(first).count(), 1, "{args:?}: said twice: {err}");
+    }
+}

@@ -167,9 +167,13 @@ fn query(server: &pap::pgstore::testing::TestServer, db: &str, sql: &str) -> Vec
 
 #[test]
 fn three_nodes_survive_kills_a_pause_and_a_database_restart_deciding_each_event_once() {
-    let Some(server) = pap::pgstore::testing::server_or_skip("the cluster crash test") else {
+    // A server of its own: the test restarts it, and the other tests of the binary share
+    // theirs.
+    let Some(own_server) = pap::pgstore::testing::private_server_or_skip("the cluster crash test")
+    else {
         return;
     };
+    let server: &pap::pgstore::testing::TestServer = &own_server;
     if !common::http::curl_available() {
         return;
     }
@@ -235,6 +239,7 @@ fn three_nodes_survive_kills_a_pause_and_a_database_restart_deciding_each_event_
         let cluster = cluster.clone();
         let disruptions = disruptions.clone();
         let feeding = feeding.clone();
+        let server = server.clone();
         let mut rng = Rng(rng.below(u64::MAX) | 1);
         let shared = shared.path().to_owned();
         std::thread::spawn(move || {

@@ -173,3 +173,21 @@ fn trailing_debounce_fires_once_after_the_quiet_period() {
     assert_eq!(ran.len(), 2);
     assert_eq!(ran[1]["event"]["id"], "late");
 }
+
+#[test]
+fn a_quiet_period_past_the_last_timestamp_ends_never() {
+    let dir = project("trailing");
+    let root = dir.path();
+    let manifest = root.join("triggers/alert.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("seconds: 60", "seconds: 9223372036854775"),
+    )
+    .unwrap();
+    let first = dispatch(root, 0, "e1", "db1", 1, &["--no-run"]);
+    assert_eq!(first["outcome"], "debounced");
+    let reason = first["reason"].as_str().unwrap();
+    assert!(reason.contains("never (past the year 9999)"), "{reason}");
+    assert!(!reason.contains("9223372036854775807"), "{reason}");
+}

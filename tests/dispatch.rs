@@ -864,6 +864,24 @@ fn an_unreadable_file_exits_1_and_the_others_still_count() {
 }
 
 #[test]
+fn a_dispatch_of_nothing_readable_says_only_why() {
+    let p = Project::new();
+    let out = p
+        .cmd(T0)
+        .args(["dispatch", "missing.ndjson"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 1);
+    assert_eq!(common::stdout(&out), "", "no summary of nothing");
+    let err = common::stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: cannot read missing.ndjson"),
+        "{err}"
+    );
+}
+
+#[test]
 fn medium_and_high_risk_invocations_are_audited() {
     let p = Project::new();
     let file = p.events(

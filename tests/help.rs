@@ -77,3 +77,47 @@ fn every_subcommand_has_a_description_and_an_example() {
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
+
+/// In a list of possible values, every value has a description or none has: one described
+/// value among bare ones makes clap pad the bare ones into a wide gap.
+#[test]
+fn possible_values_are_all_described_or_none_is() {
+    let mut mixed = Vec::new();
+    for path in commands(&[]) {
+        let mut args = path.clone();
+        args.push("--help".into());
+        let text = stdout(&pap().args(&args).output().unwrap());
+        let mut values: Vec<bool> = Vec::new();
+        let mut check = |values: &mut Vec<bool>, at: &str| {
+            if values.iter().any(|d| *d) && values.iter().any(|d| !*d) {
+                mixed.push(format!("{}: {at}", path.join(" ")));
+            }
+            values.clear();
+        };
+        let mut in_list = false;
+        for line in text.lines() {
+            let body = line.trim_start();
+            if body == "Possible values:" {
+                in_list = true;
+                continue;
+            }
+            if in_list {
+                if let Some(value) = body.strip_prefix("- ") {
+                    values.push(value.contains(':'));
+                    continue;
+                }
+                if !body.is_empty() && line.len() - body.len() > 10 {
+                    continue; // a wrapped description
+                }
+                check(&mut values, "a list of possible values");
+                in_list = false;
+            }
+        }
+        check(&mut values, "the last list");
+    }
+    assert!(
+        mixed.is_empty(),
+        "described and bare values mixed:\n{}",
+        mixed.join("\n")
+    );
+}

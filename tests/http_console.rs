@@ -6,8 +6,6 @@
 
 use crate::common;
 
-use std::io::Write;
-
 use common::dispatch::ev;
 use common::http::{curl, curl_available, post, project, serve};
 use common::serve::{Project, wait_until};
@@ -18,27 +16,10 @@ const PASSWORD: &str = "correct horse battery staple";
 const FEEDER_TOKEN: &str = "feeder-0123456789abcdef";
 const HOSTILE: &str = "<script>alert('pwned')</script><img src=x onerror=alert(2)>";
 
-fn hash(password: &str) -> String {
-    let mut child = common::pap()
-        .arg("hash-password")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{password}\n").as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 /// A project with a person who may approve (alice), one who may only read (bob), and a
 /// program that posts events (feeder).
 fn console_project() -> Project {
-    let h = hash(PASSWORD);
+    let h = common::http::hash_password(PASSWORD);
     project(&format!(
         "listen:\n  auth:\n    principals:\n      - name: alice\n        password_hash: \"{h}\"\n        scopes: [read, approve]\n      - name: bob\n        password_hash: \"{h}\"\n        scopes: [read]\n      - name: feeder\n        token: ${{FEEDER_TOKEN}}\n        scopes: [ingest]\n"
     ))
@@ -72,22 +53,7 @@ fn post_gated(url: &str, id: &str) -> String {
 
 /// Logs in with curl; returns the cookie jar's path and the CSRF token of the approvals page.
 fn login(url: &str, dir: &std::path::Path, who: &str) -> (String, Option<String>) {
-    let jar = dir.join(format!("{who}.cookies"));
-    let jar = jar.to_str().unwrap().to_owned();
-    let form = format!("name={who}&password={}", PASSWORD.replace(' ', "+"));
-    let r = curl(
-        &[
-            "-c",
-            &jar,
-            "-X",
-            "POST",
-            "-H",
-            "content-type: application/x-www-form-urlencoded",
-            &format!("{url}/login"),
-        ],
-        Some(form.as_bytes()),
-    );
-    assert_eq!(r.status, 303, "{r:?}");
+    let (jar, r) = common::http::console_login(url, dir, who, PASSWORD);
     let cookie = r.header("set-cookie").unwrap();
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
@@ -292,23 +258,9 @@ fn read_pages_render_the_inbox_invocations_audit_and_manifests_without_javascrip
 
 #[test]
 fn a_real_browser_logs_in_sees_the_request_and_approves_it() {
-    let Some(chromium) = common::required_tool(
-        "chromium",
-        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
-        "the console is not driven by a real browser",
-    ) else {
+    let Some((chromium, driver)) = common::webdriver::tools() else {
         return;
     };
-    let Some(driver) = common::required_tool(
-        "chromedriver",
-        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
-        "the console is not driven by a real browser",
-    ) else {
-        return;
-    };
-    if !curl_available() {
-        return;
-    }
     let p = console_project();
     let (_serve, url) = serve(&p, &[], &[("FEEDER_TOKEN", FEEDER_TOKEN)]);
     let inv = post_gated(&url, "b1");

@@ -324,3 +324,47 @@ fn the_readme_documents_every_code_with_its_severity_and_meaning() {
         assert!(readme.contains(&row), "README lacks the row: {row}");
     }
 }
+
+#[test]
+fn a_manifest_past_the_yaml_readers_limits_is_said_in_words() {
+    let dir = fixture_copy("clean-project");
+    // A quarter of a million values, and an alias bomb: both past the reader's budgets.
+    let many: String = (0..260_000).map(|i| format!("  - {i}\n")).collect();
+    std::fs::write(
+        dir.path().join("triggers/huge.yaml"),
+        format!("pap_version: \"0.2\"\nlist:\n{many}"),
+    )
+    .unwrap();
+    let mut bomb = String::from("pap_version: \"0.2\"\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..9 {
+        let j = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{j}, *a{j}, *a{j}, *a{j}, *a{j}, *a{j}, *a{j}, *a{j}, *a{j}, *a{j}]\n"
+        ));
+    }
+    std::fs::write(dir.path().join("triggers/bomb.yaml"), bomb).unwrap();
+    let out = pap_at(dir.path())
+        .args(["lint", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1);
+    let doc = json(&out);
+    let messages: Vec<&str> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["file"] == "triggers/huge.yaml" || d["file"] == "triggers/bomb.yaml")
+        .map(|d| d["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages.len(), 2, "{doc}");
+    for m in &messages {
+        assert!(!m.contains('{') && !m.contains("budget breached"), "{m}");
+        assert!(m.contains("the reader"), "{m}");
+    }
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("values (mappings, sequences and scalars)")),
+        "{messages:?}"
+    );
+}

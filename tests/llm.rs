@@ -85,6 +85,34 @@ fn a_missing_key_fails_before_any_request() {
 }
 
 #[test]
+fn an_mcp_server_whose_command_does_not_exist_ends_the_invocation_at_once() {
+    let fake = FakeLlm::start(vec![]);
+    let missing = std::path::PathBuf::from("/nonexistent/mcp-server-gone");
+    let retries = "  on_failure:\n    retry:\n      max_attempts: 3\n      backoff_seconds: 30\n";
+    let p = project(
+        &agent("anthropic", &fake.url, SUM_TOOL, retries),
+        Some(&missing),
+    );
+    let started = std::time::Instant::now();
+    let run = dispatch(&p, "e1", json!({}), Some("sk-test"), &[]);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    let inv = only_invocation(&p);
+    assert_eq!(inv["status"], "failed");
+    assert_eq!(
+        inv["attempts"], 1,
+        "it cannot start on another attempt: {inv}"
+    );
+    assert_error(&inv, "cannot start `/nonexistent/mcp-server-gone`");
+    assert!(fake.requests().is_empty());
+    // Not a wait of 30 s for a second attempt (a sanity bound for a debug build).
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn anthropic_request_carries_the_model_settings_and_the_delimited_event() {
     let fake = FakeLlm::start(vec![Scripted::ok(anthropic_text("{\"sum\": 3}"))]);
     let p = project(&agent("anthropic", &fake.url, "", STRUCTURED), None);

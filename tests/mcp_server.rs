@@ -554,14 +554,13 @@ fn human_posts_are_rate_limited_and_bounded_by_the_cascade_depth() {
 }
 
 #[test]
-fn a_post_made_inside_an_invocation_is_bounded_by_the_cascade_depth() {
+fn an_agent_cannot_post_as_a_person() {
     let Some(py) = mcp::python_sdk() else {
         return;
     };
     let p = chat();
-    append(&p, "max_cascade_depth: 1\n");
     let parent = invocation_of(&dispatch(&p, "w1", "test.work.requested"));
-    // An agent's MCP server gets PAP_INVOCATION_ID: its posts are that run's children.
+    // An agent's MCP server gets PAP_INVOCATION_ID: the human's tool is not the agent's.
     let r = run(
         &py,
         "post",
@@ -569,19 +568,20 @@ fn a_post_made_inside_an_invocation_is_bounded_by_the_cascade_depth() {
         &stdio(&p),
         &[("PAP_INVOCATION_ID", &parent)],
     );
-    let event_id = posted(&r)["structured"]["event_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let serve = p.serve(&["--once"]);
-    let code = serve.wait_exit();
-    assert_eq!(code, 0);
-    let log = std::fs::read_to_string(p.root().join("serve.log")).unwrap();
-    let decided = log
-        .lines()
-        .find(|l| l.contains(&event_id) && l.contains("trigger=on-post"))
-        .unwrap_or_else(|| panic!("no decision for {event_id} in:\n{log}"));
-    assert!(decided.contains("cascade_rejected"), "{decided}");
+    let answered = posted(&r);
+    assert_eq!(answered["is_error"], true, "{answered}");
+    let text = answered["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("chat.human.post is a person's") && text.contains(&parent),
+        "{answered}"
+    );
+    // Nothing was stored as a person's, and nothing was provoked.
+    let inbox = p.cmd().args(["inbox", "--json"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&inbox.stdout).contains("the agent asks itself"),
+        "stored: {}",
+        String::from_utf8_lossy(&inbox.stdout)
+    );
     assert!(heard_posts(&p).is_empty(), "the listener was not provoked");
 }
 

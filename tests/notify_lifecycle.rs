@@ -288,6 +288,76 @@ fn an_atp_request_validates_and_a_response_file_approves_the_run() {
 }
 
 #[test]
+fn answers_record_responded_at_and_json_is_one_document_on_stdout() {
+    let p = NotifyProject::new();
+    // At pap's own prompt: `responded_at` is when pap recorded the answer (ATP requires it).
+    let msg = atp_request(&p, "e1");
+    let inv = msg["atp"]["context"]["metadata"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = p.cmd().args(["approve", &inv, "--json"]).output().unwrap();
+    assert_eq!(common::code(&out), 0, "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&common::stdout(&out)).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}",
+            common::stdout(&out)
+        )
+    });
+    assert_eq!(doc["id"], inv.as_str());
+    assert_eq!(doc["status"], "succeeded");
+    assert!(doc["dispatched"].is_array(), "{doc}");
+    assert!(
+        !stderr(&out).contains('{'),
+        "JSON on stderr: {}",
+        stderr(&out)
+    );
+    let answered = p.inbox();
+    let req = answered.iter().find(|m| m["id"] == msg["id"]).unwrap();
+    assert_eq!(req["approval"]["state"], "approved");
+    let at = req["approval"]["responded_at"]
+        .as_str()
+        .expect("responded_at");
+    assert!(at.parse::<jiff::Timestamp>().is_ok(), "{at}");
+
+    // An ATP response file, with --json.
+    let msg = atp_request(&p, "e2");
+    let path = p.log_dir().join("response.json");
+    std::fs::write(
+        &path,
+        json!({
+            "notification_id": msg["atp"]["id"],
+            "action_id": "reject",
+            "response_data": null,
+            "responded_at": "2026-11-21T10:01:00Z",
+            "responder": {"id": "alice", "type": "human"}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = p
+        .cmd()
+        .args(["respond", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&common::stdout(&out)).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}",
+            common::stdout(&out)
+        )
+    });
+    assert_eq!(doc["status"], "rejected");
+    assert!(doc["dispatched"].is_array(), "{doc}");
+    assert!(
+        !stderr(&out).contains('{'),
+        "JSON on stderr: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn an_answer_past_the_deadline_is_refused_as_expired() {
     let mut p = NotifyProject::new();
     let msg = atp_request(&p, "e1");

@@ -1,6 +1,6 @@
 //! PostgreSQL going away under running nodes: serve stops deciding and says so, spool files
-//! wait, nothing is lost or decided twice, and work resumes when the database is back. Its
-//! own binary, since it stops the test server every test of the binary shares.
+//! wait, nothing is lost or decided twice, and work resumes when the database is back. On a
+//! server of its own, since it stops it, and the other tests of the binary share theirs.
 
 use crate::common;
 
@@ -11,7 +11,7 @@ use serde_json::json;
 
 #[test]
 fn serve_waits_out_an_outage_and_loses_nothing() {
-    let Some(server) = pap::pgstore::testing::server_or_skip("a database outage") else {
+    let Some(server) = pap::pgstore::testing::private_server_or_skip("a database outage") else {
         return;
     };
     let p = Project::new();

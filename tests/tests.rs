@@ -10,12 +10,14 @@ mod common;
 
 mod agent_lifetime;
 mod approvals;
+mod auth_reload;
 mod budget;
 mod cli_conventions;
 mod cluster_crash;
 mod concurrency;
 mod debounce;
 mod dispatch;
+mod docs;
 mod doctor;
 mod durability;
 mod example_project;

@@ -93,7 +93,9 @@ pub fn short_answer(action: &str, by: &str, now: i64) -> Answer {
     Answer {
         action_id: action.to_owned(),
         responder: serde_json::json!({"id": by, "type": "human"}),
-        responded_at: None,
+        // ATP requires `responded_at`: for an answer given at pap's own prompt (the CLI, the
+        // console), it is when pap recorded it.
+        responded_at: Some(crate::clock::rfc3339_ms(now)),
         recorded_at: now,
     }
 }

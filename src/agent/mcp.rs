@@ -65,13 +65,15 @@ impl Session {
         specs: &BTreeMap<String, McpServerSpec>,
         names: &BTreeSet<String>,
         context: &[(&str, &str)],
-    ) -> Result<Session, String> {
+    ) -> Result<Session, ConnectError> {
         let mut session = Session {
             servers: BTreeMap::new(),
         };
         for name in names {
             let spec = specs.get(name).ok_or_else(|| {
-                format!("MCP server `{name}` is not defined under mcp_servers in pap.yaml")
+                ConnectError::permanent(format!(
+                    "MCP server `{name}` is not defined under mcp_servers in pap.yaml"
+                ))
             })?;
             match connect_one(root, name, spec, context).await {
                 Ok(server) => {
@@ -143,15 +145,47 @@ fn client_info() -> ClientConfig {
     )
 }
 
+/// Why an agent's MCP server could not be reached, and whether trying again can help: a
+/// command that does not exist or may not run, a variable this process lacks, a header
+/// that is not one, cannot start on a second attempt, so the invocation ends at once (as
+/// with a missing API key) instead of waiting out its retries.
+#[derive(Debug, Clone)]
+pub struct ConnectError {
+    pub reason: String,
+    pub permanent: bool,
+}
+
+impl ConnectError {
+    fn permanent(reason: String) -> ConnectError {
+        ConnectError {
+            reason,
+            permanent: true,
+        }
+    }
+
+    fn transient(reason: String) -> ConnectError {
+        ConnectError {
+            reason,
+            permanent: false,
+        }
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
 async fn connect_one(
     root: &Path,
     name: &str,
     spec: &McpServerSpec,
     context: &[(&str, &str)],
-) -> Result<Server, String> {
+) -> Result<Server, ConnectError> {
     let expand = |what: &str, value: &str| {
         interpolate::expand(value, |var| std::env::var(var).ok())
-            .map_err(|e| format!("MCP server `{name}`: {what}: {e}"))
+            .map_err(|e| ConnectError::permanent(format!("MCP server `{name}`: {what}: {e}")))
     };
     match spec {
         McpServerSpec::Stdio { command, args, env } => {
@@ -173,7 +207,15 @@ async fn connect_one(
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn()
-                .map_err(|e| format!("MCP server `{name}`: cannot start `{command}`: {e}"))?;
+                .map_err(|e| {
+                    let reason = format!("MCP server `{name}`: cannot start `{command}`: {e}");
+                    match e.kind() {
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                            ConnectError::permanent(reason)
+                        }
+                        _ => ConnectError::transient(reason),
+                    }
+                })?;
             let tail_lines = Arc::new(Mutex::new(VecDeque::new()));
             if let Some(stderr) = stderr {
                 let keep = tail_lines.clone();
@@ -189,10 +231,10 @@ async fn connect_one(
                 });
             }
             let service = client_info().serve(transport).await.map_err(|e| {
-                format!(
+                ConnectError::transient(format!(
                     "MCP server `{name}` (`{command}`) did not answer the MCP handshake: {e}{}",
                     tail(&tail_lines)
-                )
+                ))
             })?;
             Ok(Server {
                 service,
@@ -203,10 +245,13 @@ async fn connect_one(
             let mut map = std::collections::HashMap::new();
             for (key, value) in headers {
                 let value = expand(&format!("header {key}"), value)?;
-                let header = HeaderName::from_bytes(key.as_bytes())
-                    .map_err(|e| format!("MCP server `{name}`: header {key}: {e}"))?;
+                let header = HeaderName::from_bytes(key.as_bytes()).map_err(|e| {
+                    ConnectError::permanent(format!("MCP server `{name}`: header {key}: {e}"))
+                })?;
                 let mut value = HeaderValue::from_str(&value).map_err(|_| {
-                    format!("MCP server `{name}`: header {key} has an invalid value")
+                    ConnectError::permanent(format!(
+                        "MCP server `{name}`: header {key} has an invalid value"
+                    ))
                 })?;
                 value.set_sensitive(true);
                 map.insert(header, value);
@@ -214,10 +259,9 @@ async fn connect_one(
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
             let transport = StreamableHttpClientTransport::from_config(config);
-            let service = client_info()
-                .serve(transport)
-                .await
-                .map_err(|e| format!("MCP server `{name}` ({url}) did not answer: {e}"))?;
+            let service = client_info().serve(transport).await.map_err(|e| {
+                ConnectError::transient(format!("MCP server `{name}` ({url}) did not answer: {e}"))
+            })?;
             Ok(Server {
                 service,
                 stderr: Arc::new(Mutex::new(VecDeque::new())),

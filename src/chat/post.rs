@@ -76,6 +76,13 @@ pub enum PostError {
     NoSession(String),
     #[error("in_reply_to names no inbox message {0}")]
     NoMessage(u64),
+    /// Only a person is a user: an agent (its MCP server runs with its invocation's id) that
+    /// calls the human's tool would post in a person's name and provoke as one.
+    #[error(
+        "chat.human.post is a person's: this caller is the agent of invocation {0}, which posts \
+         with chat.assistant.post"
+    )]
+    AgentAsUser(String),
     #[error(
         "{limit} human posts in the last minute already (chat.max_posts_per_minute); \
          try again in {retry_after_s} s"
@@ -96,6 +103,11 @@ pub fn post(
     owner: Option<&Runner>,
     now: i64,
 ) -> Result<Posted, PostError> {
+    if post.author == Author::User
+        && let Some(invocation) = &post.by.invocation
+    {
+        return Err(PostError::AgentAsUser(invocation.clone()));
+    }
     check_content(post.content, post.mime)?;
     if let Some(session) = post.session
         && !tx.session_is_open(session)?
@@ -203,7 +215,7 @@ fn admit(tx: &mut dyn WriteTx, limit: u32, now: i64) -> Result<(), PostError> {
 /// The event a human's post becomes. Its id names the message, so deciding it twice (two
 /// processes racing over an orphaned outbox entry) is a `duplicate`, never a second run.
 fn event_of(id: u64, now: i64, post: &Post<'_>) -> Value {
-    let mut event = json!({
+    json!({
         "pap_version": "0.2",
         "id": format!("pap-chat-{id}-{now}"),
         "type": HUMAN_POSTED,
@@ -222,11 +234,7 @@ fn event_of(id: u64, now: i64, post: &Post<'_>) -> Value {
             "principal": post.by.principal,
             "client": post.by.client,
         },
-    });
-    if let Some(parent) = &post.by.invocation {
-        event["triggered_by"] = json!(parent);
-    }
-    event
+    })
 }
 
 #[cfg(test)]

@@ -9,9 +9,9 @@ use crate::clock::rfc3339_ms;
 use crate::domain::{InboxMessage, Notification};
 use crate::storage::ReadTx;
 
-/// One message. `n` is the notification a system or narration entry shows, for its live
-/// status and approval state.
-pub fn message(msg: &InboxMessage, n: Option<&Notification>) -> Value {
+/// One message as of `now`. `n` is the notification a system or narration entry shows, for
+/// its live status and approval state.
+pub fn message(msg: &InboxMessage, n: Option<&Notification>, now: i64) -> Value {
     let mut v = json!({
         "id": msg.id.to_string(),
         "ts": rfc3339_ms(msg.ts),
@@ -35,7 +35,7 @@ pub fn message(msg: &InboxMessage, n: Option<&Notification>) -> Value {
         }
     } else {
         // The notification's own view (`pap inbox --json`) minus what is said above.
-        let mut full = crate::notify::inbox::view(msg, n);
+        let mut full = crate::notify::inbox::view(msg, n, now);
         if let Some(full) = full.as_object_mut() {
             for key in ["id", "created_at", "author", "kind", "level", "content"] {
                 full.remove(key);
@@ -58,7 +58,7 @@ pub fn message_read(r: &dyn ReadTx, msg: &InboxMessage, now: i64) -> crate::stor
             .notification(&msg.notification_id)?
             .map(|n| n.as_of(now).0),
     };
-    Ok(message(msg, n.as_ref()))
+    Ok(message(msg, n.as_ref(), now))
 }
 
 /// The `ui://chat/inbox` body (or a session's): the messages and the watermark to read on
@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn a_post_has_the_documents_fields_with_ids_as_decimal_strings() {
-        let v = message(&post(), None);
+        let v = message(&post(), None, 0);
         assert_eq!(v["id"], "12");
         assert_eq!(v["ts"], "2023-11-14T22:13:20.000Z");
         assert_eq!(v["author"], "user");

@@ -31,7 +31,7 @@ pub fn approve_as(
 ) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
-    let mut dispatcher = dispatcher(&runtime, &rt, json);
+    let (mut dispatcher, captured) = dispatcher(&runtime, &rt, json);
     dispatcher.expire_approvals()?;
 
     let now = runtime.clock.now_ms();
@@ -59,11 +59,11 @@ pub fn approve_as(
             "approved {id} (by {by}); handed to the running pap serve (pid {}); follow it with `pap invocations show {id}`",
             serve.pid
         );
-        report(&runtime, &id, json)?;
+        report(&runtime, &id, json, &captured)?;
         return Ok(Outcome::Success);
     }
     crate::say!("approved {id} (by {by}); running it");
-    run_and_report(&runtime, &rt, &mut dispatcher, &id, json)
+    run_and_report(&runtime, &rt, &mut dispatcher, &captured, &id, json)
 }
 
 /// Runs invocation `id` in this process, prints how it ended, and dispatches what it
@@ -72,6 +72,7 @@ pub(super) fn run_and_report(
     runtime: &Runtime,
     rt: &tokio::runtime::Runtime,
     dispatcher: &mut Dispatcher<'_>,
+    captured: &Captured,
     id: &str,
     json: bool,
 ) -> anyhow::Result<Outcome> {
@@ -83,15 +84,25 @@ pub(super) fn run_and_report(
             crate::say!(
                 "{id} is queued, not started: {why}; pap serve starts it when there is room"
             );
-            report(runtime, id, json)?;
             dispatcher.settle_notifications()?;
+            dispatcher.finish(false)?;
+            report(runtime, id, json, captured)?;
             return Ok(Outcome::Success);
         }
         Err(e) => return Err(e.into()),
     };
-    report(runtime, id, json)?;
+    // A person reads how it ended first; a script gets one document, written once the
+    // emitted events are decided too.
+    if !json {
+        report(runtime, id, json, captured)?;
+    }
     dispatcher.dispatch_emitted(result.emitted)?;
     dispatcher.settle_notifications()?;
+    if json {
+        // Every line the printer thread has is in `captured` once it is done.
+        dispatcher.finish(false)?;
+        report(runtime, id, json, captured)?;
+    }
     // An operator cancelling it meanwhile is a decision, not the agent's failure.
     Ok(if result.succeeded || result.cancelled {
         Outcome::Success
@@ -116,7 +127,7 @@ pub fn reject_as(
 ) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
-    let mut dispatcher = dispatcher(&runtime, &rt, json);
+    let (mut dispatcher, captured) = dispatcher(&runtime, &rt, json);
     dispatcher.expire_approvals()?;
 
     let now = runtime.clock.now_ms();
@@ -136,30 +147,67 @@ pub fn reject_as(
         .store
         .write(|tx| answer::reject(tx, &runtime.project, &id, &answering, why))?;
     crate::say!("rejected {id} (by {by})");
-    report(&runtime, &id, json)?;
+    if !json {
+        report(&runtime, &id, json, &captured)?;
+    }
     dispatcher.dispatch_emitted(events)?;
     dispatcher.settle_notifications()?;
+    if json {
+        dispatcher.finish(false)?;
+        report(&runtime, &id, json, &captured)?;
+    }
     Ok(Outcome::Success)
 }
 
+/// The dispatch lines of the events an answered invocation emitted, kept for the one JSON
+/// document `--json` prints (see [`report`]).
+#[derive(Clone, Default)]
+pub(super) struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        held.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// The JSON lines written so far, taken.
+    fn take_lines(&self) -> Vec<serde_json::Value> {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let text = String::from_utf8_lossy(&std::mem::take(&mut *held)).into_owned();
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+/// The dispatcher for the events an answered or retried invocation emits. A person sees
+/// their dispatch lines on stdout; with `--json` they are captured and become the
+/// `dispatched` field of the one document [`report`] prints, so that stdout holds a single
+/// JSON document and stderr none.
 pub(super) fn dispatcher<'a>(
     runtime: &'a Runtime,
     rt: &'a tokio::runtime::Runtime,
     json: bool,
-) -> Dispatcher<'a> {
+) -> (Dispatcher<'a>, Captured) {
+    let captured = Captured::default();
     let format = if json {
         Format::Json
     } else {
         Format::Human(Paint::for_stdout())
     };
-    // Events emitted by the answered invocation are printed as dispatch lines, on stderr
-    // with --json so stdout stays one JSON document.
     let out: Box<dyn Write + Send> = if json {
-        Box::new(std::io::stderr())
+        Box::new(captured.clone())
     } else {
         Box::new(std::io::stdout())
     };
-    Dispatcher::new(
+    let dispatcher = Dispatcher::new(
         runtime,
         Options::default(),
         rt,
@@ -167,21 +215,30 @@ pub(super) fn dispatcher<'a>(
         format,
         out,
         Box::new(|f| f()),
-    )
+    );
+    (dispatcher, captured)
 }
 
-pub(super) fn report(runtime: &Runtime, id: &str, json: bool) -> anyhow::Result<()> {
+/// Prints how invocation `id` stands: a line for a person, or with `json` one document, the
+/// invocation's JSON view with `dispatched` (the dispatch lines of the events it emitted that
+/// this command decided).
+pub(super) fn report(
+    runtime: &Runtime,
+    id: &str,
+    json: bool,
+    captured: &Captured,
+) -> anyhow::Result<()> {
     let inv = runtime
         .store
         .read(|r| r.invocation(id))?
         .ok_or_else(|| anyhow::anyhow!("invocation {id} vanished"))?;
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&invocations::view(&inv, false))?
-        )?;
+        let mut view = invocations::view(&inv, false);
+        if let Some(object) = view.as_object_mut() {
+            object.insert("dispatched".into(), captured.take_lines().into());
+        }
+        writeln!(out, "{}", serde_json::to_string(&view)?)?;
     } else {
         let result = match (&inv.status, &inv.error) {
             (Status::Succeeded, _) => format!("succeeded after {} attempt(s)", inv.attempts),

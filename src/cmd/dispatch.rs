@@ -191,7 +191,9 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     }
     // Else the reader may be waiting on an input that never ends: it goes with the process,
     // and internal turns and sinks are left to `pap serve` or the next command.
-    dispatcher.finish()?;
+    // When no input could be read at all, the errors said everything: a summary of nothing
+    // after them would read as if something had happened.
+    dispatcher.finish(!(unreadable && dispatcher.tally.events == 0))?;
     let stopped = dispatcher.stopped();
     if (args.no_run || stopped.is_some()) && dispatcher.tally.outcomes.contains_key("queued") {
         // A running serve picks the queued work up at once instead of at its next scan.

@@ -65,7 +65,7 @@ pub fn run(cli: &Cli, args: &DoctorArgs) -> anyhow::Result<Outcome> {
             &mut checks,
             "project".into(),
             Verdict::Fail,
-            format!("{e:#}"),
+            crate::error_text::describe(&e),
         ),
     }
     print(&checks, args.json)?;
@@ -188,7 +188,8 @@ fn mcp_servers(
                 crate::agent::mcp::Session::connect(&project.root, specs, &names, &[]),
             )
             .await
-            .map_err(|_| format!("did not start within {}s", timeout.as_secs()))??;
+            .map_err(|_| format!("did not start within {}s", timeout.as_secs()))?
+            .map_err(|e| e.reason)?;
             let tools = tokio::time::timeout(timeout, session.list_tools()).await;
             let mut session = session;
             session.shutdown().await;

@@ -46,7 +46,7 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
                         crate::out!("{id}: {notification} was already delivered")?
                     }
                     Err(e) => {
-                        crate::say!("pap: {e}");
+                        crate::say!("error: {e}");
                         failed = true;
                     }
                 }
@@ -88,7 +88,7 @@ fn read(
             let ntf = n
                 .notification(&m.notification_id)?
                 .map(|ntf| ntf.as_of(now).0);
-            let view = inbox::view(&m, ntf.as_ref());
+            let view = inbox::view(&m, ntf.as_ref(), now);
             out.push((m, view));
         }
         Ok(out)

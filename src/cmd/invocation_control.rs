@@ -18,7 +18,7 @@ use crate::storage::{self, Sequence, WriteTx};
 pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
-    let mut dispatcher = approve::dispatcher(&runtime, &rt, args.json);
+    let (mut dispatcher, captured) = approve::dispatcher(&runtime, &rt, args.json);
     // An approval past its deadline is recorded as expired first, so it can be retried.
     dispatcher.expire_approvals()?;
 
@@ -104,7 +104,7 @@ pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
         crate::say!(
             "{new} retries {id} (by {by}) and waits for approval: `pap approve {short}` or `pap reject {short} --reason …`"
         );
-        approve::report(&runtime, &new, args.json)?;
+        approve::report(&runtime, &new, args.json, &captured)?;
         return Ok(Outcome::Success);
     }
     if !run_here {
@@ -115,17 +115,17 @@ pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
             _ => "the next `pap serve`".to_owned(),
         };
         crate::say!("{new} retries {id} (by {by}); queued for {whom}");
-        approve::report(&runtime, &new, args.json)?;
+        approve::report(&runtime, &new, args.json, &captured)?;
         return Ok(Outcome::Success);
     }
     crate::say!("{new} retries {id} (by {by}); running it");
-    approve::run_and_report(&runtime, &rt, &mut dispatcher, &new, args.json)
+    approve::run_and_report(&runtime, &rt, &mut dispatcher, &captured, &new, args.json)
 }
 
 pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
-    let mut dispatcher = approve::dispatcher(&runtime, &rt, args.json);
+    let (mut dispatcher, _) = approve::dispatcher(&runtime, &rt, args.json);
     dispatcher.expire_approvals()?;
     let by = context::actor(&args.by);
     let reason = match &args.reason {

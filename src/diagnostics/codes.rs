@@ -229,7 +229,7 @@ pub const CODES: &[CodeInfo] = &[
     ),
     error(
         "plain-secret",
-        "a token written into a file instead of `${NAME}` from the environment",
+        "a token written into pap.yaml instead of `${NAME}` from the environment or a `token_file`",
     ),
     error(
         "invalid-password-hash",
@@ -237,7 +237,7 @@ pub const CODES: &[CodeInfo] = &[
     ),
     error(
         "principal-credential",
-        "a principal with both or neither of `token` and `password_hash`",
+        "a principal with more than one, or none, of `token`, `token_file`, `password_hash` and `password_hash_file`",
     ),
     error("duplicate-principal", "two principals with the same name"),
     error(

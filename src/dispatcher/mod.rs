@@ -554,9 +554,14 @@ impl<'a> Dispatcher<'a> {
     ///
     /// A reader that went away (`pap dispatch … | head -1`) is not an error: every event was
     /// still decided and committed, and the exit code still says how the runs went.
-    pub fn finish(&mut self) -> anyhow::Result<()> {
+    /// Flushes what is printed and ends with the summary line (human format), unless
+    /// `summary` is false.
+    pub fn finish(&mut self, summary: bool) -> anyhow::Result<()> {
         let written = self.printer.finish().and_then(|mut out| {
-            if let Some(text) = self.format.summary(&self.tally, self.options()) {
+            if let Some(text) = summary
+                .then(|| self.format.summary(&self.tally, self.options()))
+                .flatten()
+            {
                 out.write_all(text.as_bytes())?;
             }
             out.flush()?;

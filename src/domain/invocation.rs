@@ -11,12 +11,19 @@ use serde_json::Value;
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
 pub enum Status {
+    /// A high-risk run waits for a person's answer (`pap approve`, `pap reject`).
     AwaitingApproval,
+    /// Decided and waiting to run (or for its next attempt).
     Queued,
+    /// An attempt is under way.
     Running,
+    /// It ran and succeeded.
     Succeeded,
+    /// It ran and failed after its retries.
     Failed,
+    /// A person rejected it.
     Rejected,
+    /// Nobody answered before its deadline (a denial).
     Expired,
     /// Stopped by an operator (`pap invocations cancel`) before it finished.
     Cancelled,

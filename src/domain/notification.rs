@@ -9,11 +9,17 @@ use serde_json::{Map, Value};
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
 pub enum NotifyStatus {
+    /// Made, not yet handed to its handler.
     Pending,
+    /// Handed to its handler (an inbox, a sink, an agent); no one acknowledged it yet.
     Dispatched,
+    /// Its handler took it and holds its lease.
     Locked,
+    /// Acknowledged: a person saw it, or its agent got it.
     Delivered,
+    /// Its delivery deadline passed unacknowledged; escalated to its escalation route.
     Escalated,
+    /// It could not be delivered.
     Failed,
 }
 

@@ -106,45 +106,41 @@ fn compile_principals(raw: &[raw::PrincipalSettings], ctx: &mut FileCtx) -> Vec<
                 format!("principal `{}` is defined twice", p.name),
             );
         }
-        let credential = match (&p.token, &p.password_hash) {
-            (Some(token), None) => match token_env(token) {
-                Some(name) => Some(Credential::TokenEnv(name)),
-                None => {
-                    ctx.at(
-                        "plain-secret",
-                        &path!["listen", "auth", "principals", i, "token"],
-                        format!(
-                            "principal `{}`: a token is never written into a file; give the environment variable that holds it",
-                            p.name
-                        ),
-                    )
-                    .help("write `token: ${PAP_TOKEN_NAME}` and set PAP_TOKEN_NAME in serve's environment");
-                    None
-                }
-            },
-            (None, Some(hash)) => match check_password_hash(hash) {
-                Ok(()) => Some(Credential::PasswordHash(hash.clone())),
-                Err(why) => {
-                    ctx.at(
-                        "invalid-password-hash",
-                        &path!["listen", "auth", "principals", i, "password_hash"],
-                        format!("principal `{}`: {why}", p.name),
-                    )
-                    .help("make one with `pap hash-password` (it reads the password from the terminal or stdin)");
-                    None
-                }
-            },
-            (token, _) => {
-                let what = if token.is_some() { "both" } else { "neither" };
+        let given: Vec<&str> = [
+            ("token", p.token.is_some()),
+            ("token_file", p.token_file.is_some()),
+            ("password_hash", p.password_hash.is_some()),
+            ("password_hash_file", p.password_hash_file.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+        let credential = match given.as_slice() {
+            ["token"] => token_credential(p, i, ctx),
+            ["token_file"] => file_credential(p, i, "token_file", ctx).map(Credential::TokenFile),
+            ["password_hash"] => hash_credential(p, i, ctx),
+            ["password_hash_file"] => {
+                file_credential(p, i, "password_hash_file", ctx).map(Credential::PasswordHashFile)
+            }
+            _ => {
+                let what = if given.is_empty() {
+                    "none".to_owned()
+                } else {
+                    given
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                };
                 ctx.at_key(
                     "principal-credential",
                     &at,
                     format!(
-                        "principal `{}` has {what} of `token` and `password_hash`; give exactly one",
+                        "principal `{}` has {what} of `token`, `token_file`, `password_hash` and `password_hash_file`; give exactly one",
                         p.name
                     ),
                 )
-                .help("`token: ${ENV_NAME}` for programs, `password_hash` for people logging in to the console");
+                .help("`token: ${ENV_NAME}` or `token_file: PATH` for programs, `password_hash` or `password_hash_file: PATH` for people logging in to the console");
                 None
             }
         };
@@ -160,6 +156,63 @@ fn compile_principals(raw: &[raw::PrincipalSettings], ctx: &mut FileCtx) -> Vec<
         }
     }
     principals
+}
+
+fn token_credential(p: &raw::PrincipalSettings, i: usize, ctx: &mut FileCtx) -> Option<Credential> {
+    let token = p.token.as_deref()?;
+    if let Some(name) = token_env(token) {
+        return Some(Credential::TokenEnv(name));
+    }
+    ctx.at(
+        "plain-secret",
+        &path!["listen", "auth", "principals", i, "token"],
+        format!(
+            "principal `{}`: a token is never written into a file; give the environment variable that holds it",
+            p.name
+        ),
+    )
+    .help("write `token: ${PAP_TOKEN_NAME}` and set PAP_TOKEN_NAME in serve's environment, or `token_file: PATH` to a file only serve may read");
+    None
+}
+
+fn hash_credential(p: &raw::PrincipalSettings, i: usize, ctx: &mut FileCtx) -> Option<Credential> {
+    let hash = p.password_hash.as_deref()?;
+    match check_password_hash(hash) {
+        Ok(()) => Some(Credential::PasswordHash(hash.to_owned())),
+        Err(why) => {
+            ctx.at(
+                "invalid-password-hash",
+                &path!["listen", "auth", "principals", i, "password_hash"],
+                format!("principal `{}`: {why}", p.name),
+            )
+            .help("make one with `pap hash-password` (it reads the password from the terminal or stdin)");
+            None
+        }
+    }
+}
+
+/// The path of `token_file` or `password_hash_file`. The file itself is read by serve (at
+/// start and at each reload), never here: lint runs where the secrets are not.
+fn file_credential(
+    p: &raw::PrincipalSettings,
+    i: usize,
+    key: &'static str,
+    ctx: &mut FileCtx,
+) -> Option<PathBuf> {
+    let text = match key {
+        "token_file" => p.token_file.as_deref(),
+        _ => p.password_hash_file.as_deref(),
+    }?;
+    if text.trim().is_empty() || text.contains('\0') {
+        ctx.at(
+            "principal-credential",
+            &path!["listen", "auth", "principals", i, key],
+            format!("principal `{}`: `{key}` is not a path", p.name),
+        )
+        .help("a path relative to the project root, or an absolute one, e.g. /etc/pap/tokens/NAME");
+        return None;
+    }
+    Some(PathBuf::from(text))
 }
 
 /// `${NAME}` and nothing else: the name of the variable that holds the token.
@@ -267,6 +320,46 @@ mod tests {
         assert_eq!(token_env("s3cret"), None);
         assert_eq!(token_env("${A}x"), None);
         assert_eq!(token_env("${1A}"), None);
+    }
+
+    /// The principals `listen:` in `yaml` compiles to, and the codes it reports.
+    fn principals_of(yaml: &str) -> (Vec<Principal>, Vec<&'static str>) {
+        let tree = crate::manifest::yaml_tree::parse(yaml).unwrap();
+        let settings: raw::ListenSettings = serde_saphyr::from_str(yaml).unwrap();
+        let mut diags = Vec::new();
+        let mut ctx = FileCtx {
+            file: "pap.yaml",
+            tree: &tree,
+            diags: &mut diags,
+        };
+        let config = compile(&settings, &mut ctx);
+        (config.principals, diags.iter().map(|d| d.code).collect())
+    }
+
+    #[test]
+    fn a_principal_has_exactly_one_credential_and_files_are_paths_not_read() {
+        let (p, codes) = principals_of(
+            "auth:\n  principals:\n    - {name: am, token_file: /nowhere/am, scopes: [ingest]}\n    - {name: al, password_hash_file: hashes/al, scopes: [read]}\n",
+        );
+        assert!(codes.is_empty(), "{codes:?}");
+        assert_eq!(p[0].credential, Credential::TokenFile("/nowhere/am".into()));
+        assert_eq!(
+            p[1].credential,
+            Credential::PasswordHashFile("hashes/al".into())
+        );
+        for both in [
+            "{name: x, token: \"${X}\", token_file: x, scopes: [ingest]}",
+            "{name: x, token_file: x, password_hash_file: y, scopes: [ingest]}",
+            "{name: x, scopes: [ingest]}",
+        ] {
+            let (p, codes) = principals_of(&format!("auth:\n  principals:\n    - {both}\n"));
+            assert!(p.is_empty());
+            assert_eq!(codes, ["principal-credential"], "{both}");
+        }
+        let (_, codes) = principals_of(
+            "auth:\n  principals:\n    - {name: x, token_file: \"\", scopes: [read]}\n",
+        );
+        assert_eq!(codes, ["principal-credential"]);
     }
 
     #[test]

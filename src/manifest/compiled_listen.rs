@@ -1,8 +1,9 @@
 //! `listen:` in pap.yaml, checked: the HTTP listener's address, limits and principals.
 //!
 //! Secrets are not here: a token is kept as the name of the environment variable that holds
-//! it (read when serve starts), and a password only as its argon2 hash. The compiled project
-//! is cached on disk, so nothing in it may be a secret.
+//! it (read when serve starts) or the path of the file that holds it (read at start and at
+//! each reload), and a password only as its argon2 hash or the path of the file holding that.
+//! The compiled project is cached on disk, so nothing in it may be a secret.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -44,8 +45,12 @@ impl Scope {
 pub enum Credential {
     /// A bearer token held by this environment variable.
     TokenEnv(String),
+    /// A bearer token held by this file (relative to the project root unless absolute).
+    TokenFile(PathBuf),
     /// An argon2 hash in PHC form.
     PasswordHash(String),
+    /// An argon2 hash held by this file (relative to the project root unless absolute).
+    PasswordHashFile(PathBuf),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

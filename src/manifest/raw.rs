@@ -769,7 +769,8 @@ pub struct TlsSettings {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct AuthSettings {
-    /// Named principals, each with a token from the environment or a password hash.
+    /// Named principals, each with a token (from the environment or a file) or a password
+    /// hash (inline or from a file).
     #[serde(default)]
     pub principals: Vec<PrincipalSettings>,
     /// What a request without credentials may do. Default: `ingest`, `read` and `metrics`
@@ -784,12 +785,24 @@ pub struct AuthSettings {
 pub struct PrincipalSettings {
     /// The name the audit records (an approval names it as the ATP responder).
     pub name: String,
-    /// A bearer token, only as `${NAME}`: taken from pap's environment at start.
+    /// A bearer token, only as `${NAME}`: taken from pap's environment, which serve reads
+    /// once, at start (a reload cannot see a variable set since; use `token_file` to rotate).
     #[serde(default)]
     pub token: Option<String>,
+    /// A file holding the bearer token (one line), relative to the project root unless
+    /// absolute; read at start and at every reload, so a token rotates without a restart.
+    /// Others may not read it and only its owner may write it (e.g. mode 0640), and it
+    /// belongs to serve's user or root.
+    #[serde(default)]
+    pub token_file: Option<String>,
     /// An argon2 password hash in PHC form (`$argon2id$…`), as `pap hash-password` prints.
     #[serde(default)]
     pub password_hash: Option<String>,
+    /// A file holding the password hash (one line), relative to the project root unless
+    /// absolute; read at start and at every reload. Only its owner may write it, and it
+    /// belongs to serve's user or root.
+    #[serde(default)]
+    pub password_hash_file: Option<String>,
     /// What it may do: `ingest`, `read`, `approve`, `metrics`.
     #[schemars(length(min = 1))]
     pub scopes: Vec<crate::manifest::compiled_listen::Scope>,

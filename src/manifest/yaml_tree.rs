@@ -264,12 +264,61 @@ pub fn parse(text: &str) -> Result<Located<Node>, YamlError> {
 /// serde-saphyr's `Display` appends the location ("at line 3, column 5"); lint prints positions
 /// itself, so strip that suffix to keep one position per message.
 fn plain_message(err: &serde_saphyr::Error) -> String {
+    if let Some(breach) = budget_breach(err) {
+        return budget_message(breach);
+    }
     let full = err.to_string();
     let first = full.lines().next().unwrap_or("").trim().to_string();
     match first.rfind(" at line ") {
         Some(idx) => first[..idx].trim_end_matches([',', ':', ' ']).to_string(),
         None => first,
     }
+}
+
+/// The reader's budget that `err` reports breached, under any wrapping.
+fn budget_breach(mut err: &serde_saphyr::Error) -> Option<&serde_saphyr::budget::BudgetBreach> {
+    loop {
+        match err {
+            serde_saphyr::Error::Budget { breach, .. } => return Some(breach),
+            serde_saphyr::Error::WithSnippet { error, .. }
+            | serde_saphyr::Error::AliasError { error, .. } => err = error,
+            _ => return None,
+        }
+    }
+}
+
+/// A breached budget in words (the library says it in Rust's debug form, `Nodes { nodes:
+/// 250001 }`). The budgets stop a generated or hostile file from costing unbounded time and
+/// memory; a manifest a person wrote is nowhere near them.
+fn budget_message(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    use serde_saphyr::budget::BudgetBreach as B;
+    let (what, count) = match breach {
+        B::Events { events } => ("parser events", *events),
+        B::Aliases { aliases } => ("aliases (`*name`)", *aliases),
+        B::Anchors { anchors } => ("anchors (`&name`)", *anchors),
+        B::Depth { depth } => ("levels of nesting", *depth),
+        B::Documents { documents } => ("documents", *documents),
+        B::Nodes { nodes } => ("values (mappings, sequences and scalars)", *nodes),
+        B::ScalarBytes { total_scalar_bytes } => ("bytes of scalar text", *total_scalar_bytes),
+        B::MergeKeys { merge_keys } => ("merge keys (`<<`)", *merge_keys),
+        B::InputBytes { input_bytes } => ("bytes", *input_bytes),
+        B::AliasAnchorRatio { aliases, anchors } => {
+            return format!(
+                "the YAML expands {aliases} aliases from {anchors} anchors, more than the reader \
+                 allows (an alias bomb?); write the values out instead"
+            );
+        }
+        B::SequenceUnbalanced => {
+            return "the YAML's structure does not balance (a sequence or mapping closes that \
+                    never opened: is the file cut short?)"
+                .into();
+        }
+        _ => return "the YAML is past one of the reader's limits".into(),
+    };
+    format!(
+        "the YAML is past the reader's limit of {what} (reached {count}): a file this large \
+         is generated or hostile; split it or simplify it"
+    )
 }
 
 fn located(s: Spanned<Node>) -> Located<Node> {

@@ -15,11 +15,16 @@ use super::{PapMcp, Shared};
 
 pub type Service = StreamableHttpService<PapMcp, LocalSessionManager>;
 
-/// The service; cancelling `stop` ends its open streams (serve's shutdown).
-pub fn service(shared: Arc<Shared>, stop: CancellationToken) -> Service {
+/// The service, its sessions kept by `sessions` (which serve also uses to end those of a
+/// principal a reload removed); cancelling `stop` ends its open streams (serve's shutdown).
+pub fn service(
+    shared: Arc<Shared>,
+    sessions: Arc<LocalSessionManager>,
+    stop: CancellationToken,
+) -> Service {
     StreamableHttpService::new(
         move || Ok(PapMcp::remote(shared.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
             .with_sse_keep_alive(Some(Duration::from_secs(15)))

@@ -68,8 +68,9 @@ pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage:
 }
 
 /// One inbox line as `pap inbox --json` prints it: the message joined with the live status of
-/// its notification.
-pub fn view(msg: &InboxMessage, n: Option<&Notification>) -> Value {
+/// its notification, as of `now` (an approval request past its deadline shows `expired` before
+/// any writer records it, as `pap invocations` shows the invocation).
+pub fn view(msg: &InboxMessage, n: Option<&Notification>, now: i64) -> Value {
     let mut v = json!({
         "id": msg.id,
         "notification_id": msg.notification_id,
@@ -93,15 +94,25 @@ pub fn view(msg: &InboxMessage, n: Option<&Notification>) -> Value {
     });
     if let Some(atp) = &msg.atp {
         v["atp"] = atp.clone();
-        v["approval"] = approval_state(n);
+        v["approval"] = approval_state(n, atp, now);
     }
     v
 }
 
-/// Whether an approval request is still open, and how it was answered.
-fn approval_state(n: Option<&Notification>) -> Value {
+/// Whether an approval request is still open, and how it was answered: one unanswered past
+/// its ATP `deadline` is expired (an expired approval is a denial), though no writer has
+/// recorded it yet.
+fn approval_state(n: Option<&Notification>, atp: &Value, now: i64) -> Value {
     if let Some(closed) = n.and_then(|n| n.closed.as_ref()) {
         return json!({"state": closed.reason, "closed_at": rfc3339_ms(closed.at)});
+    }
+    let deadline = atp["deadline"]
+        .as_str()
+        .and_then(|d| d.parse::<jiff::Timestamp>().ok())
+        .map(|d| d.as_millisecond());
+    let answered = n.is_some_and(|n| n.answer.is_some());
+    if let Some(deadline) = deadline.filter(|d| !answered && *d <= now) {
+        return json!({"state": "expired", "closed_at": rfc3339_ms(deadline)});
     }
     match n.and_then(|n| n.answer.as_ref()) {
         Some(a) => json!({

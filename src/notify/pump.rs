@@ -138,7 +138,7 @@ fn take_due(
                 notification: id.to_owned(),
                 message,
                 claimed_until,
-                body: inbox::view(&msg, Some(&n)),
+                body: inbox::view(&msg, Some(&n), now),
             });
         }
     }

@@ -41,18 +41,23 @@ pub fn server_or_skip(unchecked: &str) -> Option<&'static TestServer> {
     match server() {
         Ok(s) => Some(s),
         Err(why) => {
-            assert!(
-                std::env::var_os(REQUIRE_ENV).is_none(),
-                "PostgreSQL is required ({REQUIRE_ENV} is set) but cannot start: {why}"
-            );
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "note: skipped: {unchecked} on PostgreSQL ({why})"
-            );
+            skip_or_fail(unchecked, &why);
             None
         }
     }
+}
+
+/// A missing server: a failure under `PAP_TEST_REQUIRE_POSTGRES`, else a skip note.
+fn skip_or_fail(unchecked: &str, why: &str) {
+    assert!(
+        std::env::var_os(REQUIRE_ENV).is_none(),
+        "PostgreSQL is required ({REQUIRE_ENV} is set) but cannot start: {why}"
+    );
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "note: skipped: {unchecked} on PostgreSQL ({why})"
+    );
 }
 
 impl TestServer {
@@ -229,6 +234,44 @@ fn server_user() -> Result<Option<(u32, u32)>, String> {
          (initdb refuses root; .ci/run creates pap-test)",
         names.join(", ")
     ))
+}
+
+/// A server of this test's own, for a test that stops or restarts it (an outage, a crash):
+/// the shared [`server`] must stay up for every other test of the process, which run
+/// beside it in one binary. Stopped and removed when the guard drops; `None` with a skip
+/// note as [`server_or_skip`].
+pub fn private_server_or_skip(unchecked: &str) -> Option<PrivateServer> {
+    let started = new_server(false).and_then(|server| match initdb_and_start(&server) {
+        Ok(()) => Ok(server),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&server.dir);
+            Err(e)
+        }
+    });
+    match started {
+        Ok(server) => Some(PrivateServer(server)),
+        Err(why) => {
+            skip_or_fail(unchecked, &why);
+            None
+        }
+    }
+}
+
+/// A test's own server (see [`private_server_or_skip`]); removed on drop.
+pub struct PrivateServer(TestServer);
+
+impl std::ops::Deref for PrivateServer {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        let _ = self.0.pg_ctl(&["stop", "-m", "immediate"]);
+        let _ = std::fs::remove_dir_all(&self.0.dir);
+    }
 }
 
 /// A server of its own with fsync on, as a production server runs, for benchmarks: stopped

@@ -78,7 +78,8 @@ pub enum Refused {
 pub struct Decider {
     wakes: Sender<Wake>,
     queued: Arc<AtomicUsize>,
-    max_queued: usize,
+    /// `listen.max_queued_events`, which a reload may change.
+    max_queued: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -87,9 +88,14 @@ impl Decider {
         Decider {
             wakes,
             queued: Arc::new(AtomicUsize::new(0)),
-            max_queued,
+            max_queued: Arc::new(AtomicUsize::new(max_queued)),
             stop,
         }
+    }
+
+    /// A reload's `listen.max_queued_events`, for requests from now on.
+    pub fn set_max_queued(&self, max: usize) {
+        self.max_queued.store(max, Ordering::Release);
     }
 
     pub fn stopping(&self) -> bool {
@@ -124,7 +130,7 @@ impl Decider {
         };
         // One request larger than the whole bound still goes through when nothing else
         // waits; it is bounded by the body size limit.
-        if before > 0 && before + n > self.max_queued {
+        if before > 0 && before + n > self.max_queued.load(Ordering::Acquire) {
             return Err(Refused::Overloaded);
         }
         let (reply, answer) = oneshot::channel();

@@ -20,7 +20,9 @@ pub mod metrics;
 mod node;
 mod outage;
 pub mod recent;
-mod settle;
+mod reload;
+mod restart_only;
+mod settings;
 mod spool;
 mod watch;
 mod work;
@@ -35,19 +37,17 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::agent::Runtime;
-use crate::cli::LogFormat;
 use crate::clock::Clock;
-use crate::diagnostics::{self, HumanStyle};
 use crate::dispatcher::{Dispatcher, Format, Pending};
 use crate::domain::Runner;
 use crate::event::input::{self, Location};
 use crate::event::{self, Event, Origin};
-use crate::manifest::{self, Project};
+use crate::manifest::Project;
 use crate::pipeline::Options;
-use crate::regular_file::{self, Links};
 use crate::schedule;
 use crate::storage;
-use spool::{Problem, Spool};
+pub use settings::{Overrides, Settings};
+use spool::{Claimed, Problem, Spool, SpoolError};
 use work::Worker;
 
 /// What wakes the deciding thread.
@@ -66,20 +66,6 @@ pub enum Wake {
     Ingest(decider::IngestRequest),
     /// SIGINT/SIGTERM.
     Stop,
-}
-
-pub struct Settings {
-    pub max_concurrent: usize,
-    pub grace: Duration,
-    pub rescan: Duration,
-    pub done_retention: Duration,
-    pub ledger_retention: Duration,
-    /// How long a file written in place must be closed and unchanged before it is claimed.
-    pub spool_settle: Duration,
-    pub once: bool,
-    pub log_format: LogFormat,
-    /// `HOST:PORT` for the HTTP listener (`--listen`, else `listen.address`), if any.
-    pub listen: Option<String>,
 }
 
 /// How many spool files one transaction decides at most.
@@ -102,6 +88,8 @@ struct Server {
     runtime: Runtime,
     rt: tokio::runtime::Runtime,
     spool: Spool,
+    /// Whether spool files are taken now (see [`spool::health`]).
+    spool_health: spool::Health,
     worker: Worker,
     settings: Settings,
     wakes: Receiver<Wake>,
@@ -125,6 +113,14 @@ struct Server {
     shared_project: Option<http::SharedProject>,
     metrics: Arc<metrics::Metrics>,
     recent: Arc<recent::RecentDecisions>,
+    /// What `pap status` and `/metrics` show of this serve's troubles.
+    conditions: Arc<conditions::Conditions>,
+    /// The start-only settings in force (see [`restart_only`]).
+    fixed: restart_only::Fixed,
+    /// `PAP_DATABASE_URL` named the store at start (pap.yaml's `store:` then does not).
+    database_url: bool,
+    /// When the manifests in force were loaded (start, or the last reload that applied).
+    loaded_at: String,
     /// This serve as a node of the store (listed by `pap status` on a shared database).
     node: storage::Node,
     last_heartbeat: Option<Instant>,
@@ -155,6 +151,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
     let started_at = format!("{:.0}", Clock::from_env()?.now());
+    let loaded_at = started_at.clone();
     let holder = lock::Holder {
         pid: std::process::id(),
         started_at: started_at.clone(),
@@ -174,7 +171,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     // On a shared store nodes may share the spool directory: each claims into its own.
     let node_id = store.shared().then(|| node::id(state_dir));
     let spool = Spool::open(&spool_dir, node_id.as_deref())
-        .with_context(|| format!("creating the spool dir {}", spool_dir.display()))?;
+        .with_context(|| format!("opening the spool dir {}", spool_dir.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -223,7 +220,6 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
                 ),
                 store: runtime.store.clone(),
                 state_dir,
-                max_event_bytes: project.config.max_event_bytes,
                 project: shared,
                 metrics: metrics.clone(),
                 recent: recent.clone(),
@@ -299,11 +295,19 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     if runtime.store.kind() != "redb" {
         tracing::info!(node = %node.id, store = %runtime.store.location().display(), "joined the nodes sharing the store");
     }
+    let database_url = std::env::var(storage::DATABASE_URL_ENV).is_ok_and(|url| !url.is_empty());
+    let fixed = restart_only::Fixed::of(
+        &runtime.project.config,
+        &settings.overrides,
+        database_url,
+        listening.is_some(),
+    );
     let mut server = Server {
         root,
         runtime,
         rt,
         spool,
+        spool_health: spool::Health::new(conditions.clone()),
         worker,
         settings,
         wakes,
@@ -320,6 +324,10 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         shared_project,
         metrics,
         recent,
+        conditions,
+        fixed,
+        database_url,
+        loaded_at,
         node,
         last_heartbeat: None,
         work_woken: false,
@@ -458,7 +466,9 @@ impl Server {
                     emitted.extend(events);
                 }
             }
-            let waiting = !self.spool.ready(1)?.is_empty() && Instant::now() < settle_limit;
+            let waiting = self.spool_health.problem().is_none()
+                && self.spool.ready(1).is_ok_and(|r| !r.is_empty())
+                && Instant::now() < settle_limit;
             if waiting && emitted.is_empty() {
                 // Files still there that this pass did not take: do not spin on them.
                 std::thread::sleep(Duration::from_millis(20));
@@ -468,7 +478,10 @@ impl Server {
             if !more {
                 // Sinks and the watchdog for what this pass's runs produced.
                 self.notify_timers();
-                return Ok(());
+                return match self.spool_health.problem() {
+                    Some(problem) => Err(anyhow::anyhow!("{problem}")),
+                    None => Ok(()),
+                };
             }
         }
     }
@@ -533,7 +546,7 @@ impl Server {
     /// On a shared spool: dispatches what nodes that are gone left claimed (a node's
     /// heartbeat silent for [`storage::NODE_GONE_MS`], or its entry gone).
     fn adopt_spool_files(&mut self) {
-        if !self.runtime.store.shared() {
+        if !self.runtime.store.shared() || !self.spool_sound() {
             return;
         }
         let nodes = match self.runtime.store.nodes() {
@@ -550,67 +563,101 @@ impl Server {
         self.dispatch_claimed(
             adopted,
             "taking over spool files a node that is gone left claimed",
-            "cannot look at other nodes' claimed spool files",
         );
     }
 
     /// Dispatches files already claimed (left over, or adopted), saying so.
-    fn dispatch_claimed(
-        &mut self,
-        files: std::io::Result<Vec<PathBuf>>,
-        found: &str,
-        failed: &str,
-    ) {
+    fn dispatch_claimed(&mut self, files: Result<Vec<Claimed>, SpoolError>, found: &str) {
         match files {
             Ok(files) if !files.is_empty() => {
                 tracing::info!(files = files.len(), "{found}");
                 self.dispatch_files(files);
             }
             Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "{failed}"),
+            Err(e) => self.spool_failed(&e),
         }
     }
 
     fn resume_spool(&mut self) {
+        test_start_delay();
         // Heard from first: on a shared spool, a node silent for long may otherwise have its
         // claimed files adopted by another while it resumes them.
         node::beat(&*self.runtime.store, &self.node, &mut self.last_heartbeat);
+        if !self.spool_sound() {
+            return;
+        }
         let leftovers = self.spool.leftovers();
         self.dispatch_claimed(
             leftovers,
             "resuming files left in processing/ by a stop or crash",
-            "cannot read spool/processing",
         );
+    }
+
+    /// Whether spool files may be taken now: the spool's directories are checked (at the
+    /// backoff's pace while something is wrong with them). When a problem ends, the files it
+    /// left claimed are dispatched (again: idempotency makes that harmless).
+    fn spool_sound(&mut self) -> bool {
+        let now = Instant::now();
+        if !self.spool_health.due(now) {
+            return false;
+        }
+        if let Err(e) = self.spool.check() {
+            self.spool_failed(&e);
+            return false;
+        }
+        if self.spool_health.sound(now) {
+            let leftovers = self.spool.leftovers();
+            self.dispatch_claimed(
+                leftovers,
+                "dispatching files left claimed while the spool could not be used",
+            );
+        }
+        self.spool_health.problem().is_none()
+    }
+
+    /// Spool files are not taken until the spool is sound again; `pap status` and
+    /// `/metrics` show why.
+    fn spool_failed(&mut self, e: &SpoolError) {
+        let since = format!("{:.0}", self.runtime.clock.now());
+        self.spool_health.failed(e, Instant::now(), &since);
     }
 
     /// Claims and dispatches ready files until none is left (or serve is stopping).
     fn spool_pass(&mut self) {
         while !self.stopping() {
+            if !self.spool_sound() {
+                return;
+            }
             let ready = match self.spool.ready(FILE_BATCH) {
                 Ok(r) => r,
-                Err(e) => {
-                    tracing::error!(spool = %self.spool.dir.display(), error = %e, "cannot read the spool");
-                    return;
-                }
+                Err(e) => return self.spool_failed(&e),
             };
             let mut claimed = Vec::new();
-            for file in ready {
-                let renamed = self.renamed.take(&file);
-                match settle::readiness(&file, renamed, self.settings.spool_settle) {
-                    settle::Readiness::Now => {}
-                    settle::Readiness::After(wait) => {
+            for name in ready {
+                let path = self.spool.dir.join(&name);
+                let renamed = self.renamed.take(&path);
+                match self
+                    .spool
+                    .readiness(&name, renamed, self.settings.spool_settle)
+                {
+                    spool::settle::Readiness::Now => {}
+                    spool::settle::Readiness::After(wait) => {
                         if renamed {
-                            self.renamed.add(file.clone());
+                            self.renamed.add(path);
                         }
                         let at = Instant::now() + wait;
                         self.settle_at = Some(self.settle_at.map_or(at, |t| t.min(at)));
                         continue;
                     }
                 }
-                match self.spool.claim(&file) {
+                match self.spool.claim(&name) {
                     Ok(Some(c)) => claimed.push(c),
                     Ok(None) => {}
-                    Err(e) => tracing::error!(file = %file.display(), error = %e, "cannot claim"),
+                    Err(e) => {
+                        // What is claimed already is dispatched; the rest waits.
+                        self.spool_failed(&e);
+                        break;
+                    }
                 }
             }
             if claimed.is_empty() {
@@ -624,21 +671,21 @@ impl Server {
 
     /// Decides every event of the claimed files (one transaction per group), then files each
     /// away. False when the store failed: the files go back to the spool for a later pass.
-    fn dispatch_files(&mut self, claimed: Vec<PathBuf>) -> bool {
+    fn dispatch_files(&mut self, claimed: Vec<Claimed>) -> bool {
         let max_bytes = self.runtime.project.config.max_event_bytes;
-        let mut files: Vec<(PathBuf, usize, Vec<Problem>)> = Vec::new();
+        let mut files: Vec<(Claimed, usize, Vec<Problem>)> = Vec::new();
         let mut group: Vec<Pending> = Vec::new();
         let mut result = Ok(());
         {
             let mut d = self.dispatcher();
-            for path in &claimed {
-                let name = file_name(path);
+            for c in &claimed {
+                let name = c.name().to_owned();
                 let mut valid = 0;
                 let mut problems = Vec::new();
                 let consumed = std::sync::atomic::AtomicU64::new(0);
                 // Not following a link, nor blocking on a FIFO that a writer renamed over the
                 // claimed name between the scan and the claim.
-                let read = regular_file::open(path, Links::Refuse).and_then(|file| {
+                let read = self.spool.open_claimed(c).and_then(|file| {
                     input::read_from(
                         file,
                         name.as_str().into(),
@@ -680,7 +727,7 @@ impl Server {
                         id: None,
                         error: format!("cannot read the file: {e}"),
                     });
-                } else if let Some(grew) = spool::grew_after_read(path, consumed.into_inner()) {
+                } else if let Some(grew) = self.spool.grew_after_read(c, consumed.into_inner()) {
                     problems.push(Problem {
                         input: name.clone(),
                         id: None,
@@ -688,7 +735,7 @@ impl Server {
                     });
                 }
                 self.metrics.received("spool", valid, problems.len());
-                files.push((path.clone(), valid, problems));
+                files.push((c.clone(), valid, problems));
                 if group.len() >= GROUP_MAX && result.is_ok() {
                     result = d.process(std::mem::take(&mut group));
                 }
@@ -697,7 +744,7 @@ impl Server {
                 result = d.process(group);
             }
             if result.is_ok() {
-                result = d.finish();
+                result = d.finish(true);
             }
         }
         if let Err(e) = result {
@@ -706,21 +753,26 @@ impl Server {
                 // Nothing can be decided until the database is back: do not spin on the files.
                 std::thread::sleep(outage::PAUSE);
             }
-            for path in &claimed {
-                let back = self.spool.dir.join(path.file_name().expect("a file"));
-                let _ = std::fs::rename(path, back);
+            for c in &claimed {
+                let _ = self.spool.unclaim(c);
             }
+            return false;
+        }
+        // Decided. Filed away only into the spool's own directories: one that turned into a
+        // link meanwhile leaves the files claimed, dispatched again once it is sound.
+        if let Err(e) = self.spool.check() {
+            self.spool_failed(&e);
             return false;
         }
         let keep = !self.settings.done_retention.is_zero();
         let now = format!("{:.3}", self.runtime.clock.now());
-        for (path, valid, problems) in files {
-            let name = file_name(&path);
-            match self.spool.finish(&path, valid, &problems, keep, &now) {
-                Ok(_) if problems.is_empty() => {
+        for (c, valid, problems) in files {
+            let name = c.name();
+            match self.spool.finish(&c, valid, &problems, keep, &now) {
+                Ok(Some(_)) if problems.is_empty() => {
                     tracing::info!(file = %name, events = valid, "file dispatched")
                 }
-                Ok(to) => tracing::warn!(
+                Ok(Some(to)) => tracing::warn!(
                     file = %name,
                     events = valid,
                     problems = problems.len(),
@@ -729,12 +781,13 @@ impl Server {
                 ),
                 // A shared spool: this node was silent long enough for another to adopt
                 // the file, which dispatches it too (the events are duplicates there).
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => tracing::warn!(
+                Ok(None) => tracing::warn!(
                     file = %name,
                     "dispatched; another node took the file over meanwhile"
                 ),
                 Err(e) => {
-                    tracing::error!(file = %name, error = %e, "dispatched, but cannot file it away")
+                    self.spool_failed(&e);
+                    return false;
                 }
             }
         }
@@ -781,7 +834,7 @@ impl Server {
             let decided = d.decide_queued(events);
             // Once committed, the answer stands: a failure of the log's printer after the
             // commit must not turn it into "nothing was recorded".
-            let _ = d.finish();
+            let _ = d.finish(true);
             decided
         };
         match decided {
@@ -796,7 +849,7 @@ impl Server {
                 }
             }
             Err(e) => {
-                let why = format!("{e:#}");
+                let why = crate::error_text::describe(&e);
                 tracing::error!(error = %why, requests = replies.len(), "cannot decide posted events; nothing of them was recorded");
                 for reply in replies {
                     reply.send(Err(why.clone()));
@@ -810,7 +863,7 @@ impl Server {
             return;
         }
         let mut d = self.dispatcher();
-        let result = d.dispatch_emitted(events).and_then(|_| d.finish());
+        let result = d.dispatch_emitted(events).and_then(|_| d.finish(true));
         if let Err(e) = result {
             outage::report(&e, "cannot decide emitted events (they stay in the outbox)");
         }
@@ -855,7 +908,7 @@ impl Server {
     /// Trailing debounces whose burst has gone quiet: one invocation each.
     fn fire_debounced(&mut self) {
         let mut d = self.dispatcher();
-        let fired = d.fire_debounced().and_then(|f| d.finish().map(|_| f));
+        let fired = d.fire_debounced().and_then(|f| d.finish(true).map(|_| f));
         match fired {
             Ok(fired) => {
                 for f in fired {
@@ -885,7 +938,7 @@ impl Server {
 
     fn expire_approvals(&mut self) {
         let mut d = self.dispatcher();
-        if let Err(e) = d.expire_approvals().and_then(|_| d.finish()) {
+        if let Err(e) = d.expire_approvals().and_then(|_| d.finish(true)) {
             outage::report(&e, "cannot expire approvals");
         }
     }
@@ -1069,55 +1122,11 @@ impl Server {
             // Keys claimed again since their entry was made are counted too, but kept.
             tracing::info!(keys = claims, "went through expired idempotency keys");
         }
-        if !self.settings.done_retention.is_zero() {
+        if !self.settings.done_retention.is_zero() && self.spool_sound() {
             match self.spool.sweep_done(self.settings.done_retention) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(files = n, "removed processed files past their retention"),
-                Err(e) => tracing::error!(error = %e, "cannot sweep spool/done"),
-            }
-        }
-    }
-
-    /// Recompiles the manifests; an invalid set is logged and the running one kept.
-    fn reload(&mut self) {
-        let loaded = manifest::load(&self.root, &[]);
-        let errors = loaded.errors();
-        match loaded.project {
-            Some(project) if errors.is_empty() => {
-                tracing::info!(
-                    triggers = project.triggers.len(),
-                    agents = project.agents.len(),
-                    schedules = project.schedules.len(),
-                    "manifests reloaded"
-                );
-                self.runtime.project = Arc::new(project);
-                relimit_waiting(&self.runtime);
-                self.worker.set_runtime(self.runtime.clone());
-                if let Some(shared) = &self.shared_project {
-                    *shared.write().unwrap_or_else(|p| p.into_inner()) =
-                        self.runtime.project.clone();
-                }
-            }
-            _ => {
-                let text = diagnostics::render_human(
-                    &errors,
-                    |f| loaded.sources.get(f).map(String::as_str),
-                    HumanStyle { color: false },
-                );
-                for d in &errors {
-                    tracing::error!(
-                        file = %d.file,
-                        line = d.pos.line,
-                        column = d.pos.column,
-                        code = d.code,
-                        "{}",
-                        d.message
-                    );
-                }
-                tracing::error!(
-                    errors = errors.len(),
-                    "the changed manifests have errors; the previous set keeps running\n{text}"
-                );
+                Err(e) => self.spool_failed(&e),
             }
         }
     }
@@ -1153,8 +1162,14 @@ impl Server {
     }
 }
 
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
+/// Tests only (`PAP_TEST_SPOOL_START_DELAY_MS`): a pause between opening the spool and this
+/// node's first heartbeat, the moment another node on a shared spool may take it for gone.
+fn test_start_delay() {
+    #[cfg(feature = "test-clock")]
+    if let Some(ms) = std::env::var("PAP_TEST_SPOOL_START_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
 }

@@ -22,9 +22,9 @@ pub fn is_outage(e: &anyhow::Error) -> bool {
 /// Logs a failure of `what`: an error, or a debug line during an outage.
 pub fn report(e: &anyhow::Error, what: &str) {
     if is_outage(e) {
-        tracing::debug!(error = %format!("{e:#}"), "{what}");
+        tracing::debug!(error = %crate::error_text::describe(e), "{what}");
     } else {
-        tracing::error!(error = %format!("{e:#}"), "{what}");
+        tracing::error!(error = %crate::error_text::describe(e), "{what}");
     }
 }
 

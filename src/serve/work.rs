@@ -45,6 +45,7 @@ enum Msg {
     Run(Vec<String>),
     Scan,
     SetRuntime(Runtime),
+    SetMax(usize),
     Drain(oneshot::Sender<()>),
     Stop(Duration, oneshot::Sender<usize>),
 }
@@ -80,6 +81,12 @@ impl Worker {
     /// New manifests: runs started from now on use them.
     pub fn set_runtime(&self, runtime: Runtime) {
         let _ = self.tx.send(Msg::SetRuntime(runtime));
+    }
+
+    /// A reload's `serve.max_concurrent`: more runs start at once when it grew; when it
+    /// shrank, running ones finish and fewer start after them.
+    pub fn set_max(&self, max: usize) {
+        let _ = self.tx.send(Msg::SetMax(max.max(1)));
     }
 
     /// Waits until nothing runs and nothing is due (for `--once`).
@@ -159,6 +166,10 @@ async fn work_loop(
                 Some(Msg::SetRuntime(r)) => {
                     s.runtime = r;
                     s.broken.clear();
+                }
+                Some(Msg::SetMax(max)) => {
+                    s.max = max;
+                    scan = true;
                 }
                 Some(Msg::Drain(done)) => {
                     s.drains.push(done);
@@ -287,7 +298,7 @@ impl State {
                 self.outage_seen = Some(std::time::Instant::now());
             }
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "cannot run the invocation");
+                tracing::error!(error = %crate::error_text::describe_error(&e), "cannot run the invocation");
                 self.broken.insert(id);
             }
         }
@@ -397,7 +408,7 @@ impl State {
             }
             Err(e) => {
                 self.idle_scan = true;
-                tracing::error!(error = %format!("{e:#}"), "cannot read the work queue");
+                tracing::error!(error = %crate::error_text::describe_error(&e), "cannot read the work queue");
             }
         }
     }

@@ -96,7 +96,7 @@ impl std::fmt::Display for Reason {
                 if !key.is_empty() {
                     write!(f, " for window key {key}")?;
                 }
-                write!(f, "; next slot at {}", crate::clock::rfc3339_ms(*next))
+                write!(f, "; next slot {}", crate::clock::at_or_never(*next))
             }
             Reason::Debounced {
                 trailing,
@@ -110,16 +110,16 @@ impl std::fmt::Display for Reason {
                 } else {
                     format!(" (window key {key})")
                 };
-                let at = crate::clock::rfc3339_ms(*at);
+                let at = crate::clock::at_or_never(*at);
                 if *trailing {
                     write!(
                         f,
-                        "trailing debounce: one invocation with the last event of the burst once it has been quiet for {quiet}{key}, at {at} unless another event comes first; `pap serve` makes it"
+                        "trailing debounce: one invocation with the last event of the burst once it has been quiet for {quiet}{key}, {at} unless another event comes first; `pap serve` makes it"
                     )
                 } else {
                     write!(
                         f,
-                        "leading debounce: the burst goes on (its last event came at {at}, within the quiet period of {quiet}){key}; the next event after {quiet} of quiet provokes"
+                        "leading debounce: the burst goes on (its last event came {at}, within the quiet period of {quiet}){key}; the next event after {quiet} of quiet provokes"
                     )
                 }
             }

@@ -44,7 +44,10 @@ pub enum Error {
     Corrupt { path: PathBuf, message: String },
     /// The file itself is damaged (not a redb file any more, checksums wrong, truncated).
     #[error(
-        "the state store {path} is damaged: {what}. Stop every pap using this state dir, then          restore a copy made by `pap store backup`, or move the file aside to start with an          empty state (every idempotency key and invocation is then forgotten); `pap store          check` verifies a store"
+        "the state store {path} is damaged: {what}. Stop every pap using this state dir, then \
+         restore a copy made by `pap store backup`, or move the file aside to start with an \
+         empty state (every idempotency key and invocation is then forgotten); `pap store \
+         check` verifies a store"
     )]
     Damaged { path: PathBuf, what: String },
     /// The store is fine but the request does not fit its state (approving a finished

@@ -405,6 +405,22 @@ fn jitter() -> Duration {
 fn redb_err(path: &Path, e: impl Into<redb::Error>) -> Error {
     match e.into() {
         redb::Error::Corrupted(what) => damaged(path, what),
+        // What the file holds is not what redb wrote (another file in its place, its start
+        // overwritten, cut short): the file is damaged, not the disk failing.
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            let what = io.to_string();
+            damaged(
+                path,
+                if what.contains("magic number") {
+                    "it is not a redb file (its first bytes are not redb's magic number)".into()
+                } else {
+                    what
+                },
+            )
+        }
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            damaged(path, format!("it ends too soon ({io})"))
+        }
         source => Error::Backend {
             path: path.to_path_buf(),
             source: Box::new(source),

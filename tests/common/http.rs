@@ -160,3 +160,48 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// An argon2 hash of `password`, as `pap hash-password` prints it for pap.yaml.
+pub fn hash_password(password: &str) -> String {
+    use std::io::Write as _;
+    let mut child = super::pap()
+        .arg("hash-password")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{password}\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Logs in at the console of `url` with curl as `who`; returns the cookie jar (in `dir`) and
+/// the login's answer (a 303 with the session cookie).
+pub fn console_login(
+    url: &str,
+    dir: &std::path::Path,
+    who: &str,
+    password: &str,
+) -> (String, Reply) {
+    let jar = dir.join(format!("{who}.cookies")).display().to_string();
+    let form = format!("name={who}&password={}", password.replace(' ', "+"));
+    let r = curl(
+        &[
+            "-c",
+            &jar,
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/x-www-form-urlencoded",
+            &format!("{url}/login"),
+        ],
+        Some(form.as_bytes()),
+    );
+    assert_eq!(r.status, 303, "{r:?}");
+    (jar, r)
+}

@@ -131,3 +131,16 @@ pub fn stderr(out: &Output) -> String {
 pub fn code(out: &Output) -> i32 {
     out.status.code().expect("exited normally")
 }
+
+/// Swaps two names atomically (RENAME_EXCHANGE): a directory and a link change places with no
+/// moment where either name is missing.
+pub fn exchange(a: &Path, b: &Path) {
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        a,
+        nix::fcntl::AT_FDCWD,
+        b,
+        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+    )
+    .unwrap_or_else(|e| panic!("exchanging {} and {}: {e}", a.display(), b.display()));
+}

@@ -57,8 +57,17 @@ impl Project {
     }
 
     pub fn serve_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
+        let before = started_count(&self.root().join("serve.log"));
+        let mut serve = self.spawn_serve(extra, env);
+        // The log is shared by every serve of the project: wait for this one's line.
+        let log = serve.log.clone();
+        serve.wait_while_alive("pap serve started", || started_count(&log) > before);
+        serve
+    }
+
+    /// Starts `pap serve EXTRA…` like [`Project::serve_with`], without waiting for it.
+    pub fn spawn_serve(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let log = self.root().join("serve.log");
-        let before = started_count(&log);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -73,11 +82,7 @@ impl Project {
             .stderr(file)
             .spawn()
             .expect("start pap serve");
-        let mut serve = Serve { child, log };
-        // The log is shared by every serve of the project: wait for this one's line.
-        let log = serve.log.clone();
-        serve.wait_while_alive("pap serve started", || started_count(&log) > before);
-        serve
+        Serve { child, log }
     }
 
     /// Writes `text` under a temporary name, then renames it into the spool, as writers must.

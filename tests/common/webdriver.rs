@@ -33,6 +33,15 @@ fn call(method: &str, url: &str, body: Option<&Value>) -> Value {
     v["value"].clone()
 }
 
+/// Chromium and chromedriver, with curl to speak to the driver; or a skip (a failure where CI
+/// requires them).
+pub fn tools() -> Option<(PathBuf, PathBuf)> {
+    let why = "the console is not driven by a real browser";
+    let chromium = super::required_tool("chromium", "PAP_TEST_REQUIRE_HTTP_CLIENTS", why)?;
+    let driver = super::required_tool("chromedriver", "PAP_TEST_REQUIRE_HTTP_CLIENTS", why)?;
+    super::http::curl_available().then_some((chromium, driver))
+}
+
 impl Browser {
     /// Starts chromedriver and a headless Chromium session.
     pub fn start(chromedriver: &Path, chromium: &Path) -> Browser {

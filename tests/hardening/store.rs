@@ -147,3 +147,102 @@ fn backup_is_consistent_while_a_dispatch_writes() {
     assert!(stderr(&again).contains("--force"), "{}", stderr(&again));
     assert!(Path::new(&copy).exists());
 }
+
+/// Says the store's trouble once, on one line without runs of spaces: each cause once, and a
+/// file that is not (or no longer) what redb wrote is "damaged" with the restore advice.
+fn said_once(err: &str, cause: &str) {
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.contains("  "), "a run of spaces: {err}");
+    assert_eq!(
+        err.matches(cause).count(),
+        1,
+        "{cause:?} not said once: {err}"
+    );
+}
+
+#[test]
+fn a_store_overwritten_or_cut_short_is_damaged_and_said_once() {
+    let p = project_with_state(50);
+    let original = std::fs::read(state(&p)).unwrap();
+    let list = |p: &Project| p.cmd(T0).args(["invocations", "--json"]).output().unwrap();
+
+    // Another file's first bytes in its place.
+    let mut bytes = original.clone();
+    bytes[..8].copy_from_slice(b"XXXXXXXX");
+    std::fs::write(state(&p), &bytes).unwrap();
+    let out = list(&p);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("is damaged: it is not a redb file"), "{err}");
+    assert!(err.contains("pap store backup"), "{err}");
+    assert!(!err.contains("I/O error"), "{err}");
+    said_once(&err, "magic number");
+
+    // Cut short, at several lengths.
+    for len in [100, 5000, original.len() / 2] {
+        std::fs::write(state(&p), &original[..len]).unwrap();
+        let out = list(&p);
+        assert_eq!(code(&out), 1, "{len} bytes");
+        let err = stderr(&out);
+        assert!(err.contains("is damaged"), "{len} bytes: {err}");
+        assert!(err.contains("pap store backup"), "{err}");
+        said_once(&err, "is damaged");
+    }
+}
+
+#[test]
+fn a_full_disk_is_said_once() {
+    // A small file system of its own for the state dir: a tmpfs mounted in a user and mount
+    // namespace (`unshare -rm`), which needs no privilege where user namespaces are allowed.
+    let probe = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /tmp"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var_os("PAP_TEST_REQUIRE_NAMESPACES").is_none(),
+            "PAP_TEST_REQUIRE_NAMESPACES is set but `unshare -rm` cannot mount a tmpfs"
+        );
+        crate::common::skip_note(
+            "the full-disk message: `unshare -rm` cannot mount a tmpfs here (user namespaces)",
+        );
+        return;
+    }
+    let p = super::project();
+    let events: Vec<_> = (0..2000)
+        .map(|i| {
+            ev(
+                &format!("f{i}"),
+                "test.key.collided",
+                json!({"pad": "x".repeat(200)}),
+            )
+        })
+        .collect();
+    let file = p.events("many.ndjson", &events);
+    let state_dir = p.root().join(".pap");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    let pap = p.cmd(T0).get_program().to_owned();
+    let script = format!(
+        "mount -t tmpfs -o size=256k tmpfs '{}' && exec '{}' --root '{}' dispatch --no-run '{}'",
+        state_dir.display(),
+        Path::new(&pap).display(),
+        p.root().display(),
+        file.display()
+    );
+    let out = p
+        .cmd(T0)
+        .get_envs()
+        .fold(std::process::Command::new("unshare"), |mut c, (k, v)| {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+            c
+        })
+        .args(["-rm", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("No space left on device"), "{err}");
+    said_once(&err, "No space left on device");
+}

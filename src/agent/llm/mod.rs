@@ -110,7 +110,10 @@ impl Attempt<'_> {
         let (url, headers, mut conversation) = self.setup(&key)?;
         let mut session = tools::Session::open(self.rt, self.agent, self.inv)
             .await
-            .map_err(retryable)?;
+            .map_err(|e| Failure {
+                reason: e.reason,
+                retry: !e.permanent,
+            })?;
         let result = self.turns(&url, headers, &mut conversation, &session).await;
         session.close().await;
         result

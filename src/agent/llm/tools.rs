@@ -36,7 +36,11 @@ pub struct Session {
 
 impl Session {
     /// Connects the servers the manifest's tools name and finds each listed tool on its server.
-    pub async fn open(rt: &Runtime, agent: &Agent, inv: &Invocation) -> Result<Session, String> {
+    pub async fn open(
+        rt: &Runtime,
+        agent: &Agent,
+        inv: &Invocation,
+    ) -> Result<Session, mcp::ConnectError> {
         if agent.tools.is_empty() {
             return Ok(Session {
                 mcp: None,
@@ -61,7 +65,10 @@ impl Session {
             }),
             Err(e) => {
                 mcp.shutdown().await;
-                Err(e)
+                Err(mcp::ConnectError {
+                    reason: e,
+                    permanent: false,
+                })
             }
         }
     }
@@ -204,7 +211,12 @@ impl Session {
                 )
             })
             .await
-            .map_err(|e| format!("cannot record an external tool call: {e:#}"))?;
+            .map_err(|e| {
+                format!(
+                    "cannot record an external tool call: {}",
+                    crate::error_text::describe_error(&e)
+                )
+            })?;
         }
         let mcp = self.mcp.as_ref().expect("offered tools have a session");
         let outcome = mcp.call(&tool.spec.server, &call.name, arguments).await?;

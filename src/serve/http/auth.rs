@@ -11,47 +11,31 @@
 //!
 //! Nothing here logs a credential: a failed login is logged with the principal's name only
 //! when that name exists (a password typed into the name field stays out of the log).
+//!
+//! The principals themselves ([`Principals`]) are swapped whole by a reload; what is kept
+//! across reloads is here: the failures (a reload does not reset anyone's wait), the dummy
+//! hash, and the bound on password checks.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::{self, HeaderMap};
 use base64::Engine as _;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
-use crate::manifest::compiled_listen::{Credential, ListenConfig, Scope};
+pub use super::principals::{Caller, MIN_TOKEN_LEN};
+use super::principals::{Principals, Secret, digest};
+use super::swap::Swap;
 
-/// Shortest token accepted: anything shorter can be guessed.
-pub const MIN_TOKEN_LEN: usize = 16;
 /// The longest a failing address is made to wait per attempt.
 const MAX_DELAY: Duration = Duration::from_secs(8);
 /// Failures older than this are forgotten.
 const FAILURE_MEMORY: Duration = Duration::from_secs(15 * 60);
 /// Addresses remembered at most (a flood of addresses cannot grow the table without bound).
 const MAX_TRACKED: usize = 10_000;
-
-/// Who made a request: a named principal, or anonymous.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    /// `None` for an anonymous request.
-    pub name: Option<String>,
-    pub scopes: Vec<Scope>,
-}
-
-impl Caller {
-    pub fn may(&self, scope: Scope) -> bool {
-        self.scopes.contains(&scope)
-    }
-
-    /// For logs: the principal's name, or `anonymous`.
-    pub fn label(&self) -> &str {
-        self.name.as_deref().unwrap_or("anonymous")
-    }
-}
 
 /// Why credentials were not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,17 +49,6 @@ pub enum AuthError {
     TooSoon(Duration),
 }
 
-enum Secret {
-    TokenDigest([u8; 32]),
-    PasswordHash(String),
-}
-
-struct Known {
-    name: String,
-    scopes: Vec<Scope>,
-    secret: Secret,
-}
-
 #[derive(Default)]
 struct Failures {
     count: u32,
@@ -83,78 +56,38 @@ struct Failures {
 }
 
 pub struct Auth {
-    known: Vec<Known>,
+    principals: Swap<Principals>,
     /// Verified when a login names nobody, so that it takes as long as a real check.
     dummy_hash: String,
-    anonymous: Vec<Scope>,
     failures: Mutex<HashMap<IpAddr, Failures>>,
     /// Password verifications running at once (each costs tens of milliseconds of CPU).
     hashing: Semaphore,
 }
 
-fn digest(secret: &[u8]) -> [u8; 32] {
-    Sha256::digest(secret).into()
-}
-
 impl Auth {
-    /// The principals of `config`, with their tokens read through `env` (serve's
-    /// environment). A token variable that is unset, empty or too short stops the start.
-    pub fn resolve(
-        config: &ListenConfig,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Auth, String> {
-        let mut known = Vec::new();
-        for p in &config.principals {
-            let secret = match &p.credential {
-                Credential::TokenEnv(var) => {
-                    let token = env(var).unwrap_or_default();
-                    if token.is_empty() {
-                        return Err(format!(
-                            "principal `{}`: the environment variable {var} that holds its token is not set",
-                            p.name
-                        ));
-                    }
-                    if token.len() < MIN_TOKEN_LEN {
-                        return Err(format!(
-                            "principal `{}`: the token in {var} is {} characters; a token has at least {MIN_TOKEN_LEN} (e.g. `openssl rand -hex 32`)",
-                            p.name,
-                            token.len()
-                        ));
-                    }
-                    Secret::TokenDigest(digest(token.as_bytes()))
-                }
-                Credential::PasswordHash(hash) => Secret::PasswordHash(hash.clone()),
-            };
-            known.push(Known {
-                name: p.name.clone(),
-                scopes: p.scopes.clone(),
-                secret,
-            });
-        }
+    pub fn new(principals: Principals) -> Result<Auth, String> {
         Ok(Auth {
-            known,
+            principals: Swap::new(principals),
             dummy_hash: hash_password(&crate::serve::http::console_token())?,
-            anonymous: config.anonymous_scopes(),
             failures: Mutex::new(HashMap::new()),
             hashing: Semaphore::new(2),
         })
     }
 
-    pub fn has_principals(&self) -> bool {
-        !self.known.is_empty()
+    /// The principals in force now.
+    pub fn principals(&self) -> Arc<Principals> {
+        self.principals.load()
     }
 
-    pub fn anonymous(&self) -> Caller {
-        Caller {
-            name: None,
-            scopes: self.anonymous.clone(),
-        }
+    /// Puts `principals` in force from the next request on; returns the set it replaced.
+    pub fn replace(&self, principals: Principals) -> Arc<Principals> {
+        self.principals.store(principals)
     }
 
     /// The caller of a request with these headers, from `peer`. No credentials: anonymous.
     pub async fn identify(&self, headers: &HeaderMap, peer: IpAddr) -> Result<Caller, AuthError> {
         let Some(value) = headers.get(http::header::AUTHORIZATION) else {
-            return Ok(self.anonymous());
+            return Ok(self.principals().anonymous());
         };
         let value = value.to_str().map_err(|_| AuthError::Malformed)?;
         let (scheme, rest) = value.split_once(' ').ok_or(AuthError::Malformed)?;
@@ -163,7 +96,7 @@ impl Auth {
             return Err(AuthError::TooSoon(wait));
         }
         let found = if scheme.eq_ignore_ascii_case("bearer") {
-            self.by_token(rest.as_bytes())
+            self.principals().by_token(rest.as_bytes())
         } else if scheme.eq_ignore_ascii_case("basic") {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(rest)
@@ -197,7 +130,7 @@ impl Auth {
                 Ok(caller)
             }
             None => {
-                let known = self.known.iter().any(|k| k.name == name);
+                let known = self.principals().named(name).is_some();
                 let principal = if known { name } else { "(unknown)" };
                 tracing::warn!(principal, %peer, "failed login");
                 self.note_failure(peer);
@@ -206,25 +139,9 @@ impl Auth {
         }
     }
 
-    fn by_token(&self, token: &[u8]) -> Option<Caller> {
-        let presented = digest(token);
-        // Every token is compared, so the time taken says nothing about which one matched.
-        let mut found = None;
-        for k in &self.known {
-            if let Secret::TokenDigest(d) = &k.secret
-                && bool::from(d.ct_eq(&presented))
-            {
-                found = Some(k);
-            }
-        }
-        found.map(|k| Caller {
-            name: Some(k.name.clone()),
-            scopes: k.scopes.clone(),
-        })
-    }
-
     async fn by_name_and_secret(&self, name: &str, secret: &str) -> Option<Caller> {
-        let Some(k) = self.known.iter().find(|k| k.name == name) else {
+        let principals = self.principals();
+        let Some(k) = principals.named(name) else {
             // As long as a real check: the answer's time must not say the name is unknown.
             let _permit = self.hashing.acquire().await.ok()?;
             let (hash, secret) = (self.dummy_hash.clone(), secret.to_owned());
@@ -241,10 +158,9 @@ impl Auth {
                     .unwrap_or(false)
             }
         };
-        ok.then(|| Caller {
-            name: Some(k.name.clone()),
-            scopes: k.scopes.clone(),
-        })
+        // A reload during the check may have removed the principal or changed its password:
+        // what counts is the set in force once the check is done.
+        ok.then(|| self.principals().current(&k.caller())).flatten()
     }
 
     /// How long `peer` must still wait after its last failure, if at all.
@@ -317,31 +233,36 @@ pub fn hash_password(password: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::compiled_listen::Principal;
+    use crate::manifest::compiled_listen::{Credential, ListenConfig, Scope};
+    use crate::serve::http::principals::tests::principal;
 
-    fn config() -> ListenConfig {
+    fn config(alice: &str) -> ListenConfig {
         ListenConfig {
             principals: vec![
-                Principal {
-                    name: "am".into(),
-                    credential: Credential::TokenEnv("AM_TOKEN".into()),
-                    scopes: vec![Scope::Ingest],
-                },
-                Principal {
-                    name: "alice".into(),
-                    credential: Credential::PasswordHash(hash_password("correct horse").unwrap()),
-                    scopes: vec![Scope::Read, Scope::Approve],
-                },
+                principal(
+                    "am",
+                    Credential::TokenEnv("AM_TOKEN".into()),
+                    &[Scope::Ingest],
+                ),
+                principal(
+                    "alice",
+                    Credential::PasswordHash(hash_password(alice).unwrap()),
+                    &[Scope::Read, Scope::Approve],
+                ),
             ],
             ..ListenConfig::default()
         }
     }
 
-    fn auth() -> Auth {
-        Auth::resolve(&config(), |v| {
+    fn principals(config: &ListenConfig) -> Principals {
+        Principals::resolve(config, std::path::Path::new("/"), |v| {
             (v == "AM_TOKEN").then(|| "0123456789abcdef-token".to_owned())
         })
         .unwrap()
+    }
+
+    fn auth() -> Auth {
+        Auth::new(principals(&config("correct horse"))).unwrap()
     }
 
     fn headers(value: &str) -> HeaderMap {
@@ -435,13 +356,28 @@ mod tests {
         assert_eq!(auth.too_soon(PEER), None);
     }
 
-    #[test]
-    fn a_missing_or_short_token_stops_the_start() {
-        let err = Auth::resolve(&config(), |_| None).err().unwrap();
-        assert!(err.contains("AM_TOKEN") && err.contains("not set"), "{err}");
-        let err = Auth::resolve(&config(), |_| Some("short".into()))
-            .err()
-            .unwrap();
-        assert!(err.contains("at least 16"), "{err}");
+    #[tokio::test]
+    async fn a_replaced_set_is_in_force_from_the_next_request_and_failures_are_kept() {
+        let auth = auth();
+        let token = headers("Bearer 0123456789abcdef-token");
+        assert!(auth.identify(&token, PEER).await.is_ok());
+        let other = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 9));
+        auth.note_failure(other);
+        // am removed, alice's password changed.
+        let mut next = config("new password");
+        next.principals.remove(0);
+        auth.replace(principals(&next));
+        assert_eq!(auth.identify(&token, PEER).await, Err(AuthError::Invalid));
+        auth.forget_failures(PEER);
+        assert_eq!(
+            auth.login("alice", "correct horse", PEER).await,
+            Err(AuthError::Invalid)
+        );
+        auth.forget_failures(PEER);
+        assert!(auth.login("alice", "new password", PEER).await.is_ok());
+        assert!(
+            auth.too_soon(other).is_some(),
+            "a reload reset the failures"
+        );
     }
 }

@@ -40,7 +40,7 @@ pub async fn post_events(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let max_event_bytes = app.max_event_bytes;
+    let max_event_bytes = app.project_now().config.max_event_bytes;
     let size = bytes.len();
     let parsed =
         match off_thread_if_large(size, move || body::parse(&headers, &bytes, max_event_bytes))
@@ -177,14 +177,15 @@ pub async fn accept_body(
             5,
         ));
     }
-    let place = tokio::time::timeout(app.read_timeout, app.bodies.clone().acquire_owned()).await;
+    let limits = app.limits();
+    let place = tokio::time::timeout(limits.read_timeout, app.bodies.clone().acquire_owned()).await;
     let Ok(Ok(place)) = place else {
         return Err(reply::unavailable(
             "too many requests are sending bodies at once; nothing was recorded",
             1,
         ));
     };
-    let bytes = read_body(headers, body, app.max_body_bytes, app.read_timeout).await?;
+    let bytes = read_body(headers, body, limits.max_body_bytes, limits.read_timeout).await?;
     Ok((bytes, place))
 }
 

@@ -13,11 +13,16 @@ mod auth;
 mod body;
 mod cloudevents;
 mod console;
+mod credential_file;
 mod guard;
 mod health;
 mod ingest;
+mod limits;
 mod mcp;
+mod principals;
+mod reload;
 mod reply;
+mod swap;
 mod tls;
 mod webhook;
 
@@ -42,6 +47,10 @@ use crate::manifest::compiled_listen::{ListenConfig, Scope};
 use crate::storage::Storage;
 pub use auth::hash_password;
 use auth::{Auth, AuthError, Caller};
+use limits::Limits;
+use principals::Principals;
+pub use reload::{Applied, Prepared};
+use swap::Swap;
 
 /// 32 random bytes as hex: session tokens, CSRF tokens, the dummy password.
 pub fn console_token() -> String {
@@ -73,11 +82,10 @@ pub struct App(Arc<AppInner>);
 
 pub struct AppInner {
     pub decider: Decider,
+    /// The principals in force (a reload swaps them) and the failed attempts.
     auth: Auth,
-    hosts: guard::Hosts,
-    pub max_body_bytes: u64,
-    pub read_timeout: Duration,
-    pub max_event_bytes: u64,
+    /// What a reload may change of the listener's settings.
+    limits: Swap<Limits>,
     pub store: Arc<dyn Storage>,
     pub state_dir: std::path::PathBuf,
     /// The project serve runs now (replaced on a reload).
@@ -90,6 +98,8 @@ pub struct AppInner {
     bodies: Arc<Semaphore>,
     /// Console logins.
     sessions: console::Sessions,
+    /// MCP sessions on `/mcp`.
+    mcp: mcp::Sessions,
     /// The listener speaks HTTPS (session cookies are then `Secure`).
     tls: bool,
 }
@@ -105,6 +115,19 @@ impl std::ops::Deref for App {
 }
 
 impl App {
+    /// The project serve runs now.
+    pub fn project_now(&self) -> Arc<crate::manifest::Project> {
+        self.project
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The listener's settings in force now.
+    pub fn limits(&self) -> Arc<Limits> {
+        self.limits.load()
+    }
+
     /// The caller, if it may do `scope`; else the 401 or 403 to answer.
     pub async fn authorize(
         &self,
@@ -149,7 +172,6 @@ pub struct Setup<'a> {
     pub decider: Decider,
     pub store: Arc<dyn Storage>,
     pub state_dir: &'a Path,
-    pub max_event_bytes: u64,
     pub project: SharedProject,
     pub metrics: Arc<super::metrics::Metrics>,
     pub recent: Arc<super::recent::RecentDecisions>,
@@ -161,6 +183,11 @@ pub struct Listening {
     pub local: SocketAddr,
     /// `http` or `https`.
     pub scheme: &'static str,
+    /// `HOST:PORT` as given (its host is one the `Host` guard accepts).
+    address: String,
+    /// What its handlers share, for a reload to change.
+    app: App,
+    rt: tokio::runtime::Handle,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     /// Ends the MCP server's open streams, which would otherwise hold shutdown up.
@@ -188,7 +215,7 @@ impl Listening {
 /// principal unless `listen.allow_unauthenticated` says so.
 pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<Listening> {
     let config = setup.config;
-    let auth = Auth::resolve(config, |name| std::env::var(name).ok())
+    let principals = Principals::resolve(config, setup.root, |name| std::env::var(name).ok())
         .map_err(|why| anyhow::anyhow!("listen.auth: {why}"))?;
     {
         let project = setup.project.read().unwrap_or_else(|p| p.into_inner());
@@ -202,20 +229,12 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         .block_on(TcpListener::bind(setup.address))
         .with_context(|| format!("cannot listen on {}", setup.address))?;
     let local = listener.local_addr().context("the listen address")?;
-    if !local.ip().is_loopback() && !auth.has_principals() && !config.allow_unauthenticated {
-        anyhow::bail!(
-            "refusing to listen on {local} (not loopback) with no principal in listen.auth: anyone who reaches the port could post events. Add principals, or set listen.allow_unauthenticated: true to accept that"
-        );
-    }
-    let listen_host = crate::manifest::compile_listen::split_host_port(setup.address)
-        .map(|(host, _)| host.to_owned());
+    check_open(local, &principals, config).map_err(anyhow::Error::msg)?;
+    let tls_on = tls.is_some();
     let app = App(Arc::new(AppInner {
         decider: setup.decider,
-        auth,
-        hosts: guard::Hosts::new(&config.allowed_hosts, listen_host.as_deref()),
-        max_body_bytes: config.max_body_bytes,
-        read_timeout: config.read_timeout,
-        max_event_bytes: setup.max_event_bytes,
+        auth: Auth::new(principals).map_err(anyhow::Error::msg)?,
+        limits: Swap::new(Limits::new(config, setup.address, tls)),
         store: setup.store,
         state_dir: setup.state_dir.to_path_buf(),
         project: setup.project,
@@ -224,31 +243,49 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
         clock: setup.clock,
         bodies: Arc::new(Semaphore::new(ingest::BODIES_AT_ONCE)),
         sessions: console::Sessions::default(),
-        tls: tls.is_some(),
+        mcp: mcp::Sessions::default(),
+        tls: tls_on,
     }));
     let mcp_stop = tokio_util::sync::CancellationToken::new();
     // The MCP server's inbox watcher starts on this runtime.
     let router = {
         let _runtime = rt.enter();
-        router(app, mcp_stop.clone())
+        router(app.clone(), mcp_stop.clone())
     };
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let scheme = if tls_on { "https" } else { "http" };
     let (shutdown, stop) = tokio::sync::watch::channel(false);
     let accept = Accept {
         listener,
-        tls,
+        app: app.clone(),
         router,
         connections: Arc::new(Semaphore::new(config.max_connections)),
-        read_timeout: config.read_timeout,
     };
     let task = rt.spawn(accept.run(stop));
     Ok(Listening {
         local,
         scheme,
+        address: setup.address.to_owned(),
+        app,
+        rt: rt.handle().clone(),
         shutdown,
         task,
         mcp_stop,
     })
+}
+
+/// A listener anyone who reaches it may use is refused on an address other than loopback,
+/// unless `listen.allow_unauthenticated` says so.
+fn check_open(
+    local: SocketAddr,
+    principals: &Principals,
+    config: &ListenConfig,
+) -> Result<(), String> {
+    if !local.ip().is_loopback() && principals.is_empty() && !config.allow_unauthenticated {
+        return Err(format!(
+            "refusing to listen on {local} (not loopback) with no principal in listen.auth: anyone who reaches the port could post events. Add principals, or set listen.allow_unauthenticated: true to accept that"
+        ));
+    }
+    Ok(())
 }
 
 /// Every secret the adapters name is set: an adapter whose secret is missing would refuse
@@ -330,7 +367,7 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
     // including the GET that opens its event stream.
     let strict = path == "/mcp";
     let response = match guard::check(
-        &app.hosts,
+        &app.limits().hosts,
         &method,
         request.headers(),
         local,
@@ -355,13 +392,13 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
     response
 }
 
-/// The accept loop.
+/// The accept loop. Each connection takes the read timeout and TLS certificate in force
+/// when it is accepted.
 struct Accept {
     listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    app: App,
     router: Router,
     connections: Arc<Semaphore>,
-    read_timeout: Duration,
 }
 
 impl Accept {
@@ -395,8 +432,9 @@ impl Accept {
             };
             let info = ConnInfo { peer, local };
             let router = self.router.clone();
-            let tls = self.tls.clone();
-            let timeout = self.read_timeout;
+            let limits = self.app.limits();
+            let tls = limits.tls.clone();
+            let timeout = limits.read_timeout;
             let watcher = graceful.watcher();
             tokio::spawn(async move {
                 let _permit = permit;

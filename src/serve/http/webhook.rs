@@ -66,6 +66,7 @@ pub async fn post_webhook(
         Caller {
             name: Some(format!("adapter:{}", adapter.name)),
             scopes: vec![Scope::Ingest],
+            fingerprint: None,
         }
     } else {
         match app.authorize(&headers, &conn, Scope::Ingest).await {
@@ -93,7 +94,7 @@ pub async fn post_webhook(
             ),
         );
     }
-    let max_event_bytes = app.max_event_bytes;
+    let max_event_bytes = app.project_now().config.max_event_bytes;
     let adapter = Arc::new(adapter);
     let route = adapter.path.clone();
     let size = bytes.len();

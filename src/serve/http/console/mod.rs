@@ -57,7 +57,8 @@ pub async fn bounded_form(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    match super::ingest::read_body(&parts.headers, body, FORM_MAX_BYTES, app.read_timeout).await {
+    let timeout = app.limits().read_timeout;
+    match super::ingest::read_body(&parts.headers, body, FORM_MAX_BYTES, timeout).await {
         Ok(bytes) => {
             let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
             next.run(request).await
@@ -88,6 +89,23 @@ impl Viewer {
         let s = self.session.as_ref()?;
         (s.caller.name.is_some() && s.caller.may(Scope::Approve)).then_some(s.csrf.as_str())
     }
+
+    /// Whether this viewer may still read, for what outlives its request (the live inbox's
+    /// stream): its session, or else its principal, must be known to the principals in force
+    /// (a reload may have removed it), with `read`.
+    fn still_reads(&self, app: &App, headers: &HeaderMap) -> impl Fn() -> bool + Send + 'static {
+        let app = app.clone();
+        let session = self.session.is_some().then(|| headers.clone());
+        let caller = self.caller.clone();
+        move || {
+            let principals = app.auth.principals();
+            let now = match &session {
+                Some(headers) => app.sessions.of(headers, &principals).map(|s| s.caller),
+                None => principals.current(&caller),
+            };
+            now.is_some_and(|c| c.may(Scope::Read))
+        }
+    }
 }
 
 /// A read page's viewer, as an extractor (its rejection is the answer to send).
@@ -108,7 +126,7 @@ impl axum::extract::FromRequestParts<App> for Viewer {
 /// The viewer of a read page: the session's principal, else the request's credentials, else
 /// anonymous. Without `read`, a browser is sent to the login page.
 async fn viewer(app: &App, headers: &HeaderMap, conn: &ConnInfo) -> Result<Viewer, Response> {
-    if let Some(s) = app.sessions.of(headers) {
+    if let Some(s) = app.sessions.of(headers, &app.auth.principals()) {
         if s.caller.may(Scope::Read) {
             return Ok(Viewer {
                 caller: s.caller.clone(),
@@ -157,13 +175,6 @@ async fn render(
     }
 }
 
-fn project(app: &App) -> std::sync::Arc<crate::manifest::Project> {
-    app.project
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
-}
-
 async fn inbox(State(app): State<App>, v: Viewer) -> Response {
     render(&app, &v, "Inbox", |app| pages::inbox(&*app.store)).await
 }
@@ -176,7 +187,7 @@ struct After {
 
 async fn inbox_stream(
     State(app): State<App>,
-    _: Viewer,
+    v: Viewer,
     Query(q): Query<After>,
     headers: HeaderMap,
 ) -> Response {
@@ -185,12 +196,13 @@ async fn inbox_stream(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
     let after = resume.or(q.after).unwrap_or(0);
-    stream::messages(app, after).into_response()
+    let still = v.still_reads(&app, &headers);
+    stream::messages(app, after, still).into_response()
 }
 
 async fn approvals(State(app): State<App>, v: Viewer) -> Response {
     let csrf = v.approve_csrf().map(str::to_owned);
-    let project = project(&app);
+    let project = app.project_now();
     render(&app, &v, "Approvals", move |app| {
         pages::approvals(&*app.store, &project, csrf.as_deref(), app.clock.now_ms())
     })
@@ -235,7 +247,7 @@ async fn audit(State(app): State<App>, v: Viewer) -> Response {
 }
 
 async fn manifests(State(app): State<App>, v: Viewer) -> Response {
-    let project = project(&app);
+    let project = app.project_now();
     render(&app, &v, "Loaded manifests", move |app| {
         pages::manifests(&*app.store, &project, &app.recent, app.clock.now_ms())
     })
@@ -316,7 +328,7 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    if let Some(s) = app.sessions.of(&headers)
+    if let Some(s) = app.sessions.of(&headers, &app.auth.principals())
         && s.csrf_ok(&form.csrf)
     {
         app.sessions.end(&headers);
@@ -348,7 +360,7 @@ async fn respond(
     headers: HeaderMap,
     Form(form): Form<RespondForm>,
 ) -> Response {
-    let Some(s) = app.sessions.of(&headers) else {
+    let Some(s) = app.sessions.of(&headers, &app.auth.principals()) else {
         return super::reply::unauthorized(
             "answering an approval needs a console login of a principal with the `approve` scope",
         );
@@ -438,7 +450,7 @@ async fn respond(
         );
     }
     let store = app.store.clone();
-    let project = project(&app);
+    let project = app.project_now();
     let (who, inv_id, action_id) = (name.clone(), inv.id.clone(), form.action.clone());
     let now = app.clock.now_ms();
     let done = tokio::task::spawn_blocking(move || {

@@ -3,7 +3,9 @@
 //! The store is read once a second for messages after the last one sent (the inbox's ids
 //! only grow), so messages appended by any process (serve, a dispatch, an approval) reach
 //! the page. `Last-Event-ID` (sent by a reconnecting browser) or `?after=ID` says where to
-//! start. The stream ends when serve stops.
+//! start. The stream ends when serve stops, and when its viewer may no longer read (a reload
+//! removed its principal, changed its credential or took `read` away): the page's script
+//! then finds the login page.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -17,16 +19,21 @@ use crate::serve::http::App;
 /// Messages one poll sends at most.
 const BATCH: usize = 100;
 
-pub fn messages(app: App, after: u64) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// The stream of messages after `after`, while `still` holds (asked before each look).
+pub fn messages(
+    app: App,
+    after: u64,
+    still: impl Fn() -> bool + Send + 'static,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = futures_util::stream::unfold(
-        (app, after, Vec::new()),
-        |(app, mut after, mut ready)| async move {
+        (app, after, Vec::new(), still),
+        |(app, mut after, mut ready, still)| async move {
             loop {
-                if let Some(event) = ready.pop() {
-                    return Some((Ok(event), (app, after, ready)));
-                }
-                if app.decider.stopping() {
+                if app.decider.stopping() || !still() {
                     return None;
+                }
+                if let Some(event) = ready.pop() {
+                    return Some((Ok(event), (app, after, ready, still)));
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 let store = app.store.clone();

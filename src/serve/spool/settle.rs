@@ -1,12 +1,13 @@
 //! When a spool file may be claimed. A writer that renames a finished file into the spool
 //! (the documented way) is taken at once; one that writes in place is taken only once it has
 //! closed the file and the file has not changed for `spool_settle`, so no line written after
-//! the claim is lost.
+//! the claim is lost. The file is looked at relative to the spool directory's descriptor,
+//! never through a link.
 
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, SystemTime};
+
+use nix::fcntl::AtFlags;
 
 /// Whether a ready file may be claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,39 +17,36 @@ pub enum Readiness {
     After(Duration),
 }
 
-/// `renamed`: file-system events said the file arrived by a rename. Otherwise the file must
-/// be unmodified for `settle` (by its mtime, on the real clock: the file system's) and have
-/// no writer.
-pub fn readiness(path: &Path, renamed: bool, settle: Duration) -> Readiness {
+/// File `name` in the directory held by `dir`. `renamed`: file-system events said the file
+/// arrived by a rename. Otherwise the file must be unmodified for `settle` (by its mtime, on
+/// the real clock: the file system's) and have no writer.
+pub fn readiness(dir: BorrowedFd<'_>, name: &str, renamed: bool, settle: Duration) -> Readiness {
     if renamed {
         return Readiness::Now;
     }
-    let modified = std::fs::symlink_metadata(path).and_then(|m| m.modified());
-    let Ok(modified) = modified else {
+    let Ok(st) = nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
         // Gone or unreadable: the claim finds out and says so.
         return Readiness::Now;
     };
+    let modified = super::held::modified(&st);
     let age = SystemTime::now()
         .duration_since(modified)
         .unwrap_or(Duration::ZERO);
     if age < settle {
         return Readiness::After(settle - age);
     }
-    if has_writer(path) == Some(true) {
+    if has_writer(dir, name) == Some(true) {
         return Readiness::After(settle.max(Duration::from_millis(200)));
     }
     Readiness::Now
 }
 
-/// Whether some process has `path` open for writing: Linux refuses a read lease
-/// (`F_SETLEASE`) on such a file with EAGAIN. `None` when leases cannot tell (another
-/// owner without CAP_LEASE, a file system without leases): then the settle time alone decides.
-pub fn has_writer(path: &Path) -> Option<bool> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
+/// Whether some process has file `name` (in the directory held by `dir`) open for writing:
+/// Linux refuses a read lease (`F_SETLEASE`) on such a file with EAGAIN. `None` when leases
+/// cannot tell (another owner without CAP_LEASE, a file system without leases): then the
+/// settle time alone decides.
+pub fn has_writer(dir: BorrowedFd<'_>, name: &str) -> Option<bool> {
+    let file = crate::regular_file::open_at(dir, name).ok()?;
     let fd = file.as_raw_fd();
     // SAFETY: fcntl on a descriptor this function owns, with integer arguments only.
     let set = unsafe { nix::libc::fcntl(fd, nix::libc::F_SETLEASE, nix::libc::F_RDLCK) };
@@ -67,16 +65,19 @@ pub fn has_writer(path: &Path) -> Option<bool> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::fd::AsFd;
 
     #[test]
     fn a_file_open_for_writing_has_a_writer_and_a_closed_one_not() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.ndjson");
+        let held = std::fs::File::open(dir.path()).unwrap();
+        let (fd, name) = (held.as_fd(), "a.ndjson");
         let mut writer = std::fs::File::create(&path).unwrap();
         writer.write_all(b"{}\n").unwrap();
         // Leases need the file's owner or CAP_LEASE (both hold for a file made here) and a
         // file system that has them.
-        if has_writer(&path).is_none() {
+        if has_writer(fd, name).is_none() {
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
@@ -84,16 +85,16 @@ mod tests {
             );
             return;
         }
-        assert_eq!(has_writer(&path), Some(true));
+        assert_eq!(has_writer(fd, name), Some(true));
         assert!(matches!(
-            readiness(&path, false, Duration::from_secs(60)),
+            readiness(fd, name, false, Duration::from_secs(60)),
             Readiness::After(_)
         ));
         drop(writer);
-        assert_eq!(has_writer(&path), Some(false));
-        assert_eq!(readiness(&path, false, Duration::ZERO), Readiness::Now);
+        assert_eq!(has_writer(fd, name), Some(false));
+        assert_eq!(readiness(fd, name, false, Duration::ZERO), Readiness::Now);
         assert_eq!(
-            readiness(&path, true, Duration::from_secs(60)),
+            readiness(fd, name, true, Duration::from_secs(60)),
             Readiness::Now
         );
     }
