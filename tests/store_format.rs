@@ -174,29 +174,17 @@ fn a_format_6_store_with_work_behind_concurrency_keys_is_migrated_and_run_in_ord
         state.path().join("state.redb"),
     )
     .unwrap();
-    let project = tempfile::tempdir().unwrap();
-    let root = project.path();
-    std::fs::create_dir_all(root.join("agents")).unwrap();
-    std::fs::create_dir_all(root.join("triggers")).unwrap();
-    std::fs::write(root.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
-    let log = root.join("runs.log");
-    let script = format!(
-        "in=$(cat); h=${{in#*\\\"host\\\":\\\"}}; h=${{h%%\\\"*}}; n=${{in#*\\\"n\\\":}}; n=${{n%%[!0-9]*}}; echo \"start $h $n $(date +%s%N)\" >> '{log}'; sleep 0.2; echo \"end $h $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
-        log = log.display()
+    let project = common::shell_agent::project(
+        "  concurrency: {limit: 3}\n",
+        "  concurrency: {limit: 1, key: $.data.host}\n",
+        |log| {
+            format!(
+                "in=$(cat); h=${{in#*\\\"host\\\":\\\"}}; h=${{h%%\\\"*}}; n=${{in#*\\\"n\\\":}}; n=${{n%%[!0-9]*}}; echo \"start $h $n $(date +%s%N)\" >> '{log}'; sleep 0.2; echo \"end $h $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
+                log = log.display()
+            )
+        },
     );
-    std::fs::write(
-        root.join("agents/fix.yaml"),
-        format!(
-            "pap_version: \"0.2\"\nagent:\n  id: fix\n  risk_level: low\n  concurrency: {{limit: 3}}\n  model:\n    provider: command\n    command: [\"sh\", \"-c\", {}]\n",
-            serde_json::to_string(&script).unwrap()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("triggers/restart.yaml"),
-        "pap_version: \"0.2\"\ntrigger:\n  id: restart\n  match:\n    type: host.disk.full\n  concurrency: {limit: 1, key: $.data.host}\n  agent: fix\n",
-    )
-    .unwrap();
+    let root = project.path();
     // An hour later: the crashed serve's lease on db1-1 has lapsed.
     let serve = pap()
         .arg("--root")
@@ -208,19 +196,7 @@ fn a_format_6_store_with_work_behind_concurrency_keys_is_migrated_and_run_in_ord
         .output()
         .unwrap();
     assert_eq!(code(&serve), 0, "{}", stderr(&serve));
-    let lines: Vec<(String, String, u32, u128)> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let p: Vec<&str> = l.split(' ').collect();
-            (
-                p[0].to_owned(),
-                p[1].to_owned(),
-                p[2].parse().unwrap(),
-                p[3].parse().unwrap(),
-            )
-        })
-        .collect();
+    let lines = common::shell_agent::host_log(root);
     assert_eq!(lines.len(), 14, "every run started and ended: {lines:?}");
     for host in ["db1", "db2"] {
         let mine: Vec<_> = lines.iter().filter(|l| l.1 == host).collect();
@@ -254,14 +230,5 @@ fn a_format_6_store_with_work_behind_concurrency_keys_is_migrated_and_run_in_ord
         .max();
     assert!(most <= Some(3), "the agent's limit is 3: {lines:?}");
     let list = run(state.path(), &["invocations", "--json"]);
-    let statuses: Vec<String> = stdout(&list)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["status"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
-    assert_eq!(statuses, vec!["succeeded"; 7]);
+    assert_eq!(common::statuses(&list), vec!["succeeded"; 7]);
 }

@@ -33,36 +33,21 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// given, one key for all) and trigger `other` (on `host.other.seen`, no key), both for agent
 /// `fix`, whose shell `script` is made for the project's `runs.log`. The shell has the event's
 /// `n` in `$n`.
-fn project(limit: Option<u32>, script: impl FnOnce(&Path) -> String) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::create_dir_all(root.join("triggers")).unwrap();
-    std::fs::create_dir_all(root.join("agents")).unwrap();
-    std::fs::write(root.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
-    let script = format!(
-        "in=$(cat); n=${{in#*\\\"n\\\":}}; n=${{n%%[!0-9]*}}; {}",
-        script(&root.join("runs.log"))
-    );
-    std::fs::write(
-        root.join("agents/fix.yaml"),
-        format!(
-            "pap_version: \"0.2\"\nagent:\n  id: fix\n  risk_level: low\n  model:\n    provider: command\n    command: [\"sh\", \"-c\", {}]\n",
-            serde_json::to_string(&script).unwrap()
-        ),
-    )
-    .unwrap();
+pub(super) fn project(
+    limit: Option<u32>,
+    script: impl FnOnce(&Path) -> String,
+) -> tempfile::TempDir {
     let concurrency = limit.map_or(String::new(), |l| {
         format!("  concurrency: {{limit: {l}}}\n")
     });
-    std::fs::write(
-        root.join("triggers/restart.yaml"),
+    let dir = common::shell_agent::project("", &concurrency, |log| {
         format!(
-            "pap_version: \"0.2\"\ntrigger:\n  id: restart\n  match:\n    type: host.disk.full\n{concurrency}  agent: fix\n"
-        ),
-    )
-    .unwrap();
+            "in=$(cat); n=${{in#*\\\"n\\\":}}; n=${{n%%[!0-9]*}}; {}",
+            script(log)
+        )
+    });
     std::fs::write(
-        root.join("triggers/other.yaml"),
+        dir.path().join("triggers/other.yaml"),
         "pap_version: \"0.2\"\ntrigger:\n  id: other\n  match:\n    type: host.other.seen\n  agent: fix\n",
     )
     .unwrap();
@@ -82,7 +67,7 @@ fn sleeping(seconds: &str) -> impl FnOnce(&Path) -> String {
 }
 
 /// Events `n` = `from`..`to` of `kind`, one file of them in one decision group.
-fn events(root: &Path, kind: &str, from: usize, to: usize) -> PathBuf {
+pub(super) fn events(root: &Path, kind: &str, from: usize, to: usize) -> PathBuf {
     let text: String = (from..to)
         .map(|n| {
             format!(
@@ -100,7 +85,7 @@ fn events(root: &Path, kind: &str, from: usize, to: usize) -> PathBuf {
 }
 
 /// `pap dispatch --no-run FILE`, which must succeed.
-fn queue(root: &Path, file: &Path) {
+pub(super) fn queue(root: &Path, file: &Path) {
     let out = common::pap_at(root)
         .args(["dispatch", "--no-run", "--json"])
         .arg(file)
@@ -111,26 +96,21 @@ fn queue(root: &Path, file: &Path) {
 }
 
 /// One line of runs.log: (`start` or `end`, n, ns when timed).
-type Line = (String, usize, Option<u128>);
+pub(super) type Line = (String, usize, Option<u128>);
 
-fn runs(root: &Path) -> Vec<Line> {
-    std::fs::read_to_string(root.join("runs.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let p: Vec<&str> = l.split(' ').collect();
-            (
-                p[0].to_owned(),
-                p[1].parse().unwrap(),
-                p.get(2).map(|t| t.parse().unwrap()),
-            )
+pub(super) fn runs(root: &Path) -> Vec<Line> {
+    common::shell_agent::log_fields(root)
+        .into_iter()
+        .map(|p| {
+            let at = p.get(2).map(|t| t.parse().unwrap());
+            (p[0].clone(), p[1].parse().unwrap(), at)
         })
         .collect()
 }
 
 /// Runs never overlap (by the order of the lines), and start in the order of `n` (the order
 /// they were decided in).
-fn one_at_a_time_in_order(lines: &[Line]) {
+pub(super) fn one_at_a_time_in_order(lines: &[Line]) {
     let mut open: Option<usize> = None;
     let mut last = None;
     for (kind, n, _) in lines {
@@ -268,58 +248,47 @@ fn a_queue_posted_over_http_runs_at_the_keys_pace_in_decision_order() {
     keeps_the_keys_pace(root, seconds);
 }
 
-/// Runs `pap serve --once ARGS` to its end, failing once it takes longer than `within`;
-/// returns how long it took.
-fn serve_once(root: &Path, args: &[&str], within: Duration) -> Duration {
-    let started = Instant::now();
-    let mut serve = Serve::start(root, &[&["--once"], args].concat());
+/// Waits for `child` (started at `started`) to exit successfully, failing once it takes longer
+/// than `within`; returns how long it took.
+fn run_to_end(
+    root: &Path,
+    child: &mut std::process::Child,
+    what: &str,
+    started: Instant,
+    within: Duration,
+) -> Duration {
     loop {
-        if let Some(status) = serve.0.try_wait().unwrap() {
-            assert!(status.success(), "serve --once failed: {status}");
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{what} failed: {status}");
             return started.elapsed();
         }
-        assert!(
-            started.elapsed() < within,
-            "serve --once {args:?} took longer than {within:?}; {} runs so far",
-            runs(root).len() / 2
-        );
+        if started.elapsed() >= within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{what} took longer than {within:?}; {} runs so far",
+                runs(root).len() / 2
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-#[test]
-fn runs_behind_one_key_go_at_most_half_as_fast_as_unkeyed_runs_one_at_a_time() {
-    let count: usize = env_or("PAP_TEST_KEYED_RUNS", 400);
-    let noop = |log: &Path| {
-        format!(
-            "echo \"start $n\" >> '{log}'; echo \"end $n\" >> '{log}'; echo '{{}}'",
-            log = log.display()
-        )
-    };
-    let unkeyed = project(None, noop);
-    queue(
-        unkeyed.path(),
-        &events(unkeyed.path(), "host.disk.full", 0, count),
-    );
-    let alone = serve_once(unkeyed.path(), &["--max-concurrent", "1"], patience() * 10);
-    assert_eq!(runs(unkeyed.path()).len(), 2 * count);
-
-    let keyed = project(Some(1), noop);
-    queue(
-        keyed.path(),
-        &events(keyed.path(), "host.disk.full", 0, count),
-    );
-    let behind_key = serve_once(keyed.path(), &["--max-concurrent", "4"], alone * 2);
-    let lines = runs(keyed.path());
-    assert_eq!(lines.len(), 2 * count, "every run started and ended");
-    one_at_a_time_in_order(&lines);
-    eprintln!(
-        "{count} runs: unkeyed one at a time {alone:?}, behind a key of limit 1 {behind_key:?}"
-    );
+/// Runs `pap serve --once ARGS` on what is queued, to its end (see [`run_to_end`]).
+fn serve_once(root: &Path, args: &[&str], within: Duration) -> Duration {
+    let started = Instant::now();
+    let mut serve = Serve::start(root, &[&["--once"], args].concat());
+    run_to_end(
+        root,
+        &mut serve.0,
+        &format!("serve --once {args:?}"),
+        started,
+        within,
+    )
 }
 
-/// Runs `pap dispatch FILE ARGS` (which runs what it decides) to its end, failing once it
-/// takes longer than `within`; returns how long it took.
+/// Runs `pap dispatch FILE ARGS` (which runs what it decides) to its end (see
+/// [`run_to_end`]).
 fn dispatch_and_run(root: &Path, file: &Path, args: &[&str], within: Duration) -> Duration {
     let started = Instant::now();
     let mut child = common::pap_at(root)
@@ -330,27 +299,19 @@ fn dispatch_and_run(root: &Path, file: &Path, args: &[&str], within: Duration) -
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "pap dispatch failed: {status}");
-            return started.elapsed();
-        }
-        if started.elapsed() >= within {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "pap dispatch {args:?} took longer than {within:?}; {} runs so far",
-                runs(root).len() / 2
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    run_to_end(
+        root,
+        &mut child,
+        &format!("pap dispatch {args:?}"),
+        started,
+        within,
+    )
 }
 
-/// `pap dispatch` runs what it decided itself: a queue behind a key costs it a refused start
-/// per run that ends (the next in line), not one per waiter each time.
-#[test]
-fn dispatch_runs_a_queue_behind_one_key_at_most_half_as_fast_as_unkeyed_runs() {
+/// `PAP_TEST_KEYED_RUNS` no-op runs behind a key of limit 1, run by `run(root, file, keyed,
+/// within)`, take at most twice as long as as many unkeyed ones, and go one at a time in
+/// decision order.
+fn keyed_runs_against_unkeyed(who: &str, run: impl Fn(&Path, &Path, bool, Duration) -> Duration) {
     let count: usize = env_or("PAP_TEST_KEYED_RUNS", 400);
     let noop = |log: &Path| {
         format!(
@@ -360,18 +321,39 @@ fn dispatch_runs_a_queue_behind_one_key_at_most_half_as_fast_as_unkeyed_runs() {
     };
     let unkeyed = project(None, noop);
     let file = events(unkeyed.path(), "host.disk.full", 0, count);
-    let alone = dispatch_and_run(unkeyed.path(), &file, &["-j", "1"], patience() * 10);
+    let alone = run(unkeyed.path(), &file, false, patience() * 10);
     assert_eq!(runs(unkeyed.path()).len(), 2 * count);
 
     let keyed = project(Some(1), noop);
     let file = events(keyed.path(), "host.disk.full", 0, count);
-    let behind_key = dispatch_and_run(keyed.path(), &file, &["-j", "4"], alone * 2);
+    let behind_key = run(keyed.path(), &file, true, alone * 2);
     let lines = runs(keyed.path());
     assert_eq!(lines.len(), 2 * count, "every run started and ended");
     one_at_a_time_in_order(&lines);
     eprintln!(
-        "pap dispatch, {count} runs: unkeyed one at a time {alone:?}, behind a key of limit 1 {behind_key:?}"
+        "{who}, {count} runs: unkeyed one at a time {alone:?}, behind a key of limit 1 {behind_key:?}"
     );
+}
+
+/// `pap serve` runs a queue behind a key of limit 1 (with room for 4) about as fast as
+/// unkeyed work at `--max-concurrent 1`.
+#[test]
+fn runs_behind_one_key_go_at_most_half_as_fast_as_unkeyed_runs_one_at_a_time() {
+    keyed_runs_against_unkeyed("pap serve", |root, file, keyed, within| {
+        queue(root, file);
+        let room = if keyed { "4" } else { "1" };
+        serve_once(root, &["--max-concurrent", room], within)
+    });
+}
+
+/// `pap dispatch` runs what it decided itself: a queue behind a key costs it a refused start
+/// per run that ends (the next in line), not one per waiter each time.
+#[test]
+fn dispatch_runs_a_queue_behind_one_key_at_most_half_as_fast_as_unkeyed_runs() {
+    keyed_runs_against_unkeyed("pap dispatch", |root, file, keyed, within| {
+        let jobs = if keyed { "4" } else { "1" };
+        dispatch_and_run(root, file, &["-j", jobs], within)
+    });
 }
 
 #[test]
