@@ -5,6 +5,9 @@
 
 use crate::common;
 
+mod backlog;
+mod schema_upgrade;
+
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -25,26 +28,7 @@ fn project(sleep: &str) -> tempfile::TempDir {
 /// A project whose trigger allows one run at a time per host, whose agent runs the shell
 /// `script` made for the project's `runs.log`.
 fn project_with(script: impl FnOnce(&Path) -> String) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::create_dir_all(root.join("triggers")).unwrap();
-    std::fs::create_dir_all(root.join("agents")).unwrap();
-    std::fs::write(root.join("pap.yaml"), "pap_version: \"0.2\"\n").unwrap();
-    let script = script(&root.join("runs.log"));
-    std::fs::write(
-        root.join("agents/fix.yaml"),
-        format!(
-            "pap_version: \"0.2\"\nagent:\n  id: fix\n  risk_level: low\n  model:\n    provider: command\n    command: [\"sh\", \"-c\", {}]\n",
-            serde_json::to_string(&script).unwrap()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("triggers/restart.yaml"),
-        "pap_version: \"0.2\"\ntrigger:\n  id: restart\n  match:\n    type: host.disk.full\n  concurrency: {limit: 1, key: $.data.host}\n  agent: fix\n",
-    )
-    .unwrap();
-    dir
+    common::shell_agent::project("", "  concurrency: {limit: 1, key: $.data.host}\n", script)
 }
 
 fn events(root: &Path, name: &str, hosts: &[(&str, u32)]) -> std::path::PathBuf {
@@ -66,24 +50,7 @@ fn events(root: &Path, name: &str, hosts: &[(&str, u32)]) -> std::path::PathBuf 
 }
 
 /// One line of an agent's log: (kind, host, n, ns).
-type Entry = (String, String, u32, u128);
-
-/// (kind, host, n, ns) per line of the agent's log.
-fn log(root: &Path) -> Vec<Entry> {
-    std::fs::read_to_string(root.join("runs.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let p: Vec<&str> = l.split(' ').collect();
-            (
-                p[0].to_owned(),
-                p[1].to_owned(),
-                p[2].parse().unwrap(),
-                p[3].parse().unwrap(),
-            )
-        })
-        .collect()
-}
+use common::shell_agent::{HostLine as Entry, host_log as log};
 
 /// Runs of `host` never overlap, and start in the order of their numbers.
 fn one_at_a_time_in_order(entries: &[Entry], host: &str) {
@@ -165,16 +132,7 @@ fn five_queued_runs_on_one_key_run_one_at_a_time_in_order_beside_another_key() {
         .args(["invocations", "--json"])
         .output()
         .unwrap();
-    let statuses: Vec<String> = common::stdout(&list)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["status"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
-    assert_eq!(statuses, vec!["succeeded"; 6]);
+    assert_eq!(common::statuses(&list), vec!["succeeded"; 6]);
 }
 
 #[test]

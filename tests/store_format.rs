@@ -161,3 +161,74 @@ fn a_format_6_store_from_before_session_agents_reads_and_binds_sessions() {
         stderr(&unknown)
     );
 }
+
+/// A format-6 store with work behind concurrency keys (`format-6-concurrency.redb`, see its
+/// script): format 7 lists a waiter as due work only while its keys admit it, so the first
+/// open migrates the file, and serve then runs the crashed run and the six waiters, one at a
+/// time per host, at most three at once, each host's in decision order.
+#[test]
+fn a_format_6_store_with_work_behind_concurrency_keys_is_migrated_and_run_in_order() {
+    let state = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture("store/format-6-concurrency.redb"),
+        state.path().join("state.redb"),
+    )
+    .unwrap();
+    let project = common::shell_agent::project(
+        "  concurrency: {limit: 3}\n",
+        "  concurrency: {limit: 1, key: $.data.host}\n",
+        |log| {
+            format!(
+                "in=$(cat); h=${{in#*\\\"host\\\":\\\"}}; h=${{h%%\\\"*}}; n=${{in#*\\\"n\\\":}}; n=${{n%%[!0-9]*}}; echo \"start $h $n $(date +%s%N)\" >> '{log}'; sleep 0.2; echo \"end $h $n $(date +%s%N)\" >> '{log}'; echo '{{}}'",
+                log = log.display()
+            )
+        },
+    );
+    let root = project.path();
+    // An hour later: the crashed serve's lease on db1-1 has lapsed.
+    let serve = pap()
+        .arg("--root")
+        .arg(root)
+        .arg("--state")
+        .arg(state.path())
+        .args(["serve", "--once", "--max-concurrent", "8"])
+        .env("PAP_NOW", "2026-03-11T07:00:00Z")
+        .output()
+        .unwrap();
+    assert_eq!(code(&serve), 0, "{}", stderr(&serve));
+    let lines = common::shell_agent::host_log(root);
+    assert_eq!(lines.len(), 14, "every run started and ended: {lines:?}");
+    for host in ["db1", "db2"] {
+        let mine: Vec<_> = lines.iter().filter(|l| l.1 == host).collect();
+        let starts: Vec<u32> = mine
+            .iter()
+            .filter(|l| l.0 == "start")
+            .map(|l| l.2)
+            .collect();
+        let mut sorted = starts.clone();
+        sorted.sort_unstable();
+        assert_eq!(starts, sorted, "{host} in decision order: {lines:?}");
+        for pair in mine.chunks(2) {
+            assert_eq!(
+                (&pair[0].0[..], &pair[1].0[..]),
+                ("start", "end"),
+                "{host} one at a time: {lines:?}"
+            );
+        }
+    }
+    let mut edges: Vec<(u128, i32)> = lines
+        .iter()
+        .map(|l| (l.3, if l.0 == "start" { 1 } else { -1 }))
+        .collect();
+    edges.sort();
+    let most = edges
+        .iter()
+        .scan(0, |now, (_, step)| {
+            *now += step;
+            Some(*now)
+        })
+        .max();
+    assert!(most <= Some(3), "the agent's limit is 3: {lines:?}");
+    let list = run(state.path(), &["invocations", "--json"]);
+    assert_eq!(common::statuses(&list), vec!["succeeded"; 7]);
+}

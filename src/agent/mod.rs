@@ -81,12 +81,28 @@ pub enum RunError {
     #[error("{0}")]
     NotOurs(String),
     /// Not started: a concurrency key of it is full, or invocations decided before it wait
-    /// for the slots. It stays queued, its lease given up, for whoever finds room first.
+    /// for the slots, or its agent's token budget has no room. It stays queued, its lease
+    /// given up, for whoever finds room first.
     #[error("{0}")]
-    Waiting(String),
+    Waiting(Waiting),
     /// The store or the runtime failed.
     #[error(transparent)]
     Failed(anyhow::Error),
+}
+
+/// Why an attempt did not start, and what it waits for.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    pub why: String,
+    /// The concurrency key it waits for (its index name), or `budget:AGENT` for a token
+    /// budget: every invocation waiting for the same one waits for the same thing.
+    pub gate: String,
+}
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
 }
 
 impl From<storage::Error> for RunError {
@@ -264,13 +280,16 @@ impl Runtime {
                 }
                 // Concurrency keys: a queued one starts only when there is room for it, as
                 // the manifests say now.
+                // (Written with those limits, a refused one leaves the due work if the store
+                // admitted it under others.)
                 crate::pipeline::refresh_limits(&project, &mut inv.concurrency);
+                tokens::lock_budget(tx, project.agent(&inv.agent))?;
                 if inv.status == Status::Queued
-                    && let Some(why) = tx.concurrency_wait(&inv, now)?
+                    && let Some((gate, why)) = tx.concurrency_block(&inv, now)?
                 {
                     inv.lease = None;
                     tx.put_invocation(&inv)?;
-                    return Ok(Err(why));
+                    return Ok(Err(Waiting { why, gate }));
                 }
                 // A token budget: the run reserves its most, or waits until it fits.
                 if let Some(agent) = project.agent(&inv.agent)
@@ -281,7 +300,8 @@ impl Runtime {
                         inv.next_attempt_at = Some(at);
                     }
                     tx.put_invocation(&inv)?;
-                    return Ok(Err(why));
+                    let gate = format!("budget:{}", inv.agent);
+                    return Ok(Err(Waiting { why, gate }));
                 }
                 // The processes of a run that did not end cleanly (a crash): killed now if
                 // any is left, and waited for before this run starts.
@@ -580,6 +600,7 @@ impl Runtime {
             .write(move |tx| {
                 tx.check_lease(&inv.id, token)?;
                 keep_carried(tx, &project, &mut inv)?;
+                tokens::lock_budget(tx, project.agent(&inv.agent))?;
                 let events = end_in_tx(tx, &project, &mut inv, Status::Failed, &reason, None, now)?;
                 tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
                 Ok((inv, events))

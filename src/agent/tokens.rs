@@ -50,6 +50,18 @@ pub fn reserve(
     Ok(Ok(()))
 }
 
+/// Takes the lock of `agent`'s token budget now, if it has one (a store with several writers
+/// serialises work under one budget with it). Decisions and ends of runs take an agent's
+/// budget before its concurrency keys (a key belongs to one agent: the trigger's or the
+/// agent's own); a start or a failure that takes a key first calls this before, so that no
+/// two transactions take the two in opposite orders.
+pub fn lock_budget(tx: &mut dyn WriteTx, agent: Option<&Agent>) -> storage::Result<()> {
+    if let Some(agent) = agent.filter(|a| reservation(a).is_some()) {
+        tx.token_uses(&agent.id)?;
+    }
+    Ok(())
+}
+
 /// Turns the reservation of `inv`'s attempt that just ended into what it used.
 pub fn settle(
     tx: &mut dyn WriteTx,

@@ -79,7 +79,8 @@ pub(super) fn run_and_report(
     let result = match rt.block_on(runtime.run(id)) {
         Ok(result) => result,
         // Its concurrency key or token budget has no room now: it stays queued, decided.
-        Err(crate::agent::RunError::Waiting(why)) => {
+        Err(crate::agent::RunError::Waiting(waiting)) => {
+            let why = waiting.why;
             crate::say!(
                 "{id} is queued, not started: {why}; pap serve starts it when there is room"
             );

@@ -79,6 +79,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
         no_run: args.no_run,
         dry_run: args.dry_run,
         explain: args.explain,
+        leave_blocked: false,
     };
     let sources: Vec<Source> = args.files.iter().map(|f| Source::parse(f)).collect();
     let total: Option<u64> = sources.iter().map(Source::size).sum();

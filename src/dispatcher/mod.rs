@@ -12,7 +12,7 @@ use std::io::Write;
 
 use tokio::task::JoinSet;
 
-use crate::agent::{RunError, RunResult, Runtime, approvals};
+use crate::agent::{RunError, RunResult, Runtime, Waiting, approvals};
 use crate::event::input::Location;
 use crate::event::{Event, Invalid};
 use crate::pipeline::report::EventReport;
@@ -259,7 +259,7 @@ impl<'a> Dispatcher<'a> {
         let to_run: Vec<String> = fired
             .iter()
             .filter_map(|f| f.decided.as_ref())
-            .filter(|t| t.outcome == Outcome::Invoked)
+            .filter(|t| t.outcome == Outcome::Invoked && t.held)
             .filter_map(|t| t.invocation_id.clone())
             .collect();
         match &self.defer {
@@ -410,10 +410,12 @@ impl<'a> Dispatcher<'a> {
     /// As `run_all`; with `skip_taken`, an invocation another process took first is left out
     /// instead of being an error.
     ///
-    /// A run refused for a concurrency slot is tried again, in order, after a run of this
-    /// process ends (which may free the slot). When nothing of this process runs and it is
-    /// still refused, the slot is another process's: it is left queued for `pap serve`, and
-    /// its id and why go into `self.left_waiting`.
+    /// A run refused for a concurrency slot (or a token budget) is tried again after a run
+    /// of this process ends (which may free the slot): the first refused of each key, in
+    /// decision order, since the ones behind it in that key cannot start before it. So a long
+    /// queue behind a key costs one refusal per run that ends, not one per waiter. When
+    /// nothing of this process runs and it is still refused, the slot is another process's:
+    /// it is left queued for `pap serve`, and its id and why go into `self.left_waiting`.
     fn run_each(
         &self,
         ids: Vec<String>,
@@ -426,9 +428,16 @@ impl<'a> Dispatcher<'a> {
         let runtime = self.runtime.clone();
         let mut stop = self.stop.clone();
         let left_waiting = &self.left_waiting;
+        let order: HashMap<String, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), i))
+            .collect();
         self.rt.block_on(async move {
             let mut waiting: std::collections::VecDeque<String> = ids.into();
-            let mut blocked: Vec<(String, String)> = Vec::new();
+            // By decision order (the order of `ids`).
+            let mut blocked: std::collections::BTreeMap<usize, (String, Waiting)> =
+                Default::default();
             // Once refused a slot, an invocation is free for any process to take: serve may
             // start it before this process tries again.
             let mut ever_blocked: HashSet<String> = HashSet::new();
@@ -450,12 +459,16 @@ impl<'a> Dispatcher<'a> {
                 if set.is_empty() {
                     if blocked.is_empty() || stopping.is_some() || tried_idle {
                         let mut left = left_waiting.lock().expect("left_waiting lock");
-                        left.extend(blocked.drain(..));
+                        left.extend(
+                            std::mem::take(&mut blocked)
+                                .into_values()
+                                .map(|(id, w)| (id, w.why)),
+                        );
                         break;
                     }
                     // Nothing of ours runs: one more try before leaving them to serve.
                     tried_idle = true;
-                    waiting.extend(blocked.drain(..).map(|(id, _)| id));
+                    retry_first_of_each_gate(&mut blocked, &mut waiting);
                     continue;
                 }
                 tokio::select! {
@@ -470,19 +483,17 @@ impl<'a> Dispatcher<'a> {
                                 left_waiting.lock().expect("left_waiting lock").insert(id, why);
                                 continue;
                             }
-                            Err(RunError::Waiting(why)) => {
+                            Err(RunError::Waiting(w)) => {
                                 ever_blocked.insert(id.clone());
-                                blocked.push((id, why));
+                                let at = order.get(&id).copied().unwrap_or(usize::MAX);
+                                blocked.insert(at, (id, w));
                                 continue;
                             }
                             Err(e) => return Err(e.into()),
                         };
                         results.insert(r.invocation_id.clone(), r);
-                        // A slot may be free now: what waited for one goes first, in order.
-                        blocked.sort_by(|a, b| a.0.cmp(&b.0));
-                        for (id, _) in blocked.drain(..).rev() {
-                            waiting.push_front(id);
-                        }
+                        // A slot may be free now: what waited for one goes first.
+                        retry_first_of_each_gate(&mut blocked, &mut waiting);
                         tried_idle = false;
                     }
                     () = grace_over(&mut stop) => {
@@ -559,6 +570,25 @@ impl<'a> Dispatcher<'a> {
         match written {
             Err(err) if crate::panic_report::is_broken_pipe(&err) => Ok(()),
             other => other,
+        }
+    }
+}
+
+/// Moves the first refused run of each gate (concurrency key or budget), in decision order,
+/// to the front of `waiting`: the others of a gate wait behind it anyway.
+fn retry_first_of_each_gate(
+    blocked: &mut std::collections::BTreeMap<usize, (String, Waiting)>,
+    waiting: &mut std::collections::VecDeque<String>,
+) {
+    let mut gates = HashSet::new();
+    let firsts: Vec<usize> = blocked
+        .iter()
+        .filter(|(_, (_, w))| gates.insert(w.gate.clone()))
+        .map(|(at, _)| *at)
+        .collect();
+    for at in firsts.into_iter().rev() {
+        if let Some((id, _)) = blocked.remove(&at) {
+            waiting.push_front(id);
         }
     }
 }

@@ -142,6 +142,7 @@ fn explain(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpErro
             no_run: true,
             dry_run: true,
             explain: true,
+            leave_blocked: false,
         },
     );
     let now = server.now();

@@ -12,6 +12,8 @@
 //! the inbox mark): `dir()` names it.
 
 mod listen;
+#[cfg(test)]
+mod migrate_test;
 mod outage;
 mod pool;
 mod read;
@@ -21,6 +23,7 @@ mod tls;
 mod transfer;
 pub mod url;
 mod write;
+mod write_concurrency;
 mod write_notify;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,6 @@
 
 use super::session::{Session, signed, unsigned};
 use crate::domain::{AuditEntry, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry};
-use crate::storage::concurrency::Entry;
 use crate::storage::{ReadTx, Result};
 
 pub struct PgRead<'c> {
@@ -60,36 +59,6 @@ pub(super) fn atp_lookup_in(s: &Session, atp_id: &str) -> Result<Option<String>>
         &[&atp_id],
     )?
     .map(|r| r.get(0)))
-}
-
-/// As `storage::concurrency::blocking`, reading the entries of each key.
-pub(super) fn blocking_in(
-    s: &Session,
-    inv: &Invocation,
-    now: i64,
-) -> Result<Option<(String, String)>> {
-    if inv.concurrency.is_empty() {
-        return Ok(None);
-    }
-    crate::storage::concurrency::blocking(inv, now, |key| {
-        Ok(s.query(
-            "SELECT seq, state, stopping_until, invocation_id FROM pap_concurrency \
-             WHERE slot_key = $1 ORDER BY seq",
-            &[&key],
-        )?
-        .iter()
-        .filter_map(|r| {
-            let state: i16 = r.get(1);
-            let entry = match state {
-                0 => Entry::Waiting,
-                1 => Entry::Running,
-                2 => Entry::Stopping(r.get::<_, Option<i64>>(2).unwrap_or(0)),
-                _ => return None,
-            };
-            Some((unsigned(r.get(0)), entry, r.get(3)))
-        })
-        .collect())
-    })
 }
 
 fn ids(rows: Vec<postgres::Row>) -> Vec<String> {
@@ -155,7 +124,7 @@ impl ReadTx for PgRead<'_> {
 
     fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
         Ok(ids(self.s.query(
-            "SELECT id FROM pap_invocations WHERE work_at <= $1 ORDER BY work_at, id LIMIT $2",
+            super::write_concurrency::WORK_DUE,
             &[&now, &i64::try_from(limit).unwrap_or(i64::MAX)],
         )?))
     }
@@ -326,10 +295,6 @@ impl ReadTx for PgRead<'_> {
             .s
             .query_one("SELECT min(due_at) FROM pap_debounce", &[])?
             .get(0))
-    }
-
-    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
-        blocking_in(&self.s, inv, now)
     }
 
     fn any_job_due(&self, now: i64) -> Result<bool> {

@@ -30,6 +30,9 @@ pub struct Migration {
     pub name: &'static str,
     pub sql: &'static str,
     pub phase: Phase,
+    /// What the SQL cannot do alone, run after it in the same transaction with the engine's
+    /// own code (so that what it derives is derived as every write derives it).
+    then: Option<fn(&super::write::PgWrite) -> crate::storage::Result<()>>,
 }
 
 pub const MIGRATIONS: &[Migration] = &[
@@ -38,12 +41,21 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "initial",
         sql: include_str!("migrations/0001_initial.sql"),
         phase: Phase::Expand,
+        then: None,
     },
     Migration {
         version: 2,
         name: "nodes",
         sql: include_str!("migrations/0002_nodes.sql"),
         phase: Phase::Expand,
+        then: None,
+    },
+    Migration {
+        version: 3,
+        name: "concurrency admission",
+        sql: include_str!("migrations/0003_concurrency_admission.sql"),
+        phase: Phase::Contract { compat_min: 3 },
+        then: Some(|w| w.admit_all()),
     },
 ];
 
@@ -90,14 +102,28 @@ fn checksum(sql: &str) -> String {
 
 /// Applies every missing migration; `applied_by` names who did (for the record).
 pub fn migrate(client: &mut postgres::Client, applied_by: &str) -> Result<Migrated, PgError> {
+    migrate_up_to(client, applied_by, i32::MAX)
+}
+
+/// As [`migrate`], applying the migrations up to version `last` only (a test makes a
+/// database as an older release left it).
+pub(super) fn migrate_up_to(
+    client: &mut postgres::Client,
+    applied_by: &str,
+    last: i32,
+) -> Result<Migrated, PgError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
-    let result = migrate_locked(client, applied_by);
+    let result = migrate_locked(client, applied_by, last);
     // The lock is also released when the session ends, so an error here loses nothing.
     let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
     result
 }
 
-fn migrate_locked(client: &mut postgres::Client, applied_by: &str) -> Result<Migrated, PgError> {
+fn migrate_locked(
+    client: &mut postgres::Client,
+    applied_by: &str,
+    last: i32,
+) -> Result<Migrated, PgError> {
     client.batch_execute(BOOTSTRAP)?;
     let applied = applied(client)?;
     verify_checksums(&applied)?;
@@ -105,11 +131,13 @@ fn migrate_locked(client: &mut postgres::Client, applied_by: &str) -> Result<Mig
         newer: newer_than_known(&applied),
         ..Migrated::default()
     };
-    for m in MIGRATIONS {
+    for m in MIGRATIONS.iter().filter(|m| m.version <= last) {
         if applied.iter().any(|(v, _)| *v == m.version) {
             report.already += 1;
             continue;
         }
+        let mut statements = std::collections::HashMap::new();
+        let location = format!("migration {} ({})", m.version, m.name);
         let mut tx = client.transaction()?;
         tx.batch_execute(m.sql).map_err(|e| {
             PgError::Schema(format!(
@@ -119,6 +147,15 @@ fn migrate_locked(client: &mut postgres::Client, applied_by: &str) -> Result<Mig
                 super::describe(&e)
             ))
         })?;
+        if let Some(step) = m.then {
+            let w = super::write::PgWrite::new(super::session::Session::new(
+                tx,
+                &mut statements,
+                &location,
+            ));
+            step(&w).map_err(|e| PgError::Schema(format!("{location} failed: {e}")))?;
+            tx = w.s.into_transaction();
+        }
         tx.execute(
             "INSERT INTO pap_schema_migrations (version, name, sha256, applied_by) \
              VALUES ($1, $2, $3, $4)",

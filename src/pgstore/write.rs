@@ -8,6 +8,11 @@
 //!   keys, schedules, deduplication keys) take a transaction-scoped advisory lock on their
 //!   key before they read it, so two nodes deciding under one key take turns and the second
 //!   sees what the first committed;
+//! - a write that changes a concurrency key's entries (a waiter added or gone, a run starting
+//!   or ending) takes the key's lock and re-admits its waiters (`write_concurrency`): after
+//!   the invocation's own row, and after its agent's budget lock (a key belongs to one agent;
+//!   `agent::tokens::lock_budget`), never the other way round; a write that changes none (a
+//!   lease taken or renewed) takes no key lock;
 //! - a holder's fencing check locks the invocation's row until commit, so a takeover cannot
 //!   slip in between the check and the write it guards;
 //! - due work, timer jobs, approvals and debounces are looked up `FOR UPDATE SKIP LOCKED`, so
@@ -20,7 +25,7 @@ use std::collections::HashSet;
 use super::session::{Session, encode, signed, unsigned};
 use crate::domain::budget::TokenUse;
 use crate::domain::{AuditEntry, Claim, DebounceState, Invocation, Runner, Status};
-use crate::storage::concurrency::{Entry, state_of};
+use crate::storage::concurrency::{Entry, due_of, state_of};
 use crate::storage::{Claimed, Error, PURGE_BATCH, Result, RowRef, Sequence, WriteTx};
 
 pub struct PgWrite<'c> {
@@ -83,36 +88,10 @@ impl<'c> PgWrite<'c> {
         }))
     }
 
-    fn write_concurrency(&self, inv: &Invocation) -> Result<()> {
-        if inv.concurrency.is_empty() {
-            return Ok(());
-        }
-        self.s.execute(
-            "DELETE FROM pap_concurrency WHERE invocation_id = $1",
-            &[&inv.id],
-        )?;
-        let Some(entry) = state_of(inv) else {
-            return Ok(());
-        };
-        let (state, until): (i16, Option<i64>) = match entry {
-            Entry::Waiting => (0, None),
-            Entry::Running => (1, None),
-            Entry::Stopping(until) => (2, Some(until)),
-        };
-        for slot in &inv.concurrency {
-            self.s.execute(
-                "INSERT INTO pap_concurrency (slot_key, seq, state, stopping_until, \
-                 invocation_id) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (slot_key, seq) DO UPDATE SET state = EXCLUDED.state, \
-                 stopping_until = EXCLUDED.stopping_until, invocation_id = EXCLUDED.invocation_id",
-                &[&slot.index_key(), &signed(inv.seq), &state, &until, &inv.id],
-            )?;
-        }
-        Ok(())
-    }
-
     fn upsert_invocation(&self, inv: &Invocation, insert_only: bool) -> Result<()> {
-        if inv.status == Status::Queued && inv.lease.is_none() {
+        // (A waiter for concurrency keys is work once its keys admit it: see
+        // `write_concurrency`.)
+        if inv.status == Status::Queued && inv.lease.is_none() && work_at(inv).is_some() {
             self.work_freed.set(true);
         }
         let record = encode(inv);
@@ -145,16 +124,17 @@ impl<'c> PgWrite<'c> {
                 params,
             )?;
         }
-        self.write_concurrency(inv)
+        self.write_concurrency(inv, insert_only)
     }
 }
 
 /// Where an invocation sits among due work: running ones first (a dead runner's are resumed
-/// before new work starts), then queued ones in the order they fall due.
+/// before new work starts), then queued ones in the order they fall due. A waiter for
+/// concurrency keys is due work through its admitted entries instead (`write_concurrency`).
 pub(super) fn work_at(inv: &Invocation) -> Option<i64> {
     match inv.status {
         Status::Running => Some(i64::MIN),
-        Status::Queued => Some(inv.next_attempt_at.unwrap_or(inv.created_at)),
+        Status::Queued if state_of(inv) != Some(Entry::Waiting) => Some(due_of(inv)),
         _ => None,
     }
 }
@@ -396,22 +376,21 @@ impl WriteTx for PgWrite<'_> {
     }
 
     fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
-        // Every key this invocation runs under is locked first, in one order, so two nodes
-        // admitting under one key take turns and never both see its last free slot.
-        let mut keys: Vec<String> = inv.concurrency.iter().map(|s| s.index_key()).collect();
-        keys.sort();
-        for key in &keys {
-            self.lock("concurrency", &[key])?;
+        if inv.concurrency.is_empty() {
+            return Ok(None);
         }
-        super::read::blocking_in(&self.s, inv, now)
+        self.block(inv, now)
+    }
+
+    fn relimit_concurrency(&mut self, scope: &str, limit: u32) -> Result<()> {
+        self.relimit(scope, limit)
     }
 
     fn work_due(&mut self, now: i64, max: usize) -> Result<Vec<String>> {
         Ok(self
             .s
             .query(
-                "SELECT id FROM pap_invocations WHERE work_at <= $1 ORDER BY work_at, id \
-                 LIMIT $2 FOR UPDATE SKIP LOCKED",
+                super::write_concurrency::WORK_DUE_LOCKED,
                 &[&now, &limit(max)],
             )?
             .iter()

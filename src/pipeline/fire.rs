@@ -84,7 +84,7 @@ impl Pipeline<'_> {
         let depth = Some(self.depth_of(tx, event)?);
         let key = idempotency::key(&event.id, &trigger.id);
         let mut explain = None;
-        let (outcome, reason, invocation_id) = self.decide_rest(
+        let (outcome, reason, invocation_id, held) = self.decide_rest(
             tx,
             event,
             index,
@@ -106,6 +106,7 @@ impl Pipeline<'_> {
             attempts: None,
             emitted: None,
             explain: None,
+            held,
         })
     }
 }

@@ -33,6 +33,10 @@ pub struct Options {
     /// Decide in an aborted transaction: report what would happen, keep nothing.
     pub dry_run: bool,
     pub explain: bool,
+    /// Leave an invocation whose concurrency key has no room at the decision in the queue,
+    /// unheld, instead of holding it to run now (`pap serve`: its worker takes it once the
+    /// key admits it, rather than trying it in vain and giving it back).
+    pub leave_blocked: bool,
 }
 
 pub struct Pipeline<'p> {
@@ -106,7 +110,7 @@ impl<'p> Pipeline<'p> {
             }
             report.status = "dispatched";
             let decided = self.decide_trigger(tx, &event, considered, now, &mut depth)?;
-            if decided.outcome == Outcome::Invoked && !self.options.dry_run {
+            if decided.outcome == Outcome::Invoked && decided.held && !self.options.dry_run {
                 to_run.extend(decided.invocation_id.clone());
             }
             report.triggers.push(decided);
@@ -234,7 +238,7 @@ impl<'p> Pipeline<'p> {
             });
         }
 
-        let (outcome, reason, invocation_id) = if verdict == Verdict::Continue {
+        let (outcome, reason, invocation_id, held) = if verdict == Verdict::Continue {
             self.decide_rest(
                 tx,
                 event,
@@ -249,7 +253,7 @@ impl<'p> Pipeline<'p> {
             let Verdict::Stop(outcome, reason) = verdict else {
                 unreachable!("checked above")
             };
-            (outcome, Some(reason), None)
+            (outcome, Some(reason), None, false)
         };
         if let Some(row) = ledger_row {
             tx.record_decision(
@@ -278,11 +282,13 @@ impl<'p> Pipeline<'p> {
             attempts: None,
             emitted: None,
             explain,
+            held,
         })
     }
 
     /// The stages after debounce (throttle, risk) and what they decide: the invocation, when
-    /// one is made. A trailing debounce's fire starts here too (see `fire`).
+    /// one is made, and whether this process holds it to run it. A trailing debounce's fire
+    /// starts here too (see `fire`).
     #[allow(clippy::too_many_arguments)]
     fn decide_rest(
         &self,
@@ -294,7 +300,7 @@ impl<'p> Pipeline<'p> {
         depth: &Option<Depth>,
         now: i64,
         explain: &mut Option<Explain>,
-    ) -> storage::Result<(Outcome, Option<Reason>, Option<String>)> {
+    ) -> storage::Result<(Outcome, Option<Reason>, Option<String>, bool)> {
         let trigger = &self.project.triggers[index];
         let agent = &self.project.agents[trigger.agent];
         // throttle: room is needed in every window
@@ -375,6 +381,7 @@ impl<'p> Pipeline<'p> {
             Outcome::Invoked | Outcome::Queued | Outcome::AwaitingApproval
         );
         let mut invocation_id = None;
+        let mut held = false;
         if creates_invocation {
             let id = ids::invocation(claimed_key, now);
             for (bucket, key, window_ms) in &buckets {
@@ -396,6 +403,7 @@ impl<'p> Pipeline<'p> {
                     now,
                 )?);
             }
+            held = inv.lease.is_some();
             tx.insert_invocation(&inv)?;
             if agent.effective_risk >= RiskLevel::Medium {
                 tx.audit(audit_entry(
@@ -408,7 +416,7 @@ impl<'p> Pipeline<'p> {
             }
             invocation_id = Some(id);
         }
-        Ok((outcome, reason, invocation_id))
+        Ok((outcome, reason, invocation_id, held))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -442,8 +450,15 @@ impl<'p> Pipeline<'p> {
         let mut inv = Invocation::new(provocation, deadline, now);
         inv.concurrency = concurrency_slots(trigger, agent, &event.value);
         // Held from the decision on by the process that will run it, so a `pap serve`
-        // watching the queue does not start it too; `--no-run` leaves it to serve.
-        if !awaiting && !self.options.no_run {
+        // watching the queue does not start it too; `--no-run` leaves it to serve, and so
+        // does `leave_blocked` one that waits for its keys (the gate reads their holders and
+        // first waiters only).
+        let blocked = || -> storage::Result<bool> {
+            Ok(self.options.leave_blocked
+                && !inv.concurrency.is_empty()
+                && tx.concurrency_block(&inv, now)?.is_some())
+        };
+        if !awaiting && !self.options.no_run && !blocked()? {
             inv.lease = Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS));
         }
         Ok(inv)
@@ -466,6 +481,7 @@ impl<'p> Pipeline<'p> {
                 file: trigger.file.clone(),
                 ..Explain::default()
             }),
+            held: false,
         }
     }
 }
@@ -534,6 +550,28 @@ pub fn refresh_limits(project: &Project, slots: &mut [crate::domain::Concurrency
             slot.limit = limit;
         }
     }
+}
+
+/// Tells the store the limit of every concurrency key as the manifests say now, so that the
+/// invocations already waiting are admitted under it (`pap serve` at its start and at each
+/// reload; otherwise a raised limit would let more start only once one of them started).
+pub fn relimit_waiting(project: &Project, tx: &mut dyn WriteTx) -> storage::Result<()> {
+    let scoped = project
+        .triggers
+        .iter()
+        .map(|t| ("trigger", &t.id, t.concurrency.as_ref()))
+        .chain(
+            project
+                .agents
+                .iter()
+                .map(|a| ("agent", &a.id, a.concurrency.as_ref())),
+        );
+    for (kind, id, c) in scoped {
+        if let Some(c) = c {
+            tx.relimit_concurrency(&format!("{kind}:{id}"), c.limit)?;
+        }
+    }
+    Ok(())
 }
 
 /// An audit line for `inv`.

@@ -40,6 +40,10 @@ pub struct TriggerReport {
     pub emitted: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explain>,
+    /// Whether the deciding process holds the invocation to run it (not when its concurrency
+    /// key had no room and `Options::leave_blocked` left it in the queue).
+    #[serde(skip)]
+    pub held: bool,
 }
 
 /// `--explain`: every condition with what it saw, and every stage's note.

@@ -115,6 +115,7 @@ pub fn run_suite(
             dry_run: false,
             // Every condition's verdict, for the coverage and for a failure's explanation.
             explain: true,
+            leave_blocked: false,
         },
     );
     let index: HashMap<&str, usize> = project
@@ -243,7 +244,7 @@ fn run_invoked(
                     t.reason = r.error.map(Into::into);
                 }
             }
-            Err(crate::agent::RunError::Waiting(why)) => t.reason = Some(why.into()),
+            Err(crate::agent::RunError::Waiting(w)) => t.reason = Some(w.why.into()),
             Err(e) => return Err(anyhow::anyhow!("running {id}: {e}")),
         }
     }

@@ -129,6 +129,22 @@ struct Server {
     work_woken: bool,
 }
 
+/// Admits what waits for concurrency keys under the limits the manifests say now.
+fn relimit_waiting(runtime: &Runtime) {
+    let project = runtime.project.clone();
+    let any = project.triggers.iter().any(|t| t.concurrency.is_some())
+        || project.agents.iter().any(|a| a.concurrency.is_some());
+    if !any {
+        return;
+    }
+    if let Err(e) = runtime
+        .store
+        .write(|tx| crate::pipeline::relimit_waiting(&project, tx))
+    {
+        outage::report_store(&e, "cannot apply the manifests' concurrency limits");
+    }
+}
+
 /// Starts serve and runs until stopped (or, with `once`, until nothing is due).
 pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Result<()> {
     log::init(settings.log_format);
@@ -167,6 +183,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         clock,
         queue_retries: true,
     };
+    relimit_waiting(&runtime);
     let (wake_tx, wakes) = std::sync::mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let conditions = Arc::new(conditions::Conditions::default());
@@ -496,6 +513,9 @@ impl Server {
             no_run: false,
             dry_run: false,
             explain: false,
+            // A decision whose key has no room is not handed to the worker (which would try
+            // it and give it back); the worker takes it once its key admits it.
+            leave_blocked: true,
         };
         let mut d = Dispatcher::new(
             &self.runtime,

@@ -80,6 +80,7 @@ impl Server {
             );
         }
         self.runtime.project = Arc::new(project);
+        super::relimit_waiting(&self.runtime);
         self.worker.set_runtime(self.runtime.clone());
         if let Some(shared) = &self.shared_project {
             *shared.write().unwrap_or_else(|p| p.into_inner()) = self.runtime.project.clone();

@@ -18,8 +18,8 @@ use tracing::Instrument;
 use super::Wake;
 use super::metrics::Metrics;
 use crate::agent::{RunError, RunResult, Runtime};
+use crate::domain::Lease;
 use crate::domain::lease::HOLD_MARGIN_MS;
-use crate::domain::{Lease, Status};
 use crate::liveness::ThisProcess;
 use crate::storage::{self, TakeWork};
 
@@ -31,6 +31,15 @@ const SCAN_LIMIT: usize = 1024;
 const SCAN_SLACK: usize = 32;
 /// How often the store is scanned for due work without being asked.
 const SCAN_EVERY: Duration = Duration::from_secs(1);
+
+/// What a scan's first look (a read) found.
+enum Found {
+    /// Due work nobody holds.
+    Some,
+    /// None in a full look: there may be more beyond it.
+    Beyond,
+    None,
+}
 
 enum Msg {
     Run(Vec<String>),
@@ -173,8 +182,10 @@ async fn work_loop(
             },
             Some(joined) = s.running.join_next(), if !s.running.is_empty() => {
                 s.finished(joined);
-                // A slot is free: take more now if the last scan left some behind.
-                scan = !s.idle_scan || !s.drains.is_empty();
+                // A slot is free, and the run's end may have admitted the next waiter of a
+                // concurrency key it held: look now, not at the next tick (a look that finds
+                // nothing is a read).
+                scan = true;
             }
             _ = tick.tick() => scan = true,
         }
@@ -276,9 +287,9 @@ impl State {
             Err(RunError::NotOurs(why)) => {
                 tracing::debug!(reason = %why, "held by another process; left to it");
             }
-            Err(RunError::Waiting(why)) => {
-                // Queued still; a later scan starts it once its key has room.
-                tracing::debug!(reason = %why, "not started");
+            Err(RunError::Waiting(w)) => {
+                // Queued still; a later scan starts it once its key admits it.
+                tracing::debug!(reason = %w.why, "not started");
             }
             Err(RunError::Failed(e)) if super::outage::is_outage(&e) => {
                 // Still queued or held under this process's lease: the next scan runs it.
@@ -316,35 +327,51 @@ impl State {
             (skip.len() + room + SCAN_SLACK).min(SCAN_LIMIT)
         };
         self.scan_wide = false;
-        // A read first: an idle serve then never commits (each commit syncs the file).
+        // A read first: an idle serve then never commits (each commit syncs the file). Due
+        // work is only what may start (a waiter for a concurrency key is due once its key
+        // admits it), so a long queue behind a key costs this look nothing.
         let store = self.runtime.store.clone();
         let skipped = skip.clone();
         let candidates = tokio::task::spawn_blocking(move || {
             store.read(|r| {
-                for id in r.work_due(now, limit)? {
+                let due = r.work_due(now, limit)?;
+                let full = due.len() >= limit;
+                for id in due {
                     if skipped.contains(&id) {
                         continue;
                     }
-                    // One that waits for a full concurrency key is not work yet: no commit
-                    // for it (a serve with only waiting work stays as idle as one with none).
+                    // Held by another live process (a `pap dispatch` running it): not ours to
+                    // take, and no reason to commit.
                     match r.invocation(&id)? {
                         Some(inv)
-                            if inv.status == Status::Queued
-                                && r.concurrency_block(&inv, now)?.is_some() => {}
-                        _ => return Ok(true),
+                            if crate::domain::lease::holding(
+                                inv.lease.as_ref(),
+                                now,
+                                &ThisProcess,
+                            ) != crate::domain::Holding::Free => {}
+                        _ => return Ok(Found::Some),
                     }
                 }
-                Ok(false)
+                Ok(if full { Found::Beyond } else { Found::None })
             })
         })
         .await;
-        let anything = match candidates {
+        let found = match candidates {
             Ok(Ok(found)) => found,
-            _ => true, // the write below reports the problem
+            _ => Found::Some, // the write below reports the problem
         };
-        if !anything {
-            self.idle_scan = true;
-            return;
+        match found {
+            Found::Some => {}
+            Found::Beyond if limit < SCAN_LIMIT => {
+                // Everything in a narrow look was ours or held: the next look goes further.
+                self.scan_wide = true;
+                self.idle_scan = true;
+                return;
+            }
+            Found::Beyond | Found::None => {
+                self.idle_scan = true;
+                return;
+            }
         }
         let claimed = self
             .runtime

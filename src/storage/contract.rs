@@ -408,8 +408,10 @@ fn a_concurrency_key_admits_its_limit_in_decision_order() {
             assert_eq!(tx.concurrency_wait(&a1, 0)?, None);
             let a2 = get(tx, "a2")?;
             let (key, why) = tx.concurrency_block(&a2, 0)?.expect("a1 was decided first");
-            assert!(why.contains("1 decided earlier waiting"), "{why}");
-            assert_eq!(key, "", "the key has room: a2 only waits its turn");
+            // Counted up to the limit: the gate never reads a long queue through.
+            assert!(why.contains("1 or more decided earlier waiting"), "{why}");
+            assert!(why.contains("0 of 1 running"), "{why}");
+            assert_eq!(key, "trigger:t\u{1f}a", "a2 waits its turn in the key");
             let b1 = get(tx, "b1")?;
             assert_eq!(tx.concurrency_wait(&b1, 0)?, None);
             // a1 runs: a2 waits for its slot.
@@ -440,6 +442,145 @@ fn a_concurrency_key_admits_its_limit_in_decision_order() {
             assert_eq!(tx.concurrency_wait(&a3, 0)?, None);
             Ok(())
         })
+    });
+}
+
+/// An invocation under concurrency keys `keys` (key under scope `trigger:t`, limit).
+fn keyed(id: &str, seq: u64, status: Status, keys: &[(&str, u32)]) -> Invocation {
+    Invocation {
+        concurrency: keys
+            .iter()
+            .map(|(key, limit)| crate::domain::ConcurrencySlot {
+                scope: "trigger:t".into(),
+                key: (*key).into(),
+                limit: *limit,
+            })
+            .collect(),
+        ..invocation(id, seq, status)
+    }
+}
+
+/// Due work at `now`, sorted (the order among equal due times is the store's).
+fn due_at(s: &dyn Storage, now: i64) -> Result<Vec<String>> {
+    let mut due = s.read(|r| r.work_due(now, 100))?;
+    due.sort();
+    Ok(due)
+}
+
+/// Changes invocation `id` with `change`, in a transaction of its own.
+fn change(s: &dyn Storage, id: &str, change: impl FnOnce(&mut Invocation)) -> Result<()> {
+    s.write(|tx| {
+        let mut inv = tx.invocation(id)?.expect("there");
+        change(&mut inv);
+        tx.put_invocation(&inv)
+    })
+}
+
+/// A queue behind a key is due work only at its head: a scan for work never reads the
+/// blocked tail, whatever order its ids come in (a group's ids are hashes).
+#[test]
+fn only_the_first_waiters_of_a_key_are_due_work() {
+    for_each(|s| {
+        s.write(|tx| {
+            // Ids in the reverse of decision order.
+            for seq in 1..=2000u64 {
+                let id = format!("w{:04}", 2001 - seq);
+                tx.insert_invocation(&keyed(&id, seq, Status::Queued, &[("a", 1)]))?;
+            }
+            tx.insert_invocation(&invocation("x-free", 3000, Status::Queued))?;
+            Ok(())
+        })?;
+        assert_eq!(due_at(s, 0)?, ["w2000", "x-free"]);
+        // Taking work finds the head at once, in a narrow look.
+        let (mut taken, seen_all) = s.write(|tx| {
+            tx.take_due_work(TakeWork {
+                now: 0,
+                limit: 36,
+                room: 4,
+                skip: &Default::default(),
+                facts: &Facts,
+                lease: &|token| lease(token),
+            })
+        })?;
+        taken.sort();
+        assert_eq!(
+            (taken, seen_all),
+            (vec!["w2000".into(), "x-free".into()], true)
+        );
+        // The head runs: nothing else of the key is due; it ends: the next one is.
+        change(s, "w2000", |i| i.status = Status::Running)?;
+        assert_eq!(due_at(s, 0)?, ["w2000", "x-free"]);
+        change(s, "w2000", |i| i.status = Status::Succeeded)?;
+        assert_eq!(due_at(s, 0)?, ["w1999", "x-free"]);
+        // The manifests raise the limit to 3: the first three are due.
+        s.write(|tx| tx.relimit_concurrency("trigger:t", 3))?;
+        assert_eq!(due_at(s, 0)?, ["w1997", "w1998", "w1999", "x-free"]);
+        // A waiter written under limit 1 again (a start refused under the manifests' limit)
+        // takes the others back out.
+        change(s, "w1997", |i| i.concurrency[0].limit = 1)?;
+        assert_eq!(due_at(s, 0)?, ["w1999", "x-free"]);
+        Ok(())
+    });
+}
+
+/// A stopping run holds its slot until its time: the waiter behind it falls due then, or at
+/// once when its processes are gone.
+#[test]
+fn a_waiter_behind_a_stopping_run_falls_due_when_the_slot_frees() {
+    for_each(|s| {
+        s.write(|tx| {
+            let mut a = keyed("a", 1, Status::Cancelled, &[("k", 1)]);
+            a.stopping_until = Some(5000);
+            tx.insert_invocation(&a)?;
+            tx.insert_invocation(&keyed("b", 2, Status::Queued, &[("k", 1)]))
+        })?;
+        assert_eq!(due_at(s, 4999)?, Vec::<String>::new());
+        assert_eq!(due_at(s, 5000)?, ["b"]);
+        change(s, "a", |i| i.stopping_until = None)?;
+        assert_eq!(due_at(s, 0)?, ["b"]);
+        Ok(())
+    });
+}
+
+/// A retry waiting out its backoff keeps its place at the head, holding back the rest of its
+/// key until it falls due; one decided earlier that comes back to the queue (an approval)
+/// goes before the waiter that was due.
+#[test]
+fn a_retry_keeps_its_place_and_an_approved_one_goes_first() {
+    for_each(|s| {
+        s.write(|tx| {
+            let mut h = keyed("h", 1, Status::Queued, &[("k", 1)]);
+            h.next_attempt_at = Some(100);
+            tx.insert_invocation(&h)?;
+            tx.insert_invocation(&keyed("w", 2, Status::Queued, &[("k", 1)]))?;
+            tx.insert_invocation(&keyed("p", 10, Status::AwaitingApproval, &[("j", 1)]))?;
+            tx.insert_invocation(&keyed("q", 11, Status::Queued, &[("j", 1)]))
+        })?;
+        assert_eq!(due_at(s, 99)?, ["q"]);
+        assert_eq!(due_at(s, 100)?, ["h", "q"]);
+        change(s, "p", |i| i.status = Status::Queued)?;
+        assert_eq!(due_at(s, 100)?, ["h", "p"]);
+        Ok(())
+    });
+}
+
+/// An invocation under two keys is due once both admit it, and holds its place in both.
+#[test]
+fn a_waiter_under_two_keys_is_due_when_both_admit_it() {
+    for_each(|s| {
+        s.write(|tx| {
+            tx.insert_invocation(&keyed("r", 1, Status::Running, &[("b", 1)]))?;
+            tx.insert_invocation(&keyed("x", 2, Status::Queued, &[("a", 1), ("b", 1)]))?;
+            tx.insert_invocation(&keyed("y", 3, Status::Queued, &[("a", 1)]))
+        })?;
+        assert_eq!(due_at(s, 0)?, ["r"]);
+        change(s, "r", |i| i.status = Status::Succeeded)?;
+        assert_eq!(due_at(s, 0)?, ["x"]);
+        change(s, "x", |i| i.status = Status::Running)?;
+        assert_eq!(due_at(s, 0)?, ["x"]);
+        change(s, "x", |i| i.status = Status::Failed)?;
+        assert_eq!(due_at(s, 0)?, ["y"]);
+        Ok(())
     });
 }
 
@@ -789,6 +930,17 @@ fn populate(s: &dyn Storage) -> Result<()> {
             limit: 1,
         }];
         tx.insert_invocation(&a)?;
+        // Waiting for a's key, and the first of another key.
+        for (id, key) in [("inv-c", "\"k\""), ("inv-d", "\"k\""), ("inv-e", "\"j\"")] {
+            let seq = tx.next(Sequence::Invocation)?;
+            let mut w = invocation(id, seq, Status::Queued);
+            w.concurrency = vec![crate::domain::ConcurrencySlot {
+                scope: "agent:x".into(),
+                key: key.into(),
+                limit: 1,
+            }];
+            tx.insert_invocation(&w)?;
+        }
         let seq = tx.next(Sequence::Invocation)?;
         let mut b = invocation("inv-b", seq, Status::AwaitingApproval);
         b.approval_deadline = Some(9_000);
@@ -850,7 +1002,7 @@ fn a_copy_between_any_two_stores_keeps_the_whole_state() {
             assert!(
                 copied
                     .iter()
-                    .any(|(kind, n)| *kind == "invocations" && *n == 2)
+                    .any(|(kind, n)| *kind == "invocations" && *n == 5)
             );
             assert_eq!(exported(to).expect("export"), original, "{what}");
             assert!(
@@ -862,7 +1014,7 @@ fn a_copy_between_any_two_stores_keeps_the_whole_state() {
             );
             to.write(|tx| {
                 assert!(matches!(tx.claim(&key(7), 20, 95_000)?, Claimed::Live(_)));
-                assert!(tx.next(Sequence::Invocation)? > 2, "{what}");
+                assert!(tx.next(Sequence::Invocation)? > 5, "{what}");
                 assert!(tx.next(Sequence::Notification)? > 1, "{what}");
                 assert!(tx.issue_lease_token()? > 1, "{what}");
                 assert_eq!(tx.inbox_append(message("third"))?, 3, "{what}");
@@ -877,7 +1029,8 @@ fn a_copy_between_any_two_stores_keeps_the_whole_state() {
             })
             .unwrap_or_else(|e| panic!("{what}: {e}"));
             to.read(|r| {
-                assert_eq!(r.work_due(i64::MAX, 10)?, ["inv-a"], "{what}");
+                // The waiters behind a's key are not due; the first of the other key is.
+                assert_eq!(r.work_due(i64::MAX, 10)?, ["inv-a", "inv-e"], "{what}");
                 assert_eq!(r.approvals_due(9_000)?, ["inv-b"], "{what}");
                 assert_eq!(r.debounce_next_due()?, Some(500), "{what}");
                 assert_eq!(r.queue_peek("agent-b")?, ["ntf_1", "ntf_0"], "{what}");

@@ -111,10 +111,6 @@ impl Stamp {
     }
 }
 
-/// The most due ids [`WriteTx::take_due_work`] looks at when invocations waiting for a full
-/// concurrency key fill its first look.
-pub const WIDEST_LOOK: usize = 65_536;
-
 /// What [`WriteTx::take_due_work`] is asked for.
 pub struct TakeWork<'a> {
     pub now: i64,
@@ -219,10 +215,10 @@ pub trait WriteTx {
     fn put_invocation(&mut self, inv: &Invocation) -> Result<()>;
     /// Invocations awaiting approval whose deadline is at or before `now`.
     fn approvals_due(&mut self, now: i64) -> Result<Vec<String>>;
-    /// Whether `inv` has to wait for one of its concurrency keys, and why; the key's index
-    /// name when the key has its limit running (empty when only invocations decided before
-    /// it wait for the free slots). The store keeps who waits and who runs per key from the
-    /// invocations it writes.
+    /// Whether `inv` has to wait for one of its concurrency keys: the key's index name, and
+    /// why (its limit is running, or invocations decided before it wait for the free slots).
+    /// The store keeps who waits and who runs per key from the invocations it writes, and
+    /// reads a key's holders and at most its limit of waiters (see `concurrency::blocking`).
     /// A run cancelled while it ran holds its slot until `stopping_until`, if that is after
     /// `now`.
     fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>>;
@@ -230,77 +226,52 @@ pub trait WriteTx {
     fn concurrency_wait(&self, inv: &Invocation, now: i64) -> Result<Option<String>> {
         Ok(self.concurrency_block(inv, now)?.map(|(_, why)| why))
     }
-    /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
-    /// holder may be gone), running ones first, at most `limit`.
+    /// Admits the waiters of every key of `scope` (`trigger:ID` or `agent:ID`) under `limit`,
+    /// what the manifests say now: a raised limit lets more start at once (the store admits
+    /// a key's waiters under the limit the last invocation written under it carried).
+    fn relimit_concurrency(&mut self, scope: &str, limit: u32) -> Result<()>;
+    /// Ids of due work, at most `limit`, running ones first: every `running` invocation (its
+    /// holder may be gone) and the `queued` ones due at or before `now`. A queued one with
+    /// concurrency keys is due only while every key admits it (see `concurrency`), so a
+    /// long queue behind a key adds nothing here but its first `limit`.
     fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>>;
 
-    /// Takes due work under new leases: of the first `want.limit` due invocations, up to
-    /// `want.room` that are queued or running, not in `want.skip`, and that nobody holds
-    /// (as `want.facts` judges a holder), each leased to this process by `want.lease` with a
-    /// fresh token. Returns their ids, and whether every due id was looked at.
+    /// Takes due work under new leases: of the first `want.limit` due invocations (see
+    /// [`work_due`](Self::work_due)), up to `want.room` that are queued or running, not in
+    /// `want.skip`, and that nobody holds (as `want.facts` judges a holder), each leased to
+    /// this process by `want.lease` with a fresh token. Returns their ids, and whether every
+    /// due id was looked at.
     ///
     /// The default goes through the operations above; a store that can lock rows (PostgreSQL's
     /// `FOR UPDATE SKIP LOCKED`) does it in one statement.
     fn take_due_work(&mut self, want: TakeWork<'_>) -> Result<(Vec<String>, bool)> {
-        let mut limit = want.limit;
-        // Ids the previous look went through: a wider look starts with the same ones (taking
-        // work changes leases, never an invocation's place in the due index).
-        let mut looked = 0;
-        // Concurrency keys found full: every later invocation of one waits too (they start
-        // in decision order), so none of them needs looking at again.
-        let mut full: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let due = self.work_due(want.now, want.limit)?;
+        let seen_all = due.len() < want.limit;
         let mut taken = Vec::new();
-        loop {
-            let due = self.work_due(want.now, limit)?;
-            let seen_all = due.len() < limit;
-            let mut blocked = 0usize;
-            for id in due.into_iter().skip(looked) {
-                if taken.len() >= want.room {
-                    break;
-                }
-                if want.skip.contains(&id) {
-                    continue;
-                }
-                let Some(mut inv) = self.invocation(&id)? else {
-                    continue;
-                };
-                let free = crate::domain::lease::holding(inv.lease.as_ref(), want.now, want.facts)
-                    == crate::domain::Holding::Free;
-                if !free || !matches!(inv.status, Status::Queued | Status::Running) {
-                    continue;
-                }
-                // A queued one whose concurrency key is full waits; a running one (its
-                // runner died) holds its slot already.
-                if inv.status == Status::Queued && !inv.concurrency.is_empty() {
-                    if inv
-                        .concurrency
-                        .iter()
-                        .any(|s| full.contains(&s.index_key()))
-                    {
-                        blocked += 1;
-                        continue;
-                    }
-                    if let Some((key, _)) = self.concurrency_block(&inv, want.now)? {
-                        if !key.is_empty() {
-                            full.insert(key);
-                        }
-                        blocked += 1;
-                        continue;
-                    }
-                }
-                inv.lease = Some((want.lease)(self.issue_lease_token()?));
-                self.put_invocation(&inv)?;
-                taken.push(id);
+        for id in due {
+            if taken.len() >= want.room {
+                break;
             }
-            // Waiting invocations of a full key may fill the whole look: look further once,
-            // so other keys' work is not starved behind them.
-            let starved = blocked > 0 && taken.len() < want.room && !seen_all;
-            if !starved || limit >= WIDEST_LOOK {
-                return Ok((taken, seen_all));
+            if want.skip.contains(&id) {
+                continue;
             }
-            looked = limit;
-            limit = (limit * 16).min(WIDEST_LOOK);
+            let Some(mut inv) = self.invocation(&id)? else {
+                continue;
+            };
+            let free = crate::domain::lease::holding(inv.lease.as_ref(), want.now, want.facts)
+                == crate::domain::Holding::Free;
+            if !free || !matches!(inv.status, Status::Queued | Status::Running) {
+                continue;
+            }
+            // A queued one with concurrency keys is due only while its keys admit it: the
+            // start of its attempt asks the gate again, under the limits the manifests say
+            // now (asked here, under the limits it was decided with, a raised limit would
+            // never apply).
+            inv.lease = Some((want.lease)(self.issue_lease_token()?));
+            self.put_invocation(&inv)?;
+            taken.push(id);
         }
+        Ok((taken, seen_all))
     }
 
     // --- schedules, the outbox, the audit log
@@ -418,8 +389,6 @@ pub trait ReadTx {
     fn atp_lookup(&self, atp_id: &str) -> Result<Option<String>>;
     /// When the earliest pending trailing debounce fires (ms), if any.
     fn debounce_next_due(&self) -> Result<Option<i64>>;
-    /// As [`WriteTx::concurrency_block`].
-    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>>;
     /// Whether any timer job is due at or before `now`.
     fn any_job_due(&self, now: i64) -> Result<bool>;
 }

@@ -14,6 +14,7 @@ mod handle;
 mod id_codec;
 mod invocation_codec;
 mod ledger_block;
+mod migrate;
 mod ops;
 mod tables;
 mod transfer;

@@ -105,6 +105,14 @@ impl WriteTx for Tx<'_> {
     fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
         Tx::concurrency_block(self, inv, now)
     }
+    fn relimit_concurrency(&mut self, scope: &str, limit: u32) -> Result<()> {
+        for (key, was) in self.concurrency_keys(scope)? {
+            if was != limit {
+                self.relimit_key(&key, limit)?;
+            }
+        }
+        Ok(())
+    }
     fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>> {
         Tx::debounce_state(self, trigger, key)
     }
@@ -228,9 +236,6 @@ impl WriteTx for Tx<'_> {
 }
 
 impl ReadTx for Reader {
-    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
-        Reader::concurrency_block(self, inv, now)
-    }
     fn debounce_next_due(&self) -> Result<Option<i64>> {
         Reader::debounce_next_due(self)
     }

@@ -6,8 +6,9 @@ use redb::{Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDef
 
 use super::{Error, Result, redb_err};
 
-/// Bump when a table's layout changes; an older or newer file is refused at open.
-pub const SCHEMA_VERSION: u64 = 6;
+/// Bump when a table's layout changes; a newer file is refused at open, an older one of a
+/// released format migrated in place (see `migrate`).
+pub const SCHEMA_VERSION: u64 = 7;
 
 /// The first format a release of pap writes. Older files come from development builds, and
 /// are refused with a message rather than migrated (see CHANGELOG.md).
@@ -33,11 +34,24 @@ pub const DEBOUNCE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new(
 /// (due at, trigger id, window key) → (): trailing debounces waiting to fire.
 pub const DEBOUNCE_DUE: TableDefinition<(i64, &str, &str), ()> =
     TableDefinition::new("debounce_due");
+/// Format 6's concurrency index, (concurrency key, invocation sequence number) → [1 running |
+/// 0 waiting | 2 stopping, until] followed by the invocation id; format 7 splits it into the
+/// three tables below (see `migrate`).
+pub const CONCURRENCY_6: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("concurrency");
 /// (concurrency key: scope and key, see `ConcurrencySlot::index_key`, invocation sequence
-/// number) → [1 running | 0 waiting] followed by the invocation id: who waits for or holds
-/// a concurrency slot, in decision order (a pap extension added to format 6 before its
-/// release, like the debounce tables).
-pub const CONCURRENCY: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("concurrency");
+/// number) → [1 running | 2 stopping, then until as i64 LE] followed by the invocation id:
+/// who holds a slot of a key (format 7).
+pub const CONC_HOLDERS: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("concurrency_holders");
+/// (concurrency key, invocation sequence number) → [0 | 1, then admitted at as i64 LE]
+/// followed by the packed invocation id: who waits for a slot of a key, in decision order,
+/// and whether the key admits it (then it is in `WORK` if its other keys admit it too;
+/// format 7).
+pub const CONC_WAITERS: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("concurrency_waiters");
+/// concurrency key → (the limit its waiters were last admitted under, how many were
+/// admitted), while the key has waiters (format 7).
+pub const CONC_KEYS: TableDefinition<&str, (u32, u32)> = TableDefinition::new("concurrency_keys");
 /// agent id → its token reservations and uses of the last 24 hours (JSON; a pap extension
 /// added to format 6 before its release, like the debounce tables).
 pub const BUDGET_TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("budget_tokens");
@@ -58,7 +72,9 @@ pub const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger_blo
 pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
 /// (due at, packed invocation id) → (): every `queued` or `running` invocation, so `pap serve` finds
 /// the work that is due without scanning every invocation ever made. A `running` one sorts
-/// first (`i64::MIN`): it is always looked at, to find runners that died (version 3).
+/// first (`i64::MIN`): it is always looked at, to find runners that died (version 3). A queued
+/// one waiting for concurrency keys is here only while every key admits it (format 7), at its
+/// due time or when a stopping run's slot frees, whichever is later.
 pub const WORK: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("work");
 /// schedule id → the last fire time (ms) whose event was recorded: a restart never fires the
 /// same time twice (version 3).
@@ -97,12 +113,14 @@ pub fn is_current(db: &ReadOnlyDatabase, path: &Path) -> Result<bool> {
     })();
     match stored {
         Some(found) if found == SCHEMA_VERSION => Ok(true),
+        Some(found) if super::migrate::migrates(found) => Ok(false),
         Some(found) => Err(version_error(path, found)),
         None => Ok(false),
     }
 }
 
-/// Creates the tables of a new file and checks the version of an existing one.
+/// Creates the tables of a new file, and checks the version of an existing one (migrating a
+/// released format older than this pap's).
 pub fn init(db: &Database, path: &Path) -> Result<()> {
     // The common case, an existing file of this version, needs only a read.
     let stored = (|| {
@@ -113,6 +131,9 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
     if let Some(found) = stored {
         if found == SCHEMA_VERSION {
             return Ok(());
+        }
+        if super::migrate::migrates(found) {
+            return super::migrate::to_current(db, path, found);
         }
         return Err(version_error(path, found));
     }
@@ -137,7 +158,8 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         }
         create!(CLAIMS, CLAIM_EXPIRY, THROTTLE, INVOCATIONS, EVENTS);
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
-        create!(DEBOUNCE, DEBOUNCE_DUE, CONCURRENCY, BUDGET_TOKENS);
+        create!(DEBOUNCE, DEBOUNCE_DUE, BUDGET_TOKENS);
+        create!(CONC_HOLDERS, CONC_WAITERS, CONC_KEYS);
         create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))

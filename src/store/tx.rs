@@ -16,12 +16,16 @@ use super::tx_claims::Decisions;
 use super::tx_notify::{NotifyReader, NotifyTables};
 use super::{Error, Result, redb_err};
 use crate::domain::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
+use crate::storage::concurrency::{Entry, due_of, state_of};
 
 pub struct Tx<'t> {
     pub(super) path: PathBuf,
     pub(super) txn: &'t WriteTransaction,
     /// Opened on first use (see `tx_notify`).
     notify: Option<NotifyTables<'t>>,
+    /// The concurrency index, opened on first use and kept to the end (see
+    /// `tx_concurrency`).
+    pub(super) concurrency: Option<super::tx_concurrency::Index<'t>>,
     /// The newest inbox id this transaction appended, for the mark file (see
     /// [`super::INBOX_MARK_FILE`]).
     pub(super) inbox_appended: Option<u64>,
@@ -55,6 +59,7 @@ impl<'t> Tx<'t> {
             path: path.to_path_buf(),
             txn,
             notify: None,
+            concurrency: None,
             inbox_appended: None,
             meta: txn.open_table(META).map_err(e)?,
             claims: txn.open_table(CLAIMS).map_err(e)?,
@@ -190,6 +195,11 @@ impl<'t> Tx<'t> {
         Ok(Some(inv))
     }
 
+    /// Invocation `id` without its event (which stays `null`).
+    pub(super) fn invocation_head(&self, id: &str) -> Result<Option<Invocation>> {
+        Ok(self.invocation_record(id)?.map(|(inv, _)| inv))
+    }
+
     /// The record without its event (which stays `null`), and the event's key.
     fn invocation_record(&self, id: &str) -> Result<Option<(Invocation, EventRef)>> {
         if let Some(fresh) = self.fresh.get(id) {
@@ -215,9 +225,8 @@ impl<'t> Tx<'t> {
         old: Option<(Invocation, EventRef)>,
     ) -> Result<()> {
         let id = inv.id.as_str();
-        let now_in = super::tx_concurrency::state_of(inv);
         let Some((old, event)) = old else {
-            self.reindex_concurrency(inv, None, now_in)?;
+            self.reindex_concurrency(inv, None)?;
             let event = self.put_event(&inv.event)?;
             self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
             return Ok(());
@@ -225,11 +234,12 @@ impl<'t> Tx<'t> {
         // An invocation's event never changes: it is stored already.
         if let Some(fresh) = self.fresh.get(id) {
             let was_in = fresh.concurrency;
-            self.reindex_concurrency(inv, was_in, now_in)?;
+            self.reindex_concurrency(inv, was_in)?;
             self.fresh.insert(id.to_owned(), Fresh::of(inv, event));
             return Ok(());
         }
-        self.reindex_concurrency(inv, super::tx_concurrency::state_of(&old), now_in)?;
+        let was_in = state_of(&old).map(|entry| (entry, due_of(&old)));
+        self.reindex_concurrency(inv, was_in)?;
         let packed = id_codec::pack(id);
         let old_deadline = deadline_key(&old);
         reindex(
@@ -272,6 +282,21 @@ impl<'t> Tx<'t> {
                     .map_err(|e| redb_err(&self.path, e))?;
             }
         }
+        Ok(())
+    }
+
+    /// Lists `packed` as due work at `at`.
+    pub(super) fn work_insert(&mut self, at: i64, packed: &[u8]) -> Result<()> {
+        self.work
+            .insert((at, packed), ())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    pub(super) fn work_remove(&mut self, at: i64, packed: &[u8]) -> Result<()> {
+        self.work
+            .remove((at, packed))
+            .map_err(|e| redb_err(&self.path, e))?;
         Ok(())
     }
 
@@ -371,27 +396,10 @@ pub struct Reader {
     approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
     /// `None` in a file from before the debounce tables (no write has created them yet).
     debounce_due: Option<ReadOnlyTable<(i64, &'static str, &'static str), ()>>,
-    /// `None` in a file from before the concurrency index.
-    concurrency: Option<ReadOnlyTable<(&'static str, u64), &'static [u8]>>,
     pub(super) notify: NotifyReader,
 }
 
 impl Reader {
-    /// As [`Tx::concurrency_block`], on this snapshot.
-    pub fn concurrency_block(
-        &self,
-        inv: &Invocation,
-        now: i64,
-    ) -> Result<Option<(String, String)>> {
-        match &self.concurrency {
-            Some(table) if !inv.concurrency.is_empty() => {
-                super::tx_concurrency::blocking_in(table, inv, now)
-                    .map_err(|e| redb_err(&self.path, e))
-            }
-            _ => Ok(None),
-        }
-    }
-
     /// When the earliest pending trailing debounce fires (ms), if any.
     pub fn debounce_next_due(&self) -> Result<Option<i64>> {
         let Some(table) = &self.debounce_due else {
@@ -414,11 +422,6 @@ impl Reader {
             outbox: txn.open_table(OUTBOX).map_err(e)?,
             approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
             debounce_due: match txn.open_table(DEBOUNCE_DUE) {
-                Ok(table) => Some(table),
-                Err(redb::TableError::TableDoesNotExist(_)) => None,
-                Err(other) => return Err(redb_err(path, other)),
-            },
-            concurrency: match txn.open_table(CONCURRENCY) {
                 Ok(table) => Some(table),
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(other) => return Err(redb_err(path, other)),
@@ -635,9 +638,6 @@ pub(super) fn malformed(path: &Path) -> Error {
     }
 }
 
-/// Where an invocation sits in the work index: running ones first (a dead runner's are
-/// resumed before new work starts), then queued ones in the order they fall due: a retry at
-/// its next attempt time, anything else at its creation (first in, first out).
 /// Where an invocation sits in the approval-deadline index (only while it awaits approval).
 fn deadline_key(inv: &Invocation) -> Option<i64> {
     Some(inv)
@@ -650,8 +650,9 @@ struct Fresh {
     record: Vec<u8>,
     work: Option<i64>,
     deadline: Option<i64>,
-    /// Where it stands in the concurrency index (written at once, not at the end).
-    concurrency: Option<crate::storage::concurrency::Entry>,
+    /// Where it stands in the concurrency index, and its due time (the index and a waiter's
+    /// due-work entry are written at once, not at the end).
+    concurrency: Option<(Entry, i64)>,
 }
 
 impl Fresh {
@@ -660,15 +661,19 @@ impl Fresh {
             record: invocation_codec::encode(inv, event),
             work: work_key(inv),
             deadline: deadline_key(inv),
-            concurrency: super::tx_concurrency::state_of(inv),
+            concurrency: state_of(inv).map(|entry| (entry, due_of(inv))),
         }
     }
 }
 
+/// Where an invocation sits in the work index: running ones first (a dead runner's are
+/// resumed before new work starts), then queued ones in the order they fall due. A waiter
+/// for concurrency keys is placed by the concurrency index instead (`tx_concurrency`), only
+/// while its keys admit it.
 pub(super) fn work_key(inv: &Invocation) -> Option<i64> {
     match inv.status {
         Status::Running => Some(i64::MIN),
-        Status::Queued => Some(inv.next_attempt_at.unwrap_or(inv.created_at)),
+        Status::Queued if state_of(inv) != Some(Entry::Waiting) => Some(due_of(inv)),
         _ => None,
     }
 }

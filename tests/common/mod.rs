@@ -13,6 +13,7 @@ pub mod measure;
 pub mod notify;
 pub mod postgres;
 pub mod serve;
+pub mod shell_agent;
 pub mod webdriver;
 
 /// The `pap` binary cargo built for these tests.
@@ -39,6 +40,19 @@ pub fn pap_at(root: &Path) -> Command {
 pub fn json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&stdout(out))
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(out)))
+}
+
+/// The `status` of each invocation `pap invocations --json` listed in `out`, in its order.
+pub fn statuses(out: &Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["status"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
 }
 
 pub fn fixture(rel: &str) -> PathBuf {

@@ -1,0 +1,83 @@
+//! In-place migrations of the store's format: each released format a later pap reads is
+//! brought up to the current one by the first process that opens the file for writing (a
+//! reader hands an older file to a writer first), in one transaction, so a crash leaves the
+//! file as it was. Formats before the first released one are refused (see `tables`).
+
+use std::path::Path;
+
+use redb::Database;
+
+use super::tables::{CONC_HOLDERS, CONC_KEYS, CONC_WAITERS, SCHEMA_VERSION};
+use super::tx::Tx;
+use super::{Result, redb_err};
+
+/// Whether a file of format `found` is migrated to the current one.
+pub fn migrates(found: u64) -> bool {
+    found == 6
+}
+
+/// Migrates a file of format `found` (see [`migrates`]) to the current format.
+///
+/// 6 → 7: format 6 kept a queued invocation in the work index however long it had to wait for
+/// its concurrency keys; format 7 keeps one there only while its keys admit it, and splits
+/// the concurrency index into holders, waiters (with their admission) and per-key states.
+pub fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
+    debug_assert!(migrates(found));
+    let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
+    txn.open_table(CONC_HOLDERS)
+        .map_err(|e| redb_err(path, e))?;
+    txn.open_table(CONC_WAITERS)
+        .map_err(|e| redb_err(path, e))?;
+    txn.open_table(CONC_KEYS).map_err(|e| redb_err(path, e))?;
+    {
+        let mut tx = Tx::open(&txn, path)?;
+        tx.migrate_concurrency_6()?;
+        tx.finish()?;
+        tx.meta
+            .insert("schema_version", SCHEMA_VERSION)
+            .map_err(|e| redb_err(path, e))?;
+    }
+    txn.commit().map_err(|e| redb_err(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use redb::ReadableDatabase;
+
+    /// The checked-in format-6 store with work behind concurrency keys (see
+    /// `tests/fixtures/store/format-6-concurrency.sh`): db1-1 runs (lease lapsed) under the
+    /// agent's key (limit 3) and host db1's (limit 1); db2-1, db1-2, db1-3, db2-2, db2-3 and
+    /// db1-4 wait, in that decision order.
+    #[test]
+    fn a_format_6_store_keeps_only_admitted_waiters_as_due_work() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/store/format-6-concurrency.redb"),
+            dir.path().join("state.redb"),
+        )
+        .unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let due = store.read(|r| r.work_due(i64::MAX, 100)).unwrap();
+        let events: Vec<String> = due
+            .iter()
+            .map(|id| store.read(|r| r.invocation(id)).unwrap().unwrap().event_id)
+            .collect();
+        // db1-1 runs (first: running work comes first); the agent's key admits two waiters
+        // beside it, db2-1 and db1-2, but host db1 is held by db1-1: only db2-1 is due.
+        assert_eq!(events, ["db1-1", "db2-1"]);
+        drop(store);
+        // Migrated in place: format 7, without format 6's index.
+        let db = Database::open(dir.path().join("state.redb")).unwrap();
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(super::super::tables::META).unwrap();
+        let version = meta.get("schema_version").unwrap().unwrap().value();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert!(matches!(
+            txn.open_table(super::super::tables::CONCURRENCY_6),
+            Err(redb::TableError::TableDoesNotExist(_))
+        ));
+    }
+}
