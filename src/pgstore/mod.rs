@@ -12,6 +12,8 @@
 //! the inbox mark): `dir()` names it.
 
 mod listen;
+#[cfg(test)]
+mod migrate_test;
 mod outage;
 mod pool;
 mod read;

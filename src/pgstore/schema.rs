@@ -102,14 +102,28 @@ fn checksum(sql: &str) -> String {
 
 /// Applies every missing migration; `applied_by` names who did (for the record).
 pub fn migrate(client: &mut postgres::Client, applied_by: &str) -> Result<Migrated, PgError> {
+    migrate_up_to(client, applied_by, i32::MAX)
+}
+
+/// As [`migrate`], applying the migrations up to version `last` only (a test makes a
+/// database as an older release left it).
+pub(super) fn migrate_up_to(
+    client: &mut postgres::Client,
+    applied_by: &str,
+    last: i32,
+) -> Result<Migrated, PgError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
-    let result = migrate_locked(client, applied_by);
+    let result = migrate_locked(client, applied_by, last);
     // The lock is also released when the session ends, so an error here loses nothing.
     let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
     result
 }
 
-fn migrate_locked(client: &mut postgres::Client, applied_by: &str) -> Result<Migrated, PgError> {
+fn migrate_locked(
+    client: &mut postgres::Client,
+    applied_by: &str,
+    last: i32,
+) -> Result<Migrated, PgError> {
     client.batch_execute(BOOTSTRAP)?;
     let applied = applied(client)?;
     verify_checksums(&applied)?;
@@ -117,7 +131,7 @@ fn migrate_locked(client: &mut postgres::Client, applied_by: &str) -> Result<Mig
         newer: newer_than_known(&applied),
         ..Migrated::default()
     };
-    for m in MIGRATIONS {
+    for m in MIGRATIONS.iter().filter(|m| m.version <= last) {
         if applied.iter().any(|(v, _)| *v == m.version) {
             report.already += 1;
             continue;

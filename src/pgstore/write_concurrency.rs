@@ -82,7 +82,7 @@ impl PgWrite<'_> {
                 &[&inv.id, &due],
             )?;
         }
-        if !moved && !(waits_still && self.relimited(&keys)?) {
+        if !(moved || (waits_still && self.relimited(&keys)?)) {
             return Ok(());
         }
         for (key, _) in &keys {

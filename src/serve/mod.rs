@@ -129,7 +129,6 @@ struct Server {
     work_woken: bool,
 }
 
-/// Starts serve and runs until stopped (or, with `once`, until nothing is due).
 /// Admits what waits for concurrency keys under the limits the manifests say now.
 fn relimit_waiting(runtime: &Runtime) {
     let project = runtime.project.clone();
@@ -146,6 +145,7 @@ fn relimit_waiting(runtime: &Runtime) {
     }
 }
 
+/// Starts serve and runs until stopped (or, with `once`, until nothing is due).
 pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Result<()> {
     log::init(settings.log_format);
     std::fs::create_dir_all(state_dir)

@@ -80,6 +80,9 @@ pub(super) struct Index<'t> {
     keys: Table<'t, &'static str, (u32, u32)>,
 }
 
+/// A waiter's entry: when its key admits it (none: not yet), and its packed id.
+type Waiter = (Option<i64>, Vec<u8>);
+
 impl<'t> Index<'t> {
     fn open(txn: &'t WriteTransaction) -> std::result::Result<Index<'t>, redb::TableError> {
         Ok(Index {
@@ -94,7 +97,7 @@ impl<'t> Index<'t> {
         &self,
         key: &str,
         seq: u64,
-    ) -> std::result::Result<Option<(Option<i64>, Vec<u8>)>, redb::StorageError> {
+    ) -> std::result::Result<Option<Waiter>, redb::StorageError> {
         Ok(self
             .waiters
             .get((key, seq))?

@@ -9,7 +9,8 @@
 //!   `PAP_TEST_KEYED_AGENT_SECONDS` (0.4; the figure is 1): at least 13 start within
 //!   15 run lengths;
 //! - `PAP_TEST_KEYED_RUNS` (400; the figure is 10,000) no-op runs behind `limit: 1`
-//!   take at most twice as long as as many unkeyed ones one at a time;
+//!   take at most twice as long as as many unkeyed ones one at a time, run by `pap serve` or by
+//!   the `pap dispatch` that decided them;
 //! - `PAP_TEST_BLOCKED_RUNS` (3,000; the 100,000) blocked invocations cost serve under
 //!   2% of a core over `PAP_TEST_BLOCKED_CPU_SECONDS` (5; the 60).
 
@@ -314,6 +315,62 @@ fn runs_behind_one_key_go_at_most_half_as_fast_as_unkeyed_runs_one_at_a_time() {
     one_at_a_time_in_order(&lines);
     eprintln!(
         "{count} runs: unkeyed one at a time {alone:?}, behind a key of limit 1 {behind_key:?}"
+    );
+}
+
+/// Runs `pap dispatch FILE ARGS` (which runs what it decides) to its end, failing once it
+/// takes longer than `within`; returns how long it took.
+fn dispatch_and_run(root: &Path, file: &Path, args: &[&str], within: Duration) -> Duration {
+    let started = Instant::now();
+    let mut child = common::pap_at(root)
+        .arg("dispatch")
+        .arg(file)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "pap dispatch failed: {status}");
+            return started.elapsed();
+        }
+        if started.elapsed() >= within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "pap dispatch {args:?} took longer than {within:?}; {} runs so far",
+                runs(root).len() / 2
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `pap dispatch` runs what it decided itself: a queue behind a key costs it a refused start
+/// per run that ends (the next in line), not one per waiter each time.
+#[test]
+fn dispatch_runs_a_queue_behind_one_key_at_most_half_as_fast_as_unkeyed_runs() {
+    let count: usize = env_or("PAP_TEST_KEYED_RUNS", 400);
+    let noop = |log: &Path| {
+        format!(
+            "echo \"start $n\" >> '{log}'; echo \"end $n\" >> '{log}'; echo '{{}}'",
+            log = log.display()
+        )
+    };
+    let unkeyed = project(None, noop);
+    let file = events(unkeyed.path(), "host.disk.full", 0, count);
+    let alone = dispatch_and_run(unkeyed.path(), &file, &["-j", "1"], patience() * 10);
+    assert_eq!(runs(unkeyed.path()).len(), 2 * count);
+
+    let keyed = project(Some(1), noop);
+    let file = events(keyed.path(), "host.disk.full", 0, count);
+    let behind_key = dispatch_and_run(keyed.path(), &file, &["-j", "4"], alone * 2);
+    let lines = runs(keyed.path());
+    assert_eq!(lines.len(), 2 * count, "every run started and ended");
+    one_at_a_time_in_order(&lines);
+    eprintln!(
+        "pap dispatch, {count} runs: unkeyed one at a time {alone:?}, behind a key of limit 1 {behind_key:?}"
     );
 }
 
