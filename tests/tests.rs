@@ -40,6 +40,7 @@ mod mcp_stdio;
 mod notify_lifecycle;
 mod notify_routing;
 mod postgres;
+mod postgres_contention;
 mod postgres_outage;
 mod project_root;
 mod readme_walkthrough;

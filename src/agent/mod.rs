@@ -267,6 +267,9 @@ impl Runtime {
         let now = self.clock.now_ms();
         let project = self.project.clone();
         let lease_term = self.lease_term();
+        // What the first run of the unit found and killed: a run again after a deadlock
+        // (see `Storage::write`) must report the same, not "nothing left to kill".
+        let mut found: Option<(Option<Runner>, bool)> = None;
         let started = self
             .write(move |tx| {
                 let mut inv = tx.invocation(&id)?.ok_or_else(|| {
@@ -305,8 +308,13 @@ impl Runtime {
                 }
                 // The processes of a run that did not end cleanly (a crash): killed now if
                 // any is left, and waited for before this run starts.
-                let previous = state_dir.as_deref().and_then(|d| groups::read(d, &id));
-                let killed = previous.as_ref().is_some_and(Runner::kill_group);
+                let (previous, killed) = found
+                    .get_or_insert_with(|| {
+                        let previous = state_dir.as_deref().and_then(|d| groups::read(d, &id));
+                        let killed = previous.as_ref().is_some_and(Runner::kill_group);
+                        (previous, killed)
+                    })
+                    .clone();
                 let cut_short = (inv.status == Status::Running)
                     .then(|| (interrupted(previous.as_ref(), killed), previous.clone()));
                 // On one node the lease covers the longest the attempt may run, so it never
@@ -483,7 +491,7 @@ impl Runtime {
 
     async fn record_retry(
         &self,
-        mut inv: Invocation,
+        inv: Invocation,
         reason: String,
         now: i64,
         delay: Duration,
@@ -492,6 +500,8 @@ impl Runtime {
         let token = lease_token(&inv);
         let project = self.project.clone();
         self.write(move |tx| {
+            // A copy per run: a shared store may run the unit again (see `Storage::write`).
+            let mut inv = inv.clone();
             tx.check_lease(&inv.id, token)?;
             keep_carried(tx, &project, &mut inv)?;
             let next_at = now.saturating_add(delay.as_millis() as i64);
@@ -539,7 +549,7 @@ impl Runtime {
 
     async fn finish_success(
         &self,
-        mut inv: Invocation,
+        inv: Invocation,
         agent: &Agent,
         output: Value,
         follow_ups: Vec<Event>,
@@ -559,10 +569,11 @@ impl Runtime {
         let token = lease_token(&inv);
         let inv = self
             .write(move |tx| {
+                let mut inv = inv.clone();
                 tx.check_lease(&inv.id, token)?;
                 keep_carried(tx, &project, &mut inv)?;
                 let ids = events.iter().map(|e| e.id.clone()).collect();
-                inv.succeed(output, ids, now)
+                inv.succeed(output.clone(), ids, now)
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
                 tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
                 if audited(&inv.risk) {
@@ -590,7 +601,7 @@ impl Runtime {
 
     async fn finish_failure(
         &self,
-        mut inv: Invocation,
+        inv: Invocation,
         reason: String,
         now: i64,
     ) -> Result<RunResult, RunError> {
@@ -598,6 +609,7 @@ impl Runtime {
         let token = lease_token(&inv);
         let (inv, emitted) = self
             .write(move |tx| {
+                let mut inv = inv.clone();
                 tx.check_lease(&inv.id, token)?;
                 keep_carried(tx, &project, &mut inv)?;
                 tokens::lock_budget(tx, project.agent(&inv.agent))?;
@@ -614,7 +626,7 @@ impl Runtime {
     /// `store::group`).
     pub async fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut dyn WriteTx) -> storage::Result<T> + Send + 'static,
+        f: impl FnMut(&mut dyn WriteTx) -> storage::Result<T> + Send + 'static,
     ) -> Result<T, RunError> {
         let store = self.store.clone();
         let value = tokio::task::spawn_blocking(move || store.write_grouped(f))

@@ -38,6 +38,7 @@ impl Author {
     }
 }
 
+#[derive(Clone)]
 pub struct Post<'a> {
     pub author: Author,
     pub content: &'a str,
@@ -306,7 +307,7 @@ mod tests {
         let mut quiet = human("ok", None);
         quiet.author = Author::Assistant;
         let posted = s
-            .write(|tx| post(tx, &LIMITS, quiet, None, 1_001).map_err(into_store))
+            .write(|tx| post(tx, &LIMITS, quiet.clone(), None, 1_001).map_err(into_store))
             .unwrap();
         assert!(posted.event.is_none());
         assert_eq!(s.read(|r| r.outbox_entries()).unwrap().len(), 1);

@@ -82,6 +82,14 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
             }
         }
     }
+    // Serve and `pap mcp` set up their own logging; any other command logs only when asked
+    // (`PAP_LOG=info pap dispatch …` shows, for one, transactions run again after a lock
+    // conflict on a shared database).
+    if std::env::var_os("PAP_LOG").is_some()
+        && !matches!(cli.command, Command::Serve(_) | Command::Mcp(_))
+    {
+        crate::serve::log::init_at(crate::cli::LogFormat::Human, "warn");
+    }
     match &cli.command {
         Command::Lint(args) => lint::run(&cli, args),
         Command::Test(args) => test::run(&cli, args),

@@ -29,6 +29,7 @@ pub use stop::Stop;
 pub const GROUP_MAX: usize = 32_768;
 
 /// An event waiting to be decided, with where it came from.
+#[derive(Clone)]
 pub struct Pending {
     pub input: Location,
     pub event: Result<Event, Invalid>,
@@ -364,15 +365,52 @@ impl<'a> Dispatcher<'a> {
     }
 
     /// Decides one group in one transaction and commits it (durably: the store syncs).
+    ///
+    /// On a store with one writer the group is pulled inside the transaction (`pap
+    /// dispatch` reads its input as the decisions go) and nothing is kept. A store several
+    /// processes share (PostgreSQL, `Storage::shared`) gets the whole group first: the
+    /// transaction takes every lock the group's decisions need up front, in one order
+    /// (`WriteTx::prelock`), and may run again after a deadlock with a process that could
+    /// not, replaying a copy of each event.
     fn commit(&mut self, group: impl IntoIterator<Item = Pending>) -> anyhow::Result<Vec<Decided>> {
         let now = self.runtime.clock.now_ms();
         let pipeline = &self.pipeline;
         let recycle = &mut self.recycle;
+        let replayable = self.runtime.store.shared();
+        let mut source = group.into_iter();
+        let mut pulled: Vec<Pending> = Vec::new();
+        let mut locks = Vec::new();
+        if replayable {
+            pulled.extend(source.by_ref());
+            for p in &mut pulled {
+                if let Ok(event) = &p.event {
+                    let prepared = p.prepared.get_or_insert_with(|| pipeline.prepare(event));
+                    pipeline.lock_names(prepared, &mut locks);
+                }
+            }
+            locks.sort_unstable();
+            locks.dedup();
+            if locks.len() > storage::PRELOCK_MAX {
+                locks = Vec::new();
+            }
+        }
         let decide = |tx: &mut dyn WriteTx| -> storage::Result<Vec<Decided>> {
+            if !locks.is_empty() {
+                tx.prelock(&locks)?;
+            }
             tx.purge_expired_claims(now)?;
-            let group = group.into_iter();
-            let mut decided = Vec::with_capacity(group.size_hint().0);
-            for p in group {
+            let mut decided = Vec::with_capacity(pulled.len().max(source.size_hint().0));
+            let mut next = 0;
+            loop {
+                // A shared store's group was pulled before; any other is pulled now.
+                let p = match pulled.get(next) {
+                    Some(p) => p.clone(),
+                    None => match source.next() {
+                        Some(p) => p,
+                        None => break,
+                    },
+                };
+                next += 1;
                 decided.push(match p.event {
                     Ok(event) => {
                         if p.emitted {

@@ -316,7 +316,7 @@ async fn post_message(
                 mime: &mime,
                 session: session.as_deref(),
                 in_reply_to,
-                by,
+                by: by.clone(),
             };
             match post::post(tx, &limits, p, owner.as_ref(), now) {
                 Ok(posted) => Ok(posted),

@@ -153,7 +153,7 @@ fn explain(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpErro
             line: None,
             index: None,
         };
-        let (decided, _) = pipeline.decide(tx, event, None, input, now)?;
+        let (decided, _) = pipeline.decide(tx, event.clone(), None, input, now)?;
         report = Some(decided.report);
         Err::<(), _>(storage::Error::Conflict(ROLLBACK.into()))
     });

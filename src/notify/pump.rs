@@ -81,7 +81,7 @@ pub async fn pump(
     }
     if !results.is_empty() {
         let p = project.clone();
-        tokio::task::spawn_blocking(move || store.write(|tx| record(tx, &p, results, now)))
+        tokio::task::spawn_blocking(move || store.write(|tx| record(tx, &p, &results, now)))
             .await??;
     }
     Ok(done)
@@ -152,7 +152,7 @@ fn take_due(
 fn record(
     tx: &mut dyn WriteTx,
     project: &Project,
-    results: Vec<(Claimed, Result<(), String>)>,
+    results: &[(Claimed, Result<(), String>)],
     now: i64,
 ) -> storage::Result<()> {
     for (c, outcome) in results {

@@ -17,6 +17,7 @@ mod migrate_test;
 mod outage;
 mod pool;
 mod read;
+mod retry;
 pub mod schema;
 mod session;
 mod tls;
@@ -284,19 +285,54 @@ fn outside_async<T>(work: impl FnOnce() -> T) -> T {
 }
 
 impl PgStore {
-    /// One write transaction on a pooled connection, committed when `f` returns `Ok`.
+    /// One write transaction on a pooled connection, committed when `f` returns `Ok`. When
+    /// the server rolls it back for a lock conflict, `f` runs again in a new transaction,
+    /// a few times at most, after a short jittered pause (see `retry`).
     fn write_session(&self, f: &mut dyn FnMut(&mut write::PgWrite) -> Result<()>) -> Result<()> {
         outside_async(|| {
-            let mut pooled = self.checkout()?;
-            let pool::Conn { client, statements } = pooled.conn();
-            let tx = client
-                .transaction()
-                .map_err(|e| storage_error(&self.shown, e))?;
-            let mut w = write::PgWrite::new(Session::new(tx, statements, &self.shown));
-            f(&mut w)?;
-            let appended = w.inbox_appended;
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let (conflict, e) = match self.write_once(f) {
+                    Ok(()) => return Ok(()),
+                    Err((Some(conflict), e)) => (conflict, e),
+                    Err((None, e)) => return Err(e),
+                };
+                if tries >= retry::TRIES {
+                    return Err(Error::Contended {
+                        location: self.shown.clone(),
+                        reason: format!("{} ({})", conflict.words(), conflict.code()),
+                        tries,
+                    });
+                }
+                tracing::info!(
+                    sqlstate = conflict.code(),
+                    run = tries + 1,
+                    of = retry::TRIES,
+                    error = %e,
+                    "the database rolled a transaction back for a lock conflict; running it again"
+                );
+                // The connection went back to the pool with the rolled-back transaction.
+                std::thread::sleep(retry::pause(tries));
+            }
+        })
+    }
+
+    /// One run of [`write_session`](Self::write_session): its error, with the lock conflict
+    /// behind it when there was one.
+    fn write_once(
+        &self,
+        f: &mut dyn FnMut(&mut write::PgWrite) -> Result<()>,
+    ) -> std::result::Result<(), (Option<retry::Conflict>, Error)> {
+        let mut pooled = self.checkout().map_err(|e| (None, e))?;
+        let pool::Conn { client, statements } = pooled.conn();
+        let tx = client
+            .transaction()
+            .map_err(|e| (None, storage_error(&self.shown, e)))?;
+        let mut w = write::PgWrite::new(Session::new(tx, statements, &self.shown));
+        let ran = f(&mut w).and_then(|()| {
             // Other nodes hear of it (delivered only if this commits, after it).
-            match (w.work_freed.get(), appended.is_some()) {
+            match (w.work_freed.get(), w.inbox_appended.is_some()) {
                 (true, true) => w.s.execute(
                     "SELECT pg_notify('pap_work', ''), pg_notify('pap_inbox', '')",
                     &[],
@@ -305,14 +341,21 @@ impl PgStore {
                 (false, true) => w.s.execute("SELECT pg_notify('pap_inbox', '')", &[])?,
                 (false, false) => 0,
             };
-            w.s.into_transaction()
-                .commit()
-                .map_err(|e| storage_error(&self.shown, e))?;
-            if let Some(mark) = appended {
-                crate::storage::inbox_mark::write(&self.state_dir, mark);
-            }
             Ok(())
-        })
+        });
+        if let Err(e) = ran {
+            return Err((w.s.conflict(), e));
+        }
+        let appended = w.inbox_appended;
+        // A conflict reported at the commit (a serialization failure) rolled it back too;
+        // any other failure there leaves the outcome unknown, and is not run again.
+        w.s.into_transaction()
+            .commit()
+            .map_err(|e| (retry::Conflict::of(&e), storage_error(&self.shown, e)))?;
+        if let Some(mark) = appended {
+            crate::storage::inbox_mark::write(&self.state_dir, mark);
+        }
+        Ok(())
     }
 
     /// One consistent snapshot (REPEATABLE READ, READ ONLY) on a pooled connection.

@@ -1,7 +1,7 @@
 //! One transaction on one pooled connection, with the connection's prepared statements: what
 //! the write and read sides share.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -19,6 +19,10 @@ pub struct Session<'c> {
     tx: RefCell<Transaction<'c>>,
     statements: RefCell<&'c mut HashMap<&'static str, Statement>>,
     location: &'c str,
+    /// The lock conflict the server rolled this transaction back for, if a statement
+    /// failed with one: the unit of work may then run again (`retry`), whatever error the
+    /// code above made of it (after the rollback every later statement fails too).
+    conflict: Cell<Option<super::retry::Conflict>>,
 }
 
 impl<'c> Session<'c> {
@@ -31,6 +35,7 @@ impl<'c> Session<'c> {
             tx: RefCell::new(tx),
             statements: RefCell::new(statements),
             location,
+            conflict: Cell::new(None),
         }
     }
 
@@ -108,7 +113,15 @@ impl<'c> Session<'c> {
     }
 
     pub fn error(&self, e: postgres::Error) -> Error {
+        if let Some(c) = super::retry::Conflict::of(&e) {
+            self.conflict.set(Some(c));
+        }
         super::storage_error(self.location, e)
+    }
+
+    /// See [`Session::conflict`](Self#structfield.conflict).
+    pub fn conflict(&self) -> Option<super::retry::Conflict> {
+        self.conflict.get()
     }
 
     /// A record stored as JSON text.

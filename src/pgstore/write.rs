@@ -18,6 +18,25 @@
 //! - due work, timer jobs, approvals and debounces are looked up `FOR UPDATE SKIP LOCKED`, so
 //!   nodes taking them at once take different ones without waiting on each other;
 //! - inbox ids come from a counter row, locked to the commit, so they become visible in order.
+//!
+//! **The lock order.** Locks are taken by class, in this order; a transaction holding a lock
+//! of one class does not wait for one of an earlier class:
+//!
+//! 1. advisory locks (throttle windows, budgets, debounces, deduplication keys, and the
+//!    idempotency claims of a decision group), in ascending order of their hash when taken
+//!    together (`lock_all`: a decision group takes every one its events will need up front,
+//!    see `WriteTx::prelock`);
+//! 2. idempotency claims (`pap_claims` rows);
+//! 3. invocation rows;
+//! 4. other rows (debounce, concurrency entries, notifications, queues, jobs);
+//! 5. the inbox counter, last.
+//!
+//! Some paths cannot know all their keys first: an agent's start or end learns its
+//! concurrency keys and its outcome's deduplication key from the invocation row it locks
+//! (3 before 1), and a notification's id comes from the counter before a later key is
+//! known. Where two such paths meet in a cycle, PostgreSQL rolls one back (40P01) and pap
+//! runs that unit of work again (`super::retry`), so a conflict costs a moment, never a
+//! failed command. The contention test (tests/postgres_contention.rs) counts the reruns.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -50,11 +69,7 @@ impl<'c> PgWrite<'c> {
 
     /// Serialises this transaction with every other that locks `key`, until it ends.
     pub(super) fn lock(&self, kind: &str, parts: &[&str]) -> Result<()> {
-        let mut key = String::from(kind);
-        for p in parts {
-            key.push('\u{1f}');
-            key.push_str(p);
-        }
+        let key = crate::storage::lock_name(kind, parts);
         if self.locked.borrow().contains(&key) {
             return Ok(());
         }
@@ -63,6 +78,32 @@ impl<'c> PgWrite<'c> {
             &[&key],
         )?;
         self.locked.borrow_mut().insert(key);
+        Ok(())
+    }
+
+    /// Takes the advisory locks `names` not held yet in one statement, in ascending order
+    /// of their lock identity (the hash), the order every process uses (see the lock order
+    /// above). Volatile functions of a select list run after its ORDER BY (PostgreSQL 9.6
+    /// and later), so the locks are taken in that order.
+    pub(super) fn lock_all(&self, names: &[String]) -> Result<()> {
+        let missing: Vec<&str> = {
+            let held = self.locked.borrow();
+            names
+                .iter()
+                .filter(|n| !held.contains(n.as_str()))
+                .map(String::as_str)
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.s.execute(
+            "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h \
+             FROM unnest($1::text[]) AS k) s ORDER BY h",
+            &[&missing],
+        )?;
+        let mut held = self.locked.borrow_mut();
+        held.extend(missing.into_iter().map(str::to_owned));
         Ok(())
     }
 
@@ -150,6 +191,10 @@ fn limit(n: usize) -> i64 {
 }
 
 impl WriteTx for PgWrite<'_> {
+    fn prelock(&mut self, names: &[String]) -> Result<()> {
+        self.lock_all(names)
+    }
+
     fn next(&mut self, sequence: Sequence) -> Result<u64> {
         let sql = match sequence {
             Sequence::Invocation => "SELECT nextval('pap_invocation_seq')",

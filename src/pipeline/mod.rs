@@ -4,6 +4,7 @@
 
 mod fire;
 pub mod ids;
+mod prelock;
 mod prepare;
 pub mod report;
 mod trigger_index;

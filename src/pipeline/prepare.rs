@@ -9,13 +9,13 @@ use crate::event::Event;
 use crate::stages::{Verdict, debounce, filter, idempotency, throttle};
 
 /// What an event's matching triggers decide before the store is consulted.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Prepared {
     pub triggers: Vec<Considered>,
 }
 
 /// One trigger whose type matched the event.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Considered {
     /// Index into `project.triggers`.
     pub index: usize,

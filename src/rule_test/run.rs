@@ -182,7 +182,7 @@ fn run_case(
             index: None,
         };
         let (mut decided, _body) =
-            store.write(|tx| pipeline.decide(tx, event.clone(), None, input, now))?;
+            store.write(|tx| pipeline.decide(tx, event.clone(), None, input.clone(), now))?;
         if let Some(rt) = &rt {
             run_invoked(rt, project, &store, &mut decided.report.triggers, now)?;
         }

@@ -468,7 +468,7 @@ fn due_at(s: &dyn Storage, now: i64) -> Result<Vec<String>> {
 }
 
 /// Changes invocation `id` with `change`, in a transaction of its own.
-fn change(s: &dyn Storage, id: &str, change: impl FnOnce(&mut Invocation)) -> Result<()> {
+fn change(s: &dyn Storage, id: &str, mut change: impl FnMut(&mut Invocation)) -> Result<()> {
     s.write(|tx| {
         let mut inv = tx.invocation(id)?.expect("there");
         change(&mut inv);

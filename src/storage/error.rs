@@ -76,6 +76,19 @@ pub enum Error {
     /// same work can be tried again once it is back.
     #[error("the database {location} is unavailable: {reason}")]
     Unavailable { location: String, reason: String },
+    /// The database rolled the same unit of work back for a lock conflict (a deadlock, a
+    /// serialization failure) every time it was run (see `pgstore::retry`): nothing of it
+    /// was committed, and it may be tried again later.
+    #[error(
+        "the database {location} rolled the transaction back for a lock conflict with other \
+         pap processes each of the {tries} times it ran ({reason}); nothing of it was \
+         committed, and running it again later is safe"
+    )]
+    Contended {
+        location: String,
+        reason: String,
+        tries: u32,
+    },
     /// The store cannot be used as configured (a database URL, its TLS, its schema).
     #[error("state store {location}: {message}")]
     Setup { location: String, message: String },

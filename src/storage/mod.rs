@@ -157,9 +157,35 @@ pub enum Commit {
     Grouped,
 }
 
+/// The name of a lock a store shared by several processes takes on a key of `kind` (a
+/// throttle window, a debounce, a budget, a deduplication key, an idempotency claim), the
+/// same whether the stage takes it as it goes or a decision group takes it up front
+/// ([`WriteTx::prelock`]).
+pub fn lock_name(kind: &str, parts: &[&str]) -> String {
+    let mut name = String::from(kind);
+    for p in parts {
+        name.push('\u{1f}');
+        name.push_str(p);
+    }
+    name
+}
+
+/// The most lock names a decision group takes up front; a larger group takes them as its
+/// stages go (PostgreSQL's lock table is shared by every connection, about 64 per
+/// connection by default), and relies on running again after a deadlock.
+pub const PRELOCK_MAX: usize = 2_048;
+
 /// The operations of one write transaction. Nothing it does is visible to anyone else before
 /// the commit, and nothing of it survives a failed one.
 pub trait WriteTx {
+    /// Takes the locks `names` (see [`lock_name`]) now, all at once, in the one order every
+    /// process uses, so that two decision groups needing some of the same keys cannot each
+    /// hold one the other waits for. A store with one writer has nothing to lock.
+    fn prelock(&mut self, names: &[String]) -> Result<()> {
+        let _ = names;
+        Ok(())
+    }
+
     // --- sequences and leases
 
     /// The next number of `sequence`.
@@ -476,24 +502,27 @@ pub trait Storage: Send + Sync {
 
 impl dyn Storage + '_ {
     /// Runs `f` in one write transaction and commits it durably when `f` returns `Ok`.
-    pub fn write<T>(&self, f: impl FnOnce(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
+    ///
+    /// `f` may run more than once: a store shared by several processes (PostgreSQL) runs
+    /// the unit again in a new transaction when the server cut it short for a deadlock or a
+    /// serialization failure (see `pgstore::retry`), so `f` keeps what it consumes outside
+    /// (clones per run) and has no effect beyond the transaction before it returns.
+    pub fn write<T>(&self, f: impl FnMut(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
         self.write_with(Commit::Durable, f)
     }
 
     /// As [`write`](Self::write), sharing the sync with other threads' commits.
-    pub fn write_grouped<T>(&self, f: impl FnOnce(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
+    pub fn write_grouped<T>(&self, f: impl FnMut(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
         self.write_with(Commit::Grouped, f)
     }
 
     fn write_with<T>(
         &self,
         commit: Commit,
-        f: impl FnOnce(&mut dyn WriteTx) -> Result<T>,
+        mut f: impl FnMut(&mut dyn WriteTx) -> Result<T>,
     ) -> Result<T> {
-        let mut f = Some(f);
         let mut value = None;
         self.write_dyn(commit, &mut |tx| {
-            let f = f.take().expect("a write runs its closure once");
             value = Some(f(tx)?);
             Ok(())
         })?;

@@ -205,7 +205,7 @@ impl Session {
             let (project, about) = (rt.project.clone(), inv.clone());
             let (tool_name, server) = (call.name.clone(), tool.spec.server.clone());
             rt.write(move |tx| {
-                tx.audit(entry)?;
+                tx.audit(entry.clone())?;
                 crate::notify::outcome::external_call(
                     tx, &project, &about, &tool_name, &server, now,
                 )
