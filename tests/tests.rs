@@ -41,6 +41,7 @@ mod postgres;
 mod postgres_outage;
 mod project_root;
 mod readme_walkthrough;
+mod reads;
 mod rfd011;
 mod rule_tests;
 mod schema;

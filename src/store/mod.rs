@@ -16,6 +16,7 @@ mod invocation_codec;
 mod ledger_block;
 mod migrate;
 mod ops;
+mod read_index;
 mod tables;
 mod transfer;
 mod tx;
