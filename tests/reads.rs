@@ -230,3 +230,117 @@ fn status_counts_a_long_queue_without_reading_it() {
         common::stdout(&human)
     );
 }
+
+/// `pap invocations --json` without `--limit` lists every invocation, as the contract says,
+/// and streams them: its memory stays under 50 MB however many there are. Each row carries
+/// its `cursor`.
+#[test]
+fn a_whole_json_listing_streams_every_row_in_bounded_memory() {
+    let (approvals, queued) = (approvals(), queued());
+    let dir = project();
+    populate(dir.path(), approvals, queued);
+    let started = Instant::now();
+    let (out, peak) =
+        output_with_peak_kib(common::pap_at(dir.path()).args(["invocations", "--json"]));
+    let took = started.elapsed();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let text = common::stdout(&out);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    eprintln!(
+        "reads: pap invocations --json of {} rows: {took:?}, peak {peak} KiB",
+        rows.len()
+    );
+    assert_eq!(rows.len(), approvals + queued);
+    assert!(
+        rows.iter()
+            .all(|r| r["cursor"].is_string() && r["short_id"].is_string())
+    );
+    // Creation order: the gated events were dispatched first.
+    assert_eq!(rows[0]["event_id"], "gate-0");
+    assert_eq!(
+        rows[approvals + queued - 1]["event_id"],
+        format!("hold-{}", queued - 1)
+    );
+    assert!(peak < 50 * 1024, "the listing peaked at {peak} KiB");
+}
+
+/// `--after CURSOR` lists what came after a row, oldest first, and gives the same rows after
+/// more invocations were made; a cursor that is not one is a usage error.
+#[test]
+fn after_a_cursor_the_next_rows_stay_the_same_while_rows_are_added() {
+    let dir = project();
+    populate(dir.path(), 0, 10);
+    let list = |args: &[&str]| -> Vec<Value> {
+        let out = common::pap_at(dir.path())
+            .args(["invocations", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+        common::stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let events = |rows: &[Value]| -> Vec<String> {
+        rows.iter()
+            .map(|r| r["event_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all = list(&[]);
+    assert_eq!(all.len(), 10);
+    let cursor = all[3]["cursor"].as_str().unwrap().to_owned();
+    let page = list(&["--after", &cursor, "--limit", "3"]);
+    assert_eq!(events(&page), ["hold-4", "hold-5", "hold-6"]);
+    // More invocations made since: the page after the cursor is the same.
+    let more = dir.path().join("more.ndjson");
+    std::fs::write(
+        &more,
+        (0..5)
+            .map(|i| {
+                format!(
+                    "{}\n",
+                    json!({"pap_version": "0.2", "id": format!("late-{i}"),
+                           "type": "test.hold.happened", "source": "test",
+                           "time": "2026-03-11T06:00:00Z", "data": {"n": i}})
+                )
+            })
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = common::pap_at(dir.path())
+        .args(["dispatch", "--no-run", "--json"])
+        .arg(&more)
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    assert_eq!(
+        events(&list(&["--after", &cursor, "--limit", "3"])),
+        ["hold-4", "hold-5", "hold-6"]
+    );
+    let last = all[9]["cursor"].as_str().unwrap().to_owned();
+    let rest = list(&["--after", &last]);
+    assert_eq!(rest.len(), 5);
+    assert!(events(&rest).iter().all(|e| e.starts_with("late-")));
+    // A person gets the next cursor to go on with.
+    let human = common::pap_at(dir.path())
+        .args(["invocations", "--after", &cursor, "--limit", "2"])
+        .output()
+        .unwrap();
+    let text = common::stdout(&human);
+    assert!(text.contains("more: pap invocations --after "), "{text}");
+    // Not a cursor: a usage error naming the option.
+    let bad = common::pap_at(dir.path())
+        .args(["invocations", "--after", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&bad), 2);
+    assert!(
+        common::stderr(&bad).contains("--after"),
+        "{}",
+        common::stderr(&bad)
+    );
+}

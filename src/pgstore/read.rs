@@ -192,18 +192,16 @@ impl ReadTx for PgRead<'_> {
     }
 
     fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
+        // Streamed: the ids are not all held at once (a caller may keep none of them).
         let mut out = Vec::new();
-        for id in ids(self
-            .s
-            .query("SELECT id FROM pap_invocations ORDER BY id", &[])?)
-        {
-            if keep(&id) {
-                out.push(id);
-                if out.len() >= max {
-                    break;
+        self.s
+            .for_each("SELECT id FROM pap_invocations ORDER BY id", |row| {
+                let id: &str = row.get(0);
+                if out.len() < max && keep(id) {
+                    out.push(id.to_owned());
                 }
-            }
-        }
+                Ok(())
+            })?;
         Ok(out)
     }
 

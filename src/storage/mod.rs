@@ -21,6 +21,7 @@ pub mod concurrency;
 mod contract;
 #[cfg(test)]
 mod contract_reads;
+pub mod cursor;
 mod error;
 pub mod inbox_mark;
 mod place;
