@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use common::http::{curl, curl_available, listening_url};
-use common::measure::output_with_peak_kib;
+use common::measure::output_with_own_peak_kib;
 use common::serve::wait_until;
 use serde_json::{Value, json};
 
@@ -208,7 +208,8 @@ fn status_counts_a_long_queue_without_reading_it() {
     let dir = project();
     populate(dir.path(), approvals, queued);
     let started = Instant::now();
-    let (out, peak) = output_with_peak_kib(common::pap_at(dir.path()).args(["status", "--json"]));
+    let (out, peak) =
+        output_with_own_peak_kib(common::pap_at(dir.path()).args(["status", "--json"]));
     let took = started.elapsed();
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&out)));
@@ -241,7 +242,7 @@ fn a_whole_json_listing_streams_every_row_in_bounded_memory() {
     populate(dir.path(), approvals, queued);
     let started = Instant::now();
     let (out, peak) =
-        output_with_peak_kib(common::pap_at(dir.path()).args(["invocations", "--json"]));
+        output_with_own_peak_kib(common::pap_at(dir.path()).args(["invocations", "--json"]));
     let took = started.elapsed();
     assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
     let text = common::stdout(&out);
@@ -342,5 +343,160 @@ fn after_a_cursor_the_next_rows_stay_the_same_while_rows_are_added() {
         common::stderr(&bad).contains("--after"),
         "{}",
         common::stderr(&bad)
+    );
+}
+
+/// Events `prefix-0`.. of `kind` (`gate` or `hold`), queued with `pap dispatch --no-run`.
+fn dispatch_more(root: &Path, kind: &str, prefix: &str, n: usize) {
+    let file = root.join(format!("{prefix}.ndjson"));
+    let text: String = (0..n)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"pap_version": "0.2", "id": format!("{prefix}-{i}"),
+                       "type": format!("test.{kind}.happened"), "source": "test",
+                       "time": "2026-03-11T06:00:00Z", "data": {"n": i}})
+            )
+        })
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    let out = common::pap_at(root)
+        .args(["dispatch", "--no-run", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+}
+
+fn event_ids(page: &Value) -> Vec<String> {
+    page["invocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["event_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The JSON API and the console page by an opaque cursor that keeps naming the same place
+/// while invocations are added: approvals oldest first (new ones come at the end),
+/// invocations newest first (new ones come before page one). A cursor that is not one is 400.
+#[test]
+fn pages_follow_their_cursor_while_rows_are_added() {
+    if !curl_available() {
+        return;
+    }
+    let dir = project();
+    populate(dir.path(), 60, 0);
+    let serve = Serve::start(dir.path());
+    let get = |path: &str| {
+        let r = curl(&[&format!("{}{path}", serve.url)], None);
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        r
+    };
+    let first = get("/v1/approvals").json();
+    let ids = event_ids(&first);
+    assert_eq!(ids.len(), 25);
+    assert_eq!((ids[0].as_str(), ids[24].as_str()), ("gate-0", "gate-24"));
+    let next = first["next"].as_str().unwrap().to_owned();
+    // Approvals made after the first page was read come at the end.
+    dispatch_more(dir.path(), "gate", "late", 5);
+    let second = get(&format!("/v1/approvals?after={next}")).json();
+    assert_eq!(
+        event_ids(&second),
+        (25..50).map(|i| format!("gate-{i}")).collect::<Vec<_>>()
+    );
+    let third = get(&format!(
+        "/v1/approvals?after={}",
+        second["next"].as_str().unwrap()
+    ))
+    .json();
+    let ids = event_ids(&third);
+    assert_eq!(ids.len(), 15);
+    assert_eq!((ids[9].as_str(), ids[10].as_str()), ("gate-59", "late-0"));
+    assert!(third["next"].is_null(), "{third}");
+    assert!(third["invocations"][0]["cursor"].is_string());
+
+    // Newest first: a page's cursor gives the same older rows after more were added.
+    let newest = get("/v1/invocations?limit=10").json();
+    assert_eq!(event_ids(&newest)[0], "late-4");
+    let before = newest["next"].as_str().unwrap().to_owned();
+    let older = event_ids(&get(&format!("/v1/invocations?limit=10&before={before}")).json());
+    dispatch_more(dir.path(), "gate", "later", 3);
+    assert_eq!(
+        event_ids(&get(&format!("/v1/invocations?limit=10&before={before}")).json()),
+        older
+    );
+    assert_eq!(older[0], "gate-54");
+
+    // The console: a page of the oldest, and a link to the next.
+    let page = get("/approvals").body;
+    assert!(page.contains("68 waiting"), "{page}");
+    assert!(page.contains("gate-0 ("), "{page}");
+    assert!(!page.contains("gate-25 ("), "a page is a page");
+    let at = page.find("/approvals?after=").expect("a next link");
+    let link: String = page[at..].chars().take_while(|c| *c != '"').collect();
+    let page2 = get(&link).body;
+    assert!(
+        page2.contains("gate-25 (") && !page2.contains("gate-24 ("),
+        "{page2}"
+    );
+    let list = get("/invocations?status=awaiting_approval").body;
+    assert!(list.contains("&before="), "{list}");
+
+    for bad in [
+        "/v1/approvals?after=nonsense",
+        "/approvals?after=x",
+        "/v1/invocations?before=%21",
+    ] {
+        let r = curl(&[&format!("{}{bad}", serve.url)], None);
+        assert_eq!(r.status, 400, "{bad}: {r:?}");
+    }
+    // An approvals cursor is not an invocations one.
+    let r = curl(
+        &[&format!("{}/v1/invocations?before={next}", serve.url)],
+        None,
+    );
+    assert_eq!(r.status, 400, "{r:?}");
+}
+
+/// 16 console loads of `/approvals` at once, with a long queue of approvals, raise serve's
+/// peak memory by less than 100 MB: a load reads a page, not the set.
+#[test]
+fn parallel_console_loads_of_a_long_approval_queue_stay_small() {
+    if !curl_available() {
+        return;
+    }
+    let approvals = approvals();
+    let dir = project();
+    populate(dir.path(), approvals, 0);
+    let serve = Serve::start(dir.path());
+    let pid = serve.pid();
+    // Idle: after one load, so the first page's one-time costs are in.
+    let first = curl(&[&format!("{}/approvals", serve.url)], None);
+    assert_eq!(first.status, 200);
+    assert!(
+        first.body.contains(&format!("{approvals} waiting")),
+        "{}",
+        first.body
+    );
+    let idle = rss_kib(pid, "VmRSS:");
+    reset_peak(pid);
+    let url = format!("{}/approvals", serve.url);
+    let loads: Vec<_> = (0..16)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || curl(&[&url], None).status)
+        })
+        .collect();
+    for load in loads {
+        assert_eq!(load.join().unwrap(), 200);
+    }
+    let peak = rss_kib(pid, "VmHWM:");
+    eprintln!(
+        "reads: 16 parallel /approvals with {approvals} waiting: serve idle {idle} KiB, peak {peak} KiB"
+    );
+    assert!(
+        peak.saturating_sub(idle) < 100 * 1024,
+        "16 loads raised serve from {idle} KiB to {peak} KiB"
     );
 }

@@ -78,13 +78,13 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
 
 /// An invocation with its status as of now, the stored one kept in `recorded` when they
 /// differ (JSON: `recorded_status`).
-pub(super) struct AsOf {
-    pub(super) inv: Invocation,
-    pub(super) recorded: Option<crate::domain::Status>,
+pub(crate) struct AsOf {
+    pub(crate) inv: Invocation,
+    pub(crate) recorded: Option<crate::domain::Status>,
 }
 
 impl AsOf {
-    pub(super) fn view(&self, detail: bool) -> Value {
+    pub(crate) fn view(&self, detail: bool) -> Value {
         let mut v = view(&self.inv, detail);
         if let Some(recorded) = self.recorded {
             v["recorded_status"] = json!(recorded.as_str());
@@ -93,7 +93,7 @@ impl AsOf {
     }
 }
 
-pub(super) fn as_of(mut inv: Invocation, now: i64) -> AsOf {
+pub(crate) fn as_of(mut inv: Invocation, now: i64) -> AsOf {
     let status = inv.status_at(now);
     let recorded = (status != inv.status).then_some(inv.status);
     inv.status = status;

@@ -80,3 +80,46 @@ pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::O
     };
     (output, peak)
 }
+
+/// As [`output_with_peak_kib`], counting only `cmd`'s own memory. A child spawned straight from
+/// the test process starts in that process's address space (vfork), and the kernel records the
+/// parent's peak as the child's when it execs: in a test binary whose other suites hold
+/// hundreds of MB, `ru_maxrss` reports theirs. GNU time (`/usr/bin/time`) forks `cmd` from its
+/// own small process and reports `cmd`'s peak alone; without it this falls back to
+/// [`output_with_peak_kib`] (a figure that can only be too high).
+pub fn output_with_own_peak_kib(cmd: &mut std::process::Command) -> (std::process::Output, u64) {
+    let time = Path::new("/usr/bin/time");
+    if !time.exists() {
+        return output_with_peak_kib(cmd);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let report = dir.path().join("peak");
+    let mut wrapped = std::process::Command::new(time);
+    wrapped
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&report)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(at) = cmd.get_current_dir() {
+        wrapped.current_dir(at);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    let output = wrapped
+        .output()
+        .expect("start the command under /usr/bin/time");
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    // GNU time writes "Command exited with non-zero status N" first when it does.
+    let peak = text
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .next_back()
+        .unwrap_or(0);
+    (output, peak)
+}

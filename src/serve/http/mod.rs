@@ -18,7 +18,9 @@ mod guard;
 mod health;
 mod ingest;
 mod limits;
+mod list_api;
 mod mcp;
+mod paging;
 mod principals;
 mod reload;
 mod reply;
@@ -332,6 +334,8 @@ fn router(app: App, mcp_stop: tokio_util::sync::CancellationToken) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/status", get(health::status))
+        .route("/v1/approvals", get(list_api::approvals))
+        .route("/v1/invocations", get(list_api::invocations))
         .route("/metrics", get(health::metrics))
         .merge(console::routes().layer(middleware::from_fn_with_state(
             app.clone(),
