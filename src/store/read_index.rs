@@ -127,8 +127,8 @@ impl Reader {
             row.map_err(e)?;
             c.expired_unrecorded += 1;
         }
-        let (from, to): ((i64, &[u8]), (i64, &[u8])) =
-            ((i64::MIN + 1, &[]), (overdue_before.saturating_add(1), &[]));
+        let from: (i64, &[u8]) = (i64::MIN + 1, &[]);
+        let to: (i64, &[u8]) = (overdue_before.saturating_add(1), &[]);
         if from.0 < to.0 {
             for row in self.work.range(from..to).map_err(e)? {
                 row.map_err(e)?;
@@ -181,6 +181,9 @@ impl Reader {
     }
 }
 
+/// What a walk hands each row: its sequence number, packed id and approval deadline.
+type Visit<'a> = dyn FnMut(u64, &[u8], Option<i64>) -> Result<Next> + 'a;
+
 /// Walks a (sequence number, packed id) index from `scan`'s cursor in its order, handing
 /// `visit` each row's key and what `deadline` reads from its value.
 fn walk<V: redb::Value + 'static>(
@@ -188,7 +191,7 @@ fn walk<V: redb::Value + 'static>(
     scan: &Scan,
     path: &std::path::Path,
     deadline: &dyn Fn(&redb::AccessGuard<V>) -> Option<i64>,
-    visit: &mut dyn FnMut(u64, &[u8], Option<i64>) -> Result<Next>,
+    visit: &mut Visit<'_>,
 ) -> Result<()> {
     let e = |e| redb_err(path, e);
     // Rows strictly beyond the cursor (an empty id sorts first).
