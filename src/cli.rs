@@ -123,6 +123,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  pap invocations\n  pap invocations --status awaiting_approval\n  \
         pap invocations --json | jq -r 'select(.status == \"failed\") | .id'\n  \
+        pap invocations --json --limit 500 --after AWkAAAAAAAAAHw   # the next 500 after a row's cursor\n  \
         pap invocations show 3e0313                    # a short id, as listings show it\n  \
         pap invocations retry 3e0313 --by alice\n  \
         pap invocations cancel --trigger energy-price-spike"
@@ -639,9 +640,15 @@ pub struct InvocationsArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Show only the last N (default for humans: 20; with --json: all).
+    /// Show only the last N (default for humans: 20; with --json: all); with --after, the
+    /// first N after the cursor.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+
+    /// Only invocations made after the one whose `cursor` this is (each --json row carries
+    /// its own), oldest first: pages that stay right while new invocations are made.
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
 //! What `pap status` reports: is this pap healthy, and if not, what needs a person. Shared
-//! by the command and by serve's `/readyz` (and the console). It only reads: what is due (an
-//! approval past its deadline) is shown as of now.
+//! by the command and by serve's `GET /status` (and the console). It only reads: what is due
+//! (an approval past its deadline) is shown as of now. Its cost does not grow with the queue:
+//! counts come from the store's indexes, and only the oldest approvals are read.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,6 +11,7 @@ use serde::Serialize;
 use crate::clock::rfc3339_ms;
 use crate::domain::{Invocation, SinkState, Status};
 use crate::serve::control;
+use crate::storage::scan::{Next, Only, QueueCounts, Scan, past_half};
 use crate::storage::{self, Storage};
 
 /// Queued work this long past its due time is overdue (nothing is taking it).
@@ -24,7 +26,9 @@ pub struct Report {
     /// What needs a person, one sentence each.
     pub attention: Vec<String>,
     pub serve: Option<ServeState>,
-    pub queue: BTreeMap<&'static str, usize>,
+    pub queue: BTreeMap<&'static str, u64>,
+    /// How many approvals await an answer as of now (`approvals` lists the oldest few).
+    pub approvals_waiting: u64,
     pub approvals: Vec<Approval>,
     pub sinks: Vec<SinkHealth>,
     pub schedules: Vec<ScheduleState>,
@@ -110,26 +114,30 @@ pub fn gather(
         .flat_map(|s| &s.conditions)
         .map(|c| format!("serve: {} (since {})", c.message, c.since))
         .collect();
-    let (invocations, _) = store.read(|r| r.invocations(&|i| !i.status.is_terminal(), None))?;
-    let mut queue: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut awaiting: Vec<&Invocation> = Vec::new();
-    let mut overdue = 0;
-    for inv in &invocations {
-        let status = inv.status_at(now);
-        *queue.entry(status.as_str()).or_default() += 1;
-        match status {
-            Status::AwaitingApproval => awaiting.push(inv),
-            Status::Queued
-                if inv.next_attempt_at.unwrap_or(inv.created_at) + OVERDUE_AFTER_MS <= now =>
-            {
-                overdue += 1
-            }
-            _ => {}
-        }
-    }
-    if overdue > 0 {
+    // Counts from the store's indexes, and a page of the oldest approvals: nothing here
+    // reads every invocation, however long the queue.
+    let (counts, awaiting) = store.read(|r| {
+        let counts = r.queue_counts(now, now.saturating_sub(OVERDUE_AFTER_MS))?;
+        let mut awaiting: Vec<Invocation> = Vec::new();
+        let scan = Scan {
+            only: Only::Awaiting,
+            ..Scan::all(now)
+        };
+        r.scan_invocations(&scan, &mut |inv| {
+            awaiting.push(inv);
+            Ok(if awaiting.len() < APPROVALS_LISTED {
+                Next::More
+            } else {
+                Next::Stop
+            })
+        })?;
+        Ok((counts, awaiting))
+    })?;
+    let queue = queue_map(&counts);
+    if counts.overdue > 0 {
         attention.push(format!(
-            "{overdue} queued invocation(s) overdue by more than {} minutes{}",
+            "{} queued invocation(s) overdue by more than {} minutes{}",
+            counts.overdue,
             OVERDUE_AFTER_MS / 60_000,
             if serve.is_none() {
                 ": no pap serve is running"
@@ -138,7 +146,6 @@ pub fn gather(
             }
         ));
     }
-    awaiting.sort_by_key(|i| (i.created_at, i.seq));
     let ids: Vec<&str> = awaiting.iter().map(|i| i.id.as_str()).collect();
     let shorts = if ids.is_empty() {
         Default::default()
@@ -147,24 +154,20 @@ pub fn gather(
     };
     let approvals: Vec<Approval> = awaiting
         .iter()
-        .take(APPROVALS_LISTED)
-        .map(|i| {
-            let past_half = past_half(i, now);
-            Approval {
-                id: i.id.clone(),
-                short_id: shorts.get(&i.id).cloned().unwrap_or_else(|| i.id.clone()),
-                agent: i.agent.clone(),
-                trigger: i.trigger.clone(),
-                waiting_since: rfc3339_ms(i.created_at),
-                deadline: i.approval_deadline.map(rfc3339_ms),
-                past_half,
-            }
+        .map(|i| Approval {
+            id: i.id.clone(),
+            short_id: shorts.get(&i.id).cloned().unwrap_or_else(|| i.id.clone()),
+            agent: i.agent.clone(),
+            trigger: i.trigger.clone(),
+            waiting_since: rfc3339_ms(i.created_at),
+            deadline: i.approval_deadline.map(rfc3339_ms),
+            past_half: past_half(i.created_at, i.approval_deadline, now),
         })
         .collect();
-    let late = awaiting.iter().filter(|i| past_half(i, now)).count();
-    if late > 0 {
+    if counts.past_half > 0 {
         attention.push(format!(
-            "{late} approval(s) waiting past half their deadline"
+            "{} approval(s) waiting past half their deadline",
+            counts.past_half
         ));
     }
 
@@ -232,6 +235,7 @@ pub fn gather(
         attention,
         serve,
         queue,
+        approvals_waiting: counts.waiting(),
         approvals,
         sinks,
         schedules,
@@ -276,11 +280,19 @@ fn sink_health(store: &dyn Storage) -> storage::Result<Vec<SinkHealth>> {
         .collect())
 }
 
-/// Whether more than half of the time to answer `inv`'s approval request has passed.
-fn past_half(inv: &Invocation, now: i64) -> bool {
-    inv.approval_deadline.is_some_and(|deadline| {
-        now.saturating_sub(inv.created_at) > deadline.saturating_sub(inv.created_at) / 2
-    })
+/// The report's `queue`: each status not yet ended, as of now, with its count (a status
+/// without invocations is left out).
+pub fn queue_map(c: &QueueCounts) -> BTreeMap<&'static str, u64> {
+    [
+        (Status::AwaitingApproval, c.waiting()),
+        (Status::Expired, c.expired_unrecorded),
+        (Status::Queued, c.queued),
+        (Status::Running, c.running),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(s, n)| (s.as_str(), n))
+    .collect()
 }
 
 fn store_bytes(state_dir: &Path) -> u64 {
@@ -293,23 +305,13 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn an_approval_is_late_past_half_its_deadline() {
-        let mut inv = Invocation::for_tests("inv_1", Status::AwaitingApproval);
-        inv.created_at = 1_000;
-        inv.approval_deadline = Some(11_000);
-        assert!(!past_half(&inv, 6_000));
-        assert!(past_half(&inv, 6_001));
-        inv.approval_deadline = None;
-        assert!(!past_half(&inv, i64::MAX));
-    }
-
-    #[test]
     fn the_json_report_names_every_part() {
         let r = Report {
             healthy: false,
             attention: vec!["x".into()],
             serve: None,
             queue: BTreeMap::from([("queued", 2)]),
+            approvals_waiting: 0,
             approvals: Vec::new(),
             sinks: Vec::new(),
             schedules: Vec::new(),

@@ -322,14 +322,22 @@ fn only_a_principal_with_the_ingest_scope_may_post_and_secrets_stay_out_of_the_l
     );
     assert_eq!(r.status, 200);
 
-    // Health needs nothing; readiness details need `read`.
+    // Health and readiness need nothing, and carry no report whoever asks; the report is
+    // `GET /status`, for `read`.
     let r = curl(&[&format!("{url}/healthz")], None);
     assert_eq!(r.status, 200);
     let r = curl(&[&format!("{url}/readyz")], None);
     assert_eq!(r.status, 200);
     assert!(r.json().get("status").is_none());
     let r = curl(&["-H", &reader, &format!("{url}/readyz")], None);
-    assert_eq!(r.json()["status"]["serve"]["listen"], url.as_str());
+    assert_eq!(r.status, 200);
+    assert!(r.json().get("status").is_none(), "{r:?}");
+    let r = curl(&[&format!("{url}/status")], None);
+    assert_eq!(r.status, 401, "{r:?}");
+    let r = curl(&["-H", &reader, &format!("{url}/status")], None);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["serve"]["listen"], url.as_str());
+    assert!(r.json()["queue"].is_object(), "{r:?}");
 
     let log = serve.log_text();
     for secret in [
@@ -500,6 +508,10 @@ fn past_the_queue_bound_a_request_gets_503_and_nothing_of_it_is_recorded() {
     // finds the first still waiting.
     let (_serve, url) = serve(&p, &[], &[("PAP_TEST_INGEST_DELAY_MS", "2000")]);
     let first = post_quick_waiting(&url, "q1");
+    // Ready means "can take events now": not while the queue is at its bound.
+    let ready = curl(&[&format!("{url}/readyz")], None);
+    assert_eq!(ready.status, 503, "{ready:?}");
+    assert_eq!(ready.json()["ready"], false);
     let second = post_quick(&url, "q2");
     assert_eq!(second.status, 503, "{second:?}");
     assert_eq!(second.header("retry-after"), Some("1"));

@@ -44,6 +44,7 @@ mod postgres_contention;
 mod postgres_outage;
 mod project_root;
 mod readme_walkthrough;
+mod reads;
 mod rfd011;
 mod rule_tests;
 mod schema;

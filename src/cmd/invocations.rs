@@ -12,9 +12,6 @@ use crate::clock::rfc3339_ms;
 use crate::domain::{Invocation, Transcript};
 use crate::term::Paint;
 
-/// A human listing shows this many unless `--limit` says otherwise.
-const HUMAN_PAGE: usize = 20;
-
 pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
     // The two that write open the store for writing themselves.
     match &args.command {
@@ -74,49 +71,20 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
             };
             std::io::stdout().write_all(text.as_bytes())?;
         }
-        None => {
-            let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
-            let status = args.status;
-            let (list, total) = match &store {
-                Some(s) => s.read(|r| {
-                    r.invocations(&|i| status.is_none_or(|st| i.status_at(now) == st), limit)
-                })?,
-                None => (Vec::new(), 0),
-            };
-            let list: Vec<AsOf> = list.into_iter().map(|i| as_of(i, now)).collect();
-            let ids: Vec<&str> = list.iter().map(|a| a.inv.id.as_str()).collect();
-            let shorts = match &store {
-                Some(s) if !ids.is_empty() => super::typed_ids::short_forms(&**s, &ids)?,
-                _ => Default::default(),
-            };
-            let short = |id: &str| shorts.get(id).cloned().unwrap_or_else(|| id.to_owned());
-            let mut out = String::new();
-            if args.json {
-                for inv in &list {
-                    let mut row = inv.view(false);
-                    row["short_id"] = json!(short(&inv.inv.id));
-                    out.push_str(&serde_json::to_string(&row)?);
-                    out.push('\n');
-                }
-            } else {
-                list_human(&list, total, &short, Paint::for_stdout(), &mut out);
-                crate::term::escape_from(&mut out, 0);
-            }
-            std::io::stdout().write_all(out.as_bytes())?;
-        }
+        None => return super::invocation_list::run(store.as_deref(), args, now),
     }
     Ok(Outcome::Success)
 }
 
 /// An invocation with its status as of now, the stored one kept in `recorded` when they
 /// differ (JSON: `recorded_status`).
-struct AsOf {
-    inv: Invocation,
-    recorded: Option<crate::domain::Status>,
+pub(crate) struct AsOf {
+    pub(crate) inv: Invocation,
+    pub(crate) recorded: Option<crate::domain::Status>,
 }
 
 impl AsOf {
-    fn view(&self, detail: bool) -> Value {
+    pub(crate) fn view(&self, detail: bool) -> Value {
         let mut v = view(&self.inv, detail);
         if let Some(recorded) = self.recorded {
             v["recorded_status"] = json!(recorded.as_str());
@@ -125,7 +93,7 @@ impl AsOf {
     }
 }
 
-fn as_of(mut inv: Invocation, now: i64) -> AsOf {
+pub(crate) fn as_of(mut inv: Invocation, now: i64) -> AsOf {
     let status = inv.status_at(now);
     let recorded = (status != inv.status).then_some(inv.status);
     inv.status = status;
@@ -208,51 +176,26 @@ fn status_painted(inv: &Invocation, p: Paint) -> String {
     }
 }
 
-fn list_human(
-    list: &[AsOf],
-    total: usize,
-    short: &dyn Fn(&str) -> String,
-    p: Paint,
-    out: &mut String,
-) {
-    if list.is_empty() {
-        out.push_str("no invocations\n");
-        return;
-    }
-    for AsOf { inv, recorded } in list {
-        let status = status_painted(inv, p);
-        // Pad by the plain width, so colour codes do not break the columns.
-        let pad = " ".repeat(18usize.saturating_sub(inv.status.as_str().len()));
-        let _ = writeln!(
-            out,
-            "{}  {status}{pad}{:<9} {} → {}  {}  attempts {}/{}  {}",
-            p.bold(&short(&inv.id)),
-            inv.risk,
-            inv.trigger,
-            inv.agent,
-            inv.event_id,
-            inv.attempts,
-            inv.max_attempts,
-            p.dim(&rfc3339_ms(inv.updated_at))
-        );
-        if recorded.is_some() {
-            let _ = writeln!(out, "{}", p.dim(DUE_NOTE));
-        }
-    }
+/// One row of the human listing.
+pub(super) fn row_human(shown: &AsOf, short: &str, p: Paint, out: &mut String) {
+    let inv = &shown.inv;
+    let status = status_painted(inv, p);
+    // Pad by the plain width, so colour codes do not break the columns.
+    let pad = " ".repeat(18usize.saturating_sub(inv.status.as_str().len()));
     let _ = writeln!(
         out,
-        "{}",
-        p.dim("ids are short forms: `pap invocations show ID` takes one, a prefix, or the full id")
+        "{}  {status}{pad}{:<9} {} → {}  {}  attempts {}/{}  {}",
+        p.bold(short),
+        inv.risk,
+        inv.trigger,
+        inv.agent,
+        inv.event_id,
+        inv.attempts,
+        inv.max_attempts,
+        p.dim(&rfc3339_ms(inv.updated_at))
     );
-    if total > list.len() {
-        let _ = writeln!(
-            out,
-            "{}",
-            p.dim(&format!(
-                "showing the last {} of {total}; --limit N shows more",
-                list.len()
-            ))
-        );
+    if shown.recorded.is_some() {
+        let _ = writeln!(out, "{}", p.dim(DUE_NOTE));
     }
 }
 

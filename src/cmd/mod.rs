@@ -9,6 +9,7 @@ mod doctor;
 mod hash_password;
 mod inbox;
 mod invocation_control;
+mod invocation_list;
 pub(crate) mod invocations;
 mod lint;
 mod mcp;

@@ -72,7 +72,16 @@ fn human(r: &Report, p: Paint, o: &mut String) {
     if r.approvals.is_empty() {
         let _ = writeln!(o, "approvals  none waiting");
     } else {
-        let _ = writeln!(o, "approvals  {} waiting, oldest first:", r.approvals.len());
+        let shown = if r.approvals_waiting > r.approvals.len() as u64 {
+            format!(" (the oldest {})", r.approvals.len())
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "approvals  {} waiting, oldest first{shown}:",
+            r.approvals_waiting
+        );
         for a in &r.approvals {
             let deadline = a.deadline.as_deref().unwrap_or("no deadline");
             let late = if a.past_half {

@@ -3,6 +3,7 @@
 
 use super::session::{Session, signed, unsigned};
 use crate::domain::{AuditEntry, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry};
+use crate::storage::scan::{Next, Only, Order, QueueCounts, Scan};
 use crate::storage::{ReadTx, Result};
 
 pub struct PgRead<'c> {
@@ -84,6 +85,37 @@ fn listed<T: serde::de::DeserializeOwned>(
     )
 }
 
+/// How many invocations one query of a scan fetches.
+const SCAN_PAGE: i64 = 256;
+
+const SCAN_ALL_OLDEST: &str = "SELECT seq, record::text FROM pap_invocations \
+     WHERE seq > $1 ORDER BY seq LIMIT $2";
+const SCAN_ALL_NEWEST: &str = "SELECT seq, record::text FROM pap_invocations \
+     WHERE seq < $1 ORDER BY seq DESC LIMIT $2";
+/// Awaiting approval as of now (`$3`): recorded so, and not past its deadline.
+const SCAN_AWAITING_OLDEST: &str = "SELECT seq, record::text FROM pap_invocations \
+     WHERE status = 'awaiting_approval' AND seq > $1 \
+     AND (approval_deadline IS NULL OR approval_deadline > $3) ORDER BY seq LIMIT $2";
+const SCAN_AWAITING_NEWEST: &str = "SELECT seq, record::text FROM pap_invocations \
+     WHERE status = 'awaiting_approval' AND seq < $1 \
+     AND (approval_deadline IS NULL OR approval_deadline > $3) ORDER BY seq DESC LIMIT $2";
+
+/// The queue's counts (see `QueueCounts`) as of `$1`, overdue before `$2`: one pass over the
+/// active statuses through `pap_invocations_status_seq`, never over ended invocations.
+const QUEUE_COUNTS: &str = "SELECT \
+     count(*) FILTER (WHERE status = 'awaiting_approval'), \
+     count(*) FILTER (WHERE status = 'awaiting_approval' AND approval_deadline <= $1), \
+     count(*) FILTER (WHERE status = 'queued'), \
+     count(*) FILTER (WHERE status = 'running'), \
+     count(*) FILTER (WHERE status = 'queued' AND work_at > -9223372036854775808 \
+                      AND work_at <= $2), \
+     count(*) FILTER (WHERE status = 'awaiting_approval' AND approval_deadline > $1 \
+                      AND $1 - (record->>'created_at')::bigint \
+                          > (approval_deadline - (record->>'created_at')::bigint) / 2), \
+     min((record->>'created_at')::bigint) FILTER (WHERE status = 'awaiting_approval' \
+                      AND (approval_deadline IS NULL OR approval_deadline > $1)) \
+     FROM pap_invocations WHERE status IN ('awaiting_approval', 'queued', 'running')";
+
 /// How many inbox messages one query fetches while looking for `limit` that `keep` accepts.
 const INBOX_PAGE: i64 = 500;
 
@@ -106,19 +138,70 @@ impl ReadTx for PgRead<'_> {
         )
     }
 
-    fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        for id in ids(self
-            .s
-            .query("SELECT id FROM pap_invocations ORDER BY id", &[])?)
-        {
-            if keep(&id) {
-                out.push(id);
-                if out.len() >= max {
-                    break;
+    fn scan_invocations(
+        &self,
+        scan: &Scan,
+        each: &mut dyn FnMut(Invocation) -> Result<Next>,
+    ) -> Result<()> {
+        // Keyset pages: each query is bounded by LIMIT, and the next starts past the last
+        // row seen, so no result set holds more than a page.
+        let newest = scan.order == Order::Newest;
+        let mut after: i64 = match scan.after {
+            Some(seq) => signed(seq),
+            None if newest => i64::MAX,
+            None => -1,
+        };
+        loop {
+            let sql = match (scan.only, newest) {
+                (Only::All, false) => SCAN_ALL_OLDEST,
+                (Only::All, true) => SCAN_ALL_NEWEST,
+                (Only::Awaiting, false) => SCAN_AWAITING_OLDEST,
+                (Only::Awaiting, true) => SCAN_AWAITING_NEWEST,
+            };
+            let rows = match scan.only {
+                Only::All => self.s.query(sql, &[&after, &SCAN_PAGE])?,
+                Only::Awaiting => self.s.query(sql, &[&after, &SCAN_PAGE, &scan.now])?,
+            };
+            let full = rows.len() as i64 == SCAN_PAGE;
+            for row in rows {
+                after = row.get(0);
+                let mut inv: Invocation = self.s.decode("invocation", row.get(1))?;
+                inv.event = serde_json::Value::Null;
+                if each(inv)? == Next::Stop {
+                    return Ok(());
                 }
             }
+            if !full {
+                return Ok(());
+            }
         }
+    }
+
+    fn queue_counts(&self, now: i64, overdue_before: i64) -> Result<QueueCounts> {
+        let r = self.s.query_one(QUEUE_COUNTS, &[&now, &overdue_before])?;
+        let n = |i: usize| unsigned(r.get::<_, i64>(i));
+        Ok(QueueCounts {
+            awaiting: n(0),
+            expired_unrecorded: n(1),
+            queued: n(2),
+            running: n(3),
+            overdue: n(4),
+            past_half: n(5),
+            oldest_waiting: r.get(6),
+        })
+    }
+
+    fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
+        // Streamed: the ids are not all held at once (a caller may keep none of them).
+        let mut out = Vec::new();
+        self.s
+            .for_each("SELECT id FROM pap_invocations ORDER BY id", |row| {
+                let id: &str = row.get(0);
+                if out.len() < max && keep(id) {
+                    out.push(id.to_owned());
+                }
+                Ok(())
+            })?;
         Ok(out)
     }
 

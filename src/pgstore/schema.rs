@@ -57,6 +57,13 @@ pub const MIGRATIONS: &[Migration] = &[
         phase: Phase::Contract { compat_min: 3 },
         then: Some(|w| w.admit_all()),
     },
+    Migration {
+        version: 4,
+        name: "read indexes",
+        sql: include_str!("migrations/0004_read_indexes.sql"),
+        phase: Phase::Expand,
+        then: None,
+    },
 ];
 
 /// The schema this binary reads and writes: its newest migration.

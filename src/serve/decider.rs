@@ -116,6 +116,13 @@ impl Decider {
         self.queued.load(Ordering::Acquire)
     }
 
+    /// Whether a request would be refused now because the queue is at its bound
+    /// (`listen.max_queued_events`), as [`Decider::decide`] refuses one.
+    pub fn full(&self) -> bool {
+        let queued = self.queued();
+        queued > 0 && queued >= self.max_queued.load(Ordering::Acquire)
+    }
+
     /// Decides `events` (valid ones; invalid ones are reported by the caller) and returns
     /// their reports once the decisions are durable.
     pub async fn decide(&self, events: Vec<Pending>) -> Result<Vec<EventReport>, Refused> {

@@ -19,7 +19,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::conditions::{Condition, Conditions};
-use crate::domain::{SinkState, Status};
+use crate::domain::SinkState;
 use crate::pipeline::report::EventReport;
 use crate::stages::Outcome;
 use crate::storage::{self, Storage};
@@ -188,25 +188,12 @@ impl Metrics {
     pub fn scrape(&self, store: &dyn Storage, now: i64) -> storage::Result<String> {
         use std::cell::RefCell;
         use std::collections::BTreeMap;
-        // The store's scans take a `Fn` that keeps nothing: the counts are made as they pass.
-        let queue: RefCell<BTreeMap<&'static str, i64>> = Default::default();
-        let oldest: RefCell<Option<i64>> = Default::default();
-        store.read(|r| {
-            r.invocations(
-                &|i| {
-                    if !i.status.is_terminal() {
-                        let status = i.status_at(now);
-                        *queue.borrow_mut().entry(status.as_str()).or_default() += 1;
-                        if status == Status::AwaitingApproval {
-                            let mut o = oldest.borrow_mut();
-                            *o = Some(o.map_or(i.created_at, |o| o.min(i.created_at)));
-                        }
-                    }
-                    false
-                },
-                None,
-            )
-        })?;
+        // The queue's counts come from the store's indexes (no invocation is read); the
+        // notifications' scan keeps nothing: the counts are made as they pass.
+        let counts =
+            store.read(|r| r.queue_counts(now, now - crate::status_report::OVERDUE_AFTER_MS))?;
+        let oldest = counts.oldest_waiting;
+        let queue = crate::status_report::queue_map(&counts);
         let notifications: RefCell<BTreeMap<&'static str, i64>> = Default::default();
         let sinks: RefCell<BTreeMap<String, i64>> = Default::default();
         store.read(|r| {
@@ -226,18 +213,15 @@ impl Metrics {
                 None,
             )
         })?;
-        let (queue, oldest) = (queue.into_inner(), oldest.into_inner());
         let (notifications, sinks) = (notifications.into_inner(), sinks.into_inner());
-        self.approvals_waiting.set(
-            queue
-                .get(Status::AwaitingApproval.as_str())
-                .copied()
-                .unwrap_or(0),
-        );
+        self.approvals_waiting
+            .set(i64::try_from(counts.waiting()).unwrap_or(i64::MAX));
         set_all(
             &self.queue,
             "status",
-            queue.into_iter().map(|(k, v)| (k.to_owned(), v)),
+            queue
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), i64::try_from(v).unwrap_or(i64::MAX))),
         );
         self.approval_oldest_seconds
             .set(oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0));

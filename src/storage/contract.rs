@@ -56,7 +56,7 @@ fn postgres() -> Option<Subject> {
 }
 
 /// Runs `check` against every implementation, naming the one that failed.
-fn for_each(check: impl Fn(&dyn Storage) -> Result<()>) {
+pub(super) fn for_each(check: impl Fn(&dyn Storage) -> Result<()>) {
     for subject in implementations() {
         if let Err(e) = check(subject.store.as_ref()) {
             panic!("{}: {e}", subject.name);
@@ -64,7 +64,7 @@ fn for_each(check: impl Fn(&dyn Storage) -> Result<()>) {
     }
 }
 
-fn invocation(id: &str, seq: u64, status: Status) -> Invocation {
+pub(super) fn invocation(id: &str, seq: u64, status: Status) -> Invocation {
     Invocation {
         seq,
         event: json!({"id": format!("evt-{id}"), "data": {"n": seq}}),
@@ -72,7 +72,7 @@ fn invocation(id: &str, seq: u64, status: Status) -> Invocation {
     }
 }
 
-fn lease(token: u64) -> Lease {
+pub(super) fn lease(token: u64) -> Lease {
     Lease {
         holder: Runner {
             pid: 1,

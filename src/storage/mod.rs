@@ -19,9 +19,13 @@
 pub mod concurrency;
 #[cfg(test)]
 mod contract;
+#[cfg(test)]
+mod contract_reads;
+pub mod cursor;
 mod error;
 pub mod inbox_mark;
 mod place;
+pub mod scan;
 pub mod short_forms;
 pub mod transfer;
 
@@ -374,6 +378,17 @@ pub trait ReadTx {
         keep: &dyn Fn(&Invocation) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Invocation>, usize)>;
+    /// Runs `each` on the invocations `scan` names, in its order, each without its event
+    /// (which stays `null`), until it says [`scan::Next::Stop`]. Memory stays constant
+    /// however many rows there are: a listing streams, a page stops.
+    fn scan_invocations(
+        &self,
+        scan: &scan::Scan,
+        each: &mut dyn FnMut(Invocation) -> Result<scan::Next>,
+    ) -> Result<()>;
+    /// The queue's counts as of `now` (see [`scan::QueueCounts`]), from indexes: never by
+    /// reading the invocations.
+    fn queue_counts(&self, now: i64, overdue_before: i64) -> Result<scan::QueueCounts>;
     /// The ids of invocations that `keep` accepts (it sees only the id), at most `max`, in
     /// id order: for resolving the short or partial ids people type.
     fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>>;

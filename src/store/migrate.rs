@@ -13,7 +13,7 @@ use super::{Result, redb_err};
 
 /// Whether a file of format `found` is migrated to the current one.
 pub fn migrates(found: u64) -> bool {
-    found == 6
+    found == 6 || found == 7
 }
 
 /// Migrates a file of format `found` (see [`migrates`]) to the current format.
@@ -21,6 +21,9 @@ pub fn migrates(found: u64) -> bool {
 /// 6 → 7: format 6 kept a queued invocation in the work index however long it had to wait for
 /// its concurrency keys; format 7 keeps one there only while its keys admit it, and splits
 /// the concurrency index into holders, waiters (with their admission) and per-key states.
+///
+/// 7 → 8: adds the read indexes (creation order, the invocations awaiting approval, a count
+/// per status; see `read_index`), built from the invocations in one pass.
 pub fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
     debug_assert!(migrates(found));
     let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
@@ -31,7 +34,10 @@ pub fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
     txn.open_table(CONC_KEYS).map_err(|e| redb_err(path, e))?;
     {
         let mut tx = Tx::open(&txn, path)?;
-        tx.migrate_concurrency_6()?;
+        if found == 6 {
+            tx.migrate_concurrency_6()?;
+        }
+        tx.build_read_indexes()?;
         tx.finish()?;
         tx.meta
             .insert("schema_version", SCHEMA_VERSION)
@@ -79,5 +85,77 @@ mod tests {
             txn.open_table(super::super::tables::CONCURRENCY_6),
             Err(redb::TableError::TableDoesNotExist(_))
         ));
+    }
+
+    /// A format-7 file is format 8 without the read indexes: built from a format-8 file by
+    /// dropping them, it is migrated at its next open, and its counts and pages come back.
+    #[test]
+    fn a_format_7_store_gets_its_read_indexes() {
+        use crate::domain::{Invocation, Status};
+        use crate::storage::scan::{Next, Only, Scan};
+        use redb::ReadableTable;
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store
+                .write(|tx| {
+                    for (seq, status) in [
+                        (1, Status::AwaitingApproval),
+                        (2, Status::Queued),
+                        (3, Status::AwaitingApproval),
+                        (4, Status::Succeeded),
+                    ] {
+                        let mut inv = Invocation::for_tests(&format!("i{seq}"), status);
+                        inv.seq = seq;
+                        tx.insert_invocation(&inv)?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+        {
+            let db = Database::create(dir.path().join("state.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.delete_table(super::super::tables::INVOCATION_ORDER)
+                .unwrap();
+            txn.delete_table(super::super::tables::AWAITING).unwrap();
+            {
+                let mut meta = txn.open_table(super::super::tables::META).unwrap();
+                let counts: Vec<String> = meta
+                    .iter()
+                    .unwrap()
+                    .map(|r| r.unwrap().0.value().to_owned())
+                    .filter(|k| k.starts_with("count."))
+                    .collect();
+                assert!(!counts.is_empty());
+                for k in counts {
+                    meta.remove(k.as_str()).unwrap();
+                }
+                meta.insert("schema_version", 7).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let (counts, awaiting, all) = store
+            .read(|r| {
+                let counts = r.queue_counts(0, -1)?;
+                let seqs = |only| -> crate::storage::Result<Vec<u64>> {
+                    let mut out = Vec::new();
+                    let scan = Scan {
+                        only,
+                        ..Scan::all(0)
+                    };
+                    r.scan_invocations(&scan, &mut |i| {
+                        out.push(i.seq);
+                        Ok(Next::More)
+                    })?;
+                    Ok(out)
+                };
+                Ok((counts, seqs(Only::Awaiting)?, seqs(Only::All)?))
+            })
+            .unwrap();
+        assert_eq!((counts.awaiting, counts.queued), (2, 1));
+        assert_eq!(awaiting, [1, 3]);
+        assert_eq!(all, [1, 2, 3, 4]);
     }
 }

@@ -16,6 +16,7 @@ mod invocation_codec;
 mod ledger_block;
 mod migrate;
 mod ops;
+mod read_index;
 mod tables;
 mod transfer;
 mod tx;
@@ -51,6 +52,11 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 /// are random, so a long stream touches pages all over the claims table; below the working
 /// set, every lookup becomes a read from the file.
 const CACHE_BYTES: usize = 256 * 1024 * 1024;
+
+/// The page cache of a process that only reads (`pap status`, the listings): they read
+/// each page about once, so a large cache would only keep every page a long listing touched
+/// (its memory would grow with the store).
+const READER_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 enum Backing {
     File(PathBuf),
@@ -331,7 +337,11 @@ impl Store {
             }
             let opened = quietly(|| {
                 let mut builder = Database::builder();
-                builder.set_cache_size(CACHE_BYTES);
+                builder.set_cache_size(if writer {
+                    CACHE_BYTES
+                } else {
+                    READER_CACHE_BYTES
+                });
                 if writer {
                     builder.open(path).map(Open::Writer)
                 } else {

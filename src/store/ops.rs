@@ -252,6 +252,20 @@ impl ReadTx for Reader {
     fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
         Reader::invocation_ids(self, keep, max)
     }
+    fn scan_invocations(
+        &self,
+        scan: &crate::storage::scan::Scan,
+        each: &mut dyn FnMut(Invocation) -> Result<crate::storage::scan::Next>,
+    ) -> Result<()> {
+        Reader::scan_invocations(self, scan, each)
+    }
+    fn queue_counts(
+        &self,
+        now: i64,
+        overdue_before: i64,
+    ) -> Result<crate::storage::scan::QueueCounts> {
+        Reader::queue_counts(self, now, overdue_before)
+    }
     fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
         Reader::work_due(self, now, limit)
     }

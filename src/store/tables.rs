@@ -8,14 +8,15 @@ use super::{Error, Result, redb_err};
 
 /// Bump when a table's layout changes; a newer file is refused at open, an older one of a
 /// released format migrated in place (see `migrate`).
-pub const SCHEMA_VERSION: u64 = 7;
+pub const SCHEMA_VERSION: u64 = 8;
 
 /// The first format a release of pap writes. Older files come from development builds, and
 /// are refused with a message rather than migrated (see CHANGELOG.md).
 pub const FIRST_RELEASED_VERSION: u64 = 6;
 
 /// `schema_version`, and counters (`invocation_seq`, `audit_seq`, `ledger_seq`: the number
-/// of the next ledger row).
+/// of the next ledger row; `count.<status>`: how many invocations have that recorded status,
+/// kept in the transaction that changes one, format 8).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// SHA-256(event.id ‖ trigger.id) → (expires_at, decided_at, number of the decision's ledger
 /// row) (version 5; the outcome lives in the ledger row, so a claim is written once, at the
@@ -57,6 +58,14 @@ pub const CONC_KEYS: TableDefinition<&str, (u32, u32)> = TableDefinition::new("c
 pub const BUDGET_TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("budget_tokens");
 /// packed invocation id (see `id_codec`) → Invocation (see `invocation_codec`).
 pub const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
+/// (sequence number, packed invocation id) → (): every invocation in creation order, for
+/// listings that page by cursor and stream in constant memory (format 8).
+pub const INVOCATION_ORDER: TableDefinition<(u64, &[u8]), ()> =
+    TableDefinition::new("invocation_order");
+/// (sequence number, packed invocation id) → (created at, approval deadline or `i64::MAX`):
+/// exactly the invocations whose recorded status is `awaiting_approval`, so their count is
+/// the table's length and a page of the oldest reads no other record (format 8).
+pub const AWAITING: TableDefinition<(u64, &[u8]), (i64, i64)> = TableDefinition::new("awaiting");
 /// event number (`event_seq`) → the event's JSON: each event's body once, however many
 /// invocations it provoked (version 6).
 pub const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
@@ -160,6 +169,7 @@ pub fn init(db: &Database, path: &Path) -> Result<()> {
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
         create!(DEBOUNCE, DEBOUNCE_DUE, BUDGET_TOKENS);
         create!(CONC_HOLDERS, CONC_WAITERS, CONC_KEYS);
+        create!(INVOCATION_ORDER, AWAITING);
         create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))

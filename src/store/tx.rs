@@ -35,7 +35,7 @@ pub struct Tx<'t> {
     /// Ledger rows and expiry-index entries of this transaction, written at [`Tx::finish`].
     pub(super) decisions: Decisions,
     throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    invocations: Table<'t, &'static [u8], &'static [u8]>,
+    pub(super) invocations: Table<'t, &'static [u8], &'static [u8]>,
     events: Table<'t, u64, &'static [u8]>,
     /// Invocations this transaction created, written in id order at [`Tx::finish`]: a
     /// batch's ids share their time prefix, and written as they come their random tails
@@ -50,6 +50,9 @@ pub struct Tx<'t> {
     outbox: Table<'t, &'static str, &'static [u8]>,
     work: Table<'t, (i64, &'static [u8]), ()>,
     schedules: Table<'t, &'static str, i64>,
+    /// The read indexes (see `read_index`).
+    pub(super) order: Table<'t, (u64, &'static [u8]), ()>,
+    pub(super) awaiting: Table<'t, (u64, &'static [u8]), (i64, i64)>,
 }
 
 impl<'t> Tx<'t> {
@@ -76,6 +79,8 @@ impl<'t> Tx<'t> {
             outbox: txn.open_table(OUTBOX).map_err(e)?,
             work: txn.open_table(WORK).map_err(e)?,
             schedules: txn.open_table(SCHEDULES).map_err(e)?,
+            order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
+            awaiting: txn.open_table(AWAITING).map_err(e)?,
         })
     }
 
@@ -225,6 +230,7 @@ impl<'t> Tx<'t> {
         old: Option<(Invocation, EventRef)>,
     ) -> Result<()> {
         let id = inv.id.as_str();
+        self.index_reads(old.as_ref().map(|(old, _)| old), inv)?;
         let Some((old, event)) = old else {
             self.reindex_concurrency(inv, None)?;
             let event = self.put_event(&inv.event)?;
@@ -385,15 +391,18 @@ impl<'t> Tx<'t> {
 
 /// A consistent read-only view, for listings.
 pub struct Reader {
-    path: PathBuf,
-    invocations: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    pub(super) path: PathBuf,
+    pub(super) invocations: ReadOnlyTable<&'static [u8], &'static [u8]>,
     events: ReadOnlyTable<u64, &'static [u8]>,
     ledger: ReadOnlyTable<u64, &'static [u8]>,
     audit: ReadOnlyTable<u64, &'static [u8]>,
     schedules: ReadOnlyTable<&'static str, i64>,
-    work: ReadOnlyTable<(i64, &'static [u8]), ()>,
+    pub(super) work: ReadOnlyTable<(i64, &'static [u8]), ()>,
     outbox: ReadOnlyTable<&'static str, &'static [u8]>,
-    approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
+    pub(super) approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
+    pub(super) order: ReadOnlyTable<(u64, &'static [u8]), ()>,
+    pub(super) awaiting: ReadOnlyTable<(u64, &'static [u8]), (i64, i64)>,
+    pub(super) meta: ReadOnlyTable<&'static str, u64>,
     /// `None` in a file from before the debounce tables (no write has created them yet).
     debounce_due: Option<ReadOnlyTable<(i64, &'static str, &'static str), ()>>,
     pub(super) notify: NotifyReader,
@@ -421,6 +430,9 @@ impl Reader {
             work: txn.open_table(WORK).map_err(e)?,
             outbox: txn.open_table(OUTBOX).map_err(e)?,
             approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
+            order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
+            awaiting: txn.open_table(AWAITING).map_err(e)?,
+            meta: txn.open_table(META).map_err(e)?,
             debounce_due: match txn.open_table(DEBOUNCE_DUE) {
                 Ok(table) => Some(table),
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
@@ -583,7 +595,7 @@ impl Reader {
 }
 
 /// An invocation id from its packed form in a key or value.
-fn unpack_id(bytes: &[u8], path: &Path) -> Result<String> {
+pub(super) fn unpack_id(bytes: &[u8], path: &Path) -> Result<String> {
     id_codec::unpack(bytes).ok_or_else(|| Error::Corrupt {
         path: path.to_path_buf(),
         message: "an invocation id does not unpack".into(),
@@ -692,7 +704,11 @@ fn read_record(
         .transpose()
 }
 
-fn decode_invocation(id: &str, bytes: &[u8], path: &Path) -> Result<(Invocation, EventRef)> {
+pub(super) fn decode_invocation(
+    id: &str,
+    bytes: &[u8],
+    path: &Path,
+) -> Result<(Invocation, EventRef)> {
     invocation_codec::decode(id, bytes).map_err(|e| Error::Corrupt {
         path: path.to_path_buf(),
         message: format!("invocation {id}: {e}"),

@@ -1,6 +1,6 @@
 //! `/healthz` (the process answers) and `/readyz` (it can take events now), for load
-//! balancers and orchestrators. Neither needs credentials; `/readyz` carries the body of
-//! `pap status --json` only for a caller with the `read` scope.
+//! balancers and orchestrators: neither needs credentials, and neither reads more than one
+//! small value. `GET /status` (the `read` scope) is `pap status --json`, and `/metrics`.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -19,29 +19,49 @@ pub async fn healthz() -> Response {
         .into_response()
 }
 
-/// Ready while serve is not stopping and the store can be read. A failing sink or a late
+/// Ready means only "can take events now": serve is not stopping, its queue of events to
+/// decide has room, and the store can be read (one small read, the same for every caller: a
+/// probe never gathers the status report, which is `GET /status`). A failing sink or a late
 /// approval makes pap *need attention* (`healthy: false` in the report), not unready: taking
 /// it out of a load balancer would not help either.
-pub async fn readyz(
+pub async fn readyz(State(app): State<App>) -> Response {
+    if app.decider.stopping() {
+        return reply::unavailable("pap serve is stopping", 5);
+    }
+    if app.decider.full() {
+        let mut r = json_reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({
+                "ready": false,
+                "events_waiting": app.decider.queued(),
+                "error": "too many events are waiting to be decided (listen.max_queued_events)",
+            }),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(1));
+        return r;
+    }
+    let store = app.store.clone();
+    let readable = tokio::task::spawn_blocking(move || store.read(|r| r.inbox_last()).is_ok())
+        .await
+        .unwrap_or(false);
+    if readable {
+        json_ok(json!({ "ready": true, "events_waiting": app.decider.queued() }))
+    } else {
+        reply::unavailable("the store cannot be read", 5)
+    }
+}
+
+/// `GET /status` (the `read` scope): the report of `pap status --json`, the same object. 200
+/// whenever it was gathered (whether pap is healthy is in the body, `healthy`); 503 when the
+/// store cannot be read. Its cost does not grow with the queue (see `status_report`).
+pub async fn status(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
     headers: HeaderMap,
 ) -> Response {
-    if app.decider.stopping() {
-        return reply::unavailable("pap serve is stopping", 5);
-    }
-    let detailed = app.authorize(&headers, &conn, Scope::Read).await.is_ok();
-    if !detailed {
-        // Cheap for anyone: is the store readable at all? (No scan, no error text.)
-        let store = app.store.clone();
-        let readable = tokio::task::spawn_blocking(move || store.read(|r| r.inbox_last()).is_ok())
-            .await
-            .unwrap_or(false);
-        return if readable {
-            json_ok(json!({ "ready": true, "events_waiting": app.decider.queued() }))
-        } else {
-            reply::unavailable("the store cannot be read", 5)
-        };
+    if let Err(r) = app.authorize(&headers, &conn, Scope::Read).await {
+        return r;
     }
     let (store, state_dir) = (app.store.clone(), app.state_dir.clone());
     let project = app
@@ -49,18 +69,15 @@ pub async fn readyz(
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    let queued = app.decider.queued();
     let now = app.clock.now_ms();
     let report = tokio::task::spawn_blocking(move || {
         crate::status_report::gather(&*store, &state_dir, Some(&project), now)
     })
     .await;
     match report {
-        Ok(Ok(report)) => {
-            json_ok(json!({ "ready": true, "events_waiting": queued, "status": report }))
-        }
+        Ok(Ok(report)) => json_ok(json!(report)),
         Ok(Err(e)) => reply::unavailable(format!("the store cannot be read: {e:#}"), 5),
-        Err(_) => reply::unavailable("the readiness check failed", 5),
+        Err(_) => reply::error(StatusCode::INTERNAL_SERVER_ERROR, "the report failed"),
     }
 }
 
@@ -91,8 +108,12 @@ pub async fn metrics(
 }
 
 fn json_ok(body: serde_json::Value) -> Response {
+    json_reply(StatusCode::OK, body)
+}
+
+fn json_reply(code: StatusCode, body: serde_json::Value) -> Response {
     (
-        StatusCode::OK,
+        code,
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string() + "\n",
     )

@@ -18,7 +18,9 @@ mod guard;
 mod health;
 mod ingest;
 mod limits;
+mod list_api;
 mod mcp;
+mod paging;
 mod principals;
 mod reload;
 mod reply;
@@ -331,6 +333,9 @@ fn router(app: App, mcp_stop: tokio_util::sync::CancellationToken) -> Router {
         .route("/v1/ingest/{*name}", post(webhook::post_webhook))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/status", get(health::status))
+        .route("/v1/approvals", get(list_api::approvals))
+        .route("/v1/invocations", get(list_api::invocations))
         .route("/metrics", get(health::metrics))
         .merge(console::routes().layer(middleware::from_fn_with_state(
             app.clone(),
@@ -378,7 +383,10 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
         Err(refusal) => reply::error(StatusCode::FORBIDDEN, refusal.message()),
     };
     let status = response.status().as_u16();
-    let quiet = matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics") && status < 400;
+    let quiet = matches!(
+        path.as_str(),
+        "/healthz" | "/readyz" | "/status" | "/metrics"
+    ) && status < 400;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let peer = conn.map(|c| c.peer.to_string()).unwrap_or_default();
     let path = crate::term::for_humans(&path).into_owned();

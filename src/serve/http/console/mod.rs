@@ -14,6 +14,7 @@ mod pages;
 mod session;
 mod stream;
 
+use crate::storage::cursor::Kind;
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -200,11 +201,40 @@ async fn inbox_stream(
     stream::messages(app, after, still).into_response()
 }
 
-async fn approvals(State(app): State<App>, v: Viewer) -> Response {
+/// `?after=CURSOR` of a page that lists oldest first.
+#[derive(Deserialize)]
+struct PageAfter {
+    #[serde(default)]
+    after: Option<String>,
+}
+
+/// `?before=CURSOR` of a page that lists newest first.
+#[derive(Deserialize)]
+struct PageBefore {
+    #[serde(default)]
+    before: Option<String>,
+}
+
+/// 400 for a cursor that is not one of this listing's.
+fn bad_cursor(e: crate::storage::cursor::BadCursor) -> Response {
+    super::reply::error(StatusCode::BAD_REQUEST, e.to_string())
+}
+
+async fn approvals(State(app): State<App>, v: Viewer, Query(q): Query<PageAfter>) -> Response {
+    let after = match super::paging::parse(Kind::Approvals, q.after.as_deref()) {
+        Ok(after) => after,
+        Err(e) => return bad_cursor(e),
+    };
     let csrf = v.approve_csrf().map(str::to_owned);
     let project = app.project_now();
     render(&app, &v, "Approvals", move |app| {
-        pages::approvals(&*app.store, &project, csrf.as_deref(), app.clock.now_ms())
+        pages::approvals(
+            &*app.store,
+            &project,
+            csrf.as_deref(),
+            app.clock.now_ms(),
+            after,
+        )
     })
     .await
 }
@@ -212,10 +242,15 @@ async fn approvals(State(app): State<App>, v: Viewer) -> Response {
 async fn invocations(
     State(app): State<App>,
     Query(filter): Query<pages::InvocationFilter>,
+    Query(q): Query<PageBefore>,
     v: Viewer,
 ) -> Response {
+    let before = match super::paging::parse(Kind::Invocations, q.before.as_deref()) {
+        Ok(before) => before,
+        Err(e) => return bad_cursor(e),
+    };
     render(&app, &v, "Invocations", move |app| {
-        pages::invocations(&*app.store, &filter, app.clock.now_ms())
+        pages::invocations(&*app.store, &filter, app.clock.now_ms(), before)
     })
     .await
 }

@@ -3,14 +3,16 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::html::{esc, json_block, url_part};
 use crate::clock::rfc3339_ms;
-use crate::domain::{Invocation, Status};
+use crate::domain::Invocation;
 use crate::manifest::Project;
+use crate::storage::scan::{Next, Order, Scan};
 use crate::storage::{self, Storage};
+
+use super::super::paging;
 
 /// Rows a list shows at most.
 pub const LIST_MAX: usize = 200;
@@ -74,22 +76,29 @@ pub fn inbox_json(m: &crate::domain::InboxMessage) -> Value {
     })
 }
 
-/// Approvals waiting, oldest first, each with its event data, agent, effective risk and the
-/// ATP request's actions as buttons (for a viewer who may approve).
+/// Approvals waiting, oldest first, a page after `after` (a cursor's sequence number), each
+/// with its event data, agent, effective risk and the ATP request's actions as buttons (for a
+/// viewer who may approve); how many wait in all comes from the store's counts.
 pub fn approvals(
     store: &dyn Storage,
     project: &Project,
     csrf: Option<&str>,
     now: i64,
+    after: Option<u64>,
 ) -> storage::Result<String> {
-    let (mut waiting, _) =
-        store.read(|r| r.invocations(&|i| i.status_at(now) == Status::AwaitingApproval, None))?;
-    waiting.sort_by_key(|i| (i.created_at, i.seq));
+    let page = paging::approvals(store, now, after, paging::APPROVALS_PAGE, true)?;
+    let waiting = store.read(|r| r.queue_counts(now, i64::MIN))?.waiting();
     let mut o = String::new();
-    if waiting.is_empty() {
-        o.push_str("<p class=\"empty\">No approval request waits.</p>");
+    if page.rows.is_empty() {
+        o.push_str("<p class=\"empty\">No approval request waits here.</p>");
+    } else {
+        let _ = write!(
+            o,
+            "<p class=\"hint\">{waiting} waiting, oldest first, {} a page.</p>",
+            paging::APPROVALS_PAGE
+        );
     }
-    for inv in waiting.iter().take(LIST_MAX) {
+    for inv in &page.rows {
         let request = match &inv.approval_request {
             Some(id) => store.read(|r| r.notification(id))?,
             None => None,
@@ -114,7 +123,7 @@ pub fn approvals(
             event_type = esc(&inv.event_type),
             since = time(inv.created_at),
             deadline = inv.approval_deadline.map_or("none".into(), time),
-            data = json_block(inv.event.get("data").unwrap_or(&Value::Null)),
+            data = json_block(&clipped(inv.event.get("data").unwrap_or(&Value::Null))),
         );
         if let Some(agent) = project.agent(&inv.agent) {
             let tools = agent.high_risk_tools();
@@ -160,37 +169,46 @@ pub fn approvals(
         }
         o.push_str("</section>");
     }
+    if let Some(next) = &page.next {
+        let _ = write!(
+            o,
+            "<p class=\"more\"><a href=\"/approvals?after={}\">Next page →</a></p>",
+            url_part(next)
+        );
+    }
     Ok(o)
 }
 
-/// `GET /invocations` filters.
-#[derive(Debug, Default, Deserialize)]
-pub struct InvocationFilter {
-    #[serde(default)]
-    pub status: Option<String>,
-    #[serde(default)]
-    pub agent: Option<String>,
-    #[serde(default)]
-    pub trigger: Option<String>,
-}
-
-impl InvocationFilter {
-    fn keeps(&self, i: &Invocation, now: i64) -> bool {
-        let is = |want: &Option<String>, have: &str| {
-            want.as_deref().is_none_or(|w| w.is_empty() || w == have)
-        };
-        is(&self.status, i.status_at(now).as_str())
-            && is(&self.agent, &i.agent)
-            && is(&self.trigger, &i.trigger)
+/// Event data as a page shows it: clipped past [`DATA_SHOWN`] bytes of JSON (the whole
+/// event is on the invocation's own page), so a page's size does not follow its events'.
+fn clipped(data: &Value) -> Value {
+    let text = data.to_string();
+    if text.len() <= DATA_SHOWN {
+        return data.clone();
     }
+    let mut end = DATA_SHOWN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Value::String(format!(
+        "{}… (clipped; the invocation's page shows it whole)",
+        &text[..end]
+    ))
 }
 
+/// Bytes of an event's data a list page shows.
+const DATA_SHOWN: usize = 16 * 1024;
+
+pub use super::super::paging::InvocationFilter;
+
+/// Invocations `filter` keeps, newest first, a page before `before`.
 pub fn invocations(
     store: &dyn Storage,
     filter: &InvocationFilter,
     now: i64,
+    before: Option<u64>,
 ) -> storage::Result<String> {
-    let (list, total) = store.read(|r| r.invocations(&|i| filter.keeps(i, now), Some(LIST_MAX)))?;
+    let page = paging::invocations(store, filter, now, before, paging::INVOCATIONS_PAGE)?;
     let value = |v: &Option<String>| esc(v.as_deref().unwrap_or(""));
     let mut o = format!(
         "<form method=\"get\" action=\"/invocations\" class=\"filters\">\
@@ -198,15 +216,16 @@ pub fn invocations(
          <label>agent <input name=\"agent\" value=\"{}\"></label> \
          <label>trigger <input name=\"trigger\" value=\"{}\"></label> \
          <button type=\"submit\">Filter</button></form>\
-         <p class=\"hint\">{total} match; the latest {} shown, newest first.</p>\
+         <p class=\"hint\">Newest first, {} a page.</p>\
          <table><thead><tr><th>invocation</th><th>status</th><th>trigger</th><th>agent</th>\
          <th>event</th><th>created</th><th>attempts</th></tr></thead><tbody>",
         value(&filter.status),
         value(&filter.agent),
         value(&filter.trigger),
-        list.len().min(LIST_MAX)
+        paging::INVOCATIONS_PAGE
     );
-    for i in list.iter().rev() {
+    let list = &page.rows;
+    for i in list {
         let _ = write!(
             o,
             "<tr><td><a href=\"/invocations/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -221,6 +240,30 @@ pub fn invocations(
         );
     }
     o.push_str("</tbody></table>");
+    if let Some(next) = &page.next {
+        let query = |k: &str, v: &Option<String>| {
+            v.as_deref()
+                .filter(|v| !v.is_empty())
+                .map(|v| format!("{k}={}&", url_part(v)))
+                .unwrap_or_default()
+        };
+        let why = if page.budget_spent {
+            format!(
+                "No more match among the last {} looked at; older ones →",
+                paging::SCAN_BUDGET
+            )
+        } else {
+            "Older →".to_owned()
+        };
+        let _ = write!(
+            o,
+            "<p class=\"more\"><a href=\"/invocations?{}{}{}before={}\">{why}</a></p>",
+            query("status", &filter.status),
+            query("agent", &filter.agent),
+            query("trigger", &filter.trigger),
+            url_part(next)
+        );
+    }
     Ok(o)
 }
 
@@ -323,14 +366,32 @@ pub fn manifests(
     recent: &crate::serve::recent::RecentDecisions,
     now: i64,
 ) -> storage::Result<String> {
-    let (latest, _) = store.read(|r| r.invocations(&|_| true, Some(5_000)))?;
-    let mut by_trigger: BTreeMap<&str, &Invocation> = BTreeMap::new();
-    let mut by_agent: BTreeMap<&str, &Invocation> = BTreeMap::new();
-    for i in &latest {
-        by_trigger.insert(&i.trigger, i);
-        by_agent.insert(&i.agent, i);
-    }
-    let last = |i: Option<&&Invocation>| match i {
+    // The latest invocation of each trigger and agent: the newest 5,000 at most, without
+    // their events, each kept only while it is the latest of its trigger or agent.
+    let mut by_trigger: BTreeMap<String, Invocation> = BTreeMap::new();
+    let mut by_agent: BTreeMap<String, Invocation> = BTreeMap::new();
+    let scan = Scan {
+        order: Order::Newest,
+        ..Scan::all(now)
+    };
+    store.read(|r| {
+        let mut looked = 0;
+        r.scan_invocations(&scan, &mut |i| {
+            looked += 1;
+            if !by_agent.contains_key(&i.agent) {
+                by_agent.insert(i.agent.clone(), i.clone());
+            }
+            if !by_trigger.contains_key(&i.trigger) {
+                by_trigger.insert(i.trigger.clone(), i);
+            }
+            Ok(if looked < 5_000 {
+                Next::More
+            } else {
+                Next::Stop
+            })
+        })
+    })?;
+    let last = |i: Option<&Invocation>| match i {
         Some(i) => format!(
             "<a href=\"/invocations/{}\">{}</a> {} ({})",
             url_part(&i.id),

@@ -1,0 +1,226 @@
+//! The read indexes of format 8: creation order (`INVOCATION_ORDER`), the invocations awaiting
+//! approval (`AWAITING`) and a count per recorded status (`count.<status>` in `META`). They
+//! are kept in the transaction that writes an invocation, so a listing pages by cursor and a
+//! count is a table's length or a counter: no read decodes every record.
+
+use redb::{ReadableTable, ReadableTableMetadata};
+
+use super::tx::{Reader, Tx, decode_invocation, unpack_id};
+use super::{Result, id_codec, redb_err};
+use crate::domain::{Invocation, Status};
+use crate::storage::scan::{self, Next, Only, Order, QueueCounts, Scan};
+
+/// Every status, so a rebuild sets each counter (a status without invocations to 0).
+const STATUSES: [Status; 8] = [
+    Status::AwaitingApproval,
+    Status::Queued,
+    Status::Running,
+    Status::Succeeded,
+    Status::Failed,
+    Status::Rejected,
+    Status::Expired,
+    Status::Cancelled,
+];
+
+/// Where an invocation's status is counted in `META`.
+fn count_key(status: Status) -> String {
+    format!("count.{}", status.as_str())
+}
+
+/// An invocation's entry in `AWAITING`, when it awaits approval.
+fn awaiting_entry(inv: &Invocation) -> Option<(i64, i64)> {
+    (inv.status == Status::AwaitingApproval)
+        .then(|| (inv.created_at, inv.approval_deadline.unwrap_or(i64::MAX)))
+}
+
+impl Tx<'_> {
+    /// Moves `new` in the read indexes from where `old` (its previous record, if any) was.
+    pub(super) fn index_reads(&mut self, old: Option<&Invocation>, new: &Invocation) -> Result<()> {
+        let path = self.path.clone();
+        let e = |e| redb_err(&path, e);
+        let packed = id_codec::pack(&new.id);
+        let key = (new.seq, packed.as_slice());
+        if old.is_none() {
+            self.order.insert(key, ()).map_err(e)?;
+        }
+        if old.map(|o| o.status) != Some(new.status) {
+            if let Some(old) = old {
+                self.add_count(old.status, -1)?;
+            }
+            self.add_count(new.status, 1)?;
+        }
+        let before = old.and_then(awaiting_entry);
+        let after = awaiting_entry(new);
+        if before != after {
+            if let Some(old) = old.filter(|_| before.is_some()) {
+                let packed = id_codec::pack(&old.id);
+                self.awaiting
+                    .remove((old.seq, packed.as_slice()))
+                    .map_err(e)?;
+            }
+            if let Some(entry) = after {
+                self.awaiting.insert(key, entry).map_err(e)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add_count(&mut self, status: Status, by: i64) -> Result<()> {
+        let key = count_key(status);
+        let now = self.seq_value(&key)?;
+        let next = now.saturating_add_signed(by);
+        self.meta
+            .insert(key.as_str(), next)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Format 7 to 8: builds the read indexes from the invocations, in one pass.
+    pub(super) fn build_read_indexes(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        let e = |e| redb_err(&path, e);
+        let mut counts = std::collections::BTreeMap::<&'static str, u64>::new();
+        for status in STATUSES {
+            counts.insert(status.as_str(), 0);
+        }
+        for row in self.invocations.iter().map_err(e)? {
+            let (k, v) = row.map_err(e)?;
+            let id = unpack_id(k.value(), &path)?;
+            let (inv, _) = decode_invocation(&id, v.value(), &path)?;
+            let key = (inv.seq, k.value());
+            self.order.insert(key, ()).map_err(e)?;
+            if let Some(entry) = awaiting_entry(&inv) {
+                self.awaiting.insert(key, entry).map_err(e)?;
+            }
+            *counts.entry(inv.status.as_str()).or_default() += 1;
+        }
+        for (status, n) in counts {
+            self.meta
+                .insert(format!("count.{status}").as_str(), n)
+                .map_err(e)?;
+        }
+        Ok(())
+    }
+}
+
+impl Reader {
+    fn count(&self, status: Status) -> Result<u64> {
+        let found = self
+            .meta
+            .get(count_key(status).as_str())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.map_or(0, |v| v.value()))
+    }
+
+    /// See [`crate::storage::ReadTx::queue_counts`]: lengths, counters, and key-only passes
+    /// over the awaiting and due-work indexes (no record is decoded).
+    pub fn queue_counts(&self, now: i64, overdue_before: i64) -> Result<QueueCounts> {
+        let e = |e| redb_err(&self.path, e);
+        let mut c = QueueCounts {
+            awaiting: self.awaiting.len().map_err(e)?,
+            queued: self.count(Status::Queued)?,
+            running: self.count(Status::Running)?,
+            ..QueueCounts::default()
+        };
+        let due: (i64, &[u8]) = (now.saturating_add(1), &[]);
+        for row in self.approval_deadlines.range(..due).map_err(e)? {
+            row.map_err(e)?;
+            c.expired_unrecorded += 1;
+        }
+        let from: (i64, &[u8]) = (i64::MIN + 1, &[]);
+        let to: (i64, &[u8]) = (overdue_before.saturating_add(1), &[]);
+        if from.0 < to.0 {
+            for row in self.work.range(from..to).map_err(e)? {
+                row.map_err(e)?;
+                c.overdue += 1;
+            }
+        }
+        for row in self.awaiting.iter().map_err(e)? {
+            let (_, v) = row.map_err(e)?;
+            let (created, deadline) = v.value();
+            if deadline <= now {
+                continue;
+            }
+            let deadline = (deadline != i64::MAX).then_some(deadline);
+            if scan::past_half(created, deadline, now) {
+                c.past_half += 1;
+            }
+            c.oldest_waiting = Some(c.oldest_waiting.map_or(created, |o| o.min(created)));
+        }
+        Ok(c)
+    }
+
+    /// See [`crate::storage::ReadTx::scan_invocations`].
+    pub fn scan_invocations(
+        &self,
+        scan: &Scan,
+        each: &mut dyn FnMut(Invocation) -> Result<Next>,
+    ) -> Result<()> {
+        let e = |e| redb_err(&self.path, e);
+        let mut visit = |seq: u64, packed: &[u8], deadline: Option<i64>| -> Result<Next> {
+            if !scan.beyond(seq) || deadline.is_some_and(|d| d <= scan.now) {
+                return Ok(Next::More);
+            }
+            let Some(record) = self.invocations.get(packed).map_err(e)? else {
+                return Ok(Next::More);
+            };
+            let id = unpack_id(packed, &self.path)?;
+            let (inv, _) = decode_invocation(&id, record.value(), &self.path)?;
+            each(inv)
+        };
+        match scan.only {
+            Only::All => walk(&self.order, scan, &self.path, &|_| None, &mut visit),
+            Only::Awaiting => walk(
+                &self.awaiting,
+                scan,
+                &self.path,
+                &|v: &redb::AccessGuard<(i64, i64)>| Some(v.value().1),
+                &mut visit,
+            ),
+        }
+    }
+}
+
+/// What a walk hands each row: its sequence number, packed id and approval deadline.
+type Visit<'a> = dyn FnMut(u64, &[u8], Option<i64>) -> Result<Next> + 'a;
+
+/// Walks a (sequence number, packed id) index from `scan`'s cursor in its order, handing
+/// `visit` each row's key and what `deadline` reads from its value.
+fn walk<V: redb::Value + 'static>(
+    table: &redb::ReadOnlyTable<(u64, &'static [u8]), V>,
+    scan: &Scan,
+    path: &std::path::Path,
+    deadline: &dyn Fn(&redb::AccessGuard<V>) -> Option<i64>,
+    visit: &mut Visit<'_>,
+) -> Result<()> {
+    let e = |e| redb_err(path, e);
+    // Rows strictly beyond the cursor (an empty id sorts first).
+    let lower: (u64, &[u8]) = (scan.after.map_or(0, |a| a.saturating_add(1)), &[]);
+    let upper: (u64, &[u8]) = (scan.after.unwrap_or(u64::MAX), &[]);
+    let rows = match (scan.order, scan.after) {
+        (Order::Newest, Some(_)) => table.range(..upper).map_err(e)?,
+        _ => table.range(lower..).map_err(e)?,
+    };
+    let mut step = |row: std::result::Result<_, redb::StorageError>| -> Result<Next> {
+        let (k, v): (redb::AccessGuard<(u64, &[u8])>, redb::AccessGuard<V>) = row.map_err(e)?;
+        let (seq, packed) = k.value();
+        visit(seq, packed, deadline(&v))
+    };
+    match scan.order {
+        Order::Oldest => {
+            for row in rows {
+                if step(row)? == Next::Stop {
+                    break;
+                }
+            }
+        }
+        Order::Newest => {
+            for row in rows.rev() {
+                if step(row)? == Next::Stop {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
