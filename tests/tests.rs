@@ -37,6 +37,7 @@ mod manifest_cache;
 mod mcp_server;
 mod notify_lifecycle;
 mod notify_routing;
+mod notify_watch;
 mod postgres;
 mod postgres_outage;
 mod project_root;

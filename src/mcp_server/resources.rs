@@ -53,6 +53,11 @@ pub fn notification_uri(id: &str) -> String {
     format!("{NOTIFICATION_PREFIX}{id}")
 }
 
+/// The notification a `pap://notifications/{id}` URI names.
+pub fn notification_id(uri: &str) -> Option<&str> {
+    uri.strip_prefix(NOTIFICATION_PREFIX)
+}
+
 pub fn invocation_uri(id: &str) -> String {
     format!("{INVOCATION_PREFIX}{id}")
 }
@@ -173,6 +178,12 @@ fn inbox(server: &PapMcp, session: Option<&str>) -> Result<Value, McpError> {
                 out.push(view::message_read(r, m, now)?);
             }
             let mut body = view::body(out, last);
+            body["escalations_due"] = json!(view::escalations_due(
+                r,
+                session,
+                now,
+                INBOX_WINDOW as usize
+            )?);
             if session.is_some() && after > 0 {
                 // Older messages of the thread were not looked at: chat_read_since with
                 // `session` reads them.

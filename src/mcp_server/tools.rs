@@ -273,7 +273,16 @@ async fn read_since(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult
             for m in &picked {
                 out.push(view::message_read(r, m, now)?);
             }
-            Ok(json!({"messages": out, "last_id": watermark.to_string(), "more": more}))
+            // Escalations due but not recorded (ANP 6.2) come after every message: listed
+            // once the read reached the end of the inbox.
+            let due = match more {
+                true => Vec::new(),
+                false => view::escalations_due(r, session.as_deref(), now, limit as usize)?,
+            };
+            Ok(
+                json!({"messages": out, "last_id": watermark.to_string(), "more": more,
+                      "escalations_due": due}),
+            )
         })
     })
     .await

@@ -291,22 +291,30 @@ impl PgStore {
                 .map_err(|e| storage_error(&self.shown, e))?;
             let mut w = write::PgWrite::new(Session::new(tx, statements, &self.shown));
             f(&mut w)?;
-            let appended = w.inbox_appended;
+            let (appended, changed) = (w.inbox_appended, w.notifications_changed);
             // Other nodes hear of it (delivered only if this commits, after it).
-            match (w.work_freed.get(), appended.is_some()) {
-                (true, true) => w.s.execute(
-                    "SELECT pg_notify('pap_work', ''), pg_notify('pap_inbox', '')",
-                    &[],
-                )?,
-                (true, false) => w.s.execute("SELECT pg_notify('pap_work', '')", &[])?,
-                (false, true) => w.s.execute("SELECT pg_notify('pap_inbox', '')", &[])?,
-                (false, false) => 0,
-            };
+            let channels: Vec<&str> = [
+                (w.work_freed.get(), listen::WORK_CHANNEL),
+                (appended.is_some(), listen::INBOX_CHANNEL),
+                (changed, listen::NOTIFICATION_CHANNEL),
+            ]
+            .into_iter()
+            .filter_map(|(sent, channel)| sent.then_some(channel))
+            .collect();
+            if !channels.is_empty() {
+                w.s.execute(
+                    "SELECT pg_notify(c, '') FROM unnest($1::text[]) AS c",
+                    &[&channels],
+                )?;
+            }
             w.s.into_transaction()
                 .commit()
                 .map_err(|e| storage_error(&self.shown, e))?;
             if let Some(mark) = appended {
                 crate::storage::inbox_mark::write(&self.state_dir, mark);
+            }
+            if changed {
+                crate::storage::notification_mark::write(&self.state_dir);
             }
             Ok(())
         })

@@ -21,6 +21,7 @@ pub mod concurrency;
 mod contract;
 mod error;
 pub mod inbox_mark;
+pub mod notification_mark;
 mod place;
 pub mod short_forms;
 pub mod transfer;
@@ -422,6 +423,9 @@ pub trait ReadTx {
     fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>>;
     /// Whether any timer job is due at or before `now`.
     fn any_job_due(&self, now: i64) -> Result<bool>;
+    /// Timer jobs due after `after` and at or before `until`, earliest first, at most
+    /// `limit` (an index range: what a watcher waits for next, what fell due since a look).
+    fn jobs_between(&self, after: i64, until: i64, limit: usize) -> Result<Vec<(i64, String)>>;
 }
 
 /// What another process committed that this one may wait for (see [`Storage::listen`]).
@@ -431,6 +435,8 @@ pub enum Change {
     Work,
     /// Messages appended to the inbox.
     Inbox,
+    /// A notification changed (acknowledged, answered, a sink's result, a new one).
+    Notifications,
 }
 
 /// Keeps a [`Storage::listen`] going while held.
