@@ -274,19 +274,13 @@ impl ServerHandler for PapMcp {
         let key = resources::canonical(&request.uri);
         if let Some(id) = resources::notification_id(&key).map(str::to_owned) {
             // What the client is told of from now on: a change from what it is now.
-            let store = self.shared.store.clone();
-            let now = tokio::task::spawn_blocking(move || store.read(|r| r.notification(&id)))
+            let (store, wanted) = (self.shared.store.clone(), id.clone());
+            let now = tokio::task::spawn_blocking(move || store.read(|r| r.notification(&wanted)))
                 .await
                 .map_err(|e| McpError::internal_error(e.to_string(), None))?
                 .map_err(resources::store_error)?;
             let print = forward::fingerprint(now.as_ref());
-            if let Some(id) = resources::notification_id(&key) {
-                self.session
-                    .seen
-                    .lock()
-                    .expect("session")
-                    .insert(id.to_owned(), print);
-            }
+            self.session.seen.lock().expect("session").insert(id, print);
         }
         self.session
             .subscribed

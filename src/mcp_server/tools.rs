@@ -51,7 +51,9 @@ pub fn all() -> Vec<Tool> {
         Tool::new(
             "chat_read_since",
             "Inbox messages strictly after the watermark `after_id` (\"0\" for all), oldest \
-             first, at most `limit`; keep the returned last_id as the next watermark.",
+             first, at most `limit`; keep the returned last_id as the next watermark. Once the \
+             end is reached (more: false), escalations_due lists notifications past their \
+             delivery deadline that are not in the inbox yet (id null).",
             Arc::new(object!({
                 "type": "object",
                 "properties": {

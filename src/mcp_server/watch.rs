@@ -270,7 +270,7 @@ impl Watcher {
     }
 
     /// Adds a new message's notification to the window, dropping the oldest beyond it.
-    fn into_window(&mut self, m: &InboxMessage, print: u64) {
+    fn add_to_window(&mut self, m: &InboxMessage, print: u64) {
         let Some(window) = &mut self.window else {
             return;
         };
@@ -314,7 +314,7 @@ impl Watcher {
         };
         for (m, print) in messages {
             self.last = self.last.max(m.id);
-            self.into_window(&m, print);
+            self.add_to_window(&m, print);
             let _ = changes.send(Update::Message(Arc::new(m)));
         }
     }
