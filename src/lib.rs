@@ -37,5 +37,6 @@ pub mod store;
 pub mod template;
 pub mod term;
 pub mod text;
+pub mod ui_status;
 
 pub use cmd::run;

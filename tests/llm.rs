@@ -467,6 +467,56 @@ fn the_dispatchers_secrets_never_reach_an_mcp_server() {
 }
 
 #[test]
+fn internal_calls_are_audited_without_telling_the_user() {
+    let Some(server) = everything_server() else {
+        return;
+    };
+    let fake = FakeLlm::start(vec![
+        Scripted::ok(anthropic_tool_use(&[(
+            "t1",
+            "get-sum",
+            json!({"a": 3, "b": 4}),
+        )])),
+        Scripted::ok(anthropic_text("{\"sum\": 7}")),
+    ]);
+    let p = project(
+        &agent("anthropic", &fake.url, SUM_TOOL, STRUCTURED),
+        Some(&server),
+    );
+    let run = dispatch(&p, "e1", json!({}), Some("k"), &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = p
+        .cmd(common::dispatch::T0)
+        .args(["audit", "--json"])
+        .output()
+        .unwrap();
+    let audit: Vec<Value> = common::stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<&Value> = audit
+        .iter()
+        .filter(|e| e["action"] == "internal_tool_call")
+        .collect();
+    // ANP 6.1.1: an INTERNAL call is audited, though the agent's risk (low) is not.
+    assert_eq!(calls.len(), 1, "{audit:#?}");
+    assert_eq!(
+        calls[0]["detail"],
+        "get-sum on mcp://everything with {\"a\":3,\"b\":4}"
+    );
+    let out = p
+        .cmd(common::dispatch::T0)
+        .args(["inbox", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        !common::stdout(&out).contains("external_tool_call"),
+        "the user need not be told of an internal call: {}",
+        common::stdout(&out)
+    );
+}
+
+#[test]
 fn external_calls_are_audited_and_a_server_that_does_not_start_names_itself() {
     let Some(server) = everything_server() else {
         return;

@@ -928,3 +928,48 @@ fn mcp_over_http_uses_the_listeners_principals_and_origin_check() {
     assert_eq!(as_viewer("GET", None).status, 403, "its event stream");
     assert_eq!(as_viewer("DELETE", None).status, 403, "ending it");
 }
+
+#[test]
+fn the_agent_status_resource_says_whether_the_ui_server_is_ready() {
+    let Some(py) = mcp::python_sdk() else {
+        return;
+    };
+    let p = chat();
+    let read_status = || {
+        let lines = run(
+            &py,
+            "browse",
+            json!({"read": ["ui://agent/status"]}),
+            &stdio(&p),
+            &[],
+        );
+        let listed = step(&lines, "listed")["uris"].clone();
+        assert!(
+            listed
+                .as_array()
+                .unwrap()
+                .contains(&json!("ui://agent/status")),
+            "{listed}"
+        );
+        step(&lines, "read").clone()
+    };
+    // No serve: the chat can be used (the store answers), and no serve is named.
+    let alone = read_status();
+    let body = &alone["body"];
+    assert_eq!(alone["mime"], "application/json", "{alone}");
+    assert_eq!(body["ui"]["ready"], true, "{body:#}");
+    assert_eq!(body["ui"]["server"], "pap");
+    assert_eq!(body["store"]["readable"], true);
+    assert_eq!(body["serve"], Value::Null, "{body:#}");
+    assert_eq!(body["healthy"], true);
+    // With serve running on the same state, it is named as /readyz and pap status know it.
+    let serve = p.serve(&[]);
+    let with_serve = read_status();
+    assert_eq!(
+        with_serve["body"]["serve"]["pid"].as_u64(),
+        Some(u64::from(serve.child.id())),
+        "{with_serve}"
+    );
+    assert_eq!(with_serve["body"]["serve"]["conditions"], json!([]));
+    serve.terminate();
+}

@@ -36,6 +36,7 @@ const SUITES: &[&str] = &[
     "mcp_server",
     "notify_lifecycle",
     "notify_routing",
+    "notify_watch",
     "project_root",
     "readme_walkthrough",
     "rfd011",

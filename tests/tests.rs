@@ -39,6 +39,7 @@ mod mcp_server;
 mod mcp_stdio;
 mod notify_lifecycle;
 mod notify_routing;
+mod notify_watch;
 mod postgres;
 mod postgres_contention;
 mod postgres_outage;

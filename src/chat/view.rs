@@ -68,6 +68,32 @@ pub fn body(messages: Vec<Value>, last_id: u64) -> Value {
     json!({"last_id": last_id.to_string(), "messages": messages})
 }
 
+/// A notification handed to an agent whose deadline passed (ANP 6.2) and that no writer has
+/// put in the inbox yet, as the message it will be: `id` null, `escalation: "due"`. Views
+/// list these under `escalations_due`, beside the messages, so the append-only stream and its
+/// watermark stay as they are.
+pub fn due(n: &Notification, now: i64) -> Value {
+    let mut v = message(&crate::notify::due::entry(n), Some(n), now);
+    crate::notify::due::mark(&mut v, n);
+    v
+}
+
+/// The due escalations of the inbox (or of `session`'s thread) as of `now`, at most `limit`.
+pub fn escalations_due(
+    r: &dyn ReadTx,
+    session: Option<&str>,
+    now: i64,
+    limit: usize,
+) -> crate::storage::Result<Vec<Value>> {
+    let keep = |n: &Notification| {
+        session.is_none_or(|s| {
+            n.routing.address == crate::domain::Address::Session && n.session.as_deref() == Some(s)
+        })
+    };
+    let due = crate::notify::due::escalations_due(r, now, limit, &keep)?;
+    Ok(due.iter().map(|n| self::due(n, now)).collect())
+}
+
 fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
     for (k, v) in from {
         if !v.is_null() {

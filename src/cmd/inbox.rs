@@ -9,7 +9,7 @@ use anyhow::bail;
 use super::{Outcome, context};
 use crate::cli::{Cli, InboxArgs, InboxCommand, SessionCommand};
 use crate::clock::{Clock, rfc3339_ms};
-use crate::domain::{InboxMessage, Level, NotifyStatus};
+use crate::domain::{InboxMessage, Level};
 use crate::notify::inbox::{self, Acked};
 use crate::storage::{self, Stamp, Storage};
 use crate::term::Paint;
@@ -21,10 +21,18 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
                 return Ok(Outcome::Success);
             };
             let limit = args.limit.unwrap_or(usize::MAX);
-            let lines = read(store.as_ref(), args.after, limit, args.session.as_deref())?;
+            let session = args.session.as_deref();
+            let lines = read(store.as_ref(), args.after, limit, session)?;
             print(&lines, args.json)?;
-            if !args.json {
-                pending_escalations(store.as_ref())?;
+            // Escalations due but not recorded come after every message: with a page that
+            // reached the end of the inbox, as lines without an id (--json), or as a count.
+            if lines.len() < limit {
+                let due = escalations_due(store.as_ref(), session, limit - lines.len())?;
+                if args.json {
+                    print_due(&due)?;
+                } else {
+                    say_due(due.len())?;
+                }
             }
             Ok(Outcome::Success)
         }
@@ -95,20 +103,45 @@ fn read(
     })?)
 }
 
-/// Says how many notifications handed to an agent are past their deadline: the watchdog of
-/// the next pap that writes escalates them into this inbox; a reader only tells.
-fn pending_escalations(store: &dyn Storage) -> anyhow::Result<()> {
+/// `pap inbox --json`'s lines for the escalations due now (ANP 6.2) that no writer recorded
+/// yet, in `session` when one is named, at most `limit`.
+fn escalations_due(
+    store: &dyn Storage,
+    session: Option<&str>,
+    limit: usize,
+) -> anyhow::Result<Vec<serde_json::Value>> {
     let now = Clock::for_store(store)?.now_ms();
-    let (_, due) = store.read(|r| {
-        r.notifications(
-            &|n| n.status_at(now) == NotifyStatus::Escalated && n.status != NotifyStatus::Escalated,
-            Some(0),
-        )
-    })?;
+    let keep = |n: &crate::domain::Notification| {
+        session.is_none_or(|s| {
+            n.routing.address == crate::domain::Address::Session && n.session.as_deref() == Some(s)
+        })
+    };
+    let due = store.read(|r| crate::notify::due::escalations_due(r, now, limit, &keep))?;
+    Ok(due
+        .iter()
+        .map(|n| crate::notify::due::inbox_line(n, now))
+        .collect())
+}
+
+fn print_due(due: &[serde_json::Value]) -> anyhow::Result<()> {
+    let mut out = String::new();
+    for v in due {
+        out.push_str(&serde_json::to_string(v)?);
+        out.push('\n');
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// Says how many notifications handed to an agent are past their deadline: the watchdog of
+/// the next pap that writes puts them in this inbox (`--json` shows them now).
+fn say_due(due: usize) -> anyhow::Result<()> {
     if due > 0 {
         let p = Paint::for_stdout();
         let line = format!(
-            "{due} notification(s) handed to an agent are past their delivery deadline: they come here when the next pap writes (`pap notifications --status escalated` shows them now)"
+            "{due} notification(s) handed to an agent are past their delivery deadline: escalated, they come here when the next pap writes (`pap inbox --json` and `pap notifications --status escalated` show them now)"
         );
         crate::out!("{}", p.yellow(&line))?;
     }

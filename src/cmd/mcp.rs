@@ -51,6 +51,7 @@ pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
         .ok()
         .filter(|v| !v.is_empty());
     let handoff = handoff(store.clone(), state_dir.clone());
+    let watch_clock = clock.clone();
     let served = rt.block_on(async move {
         let shared = Arc::new(Shared {
             store: store.clone(),
@@ -59,7 +60,7 @@ pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
             handoff: Box::new(handoff),
             in_serve: false,
             parent_invocation,
-            changes: watch::start(store, crate::store::inbox_mark_path(&state_dir)),
+            changes: watch::start(store, &state_dir, watch_clock),
         });
         let running = PapMcp::local(shared, who)
             .serve(crate::mcp_server::stdio::transport())

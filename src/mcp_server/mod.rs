@@ -10,7 +10,9 @@
 //! - `tools`: the tool list (dotted names with underscore aliases) and the calls;
 //! - `views`: the read-only tools over invocations, the audit log and a dry run;
 //! - `approval`: `approval_respond`, through elicitation;
-//! - `watch`: new inbox messages, from this process or any other, to subscribers;
+//! - `watch`: what changed in the store (new inbox messages, changed notifications, passed
+//!   deadlines), from this process or any other;
+//! - `forward`: those changes to each session's client, for what it subscribed to;
 //! - `http`: the streamable HTTP service serve mounts at `/mcp`;
 //! - `stdio`, `stdio_lines`: `pap mcp`'s transport, which answers broken lines instead of
 //!   ignoring them.
@@ -20,6 +22,7 @@
 
 mod access;
 mod approval;
+mod forward;
 pub mod http;
 mod resources;
 pub mod stdio;
@@ -88,7 +91,9 @@ struct Session {
     who: Mutex<Option<Who>>,
     /// Each request carries its own caller (HTTP).
     per_request: bool,
-    subscribed: Mutex<watch::Subscribed>,
+    subscribed: Mutex<forward::Subscribed>,
+    /// The fingerprint of each notification subscribed to, as last told (`forward`).
+    seen: Mutex<std::collections::BTreeMap<String, u64>>,
     /// Recorded on this session's posts (`PostedBy::mcp_session`): they are never announced
     /// back to it (no self-echo), even when the watcher sees one before the tool returns.
     nonce: String,
@@ -113,6 +118,7 @@ impl PapMcp {
                 who: Mutex::new(who),
                 per_request,
                 subscribed: Mutex::default(),
+                seen: Mutex::default(),
                 nonce: crate::notify::atp::uuid_v4(),
                 forwarding: AtomicBool::new(false),
             }),
@@ -173,19 +179,16 @@ impl PapMcp {
         self.shared.clock.now_ms()
     }
 
-    /// Starts telling this session's client of new messages, once.
+    /// Starts telling this session's client of what changes, once.
     fn forward_changes(&self, peer: rmcp::Peer<RoleServer>) {
         if self.session.forwarding.swap(true, Ordering::SeqCst) {
             return;
         }
-        let session = self.session.clone();
-        let changes = self.shared.changes.subscribe();
-        let nonce = self.session.nonce.clone();
-        tokio::spawn(watch::forward(
-            changes,
+        tokio::spawn(forward::forward(
+            self.shared.changes.subscribe(),
             peer,
-            move || session.subscribed.lock().expect("session").clone(),
-            nonce,
+            self.session.clone(),
+            self.shared.store.clone(),
         ));
     }
 }
@@ -272,6 +275,17 @@ impl ServerHandler for PapMcp {
     ) -> Result<(), McpError> {
         self.who(&context)?.require(access::Need::Read)?;
         resources::check_subscribable(&request.uri)?;
+        let key = resources::canonical(&request.uri);
+        if let Some(id) = resources::notification_id(&key).map(str::to_owned) {
+            // What the client is told of from now on: a change from what it is now.
+            let (store, wanted) = (self.shared.store.clone(), id.clone());
+            let now = tokio::task::spawn_blocking(move || store.read(|r| r.notification(&wanted)))
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                .map_err(resources::store_error)?;
+            let print = forward::fingerprint(now.as_ref());
+            self.session.seen.lock().expect("session").insert(id, print);
+        }
         self.session
             .subscribed
             .lock()

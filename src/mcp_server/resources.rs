@@ -1,6 +1,7 @@
 //! The resources: the inbox (`ui://chat/inbox`, the document's body shape), a session's
-//! thread (`ui://chat/session/{id}`), one invocation (`pap://invocations/{id}`) and one
-//! notification (`pap://notifications/{id}`).
+//! thread (`ui://chat/session/{id}`), one invocation (`pap://invocations/{id}`), one
+//! notification (`pap://notifications/{id}`) and the UI server's health and readiness
+//! (`ui://agent/status`, from `crate::ui_status`).
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use rmcp::ErrorData as McpError;
@@ -14,6 +15,7 @@ use super::PapMcp;
 use crate::chat::view;
 
 pub const INBOX_URI: &str = "ui://chat/inbox";
+pub const STATUS_URI: &str = "ui://agent/status";
 const SESSION_PREFIX: &str = "ui://chat/session/";
 const INVOCATION_PREFIX: &str = "pap://invocations/";
 const NOTIFICATION_PREFIX: &str = "pap://notifications/";
@@ -53,6 +55,11 @@ pub fn notification_uri(id: &str) -> String {
     format!("{NOTIFICATION_PREFIX}{id}")
 }
 
+/// The notification a `pap://notifications/{id}` URI names.
+pub fn notification_id(uri: &str) -> Option<&str> {
+    uri.strip_prefix(NOTIFICATION_PREFIX)
+}
+
 pub fn invocation_uri(id: &str) -> String {
     format!("{INVOCATION_PREFIX}{id}")
 }
@@ -72,6 +79,14 @@ pub fn list(server: &PapMcp) -> Result<ListResourcesResult, McpError> {
                  for chat_read_since"
             )),
     ];
+    all.push(
+        Resource::new(STATUS_URI, "status")
+            .with_mime_type(JSON)
+            .with_description(
+                "The UI server's health and readiness: ui.ready says whether the chat can be \
+                 used now; the store and the serve running on this state, with its conditions",
+            ),
+    );
     for (name, _) in sessions {
         all.push(
             Resource::new(session_uri(&name), format!("session {name}"))
@@ -114,6 +129,14 @@ pub fn read(server: &PapMcp, uri: &str) -> Result<ReadResourceResult, McpError> 
     } else if let Some(name) = uri.strip_prefix(SESSION_PREFIX) {
         let name = percent_decode_str(name).decode_utf8_lossy().into_owned();
         inbox(server, Some(&name))?
+    } else if uri == STATUS_URI {
+        let store = &server.shared.store;
+        serde_json::to_value(crate::ui_status::gather(
+            store.as_ref(),
+            store.dir().as_deref(),
+            server.now(),
+        ))
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?
     } else if let Some(id) = uri.strip_prefix(INVOCATION_PREFIX) {
         let inv = server
             .shared
@@ -173,6 +196,12 @@ fn inbox(server: &PapMcp, session: Option<&str>) -> Result<Value, McpError> {
                 out.push(view::message_read(r, m, now)?);
             }
             let mut body = view::body(out, last);
+            body["escalations_due"] = json!(view::escalations_due(
+                r,
+                session,
+                now,
+                INBOX_WINDOW as usize
+            )?);
             if session.is_some() && after > 0 {
                 // Older messages of the thread were not looked at: chat_read_since with
                 // `session` reads them.

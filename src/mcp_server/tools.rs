@@ -51,7 +51,9 @@ pub fn all() -> Vec<Tool> {
         Tool::new(
             "chat_read_since",
             "Inbox messages strictly after the watermark `after_id` (\"0\" for all), oldest \
-             first, at most `limit`; keep the returned last_id as the next watermark.",
+             first, at most `limit`; keep the returned last_id as the next watermark. Once the \
+             end is reached (more: false), escalations_due lists notifications past their \
+             delivery deadline that are not in the inbox yet (id null).",
             Arc::new(object!({
                 "type": "object",
                 "properties": {
@@ -273,7 +275,16 @@ async fn read_since(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult
             for m in &picked {
                 out.push(view::message_read(r, m, now)?);
             }
-            Ok(json!({"messages": out, "last_id": watermark.to_string(), "more": more}))
+            // Escalations due but not recorded (ANP 6.2) come after every message: listed
+            // once the read reached the end of the inbox.
+            let due = match more {
+                true => Vec::new(),
+                false => view::escalations_due(r, session.as_deref(), now, limit as usize)?,
+            };
+            Ok(
+                json!({"messages": out, "last_id": watermark.to_string(), "more": more,
+                      "escalations_due": due}),
+            )
         })
     })
     .await

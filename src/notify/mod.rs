@@ -6,6 +6,7 @@
 //! Where each part lives:
 //! - `outcome`: what produces a notification (invocation outcomes, external tool calls);
 //! - `produce`: deduplication (ANP 7.1) and routing (ANP 4), escalation (6.2);
+//! - `due`: escalations due but not recorded yet, as every reader shows them (6.2);
 //! - `ledger`: the state machine (5.1) and lease fencing (6.3);
 //! - `queue`: an agent's queue, delivered at its next invocation (JP RFD 011);
 //! - `reply`: a handling agent's acknowledgement, narration or silence;
@@ -16,6 +17,7 @@
 //! - `template`: `{placeholder}` templates from manifests.
 
 pub mod atp;
+pub mod due;
 pub mod inbox;
 pub mod ledger;
 pub mod outcome;

@@ -24,6 +24,7 @@ use crate::storage::Change;
 /// The channels, as the notifying commits name them.
 pub const WORK_CHANNEL: &str = "pap_work";
 pub const INBOX_CHANNEL: &str = "pap_inbox";
+pub const NOTIFICATION_CHANNEL: &str = "pap_notification";
 
 /// How often the thread looks at whether it should stop.
 const LOOK_EVERY: Duration = Duration::from_millis(500);
@@ -41,7 +42,7 @@ impl Drop for Listening {
     }
 }
 
-/// Starts listening on both channels, calling `on` for each notification.
+/// Starts listening on every channel, calling `on` for each notification.
 pub fn start(dialer: Dialer, on: Box<dyn Fn(Change) + Send>) -> std::io::Result<Listening> {
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
@@ -56,7 +57,9 @@ fn run(dialer: &Dialer, on: &dyn Fn(Change), stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         let listening = dialer.connect().ok().and_then(|mut client| {
             client
-                .batch_execute(&format!("LISTEN {WORK_CHANNEL}; LISTEN {INBOX_CHANNEL}"))
+                .batch_execute(&format!(
+                    "LISTEN {WORK_CHANNEL}; LISTEN {INBOX_CHANNEL}; LISTEN {NOTIFICATION_CHANNEL}"
+                ))
                 .ok()
                 .map(|()| client)
         });
@@ -69,12 +72,14 @@ fn run(dialer: &Dialer, on: &dyn Fn(Change), stop: &AtomicBool) {
         // Whatever was sent while this process did not listen is lost: look once at all.
         on(Change::Work);
         on(Change::Inbox);
+        on(Change::Notifications);
         while !stop.load(Ordering::SeqCst) {
             let next = client.notifications().timeout_iter(LOOK_EVERY).next();
             match next {
                 Ok(Some(note)) => match note.channel() {
                     WORK_CHANNEL => on(Change::Work),
                     INBOX_CHANNEL => on(Change::Inbox),
+                    NOTIFICATION_CHANNEL => on(Change::Notifications),
                     _ => {}
                 },
                 Ok(None) if !client.is_closed() => {}

@@ -332,21 +332,26 @@ impl PgStore {
         let mut w = write::PgWrite::new(Session::new(tx, statements, &self.shown));
         let ran = f(&mut w).and_then(|()| {
             // Other nodes hear of it (delivered only if this commits, after it).
-            match (w.work_freed.get(), w.inbox_appended.is_some()) {
-                (true, true) => w.s.execute(
-                    "SELECT pg_notify('pap_work', ''), pg_notify('pap_inbox', '')",
-                    &[],
-                )?,
-                (true, false) => w.s.execute("SELECT pg_notify('pap_work', '')", &[])?,
-                (false, true) => w.s.execute("SELECT pg_notify('pap_inbox', '')", &[])?,
-                (false, false) => 0,
-            };
+            let channels: Vec<&str> = [
+                (w.work_freed.get(), listen::WORK_CHANNEL),
+                (w.inbox_appended.is_some(), listen::INBOX_CHANNEL),
+                (w.notifications_changed, listen::NOTIFICATION_CHANNEL),
+            ]
+            .into_iter()
+            .filter_map(|(sent, channel)| sent.then_some(channel))
+            .collect();
+            if !channels.is_empty() {
+                w.s.execute(
+                    "SELECT pg_notify(c, '') FROM unnest($1::text[]) AS c",
+                    &[&channels],
+                )?;
+            }
             Ok(())
         });
         if let Err(e) = ran {
             return Err((w.s.conflict(), e));
         }
-        let appended = w.inbox_appended;
+        let (appended, changed) = (w.inbox_appended, w.notifications_changed);
         // A conflict reported at the commit (a serialization failure) rolled it back too;
         // any other failure there leaves the outcome unknown, and is not run again.
         w.s.into_transaction()
@@ -354,6 +359,9 @@ impl PgStore {
             .map_err(|e| (retry::Conflict::of(&e), storage_error(&self.shown, e)))?;
         if let Some(mark) = appended {
             crate::storage::inbox_mark::write(&self.state_dir, mark);
+        }
+        if changed {
+            crate::storage::notification_mark::write(&self.state_dir);
         }
         Ok(())
     }

@@ -389,4 +389,17 @@ impl ReadTx for PgRead<'_> {
             )?
             .get(0))
     }
+
+    fn jobs_between(&self, after: i64, until: i64, limit: usize) -> Result<Vec<(i64, String)>> {
+        Ok(self
+            .s
+            .query(
+                "SELECT due_at, job FROM pap_jobs WHERE due_at > $1 AND due_at <= $2 \
+                 ORDER BY due_at, job LIMIT $3",
+                &[&after, &until, &i64::try_from(limit).unwrap_or(i64::MAX)],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
+    }
 }

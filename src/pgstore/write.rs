@@ -53,6 +53,8 @@ pub struct PgWrite<'c> {
     locked: RefCell<HashSet<String>>,
     /// The inbox id this transaction appended last, if it did.
     pub(super) inbox_appended: Option<u64>,
+    /// Whether it wrote a notification (`pap_notification`, the notifications mark file).
+    pub(super) notifications_changed: bool,
     /// Whether it left an invocation queued without a lease: work for any node.
     pub(super) work_freed: std::cell::Cell<bool>,
 }
@@ -63,6 +65,7 @@ impl<'c> PgWrite<'c> {
             s,
             locked: RefCell::new(HashSet::new()),
             inbox_appended: None,
+            notifications_changed: false,
             work_freed: std::cell::Cell::new(false),
         }
     }
@@ -504,6 +507,7 @@ impl WriteTx for PgWrite<'_> {
     }
 
     fn put_notification(&mut self, n: &crate::domain::Notification) -> Result<()> {
+        self.notifications_changed = true;
         self.notify_put(n)
     }
 

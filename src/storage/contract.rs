@@ -1116,12 +1116,12 @@ fn a_shared_store_tells_listeners_of_freed_work_and_inbox_appends() {
         // notifications while it did not listen).
         let mut first = Vec::new();
         let until = Instant::now() + Duration::from_secs(10);
-        while first.len() < 2 && Instant::now() < until {
+        while first.len() < 3 && Instant::now() < until {
             if let Ok(c) = hears.recv_timeout(Duration::from_millis(100)) {
                 first.push(c);
             }
         }
-        assert_eq!(first, [Change::Work, Change::Inbox]);
+        assert_eq!(first, [Change::Work, Change::Inbox, Change::Notifications]);
         // Work a process holds is nobody else's: no notice. Work queued free: a notice.
         s.write(|tx| {
             let mut held = invocation("held", 1, Status::Queued);

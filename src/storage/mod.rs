@@ -24,6 +24,7 @@ mod contract_reads;
 pub mod cursor;
 mod error;
 pub mod inbox_mark;
+pub mod notification_mark;
 mod place;
 pub mod scan;
 pub mod short_forms;
@@ -432,6 +433,9 @@ pub trait ReadTx {
     fn debounce_next_due(&self) -> Result<Option<i64>>;
     /// Whether any timer job is due at or before `now`.
     fn any_job_due(&self, now: i64) -> Result<bool>;
+    /// Timer jobs due after `after` and at or before `until`, earliest first, at most
+    /// `limit` (an index range: what a watcher waits for next, what fell due since a look).
+    fn jobs_between(&self, after: i64, until: i64, limit: usize) -> Result<Vec<(i64, String)>>;
 }
 
 /// What another process committed that this one may wait for (see [`Storage::listen`]).
@@ -441,6 +445,8 @@ pub enum Change {
     Work,
     /// Messages appended to the inbox.
     Inbox,
+    /// A notification changed (acknowledged, answered, a sink's result, a new one).
+    Notifications,
 }
 
 /// Keeps a [`Storage::listen`] going while held.

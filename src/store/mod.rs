@@ -241,15 +241,21 @@ impl Store {
                         what: e.to_string(),
                     })?;
             }
-            let (value, appended) = {
+            let (value, appended, changed) = {
                 let mut tx = Tx::open(&txn, &path)?;
                 let value = f(&mut tx)?;
                 tx.finish()?;
-                (value, tx.inbox_appended)
+                (value, tx.inbox_appended, tx.notifications_changed)
             };
             txn.commit().map_err(|e| redb_err(&path, e))?;
-            if let (Some(mark), Backing::File(file)) = (appended, &self.backing) {
-                crate::storage::inbox_mark::write(file.parent().unwrap_or(Path::new(".")), mark);
+            if let Backing::File(file) = &self.backing {
+                let dir = file.parent().unwrap_or(Path::new("."));
+                if let Some(mark) = appended {
+                    crate::storage::inbox_mark::write(dir, mark);
+                }
+                if changed {
+                    crate::storage::notification_mark::write(dir);
+                }
             }
             let n = self.shared.committed.fetch_add(1, SeqCst) + 1;
             if durable {

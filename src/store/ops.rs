@@ -323,4 +323,7 @@ impl ReadTx for Reader {
     fn any_job_due(&self, now: i64) -> Result<bool> {
         self.notify.any_job_due(now)
     }
+    fn jobs_between(&self, after: i64, until: i64, limit: usize) -> Result<Vec<(i64, String)>> {
+        self.notify.jobs_between(after, until, limit)
+    }
 }

@@ -29,6 +29,8 @@ pub struct Tx<'t> {
     /// The newest inbox id this transaction appended, for the mark file (see
     /// [`super::INBOX_MARK_FILE`]).
     pub(super) inbox_appended: Option<u64>,
+    /// Whether it wrote a notification, for the notifications mark file.
+    pub(super) notifications_changed: bool,
     pub(super) meta: Table<'t, &'static str, u64>,
     pub(super) claims: Table<'t, &'static [u8; 32], (i64, i64, u64)>,
     pub(super) claim_expiry: Table<'t, (i64, u64), &'static [u8]>,
@@ -64,6 +66,7 @@ impl<'t> Tx<'t> {
             notify: None,
             concurrency: None,
             inbox_appended: None,
+            notifications_changed: false,
             meta: txn.open_table(META).map_err(e)?,
             claims: txn.open_table(CLAIMS).map_err(e)?,
             claim_expiry: txn.open_table(CLAIM_EXPIRY).map_err(e)?,

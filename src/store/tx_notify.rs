@@ -50,6 +50,7 @@ impl Tx<'_> {
     pub fn put_notification(&mut self, n: &Notification) -> Result<()> {
         let path = self.path().to_path_buf();
         let bytes = encode(n);
+        self.notifications_changed = true;
         let t = self.notify_tables()?;
         let old = t
             .notifications
@@ -379,6 +380,24 @@ impl NotifyReader {
     /// Whether any timer job is due at or before `now` (the look before a write).
     pub fn any_job_due(&self, now: i64) -> Result<bool> {
         Ok(!jobs_in(&self.due, now, 1, &self.path)?.is_empty())
+    }
+
+    pub fn jobs_between(&self, after: i64, until: i64, limit: usize) -> Result<Vec<(i64, String)>> {
+        if after >= until {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        for row in self
+            .due
+            .range((after.saturating_add(1), "")..=(until, "\u{10FFFF}"))
+            .map_err(|e| redb_err(&self.path, e))?
+            .take(limit)
+        {
+            let (k, _) = row.map_err(|e| redb_err(&self.path, e))?;
+            let (at, job) = k.value();
+            found.push((at, job.to_owned()));
+        }
+        Ok(found)
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! A call is refused (an error result back to the model, never a crash) when the tool is not
 //! offered, its arguments are not an object or do not match the tool's `inputSchema`, or the
-//! tool is `high` risk and the invocation was not approved. Every EXTERNAL call (ANP 6.1) is
-//! written to the audit log before it is made, so no outside effect goes unrecorded.
+//! tool is `high` risk and the invocation was not approved. Every call, EXTERNAL or INTERNAL
+//! (ANP 6.1.1), is written to the audit log before it is made, so nothing an agent did
+//! through a tool goes unrecorded; the user is made aware of each EXTERNAL one.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
@@ -185,39 +186,45 @@ impl Session {
                 ),
             );
         }
-        if tool.spec.external {
-            let now = rt.clock.now_ms();
-            let entry = audit_entry(
-                inv,
-                now,
-                "external_tool_call",
-                None,
-                Some(format!(
-                    "{} on mcp://{} with {}",
-                    call.name,
-                    tool.spec.server,
-                    // Redacted before it is cut: a cut key would escape redaction.
-                    truncate(&rt.project.redactor.text(&arguments_text), 500)
-                )),
-            );
-            // ANP 6.1: the user is made aware of the call, in the same transaction as its
-            // audit line, before the call is made.
-            let (project, about) = (rt.project.clone(), inv.clone());
-            let (tool_name, server) = (call.name.clone(), tool.spec.server.clone());
-            rt.write(move |tx| {
-                tx.audit(entry.clone())?;
-                crate::notify::outcome::external_call(
+        // ANP 6.1.1: every call is audited, INTERNAL ones too, before it is made; the user
+        // is made aware of an EXTERNAL one, in the same transaction as its audit line.
+        let now = rt.clock.now_ms();
+        let action = match tool.spec.external {
+            true => "external_tool_call",
+            false => "internal_tool_call",
+        };
+        let entry = audit_entry(
+            inv,
+            now,
+            action,
+            None,
+            Some(format!(
+                "{} on mcp://{} with {}",
+                call.name,
+                tool.spec.server,
+                // Redacted before it is cut: a cut key would escape redaction.
+                truncate(&rt.project.redactor.text(&arguments_text), 500)
+            )),
+        );
+        let (project, about) = (rt.project.clone(), inv.clone());
+        let (tool_name, server) = (call.name.clone(), tool.spec.server.clone());
+        let external = tool.spec.external;
+        rt.write(move |tx| {
+            tx.audit(entry.clone())?;
+            match external {
+                true => crate::notify::outcome::external_call(
                     tx, &project, &about, &tool_name, &server, now,
-                )
-            })
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot record an external tool call: {}",
-                    crate::error_text::describe_error(&e)
-                )
-            })?;
-        }
+                ),
+                false => Ok(()),
+            }
+        })
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot record a tool call in the audit log: {}",
+                crate::error_text::describe_error(&e)
+            )
+        })?;
         let mcp = self.mcp.as_ref().expect("offered tools have a session");
         let outcome = mcp.call(&tool.spec.server, &call.name, arguments).await?;
         record.is_error = outcome.is_error;

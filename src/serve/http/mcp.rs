@@ -129,7 +129,7 @@ pub fn routes(app: &App, stop: CancellationToken) -> Router<App> {
         }),
         in_serve: true,
         parent_invocation: None,
-        changes: mcp_server::watch::start(store, crate::store::inbox_mark_path(&app.state_dir)),
+        changes: mcp_server::watch::start(store, &app.state_dir, app.clock.clone()),
     });
     let owners = app.mcp.owners.clone();
     Router::new()
