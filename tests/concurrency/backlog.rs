@@ -7,7 +7,10 @@
 //! the full-size figures and the command:
 //! - `PAP_TEST_KEYED_QUEUE` (300) runs queued behind one key, each agent run taking
 //!   `PAP_TEST_KEYED_AGENT_SECONDS` (0.4; the figure is 1): at least 13 start within
-//!   15 run lengths;
+//!   15 run lengths plus `PAP_TEST_KEYED_SLACK_SECONDS` (3 by default, 0 for the issue's
+//!   figure). The slack is for CI, where a debug build runs beside the rest of the suite on 2
+//!   cores: each start then costs up to a few hundred ms of process start-up, which at a short
+//!   agent's scale is a large share of the run (before the fix, no run started at all);
 //! - `PAP_TEST_KEYED_RUNS` (400; the figure is 10,000) no-op runs behind `limit: 1`
 //!   take at most twice as long as as many unkeyed ones one at a time, run by `pap serve` or by
 //!   the `pap dispatch` that decided them;
@@ -190,7 +193,8 @@ fn started(root: &Path, n: usize) -> u128 {
 /// 15 run lengths (each run lasting one), one at a time, in decision order.
 fn keeps_the_keys_pace(root: &Path, seconds: f64) {
     let first = started(root, 0);
-    let window = Duration::from_secs_f64(15.0 * seconds);
+    let slack: f64 = env_or("PAP_TEST_KEYED_SLACK_SECONDS", 3.0);
+    let window = Duration::from_secs_f64(15.0 * seconds + slack);
     let deadline = first + window.as_nanos();
     // Wait out the window (and a little: the lines are written by the agents).
     wait_until("the window to pass", || {
