@@ -208,8 +208,7 @@ fn status_counts_a_long_queue_without_reading_it() {
     let dir = project();
     populate(dir.path(), approvals, queued);
     let started = Instant::now();
-    let (out, peak) =
-        output_with_peak_kib(common::pap_at(dir.path()).args(["status", "--json"]));
+    let (out, peak) = output_with_peak_kib(common::pap_at(dir.path()).args(["status", "--json"]));
     let took = started.elapsed();
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&out)));
