@@ -256,6 +256,10 @@ impl PgStore {
                 reason: why,
             });
         }
+        // Only a new connection tells that a down database is back.
+        if self.outage.is_down() {
+            self.pool.drop_idle();
+        }
         match self.pool.get() {
             Ok(mut conn) => {
                 self.outage.reached(&self.shown);

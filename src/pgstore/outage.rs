@@ -37,6 +37,14 @@ impl Outage {
         })
     }
 
+    /// Whether the database is known down (a try may be due).
+    pub fn is_down(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// A connection failed for `reason`.
     pub fn failed(&self, location: &str, reason: &str) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());

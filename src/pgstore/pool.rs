@@ -101,6 +101,14 @@ impl Pool {
         self.dialer.clone()
     }
 
+    /// Closes the idle connections: after an outage began they predate it, and one whose
+    /// reset the driver has not noticed yet would pass for the database being back.
+    pub fn drop_idle(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let idle = std::mem::take(&mut state.idle);
+        state.open -= idle.len();
+    }
+
     /// A connection for one unit of work.
     pub fn get(&self) -> Result<Pooled<'_>, PgError> {
         let deadline = Instant::now() + CHECKOUT_WAIT;
