@@ -156,10 +156,13 @@ fn dispatch_runs_its_own_in_order_and_leaves_a_held_slot_to_serve() {
     assert_eq!(results, ["succeeded"; 3]);
     one_at_a_time_in_order(&log(root), "db1");
 
-    // Another process holds the slot: a run decided now is left queued for serve.
+    // Another process holds the slot: a run decided now is left queued for serve. Its agent
+    // runs 2 s, so that the second process (a debug build, beside the rest of the suite) is
+    // sure to decide while the first run holds the slot.
+    let dir = project("2");
+    let root = dir.path();
     let held = events(root, "held.ndjson", &[("db9", 1)]);
     let queued = events(root, "later.ndjson", &[("db9", 2)]);
-    std::fs::write(root.join("runs.log"), "").unwrap();
     let mut slow = common::pap_at(root)
         .env("PAP_NOW", T0)
         .args(["dispatch", "--json"])
