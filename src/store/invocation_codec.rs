@@ -106,7 +106,7 @@ const INTERNAL: u8 = 0x80;
 const RISKS: [&str; 4] = ["read_only", "low", "medium", "high"];
 
 /// A status is its index here: new ones are only ever appended.
-const STATUSES: [Status; 8] = [
+pub(super) const STATUSES: [Status; 8] = [
     Status::AwaitingApproval,
     Status::Queued,
     Status::Running,

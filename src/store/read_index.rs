@@ -11,16 +11,7 @@ use crate::domain::{Invocation, Status};
 use crate::storage::scan::{self, Next, Only, Order, QueueCounts, Scan};
 
 /// Every status, so a rebuild sets each counter (a status without invocations to 0).
-const STATUSES: [Status; 8] = [
-    Status::AwaitingApproval,
-    Status::Queued,
-    Status::Running,
-    Status::Succeeded,
-    Status::Failed,
-    Status::Rejected,
-    Status::Expired,
-    Status::Cancelled,
-];
+use super::invocation_codec::STATUSES;
 
 /// Where an invocation's status is counted in `META`.
 fn count_key(status: Status) -> String {
