@@ -106,6 +106,8 @@ struct Watcher {
     window: Option<VecDeque<(u64, String, Option<String>)>>,
     /// The fingerprint of each notification in the window.
     prints: HashMap<String, u64>,
+    /// The window was read and no change was heard of since.
+    fresh: bool,
 }
 
 /// Starts the watcher of the state in `state_dir` on the current tokio runtime, on `clock`
@@ -129,6 +131,7 @@ pub fn start(store: Arc<dyn Storage>, state_dir: &Path, clock: Clock) -> Changes
             next: None,
             window: None,
             prints: HashMap::new(),
+            fresh: false,
         };
         // On a shared store, other nodes' commits are heard of through the store; the mark
         // files only tell of this host's.
@@ -200,16 +203,17 @@ impl Watcher {
         }
         if self.window.is_none() {
             self.fill_window().await;
-            if token_moved {
-                // Someone subscribed since the last look, and a notification changed in the
-                // same moment, before or after: the window read now may already hold the
-                // change. Say the views may have changed rather than miss it.
-                let _ = changes.send(Update::Inbox);
-            }
         }
         self.messages(changes, appended).await;
         if token_moved || changed {
-            self.window_changes(changes).await;
+            let told = self.window_changes(changes).await;
+            if std::mem::take(&mut self.fresh) && !told {
+                // The window was read since someone subscribed, and the first change heard
+                // of since may be one it already holds: committed before the read, heard of
+                // after it (the mark is rewritten, and a shared store's notice sent, after
+                // the commit). Say the views may have changed rather than miss it.
+                let _ = changes.send(Update::Inbox);
+            }
             let _ = changes.send(Update::Notifications);
             // A new deadline may have come, or the next one gone.
             self.next = None;
@@ -239,12 +243,13 @@ impl Watcher {
         };
         self.window = Some(window);
         self.prints = prints;
+        self.fresh = true;
     }
 
-    /// Broadcasts each notification of the window whose fingerprint changed.
-    async fn window_changes(&mut self, changes: &Changes) {
+    /// Broadcasts each notification of the window whose fingerprint changed; whether any did.
+    async fn window_changes(&mut self, changes: &Changes) -> bool {
         let Some(window) = &self.window else {
-            return;
+            return false;
         };
         let ids: Vec<(String, Option<String>)> = window
             .iter()
@@ -260,13 +265,16 @@ impl Watcher {
         })
         .await
         else {
-            return;
+            return false;
         };
+        let mut told = false;
         for (id, session, print) in now {
             if self.prints.insert(id.clone(), print) != Some(print) {
                 let _ = changes.send(Update::Changed { id, session, print });
+                told = true;
             }
         }
+        told
     }
 
     /// Adds a new message's notification to the window, dropping the oldest beyond it.
