@@ -1,7 +1,8 @@
 //! JP RFD 011 and ANP, against a fake LLM provider (and the real npm MCP server for tools):
 //! a notification queued while the agent is inside its tool loop rides on that loop's next
-//! request, and a human's acknowledgement of a notification the agent already saw reaches
-//! the agent at its next turn.
+//! request (a critical one too, forcing no second turn; one that comes too late forces the
+//! turn when the loop ends), and a human's acknowledgement of a notification the agent
+//! already saw reaches the agent at its next turn.
 
 use crate::common;
 
@@ -92,13 +93,18 @@ fn notification_for(p: &Project, agent: &str) -> String {
         .to_owned()
 }
 
-#[test]
-fn a_notification_queued_during_a_tool_loop_rides_on_the_loops_next_request() {
-    let Some(server) = everything_server() else {
-        return;
-    };
-    // The first answer (a tool call) is held back long enough for another process to queue a
-    // notification for the agent meanwhile.
+/// What a tool loop of agent `a` saw of a notification of `level` that another process
+/// queued for it while the loop's first request (answered by a tool call, held back 3 s)
+/// was in flight.
+struct Rode {
+    p: Project,
+    fake: FakeLlm,
+    ntf: String,
+    /// The loop's invocation, as `pap invocations show --json` prints it.
+    inv: Value,
+}
+
+fn queued_during_a_tool_loop(server: &std::path::PathBuf, level: &str, label: &str) -> Rode {
     let fake = FakeLlm::start(vec![
         Scripted::ok(anthropic_tool_use(&[(
             "toolu_1",
@@ -107,10 +113,11 @@ fn a_notification_queued_during_a_tool_loop_rides_on_the_loops_next_request() {
         )]))
         .delayed(Duration::from_secs(3)),
         Scripted::ok(anthropic_text("the sum is 3")),
+        Scripted::ok(anthropic_text("a turn nobody should have started")),
     ]);
     let tools = "  tools:\n    - name: get-sum\n      source: mcp://everything\n      risk_override: read_only\n      impact: internal\n";
-    let p = project(&agent(&fake.url, tools), Some(&server));
-    add_source(&p, "warning");
+    let p = project(&agent(&fake.url, tools), Some(server));
+    add_source(&p, level);
     let file = p.events("e1.ndjson", &[ev("e1", "test.llm.asked", json!({}))]);
     let running = p
         .cmd(T0)
@@ -136,7 +143,7 @@ fn a_notification_queued_during_a_tool_loop_rides_on_the_loops_next_request() {
     );
 
     let reqs = fake.requests();
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 2, "one loop of two requests, and no other turn");
     let messages = reqs[1].body["messages"].as_array().unwrap();
     let last = messages.last().unwrap();
     assert_eq!(last["role"], "user");
@@ -148,23 +155,21 @@ fn a_notification_queued_during_a_tool_loop_rides_on_the_loops_next_request() {
         .as_str()
         .expect("a text block after it");
     assert!(riding.contains("<pap_notifications>"), "{riding}");
-    assert!(
-        riding.contains("**Warning:**"),
-        "grouped by level: {riding}"
-    );
+    assert!(riding.contains(label), "grouped by level: {riding}");
     assert!(riding.contains(&format!("[{ntf}]")), "{riding}");
     assert!(riding.contains("the disk is 91% full"), "{riding}");
 
     // Delivered with this invocation, and recorded on the turn.
-    let list = p.cmd(T0).args(["invocations", "--json"]).output().unwrap();
-    let llm: Value = common::stdout(&list)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|i| i["agent"] == "a")
-        .unwrap();
+    let of_a = invocations_of(&p, "a");
+    assert_eq!(of_a.len(), 1, "{of_a:#?}");
     let inv = p
         .cmd(T0)
-        .args(["invocations", "show", llm["id"].as_str().unwrap(), "--json"])
+        .args([
+            "invocations",
+            "show",
+            of_a[0]["id"].as_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
     let inv: Value = serde_json::from_str(&common::stdout(&inv)).unwrap();
@@ -178,13 +183,102 @@ fn a_notification_queued_during_a_tool_loop_rides_on_the_loops_next_request() {
         .filter(|n| n["id"] == ntf)
         .collect();
     assert_eq!(carried.len(), 1, "{inv}");
+    let n = show_notification(&p, &ntf);
+    assert_eq!(n["status"], "delivered", "{n}");
+    assert_eq!(n["delivered_with"], inv["id"], "{n}");
+    Rode { p, fake, ntf, inv }
+}
+
+/// Agent `agent`'s invocations, as `pap invocations --json` lists them.
+fn invocations_of(p: &Project, agent: &str) -> Vec<Value> {
+    let list = p.cmd(T0).args(["invocations", "--json"]).output().unwrap();
+    common::stdout(&list)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|i| i["agent"] == agent)
+        .collect()
+}
+
+fn show_notification(p: &Project, id: &str) -> Value {
     let n = p
         .cmd(T0)
-        .args(["notifications", "show", &ntf, "--json"])
+        .args(["notifications", "show", id, "--json"])
         .output()
         .unwrap();
-    let n: Value = serde_json::from_str(&common::stdout(&n)).unwrap();
-    assert_eq!(n["status"], "delivered", "{n}");
+    serde_json::from_str(&common::stdout(&n)).unwrap()
+}
+
+#[test]
+fn a_notification_queued_during_a_tool_loop_rides_on_the_loops_next_request() {
+    let Some(server) = everything_server() else {
+        return;
+    };
+    queued_during_a_tool_loop(&server, "warning", "**Warning:**");
+}
+
+/// JP RFD 011, "during tool execution": a critical notification is delivered with the tool
+/// responses at the next natural contact point, and starts no second, concurrent turn.
+#[test]
+fn a_critical_notification_during_a_tool_loop_rides_with_the_tool_responses_and_forces_no_turn() {
+    let Some(server) = everything_server() else {
+        return;
+    };
+    let rode = queued_during_a_tool_loop(&server, "critical", "**Critical:**");
+    let n = show_notification(&rode.p, &rode.ntf);
+    assert_eq!(n["forced_turn"], Value::Null, "{n}");
+    assert_eq!(rode.fake.requests().len(), 2);
+    assert_eq!(rode.inv["internal"], false);
+}
+
+/// A critical notification that comes while the loop's last request is in flight has no
+/// tool responses to ride on: the loop's end is its contact point, and forces the turn then.
+#[test]
+fn a_critical_notification_during_a_loops_last_request_forces_a_turn_when_the_loop_ends() {
+    let fake = FakeLlm::start(vec![
+        Scripted::ok(anthropic_text("all quiet")).delayed(Duration::from_secs(3)),
+        Scripted::ok(anthropic_text("noted: the disk")),
+    ]);
+    let p = project(&agent(&fake.url, ""), None);
+    add_source(&p, "critical");
+    let file = p.events("e1.ndjson", &[ev("e1", "test.llm.asked", json!({}))]);
+    let running = p
+        .cmd(T0)
+        .env("ANTHROPIC_API_KEY", "k")
+        .args(["dispatch", "--json"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::serve::wait_until("the loop's request", || fake.requests().len() == 1);
+    dispatch(&p, "s1", "test.src.fired");
+    let ntf = notification_for(&p, "src");
+    assert_eq!(
+        invocations_of(&p, "a").len(),
+        1,
+        "no second turn while the loop runs"
+    );
+    let out = running.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "the loop's request, then the forced turn's");
+    let forced = last_user_text(&reqs[1].body);
+    assert!(forced.contains(&format!("[{ntf}]")), "{forced}");
+    assert!(forced.contains("the disk is 91% full"), "{forced}");
+    let of_a = invocations_of(&p, "a");
+    let turn = of_a
+        .iter()
+        .find(|i| i["internal"] == true)
+        .unwrap_or_else(|| panic!("a forced turn: {of_a:#?}"));
+    assert_eq!(turn["event_type"], "pap.notification.critical");
+    let n = show_notification(&p, &ntf);
+    assert_eq!(n["forced_turn"], turn["id"], "{n}");
+    assert_eq!(n["delivered_with"], turn["id"], "{n}");
 }
 
 #[test]

@@ -337,8 +337,14 @@ impl Runtime {
                 };
                 inv.start_attempt(lease, cut_short, now)
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
-                // The agent's queue is delivered with this attempt (JP RFD 011).
+                // The agent's queue is delivered with this attempt (JP RFD 011), and a
+                // critical notification for it rides on its loop from now on.
                 notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
+                if loops(&project, &inv.agent)
+                    && let Some(lease) = &inv.lease
+                {
+                    notify::agent_loop::opened(tx, &inv.agent, lease.expires_at)?;
+                }
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(
                         &inv,
@@ -503,7 +509,7 @@ impl Runtime {
             // A copy per run: a shared store may run the unit again (see `Storage::write`).
             let mut inv = inv.clone();
             tx.check_lease(&inv.id, token)?;
-            keep_carried(tx, &project, &mut inv)?;
+            end_loop(tx, &project, &mut inv, now)?;
             let next_at = now.saturating_add(delay.as_millis() as i64);
             // Kept while this process waits out the backoff itself, so nobody else starts it.
             let holder = keep.then(|| {
@@ -571,7 +577,7 @@ impl Runtime {
             .write(move |tx| {
                 let mut inv = inv.clone();
                 tx.check_lease(&inv.id, token)?;
-                keep_carried(tx, &project, &mut inv)?;
+                end_loop(tx, &project, &mut inv, now)?;
                 let ids = events.iter().map(|e| e.id.clone()).collect();
                 inv.succeed(output.clone(), ids, now)
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
@@ -611,7 +617,7 @@ impl Runtime {
             .write(move |tx| {
                 let mut inv = inv.clone();
                 tx.check_lease(&inv.id, token)?;
-                keep_carried(tx, &project, &mut inv)?;
+                end_loop(tx, &project, &mut inv, now)?;
                 tokens::lock_budget(tx, project.agent(&inv.agent))?;
                 let events = end_in_tx(tx, &project, &mut inv, Status::Failed, &reason, None, now)?;
                 tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
@@ -636,23 +642,34 @@ impl Runtime {
     }
 }
 
+/// Whether `agent` runs a tool loop (an LLM agent), which notifications can ride on
+/// (JP RFD 011).
+pub(crate) fn loops(project: &Project, agent: &str) -> bool {
+    project
+        .agent(agent)
+        .is_some_and(|a| !matches!(a.model, ModelSpec::Command { .. }))
+}
+
+/// The attempt's tool loop ended, in the transaction that records how.
 /// What the invocation carried, as the store has it: a running tool loop adds what rode on
 /// its requests (JP RFD 011) to the stored record as it takes it, and the copy an attempt
 /// ends with must not write over that (even when the attempt was cut short between the
-/// take and its own bookkeeping).
+/// take and its own bookkeeping). A critical notification that came too late to ride on
+/// the loop forces the agent's turn now (`notify::agent_loop`).
 /// Only an LLM agent has a loop, so a command agent's ending reads nothing more.
-fn keep_carried(
+fn end_loop(
     tx: &mut dyn WriteTx,
     project: &Project,
     inv: &mut Invocation,
+    now: i64,
 ) -> storage::Result<()> {
-    let loops = project
-        .agent(&inv.agent)
-        .is_some_and(|a| !matches!(a.model, ModelSpec::Command { .. }));
-    if loops && let Some(stored) = tx.invocation(&inv.id)? {
+    if !loops(project, &inv.agent) {
+        return Ok(());
+    }
+    if let Some(stored) = tx.invocation(&inv.id)? {
         inv.notifications = stored.notifications;
     }
-    Ok(())
+    notify::agent_loop::closed(tx, project, &inv.agent, now)
 }
 
 /// Frees the concurrency slots a cancelled invocation kept while its processes stopped.

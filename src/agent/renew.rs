@@ -86,6 +86,7 @@ impl Runtime {
         let id = id.to_owned();
         let now = self.clock.now_ms();
         let term_ms = i64::try_from(term.as_millis()).unwrap_or(i64::MAX / 2);
+        let project = self.project.clone();
         self.write(move |tx| {
             tx.check_lease(&id, token)?;
             let mut inv = tx.invocation(&id)?.ok_or_else(|| {
@@ -97,6 +98,9 @@ impl Runtime {
                 )));
             };
             lease.expires_at = now.saturating_add(term_ms);
+            if super::loops(&project, &inv.agent) {
+                crate::notify::agent_loop::opened(tx, &inv.agent, lease.expires_at)?;
+            }
             tx.put_invocation(&inv)
         })
         .await

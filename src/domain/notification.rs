@@ -168,6 +168,11 @@ pub struct Notification {
     /// The invocation whose prompt carried it (target agent, handler system).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_with: Option<String>,
+    /// The turn this critical notification forced (JP RFD 011; target agent, handler
+    /// system), which takes it from the agent's queue: a running tool loop leaves it there.
+    /// None while it waits to ride on a running loop's next request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forced_turn: Option<String>,
     /// The agent and invocation that were first told of it (any routing), so a later human
     /// acknowledgement reaches that agent at its next turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -199,6 +199,7 @@ pub(crate) mod tests {
             inbox: vec![],
             turn: None,
             delivered_with: None,
+            forced_turn: None,
             told: None,
             sinks: vec![],
             atp: None,

@@ -9,6 +9,8 @@
 //! - `due`: escalations due but not recorded yet, as every reader shows them (6.2);
 //! - `ledger`: the state machine (5.1) and lease fencing (6.3);
 //! - `queue`: an agent's queue, delivered at its next invocation (JP RFD 011);
+//! - `agent_loop`: which agents' tool loops run, so a critical notification rides on one
+//!   rather than forcing a second turn (JP RFD 011);
 //! - `reply`: a handling agent's acknowledgement, narration or silence;
 //! - `inbox`: human acknowledgement and the JSON views;
 //! - `pump`: the watchdog and sink deliveries, on a timer;
@@ -16,6 +18,7 @@
 //! - `atp`: approval requests and responses as ATP messages;
 //! - `template`: `{placeholder}` templates from manifests.
 
+pub mod agent_loop;
 pub mod atp;
 pub mod due;
 pub mod inbox;

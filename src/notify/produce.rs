@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::agent_loop;
 use super::ledger::{self, Refused};
 use crate::domain::{
     Address, AgentInstructions, Carried, Handler, InboxMessage, Invocation, Level, Notification,
@@ -79,6 +80,7 @@ pub fn produce(
         inbox: Vec::new(),
         turn: None,
         delivered_with: None,
+        forced_turn: None,
         told: None,
         sinks: Vec::new(),
         atp: draft.atp,
@@ -159,8 +161,14 @@ fn route(
             };
             tx.queue_push(&agent, &n.id)?;
             // JP RFD 011: a critical notification does not wait for the next natural turn.
+            // A running tool loop is the next contact point: the notification rides with its
+            // tool responses, or forces the turn when the loop ends (`agent_loop`).
             if n.level == Level::Critical {
-                new_turn(tx, project, &agent, n, Vec::new(), depth, now)?;
+                if agent_loop::running(tx, &agent, now)? {
+                    agent_loop::owe(tx, &agent, depth)?;
+                } else {
+                    n.forced_turn = Some(force_turn(tx, project, &agent, n, depth, now)?);
+                }
             }
         }
         (_, Handler::Agent) => {
@@ -337,6 +345,19 @@ pub fn append_to_inbox(
         tx.add_job(now, &sink_job(&sink.name, &n.id, id))?;
     }
     Ok(())
+}
+
+/// The turn a critical notification forces (JP RFD 011): an internal turn of `agent` that
+/// takes its queue, `n` among it, at its start. Returns the turn's invocation id.
+pub(super) fn force_turn(
+    tx: &mut dyn WriteTx,
+    project: &Project,
+    agent: &str,
+    n: &Notification,
+    depth: u32,
+    now: i64,
+) -> storage::Result<String> {
+    new_turn(tx, project, agent, n, Vec::new(), depth, now)
 }
 
 /// An internal turn of `agent` (ANP channel C): an invocation without a trigger, carrying

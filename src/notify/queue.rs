@@ -26,8 +26,9 @@ pub fn deliver_at_start(
 }
 
 /// JP RFD 011: what was queued for the agent while invocation `inv_id` was inside its tool
-/// loop, to ride on the loop's next request. A critical notification is left in the queue:
-/// it forces a turn of its own, which takes it there.
+/// loop, to ride on the loop's next request, with the tool responses. A critical
+/// notification that forced a turn of its own (no loop ran when it came) is left in the
+/// queue for that turn.
 pub fn deliver_mid_loop(
     tx: &mut dyn WriteTx,
     project: &Project,
@@ -130,12 +131,14 @@ fn take(
 }
 
 /// A critical notification targeted at the agent started a turn of its own (JP RFD 011),
-/// which takes it from the queue: a running loop leaves it there.
+/// which takes it from the queue: a running loop leaves it there. One queued while a loop
+/// ran forced no turn, and rides on that loop (`agent_loop`).
 pub fn forces_own_turn(n: &Notification) -> bool {
     n.level == Level::Critical
         && n.routing.target == Party::Agent
         && n.routing.handler == Handler::System
         && n.told.is_none()
+        && n.forced_turn.is_some()
 }
 
 /// Whether a running loop of `agent` has anything to take: a post, or a notification that
@@ -331,12 +334,20 @@ mod tests {
     }
 
     #[test]
-    fn mid_loop_takes_what_waits_but_leaves_a_critical_one_for_its_own_turn() {
+    fn mid_loop_takes_what_waits_but_leaves_a_critical_one_for_the_turn_it_forced() {
         let s = crate::storage::in_memory().unwrap();
         let p = project();
         s.write(|tx| {
-            for (id, level) in [("ntf_w", Level::Warning), ("ntf_c", Level::Critical)] {
-                tx.put_notification(&queued(id, level))?;
+            for (id, level) in [
+                ("ntf_w", Level::Warning),
+                ("ntf_c", Level::Critical),
+                ("ntf_r", Level::Critical),
+            ] {
+                let mut n = queued(id, level);
+                if id == "ntf_c" {
+                    n.forced_turn = Some("turn_1".into());
+                }
+                tx.put_notification(&n)?;
                 tx.queue_push("a", id)?;
             }
             Ok(())
@@ -347,7 +358,11 @@ mod tests {
             .write(|tx| deliver_mid_loop(tx, &p, "inv_1", "a", 10))
             .unwrap();
         let ids: Vec<&str> = riding.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(ids, ["ntf_w"]);
+        assert_eq!(
+            ids,
+            ["ntf_w", "ntf_r"],
+            "a critical one that forced no turn rides on the loop"
+        );
         let n = s.read(|r| r.notification("ntf_w")).unwrap().unwrap();
         assert_eq!(n.status, NotifyStatus::Delivered);
         assert_eq!(n.delivered_with.as_deref(), Some("inv_1"));
