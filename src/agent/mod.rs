@@ -337,14 +337,14 @@ impl Runtime {
                 };
                 inv.start_attempt(lease, cut_short, now)
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
-                // The agent's queue is delivered with this attempt (JP RFD 011), and a
-                // critical notification for it rides on its loop from now on.
-                notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
+                // A critical notification for the agent rides on its loop from now on, and
+                // its queue is delivered with this attempt (JP RFD 011).
                 if loops(&project, &inv.agent)
                     && let Some(lease) = &inv.lease
                 {
                     notify::agent_loop::opened(tx, &inv.agent, lease.expires_at)?;
                 }
+                notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
                 if audited(&inv.risk) {
                     tx.audit(audit_entry(
                         &inv,

@@ -159,16 +159,18 @@ fn route(
             let Some(agent) = n.agent.clone().filter(|a| project.agent(a).is_some()) else {
                 return escalate_unroutable(tx, project, n, now);
             };
-            tx.queue_push(&agent, &n.id)?;
             // JP RFD 011: a critical notification does not wait for the next natural turn.
             // A running tool loop is the next contact point: the notification rides with its
-            // tool responses, or forces the turn when the loop ends (`agent_loop`).
-            if n.level == Level::Critical {
-                if agent_loop::running(tx, &agent, now)? {
-                    agent_loop::owe(tx, &agent, depth)?;
-                } else {
-                    n.forced_turn = Some(force_turn(tx, project, &agent, n, depth, now)?);
-                }
+            // tool responses, or forces the turn when the loop ends (`agent_loop`). Its
+            // marks are advisory locks on PostgreSQL, taken before the queue's rows.
+            let critical = n.level == Level::Critical;
+            let in_loop = critical && agent_loop::running(tx, &agent, now)?;
+            if in_loop {
+                agent_loop::owe(tx, &agent, depth)?;
+            }
+            tx.queue_push(&agent, &n.id)?;
+            if critical && !in_loop {
+                n.forced_turn = Some(force_turn(tx, project, &agent, n, depth, now)?);
             }
         }
         (_, Handler::Agent) => {
