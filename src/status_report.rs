@@ -3,7 +3,7 @@
 //! (an approval past its deadline) is shown as of now. Its cost does not grow with the queue:
 //! counts come from the store's indexes, and only the oldest approvals are read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -171,7 +171,7 @@ pub fn gather(
         ));
     }
 
-    let sinks = sink_health(store)?;
+    let sinks = sink_health(store, project)?;
     for s in &sinks {
         attention.push(format!(
             "sink {} is failing ({} failed, {} retrying){}",
@@ -248,32 +248,70 @@ pub fn gather(
     })
 }
 
+/// How many of the newest notifications the sink health looks at, at most: a delivery older
+/// than that does not say whether a sink fails now, and the look stays bounded however many
+/// notifications the store keeps.
+pub const SINK_HEALTH_LOOK: usize = 2_000;
+
 /// Sinks that are failing now: those whose latest deliveries (since their last one that was
-/// sent) failed for good or are being retried. A sink that recovered is healthy again, though
-/// older notifications still record the deliveries it failed.
-fn sink_health(store: &dyn Storage) -> storage::Result<Vec<SinkHealth>> {
-    let (with_sinks, _) = store.read(|r| r.notifications(&|n| !n.sinks.is_empty(), None))?;
-    let mut by_sink: BTreeMap<String, SinkHealth> = BTreeMap::new();
-    // In creation order: a later delivery says more about the sink's state than an earlier one.
-    for n in &with_sinks {
-        for d in &n.sinks {
-            let entry = by_sink.entry(d.sink.clone()).or_insert_with(|| SinkHealth {
-                sink: d.sink.clone(),
-                ..SinkHealth::default()
-            });
-            match d.state {
-                SinkState::Sent => {
-                    (entry.failed, entry.retrying, entry.last_error) = (0, 0, None);
-                }
-                SinkState::Failed => entry.failed += 1,
-                SinkState::Retrying => entry.retrying += 1,
-                SinkState::Pending => continue,
-            }
-            if d.error.is_some() {
-                entry.last_error = d.error.clone();
-            }
-        }
+/// sent) failed for good or are being retried, among the newest [`SINK_HEALTH_LOOK`]
+/// notifications. A sink that recovered is healthy again, though older notifications still
+/// record the deliveries it failed. A project without sinks has none failing, and reads
+/// nothing.
+fn sink_health(
+    store: &dyn Storage,
+    project: Option<&crate::manifest::Project>,
+) -> storage::Result<Vec<SinkHealth>> {
+    let configured: BTreeSet<&str> = project
+        .map(|p| {
+            p.config
+                .notify
+                .sinks
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    if project.is_some() && configured.is_empty() {
+        return Ok(Vec::new());
     }
+    let mut by_sink: BTreeMap<String, SinkHealth> = BTreeMap::new();
+    // Sinks whose newest settled delivery was seen: nothing older changes their state.
+    let mut sent: BTreeSet<String> = BTreeSet::new();
+    let mut looked = 0;
+    store.read(|r| {
+        // Newest first: a later delivery says more about the sink's state than an earlier one.
+        r.scan_notifications_newest(&mut |n| {
+            for d in &n.sinks {
+                if sent.contains(&d.sink) {
+                    continue;
+                }
+                let entry = by_sink.entry(d.sink.clone()).or_insert_with(|| SinkHealth {
+                    sink: d.sink.clone(),
+                    ..SinkHealth::default()
+                });
+                match d.state {
+                    SinkState::Sent => {
+                        sent.insert(d.sink.clone());
+                        continue;
+                    }
+                    SinkState::Failed => entry.failed += 1,
+                    SinkState::Retrying => entry.retrying += 1,
+                    SinkState::Pending => continue,
+                }
+                if entry.last_error.is_none() {
+                    entry.last_error = d.error.clone();
+                }
+            }
+            looked += 1;
+            let settled = !configured.is_empty() && configured.iter().all(|s| sent.contains(*s));
+            Ok(if settled || looked >= SINK_HEALTH_LOOK {
+                Next::Stop
+            } else {
+                Next::More
+            })
+        })
+    })?;
     Ok(by_sink
         .into_values()
         .filter(|s| s.failed + s.retrying > 0)

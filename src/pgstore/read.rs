@@ -299,6 +299,32 @@ impl ReadTx for PgRead<'_> {
         )
     }
 
+    fn scan_notifications_newest(
+        &self,
+        each: &mut dyn FnMut(Notification) -> Result<Next>,
+    ) -> Result<()> {
+        // Keyset pages, as `scan_invocations`: no result set holds more than a page.
+        let mut before = i64::MAX;
+        loop {
+            let rows = self.s.query(
+                "SELECT seq, record::text FROM pap_notifications \
+                 WHERE seq < $1 ORDER BY seq DESC LIMIT $2",
+                &[&before, &SCAN_PAGE],
+            )?;
+            let full = rows.len() as i64 == SCAN_PAGE;
+            for row in rows {
+                before = row.get(0);
+                let n: Notification = self.s.decode("notification", row.get(1))?;
+                if each(n)? == Next::Stop {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
     fn inbox_after(
         &self,
         after: u64,

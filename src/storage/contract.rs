@@ -717,6 +717,38 @@ fn the_outbox_and_the_audit_log_keep_order() {
 }
 
 #[test]
+fn notifications_read_newest_first_stop_where_asked() {
+    for_each(|s| {
+        s.write(|tx| {
+            // More than a PostgreSQL page, so the scan goes on across pages.
+            for seq in 1..=300u64 {
+                let mut n =
+                    crate::notify::ledger::tests::sample(crate::domain::NotifyStatus::Pending);
+                n.id = format!("ntf_{seq}");
+                n.seq = seq;
+                tx.put_notification(&n)?;
+            }
+            Ok(())
+        })?;
+        s.read(|r| {
+            let mut seen = Vec::new();
+            r.scan_notifications_newest(&mut |n| {
+                seen.push(n.seq);
+                Ok(if seen.len() < 280 {
+                    scan::Next::More
+                } else {
+                    scan::Next::Stop
+                })
+            })?;
+            assert_eq!(seen.len(), 280);
+            assert_eq!((seen[0], seen[279]), (300, 21));
+            assert!(seen.windows(2).all(|w| w[0] > w[1]));
+            Ok(())
+        })
+    });
+}
+
+#[test]
 fn a_purge_removes_expired_claims_and_old_decisions_only() {
     for_each(|s| {
         s.write(|tx| {

@@ -406,6 +406,12 @@ pub trait ReadTx {
     /// Audit entries in order; with `last`, only the last that many; and how many in all.
     fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)>;
     fn notification(&self, id: &str) -> Result<Option<Notification>>;
+    /// Notifications newest first, each passed to `each` until it says [`scan::Next::Stop`]:
+    /// a look at the recent ones that never reads the older ones.
+    fn scan_notifications_newest(
+        &self,
+        each: &mut dyn FnMut(Notification) -> Result<scan::Next>,
+    ) -> Result<()>;
     /// Notifications in creation order, as [`ReadTx::invocations`].
     fn notifications(
         &self,

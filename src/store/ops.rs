@@ -294,6 +294,12 @@ impl ReadTx for Reader {
     ) -> Result<(Vec<Notification>, usize)> {
         self.notify.notifications(keep, last)
     }
+    fn scan_notifications_newest(
+        &self,
+        each: &mut dyn FnMut(Notification) -> Result<crate::storage::scan::Next>,
+    ) -> Result<()> {
+        self.notify.scan_newest(each)
+    }
     fn inbox_after(
         &self,
         after: u64,

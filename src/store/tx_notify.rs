@@ -295,6 +295,24 @@ impl NotifyReader {
         crate::storage::keep_last(ids.map(|id| self.notification(&id?)), keep, last)
     }
 
+    /// Notifications newest first, until `each` says stop.
+    pub fn scan_newest(
+        &self,
+        each: &mut dyn FnMut(Notification) -> Result<crate::storage::scan::Next>,
+    ) -> Result<()> {
+        let path = &self.path;
+        for row in self.order.iter().map_err(|e| redb_err(path, e))?.rev() {
+            let (_, id) = row.map_err(|e| redb_err(path, e))?;
+            let Some(n) = self.notification(id.value())? else {
+                continue;
+            };
+            if each(n)? == crate::storage::scan::Next::Stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Inbox messages with an id strictly above `after`, oldest first, those `keep` accepts,
     /// at most `limit`.
     pub fn inbox_after(
