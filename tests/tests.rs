@@ -47,6 +47,7 @@ mod project_root;
 mod readme_walkthrough;
 mod reads;
 mod rfd011;
+mod rfd011_tool_switch;
 mod rule_tests;
 mod schema;
 mod secrets;

@@ -131,6 +131,10 @@ pub const CODES: &[CodeInfo] = &[
         "a tool source naming a server that pap.yaml does not define",
     ),
     error("duplicate-tool", "an agent lists the same tool twice"),
+    error(
+        "unknown-tool-notification",
+        "a tool's `notifications:` switch naming a notification the tool does not emit",
+    ),
     warning(
         "internal-tool-risk",
         "`impact: internal` on a tool whose risk makes it external anyway",

@@ -8,6 +8,7 @@ use super::compile_trigger::check_id;
 use super::compiled::{Agent, LlmModel, ModelSpec, OutputSpec, RetryPolicy, ToolSpec};
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, Impact, OutputType, Provider, RiskLevel};
+use super::yaml_tree::display_path;
 use crate::diagnostics::did_you_mean;
 use crate::event_type;
 use crate::path;
@@ -367,10 +368,46 @@ fn compile_tools(
             risk,
             external: !(internal && risk <= RiskLevel::Low),
             flags: tool.flags.clone(),
+            notifications: tool.notifications.clone(),
         };
+        check_tool_notifications(ctx, i, &spec);
         out.push((spec, tool.risk_override));
     }
     out
+}
+
+/// JP RFD 011: a tool's `notifications:` switches only names the tool emits, so a misspelt
+/// or meaningless switch is refused instead of silently switching nothing.
+fn check_tool_notifications(ctx: &mut FileCtx, i: usize, spec: &ToolSpec) {
+    let emits = spec.notification_names();
+    for name in spec.notifications.keys() {
+        if emits.contains(&name.as_str()) {
+            continue;
+        }
+        let at = path!["agent", "tools", i, "notifications", name.as_str()];
+        let d = ctx.at_key(
+            "unknown-tool-notification",
+            &at,
+            format!(
+                "`{}`: tool `{}` emits no notification `{name}`",
+                display_path(&at),
+                spec.name
+            ),
+        );
+        match emits {
+            [] => d.help(
+                "an internal tool emits no notifications (an external one emits `external_call`)",
+            ),
+            names => d.help(format!(
+                "it emits: {}",
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
 }
 
 fn compile_output(ctx: &mut FileCtx, raw: &raw::Agent) -> OutputSpec {

@@ -220,6 +220,28 @@ pub struct ToolSpec {
     /// ANP 6.1: the user must be told of each call to an external tool.
     pub external: bool,
     pub flags: Vec<super::compiled_notify::AtpFlag>,
+    /// The manifest's `notifications:` switches (JP RFD 011), each a name of
+    /// [`ToolSpec::notification_names`]; a name not listed is on. They only decide what an
+    /// agent's queue delivers: the user is told of every external call whatever they say.
+    pub notifications: BTreeMap<String, bool>,
+}
+
+/// The name (source `tool`) of the notification an external tool's call produces:
+/// `tool.external_call`, `OutcomeKind::ExternalToolCall`.
+pub const EXTERNAL_CALL: &str = "external_call";
+
+impl ToolSpec {
+    /// The notification names (source `tool`, JP RFD 011) a call of this tool produces. The
+    /// one list: a new producer of tool notifications adds its name here, and the manifest's
+    /// `notifications:` switches are checked against it.
+    pub fn notification_names(&self) -> &'static [&'static str] {
+        if self.external { &[EXTERNAL_CALL] } else { &[] }
+    }
+
+    /// Whether this tool's notifications named `name` are delivered to an agent.
+    pub fn delivers(&self, name: &str) -> bool {
+        self.notifications.get(name).copied().unwrap_or(true)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -421,4 +443,33 @@ pub enum McpServerSpec {
         url: String,
         headers: BTreeMap<String, String>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::compiled_notify::OutcomeKind;
+
+    #[test]
+    fn an_external_tool_emits_external_call_which_a_switch_turns_off() {
+        let mut tool = ToolSpec {
+            name: "echo".into(),
+            server: "s".into(),
+            risk: RiskLevel::Low,
+            external: true,
+            flags: vec![],
+            notifications: BTreeMap::new(),
+        };
+        assert_eq!(tool.notification_names(), [EXTERNAL_CALL]);
+        // The name is the one the producer writes, under source `tool`.
+        assert_eq!(
+            OutcomeKind::ExternalToolCall.kind(),
+            format!("tool.{EXTERNAL_CALL}")
+        );
+        assert!(tool.delivers(EXTERNAL_CALL), "on by default");
+        tool.notifications.insert(EXTERNAL_CALL.into(), false);
+        assert!(!tool.delivers(EXTERNAL_CALL));
+        tool.external = false;
+        assert!(tool.notification_names().is_empty());
+    }
 }

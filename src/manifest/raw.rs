@@ -452,6 +452,12 @@ pub struct Tool {
     /// ATP action flags this tool adds to an approval request (`destructive`, `costly`, ...).
     #[serde(default)]
     pub flags: Vec<AtpFlag>,
+    /// JP RFD 011 per-tool switches, by the names this tool emits (source `tool`; an external
+    /// tool emits `external_call`, an internal one none): `NAME: false` keeps them from being
+    /// delivered to an agent (its queue). Default: all on. It never stops the user from being
+    /// told of an external call (ANP 6.1 requires that); only the agent's copy is held back.
+    #[serde(default)]
+    pub notifications: BTreeMap<String, bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize, JsonSchema)]

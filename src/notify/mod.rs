@@ -9,6 +9,7 @@
 //! - `due`: escalations due but not recorded yet, as every reader shows them (6.2);
 //! - `ledger`: the state machine (5.1) and lease fencing (6.3);
 //! - `queue`: an agent's queue, delivered at its next invocation (JP RFD 011);
+//! - `tool_filter`: a tool's `notifications:` switches, applied at that delivery;
 //! - `agent_loop`: which agents' tool loops run, so a critical notification rides on one
 //!   rather than forcing a second turn (JP RFD 011);
 //! - `reply`: a handling agent's acknowledgement, narration or silence;
@@ -29,3 +30,4 @@ pub mod pump;
 pub mod queue;
 pub mod reply;
 pub mod sinks;
+pub mod tool_filter;

@@ -90,6 +90,9 @@ fn take(
             tx.put_notification(&n)?;
             continue;
         }
+        if super::tool_filter::held_back(tx, project, &mut n, agent, &by, now)? {
+            continue;
+        }
         // Told before: this entry is the news that the user acknowledged it since.
         if n.told.is_some() && n.ack_at.is_some() && n.status == NotifyStatus::Delivered {
             let mut c = carried(&n, false, mark);
