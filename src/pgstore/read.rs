@@ -67,23 +67,50 @@ fn ids(rows: Vec<postgres::Row>) -> Vec<String> {
 }
 
 /// Records `(id, JSON)` that `sql` lists in order, as `storage::keep_last` keeps them.
+/// Every row of a table in creation order, through `keep` (and with `last`, only the last
+/// that many kept): read in keyset pages, so memory holds a page and what is kept, never the
+/// whole table (a count that keeps nothing runs in constant memory).
 fn listed<T: serde::de::DeserializeOwned>(
     s: &Session,
     what: &str,
-    sql: &'static str,
+    page_sql: &'static str,
     keep: &dyn Fn(&T) -> bool,
     last: Option<usize>,
 ) -> Result<(Vec<T>, usize)> {
-    let rows = s.query(sql, &[])?;
-    crate::storage::keep_last(
-        rows.iter().map(|r| {
-            let id: &str = r.get(0);
-            s.decode(&format!("{what} {id}"), r.get(1)).map(Some)
-        }),
-        keep,
-        last,
-    )
+    let mut after: (i64, String) = (i64::MIN, String::new());
+    let mut page: std::vec::IntoIter<(String, String)> = Vec::new().into_iter();
+    let mut done = false;
+    let rows = std::iter::from_fn(|| {
+        loop {
+            if let Some((id, record)) = page.next() {
+                return Some(s.decode(&format!("{what} {id}"), &record).map(Some));
+            }
+            if done {
+                return None;
+            }
+            let fetched = match s.query(page_sql, &[&after.0, &after.1, &SCAN_PAGE]) {
+                Ok(rows) => rows,
+                Err(e) => {
+                    done = true;
+                    return Some(Err(e));
+                }
+            };
+            done = (fetched.len() as i64) < SCAN_PAGE;
+            let mut next = Vec::with_capacity(fetched.len());
+            for r in &fetched {
+                after = (r.get(0), r.get(1));
+                next.push((r.get::<_, String>(1), r.get::<_, String>(2)));
+            }
+            page = next.into_iter();
+        }
+    });
+    crate::storage::keep_last(rows, keep, last)
 }
+
+const LIST_INVOCATIONS: &str = "SELECT seq, id, record::text FROM pap_invocations \
+     WHERE (seq, id) > ($1, $2) ORDER BY seq, id LIMIT $3";
+const LIST_NOTIFICATIONS: &str = "SELECT seq, id, record::text FROM pap_notifications \
+     WHERE (seq, id) > ($1, $2) ORDER BY seq, id LIMIT $3";
 
 /// How many invocations one query of a scan fetches.
 const SCAN_PAGE: i64 = 256;
@@ -129,13 +156,7 @@ impl ReadTx for PgRead<'_> {
         keep: &dyn Fn(&Invocation) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Invocation>, usize)> {
-        listed(
-            &self.s,
-            "invocation",
-            "SELECT id, record::text FROM pap_invocations ORDER BY seq, id",
-            keep,
-            last,
-        )
+        listed(&self.s, "invocation", LIST_INVOCATIONS, keep, last)
     }
 
     fn scan_invocations(
@@ -290,13 +311,7 @@ impl ReadTx for PgRead<'_> {
         keep: &dyn Fn(&Notification) -> bool,
         last: Option<usize>,
     ) -> Result<(Vec<Notification>, usize)> {
-        listed(
-            &self.s,
-            "notification",
-            "SELECT id, record::text FROM pap_notifications ORDER BY seq, id",
-            keep,
-            last,
-        )
+        listed(&self.s, "notification", LIST_NOTIFICATIONS, keep, last)
     }
 
     fn scan_notifications_newest(
