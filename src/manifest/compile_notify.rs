@@ -82,6 +82,25 @@ fn compile_route(
             "an approval request must reach a human: `awaiting_approval` takes target user and handler system",
         );
     }
+    // ANP 6.1: the user must be made aware of every EXTERNAL call, a hard requirement.
+    if kind == OutcomeKind::ExternalToolCall {
+        if r.enabled == Some(false) {
+            ctx.at(
+                "notify-routing",
+                &at("enabled"),
+                "the user must be told of every external tool call (ANP 6.1): `external_tool_call` cannot be switched off",
+            )
+            .help("mark a tool that changes nothing outside `impact: internal`, or hold back an agent's copy with the tool's `notifications: {external_call: false}`");
+        }
+        if routing.target == Party::Agent {
+            ctx.at(
+                "notify-routing",
+                &at("target"),
+                "the user must be told of every external tool call (ANP 6.1): `external_tool_call` takes target user",
+            )
+            .help("keep target user; `agent:` still makes that agent aware of each call");
+        }
+    }
     if routing.address == Address::Session && r.session.is_none() {
         ctx.at(
             "notify-routing",

@@ -68,9 +68,10 @@ pub fn external_call(
 ) -> storage::Result<()> {
     let kind = OutcomeKind::ExternalToolCall;
     let mut route = route_of(project, &inv.agent, kind);
-    if !route.enabled {
-        return Ok(());
-    }
+    // ANP 6.1 is a hard requirement: the manifest check refuses a route that would keep the
+    // user from hearing of the call, and this holds whatever a route says.
+    route.enabled = true;
+    route.routing.target = Party::User;
     if inv.internal {
         route.routing.target = Party::User;
         route.routing.handler = Handler::System;
