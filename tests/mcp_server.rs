@@ -973,3 +973,72 @@ fn the_agent_status_resource_says_whether_the_ui_server_is_ready() {
     assert_eq!(with_serve["body"]["serve"]["conditions"], json!([]));
     serve.terminate();
 }
+
+/// `invocations_list` pages newest first by a cursor: a page costs a page, and the pages
+/// together list each invocation once.
+#[test]
+fn invocations_list_pages_newest_first_by_its_cursor() {
+    let Some(py) = mcp::python_sdk() else {
+        return;
+    };
+    let p = chat();
+    let file = p.root().join("many.ndjson");
+    let lines: Vec<String> = (0..7)
+        .map(|i| {
+            json!({"pap_version": "0.2", "id": format!("w{i}"), "type": "test.gated.requested",
+                   "source": "tests", "time": "2026-11-23T10:00:00Z", "data": {"host": "db-1"}})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let out = p
+        .cmd()
+        .args(["dispatch", "--no-run", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let mut seen: Vec<String> = Vec::new();
+    let mut before = Value::Null;
+    let mut pages = 0;
+    loop {
+        let mut args = json!({"last": 3});
+        if !before.is_null() {
+            args["before"] = before.clone();
+        }
+        let lines = run(
+            &py,
+            "call",
+            json!({"tool": "invocations_list", "args": args}),
+            &stdio(&p),
+            &[],
+        );
+        let page = &step(&lines, "called")["result"]["structured"];
+        pages += 1;
+        let rows = page["invocations"].as_array().unwrap();
+        seen.extend(
+            rows.iter()
+                .map(|r| r["event_id"].as_str().unwrap().to_owned()),
+        );
+        before = page["next_cursor"].clone();
+        if before.is_null() {
+            break;
+        }
+        assert_eq!(rows.len(), 3, "{page:#}");
+        assert!(pages < 5, "the pages end");
+    }
+    assert_eq!(seen, ["w6", "w5", "w4", "w3", "w2", "w1", "w0"]);
+    let lines = run(
+        &py,
+        "call",
+        json!({"tool": "invocations_list", "args": {"before": "not a cursor"}}),
+        &stdio(&p),
+        &[],
+    );
+    let refused = &step(&lines, "called")["error"];
+    assert_eq!(refused["code"], -32602, "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains("`before`"),
+        "{refused}"
+    );
+}

@@ -96,6 +96,39 @@ async fn changed(session: &Session, store: &Arc<dyn Storage>) -> Vec<String> {
         .collect()
 }
 
+/// The notifications of the inbox's window that changed since the session subscribed to a
+/// view of it and that no update told of, with their threads: looked at once, at the first
+/// change of notifications after the subscription. By then the watcher has read its own
+/// window (it reads it before broadcasting), and tells of every later change itself.
+async fn window_changed(
+    session: &Session,
+    store: &Arc<dyn Storage>,
+) -> Vec<(String, Option<String>)> {
+    let Some(seen) = session.window_seen.lock().expect("session").take() else {
+        return Vec::new();
+    };
+    if seen.is_empty() {
+        return Vec::new();
+    }
+    let store = store.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        store.read(|r| {
+            let mut changed = Vec::new();
+            for (id, (print, thread)) in &seen {
+                if fingerprint(r.notification(id)?.as_ref()) != *print {
+                    changed.push((id.clone(), thread.clone()));
+                }
+            }
+            Ok(changed)
+        })
+    })
+    .await;
+    match read {
+        Ok(Ok(changed)) => changed,
+        _ => Vec::new(),
+    }
+}
+
 /// Tells `peer` of each broadcast change that touches what `session` subscribed to (read at
 /// each change), until its transport closes. A subscriber that fell behind the broadcast
 /// hears once of everything it subscribed to, rather than of nothing.
@@ -111,6 +144,10 @@ pub async fn forward(
         let keys: BTreeSet<String> = subscribed.keys().cloned().collect();
         let hit: Vec<String> = match update {
             Ok(Update::Message(msg)) => {
+                // Told of by this message (or its own post): no need to compare it later.
+                if let Some(seen) = session.window_seen.lock().expect("session").as_mut() {
+                    seen.remove(&msg.notification_id);
+                }
                 let own = msg
                     .posted_by
                     .as_ref()
@@ -127,14 +164,18 @@ pub async fn forward(
                 if let Some(seen) = session.seen.lock().expect("session").get_mut(&id) {
                     *seen = print;
                 }
+                if let Some(seen) = session.window_seen.lock().expect("session").as_mut() {
+                    seen.remove(&id);
+                }
                 uris_changed(&id, thread.as_deref(), &keys)
             }
-            Ok(Update::Notifications) => changed(&session, &store).await,
-            Ok(Update::Inbox) => keys
-                .iter()
-                .filter(|k| notification_id(k).is_none())
-                .cloned()
-                .collect(),
+            Ok(Update::Notifications) => {
+                let mut hit = changed(&session, &store).await;
+                for (id, thread) in window_changed(&session, &store).await {
+                    hit.extend(uris_changed(&id, thread.as_deref(), &keys));
+                }
+                hit
+            }
             Err(broadcast::error::RecvError::Lagged(_)) => keys.iter().cloned().collect(),
             Err(broadcast::error::RecvError::Closed) => return,
         };

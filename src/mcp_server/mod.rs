@@ -94,6 +94,10 @@ struct Session {
     subscribed: Mutex<forward::Subscribed>,
     /// The fingerprint of each notification subscribed to, as last told (`forward`).
     seen: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// What the inbox's window showed when the session first subscribed to a view of it,
+    /// until the first change of notifications is compared with it (`forward`): a change
+    /// committed before the watcher read the window is not missed.
+    window_seen: Mutex<Option<watch::Baseline>>,
     /// Recorded on this session's posts (`PostedBy::mcp_session`): they are never announced
     /// back to it (no self-echo), even when the watcher sees one before the tool returns.
     nonce: String,
@@ -119,6 +123,7 @@ impl PapMcp {
                 per_request,
                 subscribed: Mutex::default(),
                 seen: Mutex::default(),
+                window_seen: Mutex::default(),
                 nonce: crate::notify::atp::uuid_v4(),
                 forwarding: AtomicBool::new(false),
             }),
@@ -285,6 +290,18 @@ impl ServerHandler for PapMcp {
                 .map_err(resources::store_error)?;
             let print = forward::fingerprint(now.as_ref());
             self.session.seen.lock().expect("session").insert(id, print);
+        } else if self.session.window_seen.lock().expect("session").is_none() {
+            // A view of the inbox: what it shows now is what a change is measured from.
+            let store = self.shared.store.clone();
+            let seen = tokio::task::spawn_blocking(move || store.read(|r| watch::baseline(r)))
+                .await
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?
+                .map_err(resources::store_error)?;
+            self.session
+                .window_seen
+                .lock()
+                .expect("session")
+                .get_or_insert(seen);
         }
         self.session
             .subscribed

@@ -83,7 +83,9 @@ pub fn all() -> Vec<Tool> {
         ),
         Tool::new(
             "invocations_list",
-            "Invocations, newest last, filtered by status, agent or trigger.",
+            "A page of invocations, newest first, filtered by status, agent or trigger; \
+             `next_cursor` (null at the end) goes on as `before`. A filtered page looks at no \
+             more than 10,000 invocations (`budget_spent`: go on from `next_cursor`).",
             Arc::new(object!({
                 "type": "object",
                 "properties": {
@@ -91,7 +93,9 @@ pub fn all() -> Vec<Tool> {
                     "agent": {"type": "string"},
                     "trigger": {"type": "string"},
                     "last": {"type": "integer", "minimum": 1, "maximum": 500,
-                             "description": "Default 50"}
+                             "description": "Page size, default 50"},
+                    "before": {"type": "string",
+                               "description": "The `next_cursor` of the previous page"}
                 },
                 "additionalProperties": false
             })),

@@ -11,6 +11,8 @@ use crate::cmd::invocations::view;
 use crate::event::{self, Origin};
 use crate::pipeline::{Options, Pipeline};
 use crate::storage;
+use crate::storage::cursor::Kind;
+use crate::storage::pages::{self, InvocationFilter};
 
 const DEFAULT_LAST: u64 = 50;
 const MAX_LAST: u64 = 500;
@@ -42,27 +44,23 @@ fn text_arg(args: &JsonObject, key: &str) -> Option<String> {
     args.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
+/// A page of invocations, newest first, with the cursor of the next (`before`): its cost is a
+/// page's, never the store's, and the cursor stays right while invocations are added. An
+/// agent or trigger filter looks at no more than `pages::SCAN_BUDGET` invocations a call.
 fn list(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> {
     let last = last_arg(args)?;
-    let (status, agent, trigger) = (
-        text_arg(args, "status"),
-        text_arg(args, "agent"),
-        text_arg(args, "trigger"),
-    );
-    let now = server.now();
-    let keep = |inv: &crate::domain::Invocation| {
-        status
-            .as_deref()
-            .is_none_or(|s| inv.status_at(now).as_str() == s)
-            && agent.as_deref().is_none_or(|a| inv.agent == a)
-            && trigger.as_deref().is_none_or(|t| inv.trigger == t)
+    let filter = InvocationFilter {
+        status: text_arg(args, "status"),
+        agent: text_arg(args, "agent"),
+        trigger: text_arg(args, "trigger"),
     };
-    let (found, total) = server
-        .shared
-        .store
-        .read(|r| r.invocations(&keep, Some(last)))
+    let before = pages::parse(Kind::Invocations, text_arg(args, "before").as_deref())
+        .map_err(|e| McpError::invalid_params(format!("`before`: {}", e.0), None))?;
+    let now = server.now();
+    let page = pages::invocations(&*server.shared.store, &filter, now, before, last)
         .map_err(store_error)?;
-    let rows: Vec<Value> = found
+    let rows: Vec<Value> = page
+        .rows
         .into_iter()
         .map(|mut inv| {
             inv.status = inv.status_at(now);
@@ -71,9 +69,11 @@ fn list(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> 
             row
         })
         .collect();
-    Ok(CallToolResult::structured(
-        json!({"invocations": rows, "total": total}),
-    ))
+    Ok(CallToolResult::structured(json!({
+        "invocations": rows,
+        "next_cursor": page.next,
+        "budget_spent": page.budget_spent,
+    })))
 }
 
 fn show(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> {

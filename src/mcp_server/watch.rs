@@ -57,8 +57,6 @@ pub enum Update {
     },
     /// Some notification changed: each session compares those it subscribed to.
     Notifications,
-    /// The inbox and its threads may have changed, which notification is not known.
-    Inbox,
 }
 
 /// Where the watcher broadcasts.
@@ -106,8 +104,6 @@ struct Watcher {
     window: Option<VecDeque<(u64, String, Option<String>)>>,
     /// The fingerprint of each notification in the window.
     prints: HashMap<String, u64>,
-    /// The window was read and no change was heard of since.
-    fresh: bool,
 }
 
 /// Starts the watcher of the state in `state_dir` on the current tokio runtime, on `clock`
@@ -131,7 +127,6 @@ pub fn start(store: Arc<dyn Storage>, state_dir: &Path, clock: Clock) -> Changes
             next: None,
             window: None,
             prints: HashMap::new(),
-            fresh: false,
         };
         // On a shared store, other nodes' commits are heard of through the store; the mark
         // files only tell of this host's.
@@ -202,18 +197,14 @@ impl Watcher {
             return;
         }
         if self.window.is_none() {
+            // A change committed since someone subscribed may already be in what is read
+            // now: each session compares it with what it saw when it subscribed, at the
+            // first `Notifications` after this (`forward`).
             self.fill_window().await;
         }
         self.messages(changes, appended).await;
         if token_moved || changed {
-            let told = self.window_changes(changes).await;
-            if std::mem::take(&mut self.fresh) && !told {
-                // The window was read since someone subscribed, and the first change heard
-                // of since may be one it already holds: committed before the read, heard of
-                // after it (the mark is rewritten, and a shared store's notice sent, after
-                // the commit). Say the views may have changed rather than miss it.
-                let _ = changes.send(Update::Inbox);
-            }
+            self.window_changes(changes).await;
             let _ = changes.send(Update::Notifications);
             // A new deadline may have come, or the next one gone.
             self.next = None;
@@ -223,33 +214,18 @@ impl Watcher {
 
     /// Reads the inbox's window and the fingerprints of its notifications.
     async fn fill_window(&mut self) {
-        let after = self.last.saturating_sub(INBOX_WINDOW);
-        let Some((window, prints)) = read(&self.store, move |r| {
-            let msgs = r.inbox_after(after, INBOX_WINDOW as usize, &|m| !m.is_post())?;
-            let mut prints = HashMap::new();
-            for m in &msgs {
-                let n = r.notification(&m.notification_id)?;
-                prints.insert(m.notification_id.clone(), fingerprint(n.as_ref()));
-            }
-            let window = msgs
-                .into_iter()
-                .map(|m| (m.id, m.notification_id, m.session))
-                .collect::<VecDeque<_>>();
-            Ok((window, prints))
-        })
-        .await
-        else {
+        let after = self.last;
+        let Some((window, prints)) = read(&self.store, move |r| window_at(r, after)).await else {
             return;
         };
         self.window = Some(window);
         self.prints = prints;
-        self.fresh = true;
     }
 
-    /// Broadcasts each notification of the window whose fingerprint changed; whether any did.
-    async fn window_changes(&mut self, changes: &Changes) -> bool {
+    /// Broadcasts each notification of the window whose fingerprint changed.
+    async fn window_changes(&mut self, changes: &Changes) {
         let Some(window) = &self.window else {
-            return false;
+            return;
         };
         let ids: Vec<(String, Option<String>)> = window
             .iter()
@@ -265,16 +241,13 @@ impl Watcher {
         })
         .await
         else {
-            return false;
+            return;
         };
-        let mut told = false;
         for (id, session, print) in now {
             if self.prints.insert(id.clone(), print) != Some(print) {
                 let _ = changes.send(Update::Changed { id, session, print });
-                told = true;
             }
         }
-        told
     }
 
     /// Adds a new message's notification to the window, dropping the oldest beyond it.
@@ -366,6 +339,44 @@ impl Watcher {
         }
     }
 }
+
+/// The notifications of the inbox's window ending at message `last`, oldest first: (message,
+/// notification, thread), and the fingerprint of each notification.
+type Window = (
+    VecDeque<(u64, String, Option<String>)>,
+    HashMap<String, u64>,
+);
+
+pub fn window_at(r: &dyn crate::storage::ReadTx, last: u64) -> crate::storage::Result<Window> {
+    let after = last.saturating_sub(INBOX_WINDOW);
+    let msgs = r.inbox_after(after, INBOX_WINDOW as usize, &|m| !m.is_post())?;
+    let mut prints = HashMap::new();
+    for m in &msgs {
+        let n = r.notification(&m.notification_id)?;
+        prints.insert(m.notification_id.clone(), fingerprint(n.as_ref()));
+    }
+    let window = msgs
+        .into_iter()
+        .map(|m| (m.id, m.notification_id, m.session))
+        .collect::<VecDeque<_>>();
+    Ok((window, prints))
+}
+
+/// What a session saw of the inbox's window when it subscribed to a view of it: each
+/// notification's fingerprint and thread.
+pub fn baseline(r: &dyn crate::storage::ReadTx) -> crate::storage::Result<Baseline> {
+    let (window, prints) = window_at(r, r.inbox_last()?)?;
+    Ok(window
+        .into_iter()
+        .map(|(_, id, session)| {
+            let print = prints.get(&id).copied().unwrap_or(0);
+            (id, (print, session))
+        })
+        .collect())
+}
+
+/// A session's [`baseline`]: notification → (fingerprint, thread).
+pub type Baseline = HashMap<String, (u64, Option<String>)>;
 
 /// The inbox mark file's id; `None` when it is missing or being replaced.
 fn read_mark(path: &Path) -> Option<u64> {

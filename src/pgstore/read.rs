@@ -290,11 +290,21 @@ impl ReadTx for PgRead<'_> {
             .query_one("SELECT count(*) FROM pap_audit", &[])?
             .get(0);
         let total = usize::try_from(total).unwrap_or(0);
-        let skip = last.map_or(0, |n| total.saturating_sub(n));
-        let rows = self.s.query(
-            "SELECT entry::text FROM pap_audit ORDER BY seq OFFSET $1",
-            &[&i64::try_from(skip).unwrap_or(0)],
-        )?;
+        // The newest `last` by the primary key, read backwards: an OFFSET would walk past
+        // every older entry first.
+        let rows = match last {
+            Some(n) => {
+                let mut rows = self.s.query(
+                    "SELECT entry::text FROM pap_audit ORDER BY seq DESC LIMIT $1",
+                    &[&i64::try_from(n).unwrap_or(i64::MAX)],
+                )?;
+                rows.reverse();
+                rows
+            }
+            None => self
+                .s
+                .query("SELECT entry::text FROM pap_audit ORDER BY seq", &[])?,
+        };
         let entries = rows
             .iter()
             .map(|r| self.s.decode("audit entry", r.get(0)))

@@ -25,6 +25,7 @@ pub mod cursor;
 mod error;
 pub mod inbox_mark;
 pub mod notification_mark;
+pub mod pages;
 mod place;
 pub mod scan;
 pub mod short_forms;

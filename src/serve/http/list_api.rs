@@ -9,10 +9,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::paging::{self, InvocationFilter, Page};
 use super::{App, ConnInfo, reply};
 use crate::manifest::compiled_listen::Scope;
 use crate::storage::cursor::{self, Kind};
+use crate::storage::pages::{self as paging, InvocationFilter, Page};
 
 /// Most rows a request may ask for.
 const MOST: usize = 500;

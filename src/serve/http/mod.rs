@@ -20,7 +20,6 @@ mod ingest;
 mod limits;
 mod list_api;
 mod mcp;
-mod paging;
 mod principals;
 mod reload;
 mod reply;

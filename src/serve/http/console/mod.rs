@@ -221,7 +221,7 @@ fn bad_cursor(e: crate::storage::cursor::BadCursor) -> Response {
 }
 
 async fn approvals(State(app): State<App>, v: Viewer, Query(q): Query<PageAfter>) -> Response {
-    let after = match super::paging::parse(Kind::Approvals, q.after.as_deref()) {
+    let after = match crate::storage::pages::parse(Kind::Approvals, q.after.as_deref()) {
         Ok(after) => after,
         Err(e) => return bad_cursor(e),
     };
@@ -245,7 +245,7 @@ async fn invocations(
     Query(q): Query<PageBefore>,
     v: Viewer,
 ) -> Response {
-    let before = match super::paging::parse(Kind::Invocations, q.before.as_deref()) {
+    let before = match crate::storage::pages::parse(Kind::Invocations, q.before.as_deref()) {
         Ok(before) => before,
         Err(e) => return bad_cursor(e),
     };

@@ -12,7 +12,7 @@ use crate::manifest::Project;
 use crate::storage::scan::{Next, Order, Scan};
 use crate::storage::{self, Storage};
 
-use super::super::paging;
+use crate::storage::pages as paging;
 
 /// Rows a list shows at most.
 pub const LIST_MAX: usize = 200;
@@ -199,7 +199,7 @@ fn clipped(data: &Value) -> Value {
 /// Bytes of an event's data a list page shows.
 const DATA_SHOWN: usize = 16 * 1024;
 
-pub use super::super::paging::InvocationFilter;
+pub use crate::storage::pages::InvocationFilter;
 
 /// Invocations `filter` keeps, newest first, a page before `before`.
 pub fn invocations(

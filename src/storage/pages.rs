@@ -1,14 +1,14 @@
-//! Pages of invocations for the console and the JSON API: read by keyset from a cursor (see
+//! Pages of invocations for the console, the JSON API and the MCP `invocations_list` tool: read by keyset from a cursor (see
 //! `storage::cursor`), a page at a time, so a request's cost is its page's, never the
 //! store's. A cursor stays right while invocations are added: approvals page oldest first
 //! (new ones come at the end), invocations newest first (new ones come before page one).
 
 use serde::Deserialize;
 
+use super::Storage;
+use super::cursor::{self, BadCursor, Kind};
+use super::scan::{Next, Only, Order, Scan};
 use crate::domain::{Invocation, Status};
-use crate::storage::cursor::{self, BadCursor, Kind};
-use crate::storage::scan::{Next, Only, Order, Scan};
-use crate::storage::{self, Storage};
 
 /// Approvals a page shows.
 pub const APPROVALS_PAGE: usize = 25;
@@ -72,7 +72,7 @@ pub fn approvals(
     after: Option<u64>,
     size: usize,
     with_event: bool,
-) -> storage::Result<Page> {
+) -> super::Result<Page> {
     let scan = Scan {
         only: Only::Awaiting,
         order: Order::Oldest,
@@ -115,7 +115,7 @@ pub fn invocations(
     now: i64,
     before: Option<u64>,
     size: usize,
-) -> storage::Result<Page> {
+) -> super::Result<Page> {
     let scan = Scan {
         only: filter.only(),
         order: Order::Newest,
