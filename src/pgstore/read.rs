@@ -324,6 +324,38 @@ impl ReadTx for PgRead<'_> {
         listed(&self.s, "notification", LIST_NOTIFICATIONS, keep, last)
     }
 
+    fn notification_counts(&self) -> Result<crate::storage::scan::NotifyCounts> {
+        // Counted in the database, one aggregate each: no notification reaches pap.
+        let mut counts = crate::storage::scan::NotifyCounts::default();
+        for row in self.s.query(
+            "SELECT record->>'status', count(*) FROM pap_notifications GROUP BY 1",
+            &[],
+        )? {
+            let status: Option<String> = row.get(0);
+            let n: i64 = row.get(1);
+            if let Some(status) = status {
+                counts
+                    .by_status
+                    .insert(status, u64::try_from(n).unwrap_or(0));
+            }
+        }
+        for row in self.s.query(
+            "SELECT d->>'sink', count(*) FROM pap_notifications, \
+             json_array_elements(COALESCE(record->'sinks', '[]'::json)) AS d \
+             WHERE d->>'state' IN ('failed', 'retrying') GROUP BY 1",
+            &[],
+        )? {
+            let sink: Option<String> = row.get(0);
+            let n: i64 = row.get(1);
+            if let Some(sink) = sink {
+                counts
+                    .failing_by_sink
+                    .insert(sink, u64::try_from(n).unwrap_or(0));
+            }
+        }
+        Ok(counts)
+    }
+
     fn scan_notifications_newest(
         &self,
         each: &mut dyn FnMut(Notification) -> Result<Next>,

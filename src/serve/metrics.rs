@@ -19,7 +19,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::conditions::{Condition, Conditions};
-use crate::domain::SinkState;
 use crate::pipeline::report::EventReport;
 use crate::stages::Outcome;
 use crate::storage::{self, Storage};
@@ -186,34 +185,36 @@ impl Metrics {
 
     /// Reads the states from the store and encodes everything.
     pub fn scrape(&self, store: &dyn Storage, now: i64) -> storage::Result<String> {
-        use std::cell::RefCell;
-        use std::collections::BTreeMap;
-        // The queue's counts come from the store's indexes (no invocation is read); the
-        // notifications' scan keeps nothing: the counts are made as they pass.
+        // The queue's counts come from the store's indexes (no invocation is read).
         let counts =
             store.read(|r| r.queue_counts(now, now - crate::status_report::OVERDUE_AFTER_MS))?;
         let oldest = counts.oldest_waiting;
         let queue = crate::status_report::queue_map(&counts);
-        let notifications: RefCell<BTreeMap<&'static str, i64>> = Default::default();
-        let sinks: RefCell<BTreeMap<String, i64>> = Default::default();
-        store.read(|r| {
-            r.notifications(
-                &|n| {
-                    *notifications
-                        .borrow_mut()
-                        .entry(n.status_at(now).as_str())
-                        .or_default() += 1;
-                    for d in &n.sinks {
-                        if matches!(d.state, SinkState::Failed | SinkState::Retrying) {
-                            *sinks.borrow_mut().entry(d.sink.clone()).or_default() += 1;
-                        }
-                    }
-                    false
-                },
-                None,
-            )
+        // Notifications by status as of now (a due escalation counts as escalated, as every
+        // reader shows it) and failing deliveries by sink: kept counts, and the due
+        // watchdogs from the timer index, never every notification.
+        let told = store.read(|r| {
+            let mut counts = r.notification_counts()?;
+            let due = crate::notify::due::escalations_due(
+                r,
+                now,
+                crate::notify::due::SCAN_JOBS,
+                &|_| true,
+            )?;
+            counts.move_escalated(due.len() as u64);
+            Ok(counts)
         })?;
-        let (notifications, sinks) = (notifications.into_inner(), sinks.into_inner());
+        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let notifications: Vec<(String, i64)> = told
+            .by_status
+            .into_iter()
+            .map(|(k, v)| (k, to_i64(v)))
+            .collect();
+        let sinks: Vec<(String, i64)> = told
+            .failing_by_sink
+            .into_iter()
+            .map(|(k, v)| (k, to_i64(v)))
+            .collect();
         self.approvals_waiting
             .set(i64::try_from(counts.waiting()).unwrap_or(i64::MAX));
         set_all(
@@ -225,11 +226,7 @@ impl Metrics {
         );
         self.approval_oldest_seconds
             .set(oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0));
-        set_all(
-            &self.notifications,
-            "status",
-            notifications.into_iter().map(|(k, v)| (k.to_owned(), v)),
-        );
+        set_all(&self.notifications, "status", notifications.into_iter());
         set_all(&self.sink_failures, "sink", sinks.into_iter());
         for condition in Condition::ALL {
             self.serve_conditions

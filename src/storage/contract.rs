@@ -717,6 +717,48 @@ fn the_outbox_and_the_audit_log_keep_order() {
 }
 
 #[test]
+fn notification_counts_follow_every_write() {
+    use crate::domain::{NotifyStatus, SinkDelivery, SinkState};
+    let delivery = |state| SinkDelivery {
+        sink: "pager".into(),
+        state,
+        attempts: 1,
+        next_at: None,
+        error: None,
+        sent_at: None,
+        message: 1,
+    };
+    for_each(|s| {
+        let mut n = crate::notify::ledger::tests::sample(NotifyStatus::Pending);
+        n.id = "ntf_1".into();
+        n.seq = 1;
+        s.write(|tx| {
+            tx.put_notification(&n)?;
+            let mut m = n.clone();
+            m.id = "ntf_2".into();
+            m.seq = 2;
+            m.sinks = vec![delivery(SinkState::Retrying)];
+            tx.put_notification(&m)
+        })?;
+        let counts = s.read(|r| r.notification_counts())?;
+        assert_eq!(counts.by_status.get("pending"), Some(&2));
+        assert_eq!(counts.failing_by_sink.get("pager"), Some(&1));
+        // A rewrite moves its counts; a sink that took it is failing no more.
+        s.write(|tx| {
+            let mut m = tx.notification("ntf_2")?.expect("stored");
+            m.status = NotifyStatus::Dispatched;
+            m.sinks = vec![delivery(SinkState::Sent)];
+            tx.put_notification(&m)
+        })?;
+        let counts = s.read(|r| r.notification_counts())?;
+        assert_eq!(counts.by_status.get("pending"), Some(&1));
+        assert_eq!(counts.by_status.get("dispatched"), Some(&1));
+        assert_eq!(counts.failing_by_sink.get("pager"), None);
+        Ok(())
+    });
+}
+
+#[test]
 fn notifications_read_newest_first_stop_where_asked() {
     for_each(|s| {
         s.write(|tx| {

@@ -407,6 +407,9 @@ pub trait ReadTx {
     /// Audit entries in order; with `last`, only the last that many; and how many in all.
     fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)>;
     fn notification(&self, id: &str) -> Result<Option<Notification>>;
+    /// Notifications by recorded status and failing deliveries by sink (see
+    /// [`scan::NotifyCounts`]), never by reading them all into pap.
+    fn notification_counts(&self) -> Result<scan::NotifyCounts>;
     /// Notifications newest first, each passed to `each` until it says [`scan::Next::Stop`]:
     /// a look at the recent ones that never reads the older ones.
     fn scan_notifications_newest(

@@ -92,6 +92,37 @@ impl QueueCounts {
     }
 }
 
+/// Notifications by recorded status, and each sink's failing deliveries (failed for good, or
+/// being retried), from kept counters (redb) or one aggregate query (PostgreSQL): never by
+/// reading the notifications into pap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotifyCounts {
+    pub by_status: std::collections::BTreeMap<String, u64>,
+    pub failing_by_sink: std::collections::BTreeMap<String, u64>,
+}
+
+impl NotifyCounts {
+    /// Moves `n` dispatched notifications to escalated: their delivery deadline passed, and
+    /// no writer recorded it yet (ANP 6.2: every reader shows them escalated).
+    pub fn move_escalated(&mut self, n: u64) {
+        use crate::domain::NotifyStatus;
+        if n == 0 {
+            return;
+        }
+        let dispatched = NotifyStatus::Dispatched.as_str().to_owned();
+        if let Some(d) = self.by_status.get_mut(&dispatched) {
+            *d = d.saturating_sub(n);
+            if *d == 0 {
+                self.by_status.remove(&dispatched);
+            }
+        }
+        *self
+            .by_status
+            .entry(NotifyStatus::Escalated.as_str().to_owned())
+            .or_default() += n;
+    }
+}
+
 /// Whether more than half of the time to answer an approval made at `created_at` with
 /// `deadline` has passed at `now` (the rule `pap status` warns by).
 pub fn past_half(created_at: i64, deadline: Option<i64>, now: i64) -> bool {

@@ -13,7 +13,7 @@ use super::{Result, redb_err};
 
 /// Whether a file of format `found` is migrated to the current one.
 pub fn migrates(found: u64) -> bool {
-    found == 6 || found == 7
+    (6..=8).contains(&found)
 }
 
 /// Migrates a file of format `found` (see [`migrates`]) to the current format.
@@ -24,6 +24,9 @@ pub fn migrates(found: u64) -> bool {
 ///
 /// 7 → 8: adds the read indexes (creation order, the invocations awaiting approval, a count
 /// per status; see `read_index`), built from the invocations in one pass.
+///
+/// 8 → 9: adds the notification counts (see `notify_counts`), from the notifications in one
+/// pass.
 pub fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
     debug_assert!(migrates(found));
     let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
@@ -37,7 +40,10 @@ pub fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
         if found == 6 {
             tx.migrate_concurrency_6()?;
         }
-        tx.build_read_indexes()?;
+        if found <= 7 {
+            tx.build_read_indexes()?;
+        }
+        tx.build_notification_counts()?;
         tx.finish()?;
         tx.meta
             .insert("schema_version", SCHEMA_VERSION)
@@ -74,6 +80,13 @@ mod tests {
         // db1-1 runs (first: running work comes first); the agent's key admits two waiters
         // beside it, db2-1 and db1-2, but host db1 is held by db1-1: only db2-1 is due.
         assert_eq!(events, ["db1-1", "db2-1"]);
+        // Format 9's notification counts, built from the fixture's notifications.
+        let counts = store.read(|r| r.notification_counts()).unwrap();
+        let stored = store
+            .read(|r| crate::storage::ReadTx::notifications(r, &|_| true, None))
+            .unwrap()
+            .1;
+        assert_eq!(counts.by_status.values().sum::<u64>(), stored as u64);
         drop(store);
         // Migrated in place: format 7, without format 6's index.
         let db = Database::open(dir.path().join("state.redb")).unwrap();
@@ -85,6 +98,71 @@ mod tests {
             txn.open_table(super::super::tables::CONCURRENCY_6),
             Err(redb::TableError::TableDoesNotExist(_))
         ));
+    }
+
+    /// A format-8 file is format 9 without the notification counts: built from a format-9
+    /// file by dropping them, it is migrated at its next open, and its counts come back.
+    #[test]
+    fn a_format_8_store_gets_its_notification_counts() {
+        use crate::domain::{NotifyStatus, SinkDelivery, SinkState};
+        use redb::ReadableTable;
+        let dir = tempfile::tempdir().unwrap();
+        let counted = |store: &Store| store.read(|r| r.notification_counts()).unwrap();
+        let before = {
+            let store = Store::open(dir.path()).unwrap();
+            store
+                .write(|tx| {
+                    for (seq, status, sink) in [
+                        (1, NotifyStatus::Dispatched, Some(SinkState::Failed)),
+                        (2, NotifyStatus::Delivered, Some(SinkState::Sent)),
+                        (3, NotifyStatus::Dispatched, None),
+                    ] {
+                        let mut n = crate::notify::ledger::tests::sample(status);
+                        n.id = format!("ntf_{seq}");
+                        n.seq = seq;
+                        n.sinks = sink
+                            .map(|state| SinkDelivery {
+                                sink: "pager".into(),
+                                state,
+                                attempts: 1,
+                                next_at: None,
+                                error: None,
+                                sent_at: None,
+                                message: seq,
+                            })
+                            .into_iter()
+                            .collect();
+                        tx.put_notification(&n)?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            counted(&store)
+        };
+        assert_eq!(before.by_status["dispatched"], 2);
+        assert_eq!(before.by_status["delivered"], 1);
+        assert_eq!(before.failing_by_sink["pager"], 1);
+        {
+            let db = Database::create(dir.path().join("state.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(super::super::tables::META).unwrap();
+                let keys: Vec<String> = meta
+                    .iter()
+                    .unwrap()
+                    .map(|r| r.unwrap().0.value().to_owned())
+                    .filter(|k| k.starts_with("notify."))
+                    .collect();
+                assert_eq!(keys.len(), 3, "{keys:?}");
+                for k in keys {
+                    meta.remove(k.as_str()).unwrap();
+                }
+                meta.insert("schema_version", 8).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(counted(&store), before);
     }
 
     /// A format-7 file is format 8 without the read indexes: built from a format-8 file by

@@ -15,6 +15,7 @@ mod id_codec;
 mod invocation_codec;
 mod ledger_block;
 mod migrate;
+mod notify_counts;
 mod ops;
 mod read_index;
 mod tables;

@@ -294,6 +294,9 @@ impl ReadTx for Reader {
     ) -> Result<(Vec<Notification>, usize)> {
         self.notify.notifications(keep, last)
     }
+    fn notification_counts(&self) -> Result<crate::storage::scan::NotifyCounts> {
+        Reader::notification_counts(self)
+    }
     fn scan_notifications_newest(
         &self,
         each: &mut dyn FnMut(Notification) -> Result<crate::storage::scan::Next>,

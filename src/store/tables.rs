@@ -8,7 +8,7 @@ use super::{Error, Result, redb_err};
 
 /// Bump when a table's layout changes; a newer file is refused at open, an older one of a
 /// released format migrated in place (see `migrate`).
-pub const SCHEMA_VERSION: u64 = 8;
+pub const SCHEMA_VERSION: u64 = 9;
 
 /// The first format a release of pap writes. Older files come from development builds, and
 /// are refused with a message rather than migrated (see CHANGELOG.md).
@@ -16,7 +16,8 @@ pub const FIRST_RELEASED_VERSION: u64 = 6;
 
 /// `schema_version`, and counters (`invocation_seq`, `audit_seq`, `ledger_seq`: the number
 /// of the next ledger row; `count.<status>`: how many invocations have that recorded status,
-/// kept in the transaction that changes one, format 8).
+/// kept in the transaction that changes one, format 8; `notify.count.<status>` and
+/// `notify.failing.<sink>`: the notifications' counts, format 9, see `notify_counts`).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// SHA-256(event.id ‖ trigger.id) → (expires_at, decided_at, number of the decision's ledger
 /// row) (version 5; the outcome lives in the ledger row, so a claim is written once, at the

@@ -10,7 +10,7 @@ use super::{Result, redb_err};
 use crate::domain::{InboxMessage, Notification};
 
 pub(super) struct NotifyTables<'t> {
-    notifications: Table<'t, &'static str, &'static [u8]>,
+    pub(super) notifications: Table<'t, &'static str, &'static [u8]>,
     order: Table<'t, u64, &'static str>,
     dedup: Table<'t, &'static str, &'static str>,
     due: Table<'t, (i64, &'static str), ()>,
@@ -51,18 +51,24 @@ impl Tx<'_> {
         let path = self.path().to_path_buf();
         let bytes = encode(n);
         self.notifications_changed = true;
-        let t = self.notify_tables()?;
-        let old = t
-            .notifications
-            .insert(n.id.as_str(), bytes.as_slice())
-            .map_err(|e| redb_err(&path, e))?;
-        if old.is_none() {
-            drop(old);
-            t.order
-                .insert(n.seq, n.id.as_str())
+        let old: Option<Notification> = {
+            let t = self.notify_tables()?;
+            let replaced = t
+                .notifications
+                .insert(n.id.as_str(), bytes.as_slice())
                 .map_err(|e| redb_err(&path, e))?;
-        }
-        Ok(())
+            let old = match replaced {
+                Some(bytes) => Some(decode(&path, bytes.value())?),
+                None => None,
+            };
+            if old.is_none() {
+                t.order
+                    .insert(n.seq, n.id.as_str())
+                    .map_err(|e| redb_err(&path, e))?;
+            }
+            old
+        };
+        self.count_notification(old.as_ref(), n)
     }
 
     /// The latest notification carrying a deduplication key.
