@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::clock::rfc3339_ms;
 use crate::domain::{Invocation, SinkState, Status};
 use crate::serve::control;
-use crate::storage::scan::{Next, Only, QueueCounts, Scan, past_half};
+use crate::storage::scan::{Next, Only, Order, QueueCounts, Scan, past_half};
 use crate::storage::{self, Storage};
 
 /// Queued work this long past its due time is overdue (nothing is taking it).
@@ -281,7 +281,7 @@ fn sink_health(
     let mut looked = 0;
     store.read(|r| {
         // Newest first: a later delivery says more about the sink's state than an earlier one.
-        r.scan_notifications_newest(&mut |n| {
+        r.scan_notifications(Order::Newest, None, &mut |n| {
             for d in &n.sinks {
                 if sent.contains(&d.sink) {
                     continue;

@@ -267,6 +267,44 @@ fn a_whole_json_listing_streams_every_row_in_bounded_memory() {
     assert!(peak < 50 * 1024, "the listing peaked at {peak} KiB");
 }
 
+/// `pap notifications --json` and `pap audit --json` without `--limit` list everything, as
+/// the contract says, a page at a time: each approval's request is a notification, and a
+/// high-risk decision an audit entry, so both grow with the queue while memory does not.
+#[test]
+fn whole_json_listings_of_notifications_and_the_audit_log_stream_in_bounded_memory() {
+    let (approvals, queued) = (approvals(), queued());
+    let dir = project();
+    populate(dir.path(), approvals, queued);
+    for (args, at_least) in [
+        (["notifications", "--json"], approvals),
+        (["audit", "--json"], approvals),
+    ] {
+        let started = Instant::now();
+        let (out, peak) = output_with_peak_kib(common::pap_at(dir.path()).args(args));
+        let took = started.elapsed();
+        assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+        let text = common::stdout(&out);
+        let mut seqs = Vec::new();
+        for l in text.lines() {
+            let row: Value = serde_json::from_str(l).unwrap();
+            seqs.push(row["seq"].as_u64().unwrap_or(0));
+        }
+        eprintln!(
+            "reads: pap {} of {} rows: {took:?}, peak {peak} KiB",
+            args.join(" "),
+            seqs.len()
+        );
+        assert!(seqs.len() >= at_least, "{args:?}: {} rows", seqs.len());
+        if args[0] == "audit" {
+            assert!(
+                seqs.windows(2).all(|w| w[0] < w[1]),
+                "oldest first, once each"
+            );
+        }
+        assert!(peak < 50 * 1024, "{args:?} peaked at {peak} KiB");
+    }
+}
+
 /// `--after CURSOR` lists what came after a row, oldest first, and gives the same rows after
 /// more invocations were made; a cursor that is not one is a usage error.
 #[test]

@@ -14,6 +14,12 @@ const HUMAN_PAGE: usize = 50;
 
 pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
     let store = context::store_to_read(cli)?;
+    if args.json && args.limit.is_none() {
+        if let Some(s) = &store {
+            stream_json(&**s)?;
+        }
+        return Ok(Outcome::Success);
+    }
     let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
     // Each entry with the idempotency key of its invocation's pair (contract section 3).
     let (entries, total) = match &store {
@@ -34,12 +40,7 @@ pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
     let mut out = String::new();
     for (e, key) in &entries {
         if args.json {
-            let line = json!({
-                "seq": e.seq, "at": rfc3339_ms(e.at), "action": e.action,
-                "invocation_id": e.invocation_id, "trigger": e.trigger, "agent": e.agent,
-                "risk": e.risk, "actor": e.actor, "detail": e.detail, "idempotency_key": key,
-            });
-            out.push_str(&line.to_string());
+            out.push_str(&json_line(e, key.as_deref()).to_string());
             out.push('\n');
         } else {
             let actor = e
@@ -84,4 +85,52 @@ pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
     }
     std::io::stdout().write_all(out.as_bytes())?;
     Ok(Outcome::Success)
+}
+
+/// An entry as `--json` prints it, with the idempotency key of its invocation's pair
+/// (contract section 3).
+fn json_line(e: &crate::domain::AuditEntry, key: Option<&str>) -> serde_json::Value {
+    json!({
+        "seq": e.seq, "at": rfc3339_ms(e.at), "action": e.action,
+        "invocation_id": e.invocation_id, "trigger": e.trigger, "agent": e.agent,
+        "risk": e.risk, "actor": e.actor, "detail": e.detail, "idempotency_key": key,
+    })
+}
+
+/// How many entries one read takes before they are written.
+const PAGE: usize = 256;
+
+/// The whole log (`--json` without `--limit`, as the contract says), oldest first, a page
+/// per read, written as it comes: memory holds a page, never the log.
+fn stream_json(store: &dyn crate::storage::Storage) -> anyhow::Result<()> {
+    use crate::storage::scan::Next;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut after = 0;
+    loop {
+        let mut page = Vec::new();
+        store.read(|r| {
+            r.scan_audit(after, &mut |e| {
+                let key = r
+                    .invocation(&e.invocation_id)?
+                    .and_then(|inv| super::invocations::idempotency_key(&inv));
+                page.push((e, key));
+                Ok(if page.len() < PAGE {
+                    Next::More
+                } else {
+                    Next::Stop
+                })
+            })
+        })?;
+        for (e, key) in &page {
+            serde_json::to_writer(&mut out, &json_line(e, key.as_deref()))?;
+            out.write_all(b"\n")?;
+        }
+        match page.last() {
+            Some((e, _)) if page.len() == PAGE => after = e.seq,
+            _ => break,
+        }
+    }
+    out.flush()?;
+    Ok(())
 }

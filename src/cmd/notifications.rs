@@ -63,6 +63,11 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
                 crate::term::escape_from(&mut out, 0);
             }
         }
+        None if args.json && args.limit.is_none() => {
+            if let Some(s) = &store {
+                stream_json(&**s, args.status, now)?;
+            }
+        }
         None => {
             let limit = args.limit.or((!args.json).then_some(HUMAN_PAGE));
             let status = args.status;
@@ -89,6 +94,51 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
     }
     std::io::stdout().write_all(out.as_bytes())?;
     Ok(Outcome::Success)
+}
+
+/// How many notifications one read takes before they are written.
+const PAGE: usize = 256;
+
+/// Every notification `status` keeps (`--json` without `--limit`: all of them, as the
+/// contract says), oldest first, a page per read, written as it comes: memory holds a page,
+/// never the ledger.
+fn stream_json(
+    store: &dyn crate::storage::Storage,
+    status: Option<crate::domain::NotifyStatus>,
+    now: i64,
+) -> anyhow::Result<()> {
+    use crate::storage::scan::{Next, Order};
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut after = None;
+    loop {
+        let (mut page, mut last, mut looked) = (Vec::new(), after, 0);
+        store.read(|r| {
+            r.scan_notifications(Order::Oldest, after, &mut |n| {
+                looked += 1;
+                last = Some(n.seq);
+                if status.is_none_or(|st| n.status_at(now) == st) {
+                    page.push(n);
+                }
+                Ok(if looked < PAGE {
+                    Next::More
+                } else {
+                    Next::Stop
+                })
+            })
+        })?;
+        for n in page {
+            let (n, recorded) = n.as_of(now);
+            serde_json::to_writer(&mut out, &view_as_of(&n, recorded))?;
+            out.write_all(b"\n")?;
+        }
+        if looked < PAGE {
+            break;
+        }
+        after = last;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 fn line(n: &Notification) -> String {

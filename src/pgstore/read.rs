@@ -356,23 +356,58 @@ impl ReadTx for PgRead<'_> {
         Ok(counts)
     }
 
-    fn scan_notifications_newest(
+    fn scan_notifications(
         &self,
+        order: Order,
+        after: Option<u64>,
         each: &mut dyn FnMut(Notification) -> Result<Next>,
     ) -> Result<()> {
         // Keyset pages, as `scan_invocations`: no result set holds more than a page.
-        let mut before = i64::MAX;
+        let newest = order == Order::Newest;
+        let mut from: i64 = match after {
+            Some(seq) => signed(seq),
+            None if newest => i64::MAX,
+            None => -1,
+        };
+        let sql = if newest {
+            "SELECT seq, record::text FROM pap_notifications \
+             WHERE seq < $1 ORDER BY seq DESC LIMIT $2"
+        } else {
+            "SELECT seq, record::text FROM pap_notifications \
+             WHERE seq > $1 ORDER BY seq LIMIT $2"
+        };
+        loop {
+            let rows = self.s.query(sql, &[&from, &SCAN_PAGE])?;
+            let full = rows.len() as i64 == SCAN_PAGE;
+            for row in rows {
+                from = row.get(0);
+                let n: Notification = self.s.decode("notification", row.get(1))?;
+                if each(n)? == Next::Stop {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn scan_audit(
+        &self,
+        after: u64,
+        each: &mut dyn FnMut(AuditEntry) -> Result<Next>,
+    ) -> Result<()> {
+        let mut from = signed(after);
         loop {
             let rows = self.s.query(
-                "SELECT seq, record::text FROM pap_notifications \
-                 WHERE seq < $1 ORDER BY seq DESC LIMIT $2",
-                &[&before, &SCAN_PAGE],
+                "SELECT seq, entry::text FROM pap_audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                &[&from, &SCAN_PAGE],
             )?;
             let full = rows.len() as i64 == SCAN_PAGE;
             for row in rows {
-                before = row.get(0);
-                let n: Notification = self.s.decode("notification", row.get(1))?;
-                if each(n)? == Next::Stop {
+                from = row.get(0);
+                let entry: AuditEntry = self.s.decode("audit entry", row.get(1))?;
+                if each(entry)? == Next::Stop {
                     return Ok(());
                 }
             }

@@ -774,7 +774,7 @@ fn notifications_read_newest_first_stop_where_asked() {
         })?;
         s.read(|r| {
             let mut seen = Vec::new();
-            r.scan_notifications_newest(&mut |n| {
+            r.scan_notifications(scan::Order::Newest, None, &mut |n| {
                 seen.push(n.seq);
                 Ok(if seen.len() < 280 {
                     scan::Next::More

@@ -410,11 +410,21 @@ pub trait ReadTx {
     /// Notifications by recorded status and failing deliveries by sink (see
     /// [`scan::NotifyCounts`]), never by reading them all into pap.
     fn notification_counts(&self) -> Result<scan::NotifyCounts>;
-    /// Notifications newest first, each passed to `each` until it says [`scan::Next::Stop`]:
-    /// a look at the recent ones that never reads the older ones.
-    fn scan_notifications_newest(
+    /// Notifications in creation order (`order`), those after the one numbered `after` in
+    /// that order, each passed to `each` until it says [`scan::Next::Stop`]: a listing or a
+    /// look at the recent ones that never holds the rest.
+    fn scan_notifications(
         &self,
+        order: scan::Order,
+        after: Option<u64>,
         each: &mut dyn FnMut(Notification) -> Result<scan::Next>,
+    ) -> Result<()>;
+    /// Audit entries oldest first, those numbered above `after`, each passed to `each` until
+    /// it says [`scan::Next::Stop`].
+    fn scan_audit(
+        &self,
+        after: u64,
+        each: &mut dyn FnMut(AuditEntry) -> Result<scan::Next>,
     ) -> Result<()>;
     /// Notifications in creation order, as [`ReadTx::invocations`].
     fn notifications(

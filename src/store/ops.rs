@@ -297,11 +297,20 @@ impl ReadTx for Reader {
     fn notification_counts(&self) -> Result<crate::storage::scan::NotifyCounts> {
         Reader::notification_counts(self)
     }
-    fn scan_notifications_newest(
+    fn scan_notifications(
         &self,
+        order: crate::storage::scan::Order,
+        after: Option<u64>,
         each: &mut dyn FnMut(Notification) -> Result<crate::storage::scan::Next>,
     ) -> Result<()> {
-        self.notify.scan_newest(each)
+        self.notify.scan(order, after, each)
+    }
+    fn scan_audit(
+        &self,
+        after: u64,
+        each: &mut dyn FnMut(AuditEntry) -> Result<crate::storage::scan::Next>,
+    ) -> Result<()> {
+        Reader::scan_audit(self, after, each)
     }
     fn inbox_after(
         &self,

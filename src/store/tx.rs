@@ -578,6 +578,26 @@ impl Reader {
     }
 
     /// Audit entries in order; with `last`, only the last that many.
+    /// Audit entries numbered above `after`, oldest first, until `each` says stop.
+    pub fn scan_audit(
+        &self,
+        after: u64,
+        each: &mut dyn FnMut(AuditEntry) -> Result<crate::storage::scan::Next>,
+    ) -> Result<()> {
+        let rows = self
+            .audit
+            .range(after.saturating_add(1)..)
+            .map_err(|e| redb_err(&self.path, e))?;
+        for row in rows {
+            let (_, bytes) = row.map_err(|e| redb_err(&self.path, e))?;
+            let entry: AuditEntry = decode(&self.path, bytes.value())?;
+            if each(entry)? == crate::storage::scan::Next::Stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     pub fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)> {
         let total = self.audit.len().map_err(|e| redb_err(&self.path, e))? as usize;
         let skip = last.map_or(0, |n| total.saturating_sub(n));

@@ -301,19 +301,44 @@ impl NotifyReader {
         crate::storage::keep_last(ids.map(|id| self.notification(&id?)), keep, last)
     }
 
-    /// Notifications newest first, until `each` says stop.
-    pub fn scan_newest(
+    /// Notifications in `order` after number `after`, until `each` says stop.
+    pub fn scan(
         &self,
+        order: crate::storage::scan::Order,
+        after: Option<u64>,
         each: &mut dyn FnMut(Notification) -> Result<crate::storage::scan::Next>,
     ) -> Result<()> {
+        use crate::storage::scan::{Next, Order};
         let path = &self.path;
-        for row in self.order.iter().map_err(|e| redb_err(path, e))?.rev() {
-            let (_, id) = row.map_err(|e| redb_err(path, e))?;
-            let Some(n) = self.notification(id.value())? else {
-                continue;
-            };
-            if each(n)? == crate::storage::scan::Next::Stop {
-                break;
+        let rows = match (order, after) {
+            (Order::Oldest, None) => self.order.range(0..),
+            (Order::Oldest, Some(a)) => self.order.range(a.saturating_add(1)..),
+            (Order::Newest, None) => self.order.range(0..),
+            (Order::Newest, Some(a)) => self.order.range(..a),
+        }
+        .map_err(|e| redb_err(path, e))?;
+        let mut visit = |row: std::result::Result<_, redb::StorageError>| -> Result<bool> {
+            let (_, id): (redb::AccessGuard<u64>, redb::AccessGuard<&str>) =
+                row.map_err(|e| redb_err(path, e))?;
+            Ok(match self.notification(id.value())? {
+                Some(n) => each(n)? == Next::Stop,
+                None => false,
+            })
+        };
+        match order {
+            Order::Oldest => {
+                for row in rows {
+                    if visit(row)? {
+                        break;
+                    }
+                }
+            }
+            Order::Newest => {
+                for row in rows.rev() {
+                    if visit(row)? {
+                        break;
+                    }
+                }
             }
         }
         Ok(())
