@@ -600,17 +600,16 @@ impl Reader {
 
     pub fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)> {
         let total = self.audit.len().map_err(|e| redb_err(&self.path, e))? as usize;
-        let skip = last.map_or(0, |n| total.saturating_sub(n));
-        let mut out = Vec::new();
-        for row in self
-            .audit
-            .iter()
-            .map_err(|e| redb_err(&self.path, e))?
-            .skip(skip)
-        {
+        let rows = self.audit.iter().map_err(|e| redb_err(&self.path, e))?;
+        let mut out: Vec<AuditEntry> = Vec::new();
+        // The newest `last`, read from the end: skipping from the start would walk every
+        // older entry first.
+        let newest_first = rows.rev().take(last.unwrap_or(usize::MAX));
+        for row in newest_first {
             let (_, v) = row.map_err(|e| redb_err(&self.path, e))?;
             out.push(decode(&self.path, v.value())?);
         }
+        out.reverse();
         Ok((out, total))
     }
 }
