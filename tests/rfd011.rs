@@ -93,6 +93,20 @@ fn notification_for(p: &Project, agent: &str) -> String {
         .to_owned()
 }
 
+/// A `pap dispatch` of event `e1` for the LLM agent `a`, in the background (its answers
+/// come from the fake provider, held back as the test scripts them).
+fn start_llm_turn(p: &Project) -> std::process::Child {
+    let file = p.events("e1.ndjson", &[ev("e1", "test.llm.asked", json!({}))]);
+    p.cmd(T0)
+        .env("ANTHROPIC_API_KEY", "k")
+        .args(["dispatch", "--json"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// What a tool loop of agent `a` saw of a notification of `level` that another process
 /// queued for it while the loop's first request (answered by a tool call, held back 3 s)
 /// was in flight.
@@ -118,16 +132,7 @@ fn queued_during_a_tool_loop(server: &std::path::PathBuf, level: &str, label: &s
     let tools = "  tools:\n    - name: get-sum\n      source: mcp://everything\n      risk_override: read_only\n      impact: internal\n";
     let p = project(&agent(&fake.url, tools), Some(server));
     add_source(&p, level);
-    let file = p.events("e1.ndjson", &[ev("e1", "test.llm.asked", json!({}))]);
-    let running = p
-        .cmd(T0)
-        .env("ANTHROPIC_API_KEY", "k")
-        .args(["dispatch", "--json"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let running = start_llm_turn(&p);
     common::serve::wait_until("the loop's first request", || fake.requests().len() == 1);
     assert!(
         !last_user_text(&fake.requests()[0].body).contains("disk is 91% full"),
@@ -240,16 +245,7 @@ fn a_critical_notification_during_a_loops_last_request_forces_a_turn_when_the_lo
     ]);
     let p = project(&agent(&fake.url, ""), None);
     add_source(&p, "critical");
-    let file = p.events("e1.ndjson", &[ev("e1", "test.llm.asked", json!({}))]);
-    let running = p
-        .cmd(T0)
-        .env("ANTHROPIC_API_KEY", "k")
-        .args(["dispatch", "--json"])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let running = start_llm_turn(&p);
     common::serve::wait_until("the loop's request", || fake.requests().len() == 1);
     dispatch(&p, "s1", "test.src.fired");
     let ntf = notification_for(&p, "src");

@@ -28,6 +28,19 @@ pub struct Project {
 }
 
 impl Project {
+    /// A project with nothing in it, rooted at `.` (unit tests add what they need).
+    #[cfg(test)]
+    pub fn empty_for_tests() -> Project {
+        Project {
+            root: PathBuf::from("."),
+            config: Default::default(),
+            triggers: vec![],
+            agents: vec![],
+            schedules: vec![],
+            redactor: Default::default(),
+        }
+    }
+
     pub fn agent(&self, id: &str) -> Option<&Agent> {
         self.agents.iter().find(|a| a.id == id)
     }

@@ -123,14 +123,7 @@ mod tests {
     #[test]
     fn a_loop_runs_until_its_latest_lease_end_and_stops_when_an_attempt_ends() {
         let s = crate::storage::in_memory().unwrap();
-        let p = Project {
-            root: std::path::PathBuf::from("."),
-            config: Default::default(),
-            triggers: vec![],
-            agents: vec![],
-            schedules: vec![],
-            redactor: Default::default(),
-        };
+        let p = Project::empty_for_tests();
         let run = |now| s.write(|tx| running(tx, "a", now)).unwrap();
         assert!(!run(0), "no loop ever ran");
         s.write(|tx| opened(tx, "a", 100)).unwrap();

@@ -468,17 +468,9 @@ pub fn conflict(r: Refused) -> storage::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::compiled::Config;
 
     fn project() -> Project {
-        Project {
-            root: std::path::PathBuf::from("."),
-            config: Config::default(),
-            triggers: vec![],
-            agents: vec![],
-            schedules: vec![],
-            redactor: Default::default(),
-        }
+        Project::empty_for_tests()
     }
 
     fn draft(content: &str) -> Draft {

@@ -317,14 +317,7 @@ mod tests {
     }
 
     fn project() -> Project {
-        Project {
-            root: std::path::PathBuf::from("."),
-            config: Default::default(),
-            triggers: vec![],
-            agents: vec![],
-            schedules: vec![],
-            redactor: Default::default(),
-        }
+        Project::empty_for_tests()
     }
 
     fn queued(id: &str, level: Level) -> Notification {
