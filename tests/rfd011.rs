@@ -107,6 +107,16 @@ fn start_llm_turn(p: &Project) -> std::process::Child {
         .unwrap()
 }
 
+/// Waits for a background dispatch to end, and checks that it succeeded.
+fn finished(running: std::process::Child) {
+    let out = running.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// What a tool loop of agent `a` saw of a notification of `level` that another process
 /// queued for it while the loop's first request (answered by a tool call, held back 3 s)
 /// was in flight.
@@ -140,12 +150,7 @@ fn queued_during_a_tool_loop(server: &std::path::PathBuf, level: &str, label: &s
     );
     dispatch(&p, "s1", "test.src.fired");
     let ntf = notification_for(&p, "src");
-    let out = running.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finished(running);
 
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2, "one loop of two requests, and no other turn");
@@ -254,12 +259,7 @@ fn a_critical_notification_during_a_loops_last_request_forces_a_turn_when_the_lo
         1,
         "no second turn while the loop runs"
     );
-    let out = running.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    finished(running);
 
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2, "the loop's request, then the forced turn's");

@@ -266,6 +266,22 @@ pub struct SinkDelivery {
     pub message: u64,
 }
 
+impl SinkDelivery {
+    /// A delivery to `sink` in `state`, after one attempt (unit tests).
+    #[cfg(test)]
+    pub fn for_tests(sink: &str, state: SinkState) -> SinkDelivery {
+        SinkDelivery {
+            sink: sink.into(),
+            state,
+            attempts: 1,
+            next_at: None,
+            error: None,
+            sent_at: None,
+            message: 1,
+        }
+    }
+}
+
 /// Why an approval request closed unanswered, and when.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Closed {

@@ -115,6 +115,36 @@ const LIST_NOTIFICATIONS: &str = "SELECT seq, id, record::text FROM pap_notifica
 /// How many invocations one query of a scan fetches.
 const SCAN_PAGE: i64 = 256;
 
+/// Runs a keyset-paged scan: `sql` returns `seq, <record>::text` rows past `$1` (the last
+/// `seq` seen, exclusive, in the query's order) with `$2` rows at most, and takes `extra` as
+/// `$3`. Each record, decoded as `what`, goes to `each` until it says stop or a page comes
+/// back short: no result set holds more than a page.
+fn keyset_pages<T: serde::de::DeserializeOwned>(
+    s: &Session,
+    what: &str,
+    sql: &'static str,
+    mut from: i64,
+    extra: Option<&(dyn postgres::types::ToSql + Sync)>,
+    each: &mut dyn FnMut(T) -> Result<Next>,
+) -> Result<()> {
+    loop {
+        let rows = match extra {
+            None => s.query(sql, &[&from, &SCAN_PAGE])?,
+            Some(extra) => s.query(sql, &[&from, &SCAN_PAGE, extra])?,
+        };
+        let full = rows.len() as i64 == SCAN_PAGE;
+        for row in rows {
+            from = row.get(0);
+            if each(s.decode(what, row.get(1))?)? == Next::Stop {
+                return Ok(());
+            }
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
 const SCAN_ALL_OLDEST: &str = "SELECT seq, record::text FROM pap_invocations \
      WHERE seq > $1 ORDER BY seq LIMIT $2";
 const SCAN_ALL_NEWEST: &str = "SELECT seq, record::text FROM pap_invocations \
@@ -164,38 +194,31 @@ impl ReadTx for PgRead<'_> {
         scan: &Scan,
         each: &mut dyn FnMut(Invocation) -> Result<Next>,
     ) -> Result<()> {
-        // Keyset pages: each query is bounded by LIMIT, and the next starts past the last
-        // row seen, so no result set holds more than a page.
         let newest = scan.order == Order::Newest;
-        let mut after: i64 = match scan.after {
+        let from: i64 = match scan.after {
             Some(seq) => signed(seq),
             None if newest => i64::MAX,
             None => -1,
         };
-        loop {
-            let sql = match (scan.only, newest) {
-                (Only::All, false) => SCAN_ALL_OLDEST,
-                (Only::All, true) => SCAN_ALL_NEWEST,
-                (Only::Awaiting, false) => SCAN_AWAITING_OLDEST,
-                (Only::Awaiting, true) => SCAN_AWAITING_NEWEST,
-            };
-            let rows = match scan.only {
-                Only::All => self.s.query(sql, &[&after, &SCAN_PAGE])?,
-                Only::Awaiting => self.s.query(sql, &[&after, &SCAN_PAGE, &scan.now])?,
-            };
-            let full = rows.len() as i64 == SCAN_PAGE;
-            for row in rows {
-                after = row.get(0);
-                let mut inv: Invocation = self.s.decode("invocation", row.get(1))?;
+        let sql = match (scan.only, newest) {
+            (Only::All, false) => SCAN_ALL_OLDEST,
+            (Only::All, true) => SCAN_ALL_NEWEST,
+            (Only::Awaiting, false) => SCAN_AWAITING_OLDEST,
+            (Only::Awaiting, true) => SCAN_AWAITING_NEWEST,
+        };
+        let extra = (scan.only == Only::Awaiting)
+            .then_some(&scan.now as &(dyn postgres::types::ToSql + Sync));
+        keyset_pages(
+            &self.s,
+            "invocation",
+            sql,
+            from,
+            extra,
+            &mut |mut inv: Invocation| {
                 inv.event = serde_json::Value::Null;
-                if each(inv)? == Next::Stop {
-                    return Ok(());
-                }
-            }
-            if !full {
-                return Ok(());
-            }
-        }
+                each(inv)
+            },
+        )
     }
 
     fn queue_counts(&self, now: i64, overdue_before: i64) -> Result<QueueCounts> {
@@ -362,9 +385,8 @@ impl ReadTx for PgRead<'_> {
         after: Option<u64>,
         each: &mut dyn FnMut(Notification) -> Result<Next>,
     ) -> Result<()> {
-        // Keyset pages, as `scan_invocations`: no result set holds more than a page.
         let newest = order == Order::Newest;
-        let mut from: i64 = match after {
+        let from: i64 = match after {
             Some(seq) => signed(seq),
             None if newest => i64::MAX,
             None => -1,
@@ -376,20 +398,7 @@ impl ReadTx for PgRead<'_> {
             "SELECT seq, record::text FROM pap_notifications \
              WHERE seq > $1 ORDER BY seq LIMIT $2"
         };
-        loop {
-            let rows = self.s.query(sql, &[&from, &SCAN_PAGE])?;
-            let full = rows.len() as i64 == SCAN_PAGE;
-            for row in rows {
-                from = row.get(0);
-                let n: Notification = self.s.decode("notification", row.get(1))?;
-                if each(n)? == Next::Stop {
-                    return Ok(());
-                }
-            }
-            if !full {
-                return Ok(());
-            }
-        }
+        keyset_pages(&self.s, "notification", sql, from, None, each)
     }
 
     fn scan_audit(
@@ -397,24 +406,14 @@ impl ReadTx for PgRead<'_> {
         after: u64,
         each: &mut dyn FnMut(AuditEntry) -> Result<Next>,
     ) -> Result<()> {
-        let mut from = signed(after);
-        loop {
-            let rows = self.s.query(
-                "SELECT seq, entry::text FROM pap_audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-                &[&from, &SCAN_PAGE],
-            )?;
-            let full = rows.len() as i64 == SCAN_PAGE;
-            for row in rows {
-                from = row.get(0);
-                let entry: AuditEntry = self.s.decode("audit entry", row.get(1))?;
-                if each(entry)? == Next::Stop {
-                    return Ok(());
-                }
-            }
-            if !full {
-                return Ok(());
-            }
-        }
+        keyset_pages(
+            &self.s,
+            "audit entry",
+            "SELECT seq, entry::text FROM pap_audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+            signed(after),
+            None,
+            each,
+        )
     }
 
     fn inbox_after(

@@ -719,15 +719,7 @@ fn the_outbox_and_the_audit_log_keep_order() {
 #[test]
 fn notification_counts_follow_every_write() {
     use crate::domain::{NotifyStatus, SinkDelivery, SinkState};
-    let delivery = |state| SinkDelivery {
-        sink: "pager".into(),
-        state,
-        attempts: 1,
-        next_at: None,
-        error: None,
-        sent_at: None,
-        message: 1,
-    };
+    let delivery = |state| SinkDelivery::for_tests("pager", state);
     for_each(|s| {
         let mut n = crate::notify::ledger::tests::sample(NotifyStatus::Pending);
         n.id = "ntf_1".into();

@@ -121,15 +121,7 @@ mod tests {
                         n.id = format!("ntf_{seq}");
                         n.seq = seq;
                         n.sinks = sink
-                            .map(|state| SinkDelivery {
-                                sink: "pager".into(),
-                                state,
-                                attempts: 1,
-                                next_at: None,
-                                error: None,
-                                sent_at: None,
-                                message: seq,
-                            })
+                            .map(|state| SinkDelivery::for_tests("pager", state))
                             .into_iter()
                             .collect();
                         tx.put_notification(&n)?;
