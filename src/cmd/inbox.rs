@@ -22,12 +22,23 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
             };
             let limit = args.limit.unwrap_or(usize::MAX);
             let session = args.session.as_deref();
-            let lines = read(store.as_ref(), args.after, limit, session)?;
-            print(&lines, args.json)?;
+            // A page per read, printed as it comes: a listing of the whole inbox holds a
+            // page, never the inbox.
+            let (mut shown, mut after) = (0, args.after);
+            loop {
+                let want = PAGE.min(limit - shown);
+                let lines = read(store.as_ref(), after, want, session)?;
+                print(&lines, args.json)?;
+                shown += lines.len();
+                match lines.last() {
+                    Some((m, _)) if lines.len() == want && shown < limit => after = m.id,
+                    _ => break,
+                }
+            }
             // Escalations due but not recorded come after every message: with a page that
             // reached the end of the inbox, as lines without an id (--json), or as a count.
-            if lines.len() < limit {
-                let due = escalations_due(store.as_ref(), session, limit - lines.len())?;
+            if shown < limit {
+                let due = escalations_due(store.as_ref(), session, limit - shown)?;
                 if args.json {
                     print_due(&due)?;
                 } else {
@@ -76,6 +87,9 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
         }
     }
 }
+
+/// How many inbox messages one read takes before they are printed.
+const PAGE: usize = 256;
 
 /// Messages after `after`, each with its notification's live status, as JSON views.
 fn read(
