@@ -150,6 +150,11 @@ pub struct Dispatcher<'a> {
     left_waiting: std::sync::Mutex<HashMap<String, String>>,
     /// Told of each decided event and each commit's duration (serve's metrics).
     observer: Option<Observer<'a>>,
+    /// Whether each group's transaction also purges expired claims, as many as it decided
+    /// (and a few more): so a process that only dispatches purges at the pace it claims.
+    /// `pap serve` purges in steps of its own between decisions instead (see
+    /// `upkeep::purge`), so that no decision waits for a purge.
+    purge_inline: bool,
 }
 
 /// What [`Dispatcher::observe`] calls.
@@ -181,6 +186,7 @@ impl<'a> Dispatcher<'a> {
             stop: None,
             left_waiting: Default::default(),
             observer: None,
+            purge_inline: true,
         }
     }
 
@@ -198,6 +204,11 @@ impl<'a> Dispatcher<'a> {
     /// Tells `observer` of every event decided and every commit made.
     pub fn observe(&mut self, observer: Observer<'a>) {
         self.observer = Some(observer);
+    }
+
+    /// Leaves the purge of expired claims to the caller (see `purge_inline`).
+    pub fn leave_purge_to_caller(&mut self) {
+        self.purge_inline = false;
     }
 
     /// Hands the invocations each group creates to `run` instead of running them here.
@@ -394,11 +405,11 @@ impl<'a> Dispatcher<'a> {
                 locks = Vec::new();
             }
         }
+        let purge_inline = self.purge_inline;
         let decide = |tx: &mut dyn WriteTx| -> storage::Result<Vec<Decided>> {
             if !locks.is_empty() {
                 tx.prelock(&locks)?;
             }
-            tx.purge_expired_claims(now)?;
             let mut decided = Vec::with_capacity(pulled.len().max(source.size_hint().0));
             let mut next = 0;
             loop {
@@ -427,6 +438,10 @@ impl<'a> Dispatcher<'a> {
                         to_run: Vec::new(),
                     },
                 });
+            }
+            if purge_inline {
+                let most = decided.len().saturating_add(storage::INLINE_PURGE);
+                tx.purge_expired_claims(now, most)?;
             }
             Ok(decided)
         };

@@ -397,12 +397,19 @@ impl PgStore {
 impl Storage for PgStore {
     fn write_dyn(
         &self,
-        _commit: Commit,
+        commit: Commit,
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>,
     ) -> Result<()> {
         // Every commit is durable when it returns (PostgreSQL's own group commit shares the
-        // WAL flush between concurrent transactions), so both commit kinds are the same.
-        self.write_session(&mut |w| f(w))
+        // WAL flush between concurrent transactions), so the durable kinds are the same. A
+        // lazy one does not wait for its WAL flush (the server flushes it within
+        // `wal_writer_delay`; a crash of the server before may lose it, never corrupt).
+        self.write_session(&mut |w| {
+            if commit == Commit::Lazy {
+                w.s.execute("SET LOCAL synchronous_commit TO off", &[])?;
+            }
+            f(w)
+        })
     }
 
     fn read_dyn(&self, f: &mut dyn FnMut(&dyn ReadTx) -> Result<()>) -> Result<()> {

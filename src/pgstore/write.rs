@@ -45,7 +45,8 @@ use super::session::{Session, encode, signed, unsigned};
 use crate::domain::budget::TokenUse;
 use crate::domain::{AuditEntry, Claim, DebounceState, Invocation, Runner, Status};
 use crate::storage::concurrency::{Entry, due_of, state_of};
-use crate::storage::{Claimed, Error, PURGE_BATCH, Result, RowRef, Sequence, WriteTx};
+use crate::storage::purge::{DebounceCursor, Purged};
+use crate::storage::{Claimed, Error, Result, RowRef, Sequence, WriteTx};
 
 pub struct PgWrite<'c> {
     pub(super) s: Session<'c>,
@@ -368,31 +369,39 @@ impl WriteTx for PgWrite<'_> {
         &mut self,
         now: i64,
         quiet_of: &dyn Fn(&str) -> Option<i64>,
+        after: Option<&DebounceCursor>,
         max: usize,
-    ) -> Result<usize> {
+    ) -> Result<(Purged, Option<DebounceCursor>)> {
+        // Trigger ids are never empty, so ('', '') is before every key.
+        let (t, k) = after.map_or(("", ""), |(t, k)| (t.as_str(), k.as_str()));
         let rows = self.s.query(
-            "SELECT trigger_id, window_key, state::text FROM pap_debounce WHERE due_at IS NULL \
-             FOR UPDATE SKIP LOCKED",
-            &[],
+            "SELECT trigger_id, window_key, state::text FROM pap_debounce \
+             WHERE due_at IS NULL AND (trigger_id, window_key) > ($1, $2) \
+             ORDER BY trigger_id, window_key LIMIT $3 FOR UPDATE SKIP LOCKED",
+            &[&t, &k, &limit(max)],
         )?;
-        let mut gone = 0;
-        for r in rows {
-            if gone >= max {
-                break;
-            }
+        let (mut triggers, mut keys) = (Vec::new(), Vec::new());
+        let mut last = None;
+        for r in &rows {
             let (trigger, key): (String, String) = (r.get(0), r.get(1));
             let state: DebounceState = self.s.decode("debounce state", r.get(2))?;
             let over =
                 quiet_of(&trigger).is_none_or(|quiet| state.last_seen.saturating_add(quiet) <= now);
             if state.pending.is_none() && over {
-                self.s.execute(
-                    "DELETE FROM pap_debounce WHERE trigger_id = $1 AND window_key = $2",
-                    &[&trigger, &key],
-                )?;
-                gone += 1;
+                triggers.push(trigger.clone());
+                keys.push(key.clone());
             }
+            last = Some((trigger, key));
         }
-        Ok(gone)
+        if !triggers.is_empty() {
+            self.s.execute(
+                "DELETE FROM pap_debounce d USING unnest($1::text[], $2::text[]) AS g(t, k) \
+                 WHERE d.trigger_id = g.t AND d.window_key = g.k",
+                &[&triggers, &keys],
+            )?;
+        }
+        let step = Purged::of(triggers.len(), rows.len(), max);
+        Ok((step, if step.more { last } else { None }))
     }
 
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
@@ -579,38 +588,40 @@ impl WriteTx for PgWrite<'_> {
         super::read::atp_lookup_in(&self.s, atp_id)
     }
 
-    fn purge_expired_claims(&mut self, now: i64) -> Result<usize> {
+    fn purge_expired_claims(&mut self, now: i64, max: usize) -> Result<Purged> {
         let gone = self.s.execute(
             "DELETE FROM pap_claims WHERE key IN (SELECT key FROM pap_claims \
              WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
              AND expires_at <= $1",
-            &[&now, &limit(PURGE_BATCH)],
+            &[&now, &limit(max)],
         )?;
-        Ok(usize::try_from(gone).unwrap_or(usize::MAX))
+        let gone = usize::try_from(gone).unwrap_or(usize::MAX);
+        Ok(Purged::of(gone, gone, max))
     }
 
-    fn purge_ledger(
-        &mut self,
-        cutoff: i64,
-        after: Option<u64>,
-        max: usize,
-    ) -> Result<(usize, Option<u64>)> {
-        // A "stretch" is up to 256 rows in row order, the size of a redb ledger block.
-        let scan = limit(max.saturating_mul(256));
-        // Rows may start at 0 (a state copied from redb).
-        let after = after.map_or(-1, signed);
+    fn purge_ledger(&mut self, cutoff: i64, max: usize) -> Result<Purged> {
+        // The oldest `max` rows; those before the first young one go (see the trait).
         let r = self.s.query_one(
-            "WITH scanned AS (SELECT row_no, decided_at FROM pap_ledger WHERE row_no > $1 \
-             ORDER BY row_no LIMIT $2), \
-             gone AS (DELETE FROM pap_ledger l USING scanned s WHERE l.row_no = s.row_no \
-             AND s.decided_at < $3 RETURNING 1) \
-             SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM scanned), \
-             (SELECT max(row_no) FROM scanned)",
-            &[&after, &scan, &cutoff],
+            "WITH head AS (SELECT row_no, decided_at FROM pap_ledger ORDER BY row_no LIMIT $1), \
+             young AS (SELECT min(row_no) AS row_no FROM head WHERE decided_at >= $2), \
+             gone AS (DELETE FROM pap_ledger l USING head h WHERE l.row_no = h.row_no \
+             AND h.decided_at < $2 \
+             AND h.row_no < coalesce((SELECT row_no FROM young), 9223372036854775807) \
+             RETURNING 1) \
+             SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM head), \
+             (SELECT row_no FROM young) IS NOT NULL",
+            &[&limit(max), &cutoff],
         )?;
-        let (gone, scanned, last): (i64, i64, Option<i64>) = (r.get(0), r.get(1), r.get(2));
-        let next = (scanned >= scan).then(|| last.map(unsigned)).flatten();
-        Ok((usize::try_from(gone).unwrap_or(0), next))
+        let (gone, scanned, young): (i64, i64, bool) = (r.get(0), r.get(1), r.get(2));
+        let (gone, scanned) = (
+            usize::try_from(gone).unwrap_or(0),
+            usize::try_from(scanned).unwrap_or(0),
+        );
+        Ok(Purged {
+            removed: gone,
+            scanned,
+            more: !young && scanned >= max,
+        })
     }
 }
 

@@ -19,6 +19,7 @@ pub mod log;
 pub mod metrics;
 mod node;
 mod outage;
+mod purge;
 pub mod recent;
 mod reload;
 mod restart_only;
@@ -76,10 +77,9 @@ const FILE_BATCH: usize = 512;
 const GROUP_MAX: usize = 8192;
 /// How long manifests must be quiet before a reload (editors write in several steps).
 const RELOAD_QUIET: Duration = Duration::from_millis(300);
-/// How often expired keys, old ledger rows and old `done/` files are purged.
+/// How often a purge pass starts (expired keys, old ledger rows, old `done/` files); a pass
+/// goes in steps between decisions until it is done (see `purge`).
 const PURGE_EVERY: Duration = Duration::from_secs(60);
-/// Ledger blocks (of up to 1,024 rows) one purge looks at.
-const LEDGER_BATCH: usize = 16;
 /// The longest the deciding thread sleeps: schedules fire within a second of their time.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -94,7 +94,7 @@ struct Server {
     settings: Settings,
     wakes: Receiver<Wake>,
     stop: Arc<AtomicBool>,
-    ledger_cursor: Option<u64>,
+    purger: purge::Purger,
     last_purge: Option<Instant>,
     last_rescan: Instant,
     /// Spool files that arrived by a rename, not yet claimed. The watcher's thread adds to it
@@ -312,7 +312,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         settings,
         wakes,
         stop,
-        ledger_cursor: None,
+        purger: purge::Purger::new(),
         last_purge: None,
         last_rescan: Instant::now(),
         renamed: arrivals,
@@ -378,11 +378,18 @@ impl Server {
         self.resume_spool();
         self.periodic(true);
         while !self.stopping() {
+            // While a purge pass has work left, look at what is waiting and come straight
+            // back for its next step.
             let wait = [self.reload_at, self.settle_at]
                 .into_iter()
                 .flatten()
                 .map(|at| at.saturating_duration_since(Instant::now()))
-                .fold(TICK, Duration::min);
+                .fold(TICK, Duration::min)
+                .min(if self.purger.busy() {
+                    Duration::ZERO
+                } else {
+                    TICK
+                });
             let mut spool = false;
             let mut emitted = Vec::new();
             match self.wakes.recv_timeout(wait) {
@@ -422,6 +429,7 @@ impl Server {
                 self.spool_pass();
             }
             self.periodic(rescan);
+            self.purge_step();
         }
         Ok(())
     }
@@ -503,7 +511,11 @@ impl Server {
         let purge_due = self.last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY);
         if purge_due || self.settings.once {
             self.last_purge = Some(Instant::now());
-            self.purge();
+            self.purger.start_pass();
+            self.sweep_done();
+            if self.settings.once {
+                self.purge_pass();
+            }
         }
     }
 
@@ -528,6 +540,7 @@ impl Server {
         );
         let worker = self.worker.clone();
         d.defer_runs(move |ids| worker.run(ids));
+        d.leave_purge_to_caller();
         let (decided, committed) = (self.metrics.clone(), self.metrics.clone());
         let (recent, clock) = (self.recent.clone(), self.runtime.clock.clone());
         d.observe(crate::dispatcher::Observer {
@@ -1068,60 +1081,56 @@ impl Server {
 
     // --- upkeep -------------------------------------------------------------------------
 
-    fn purge(&mut self) {
+    /// What a purge step needs: the time, the ledger's cutoff, the debounce periods.
+    fn purge_due<T>(&self, f: impl FnOnce(&purge::Due) -> T) -> T {
         let now = self.runtime.clock.now_ms();
-        let store = &self.runtime.store;
-        let mut claims = 0;
-        loop {
-            match store.write(|tx| tx.purge_expired_claims(now)) {
-                Ok(n) => {
-                    claims += n;
-                    if n < storage::PURGE_BATCH || self.stopping() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    outage::report_store(&e, "cannot purge expired idempotency keys");
-                    break;
-                }
-            }
-        }
         let retention =
             i64::try_from(self.settings.ledger_retention.as_millis()).unwrap_or(i64::MAX);
-        let cutoff = now.saturating_sub(retention);
-        let cursor = self.ledger_cursor.take();
-        // Debounce states of bursts long over go in the same commit.
-        let project = self.runtime.project.clone();
+        let project = &self.runtime.project;
         let quiet_of = |trigger: &str| {
             project
                 .trigger(trigger)
                 .and_then(|t| t.debounce.as_ref())
                 .map(crate::stages::debounce::quiet_ms)
         };
-        let purged = store.write(|tx| {
-            let ledger = tx.purge_ledger(cutoff, cursor, LEDGER_BATCH)?;
-            let debounce = tx.purge_debounce(now, &quiet_of, storage::PURGE_BATCH)?;
-            Ok((ledger, debounce))
-        });
-        match purged {
-            Ok(((removed, next), debounce)) => {
-                self.ledger_cursor = next;
-                if removed > 0 {
-                    tracing::info!(rows = removed, "purged old ledger rows");
-                }
-                if debounce > 0 {
-                    tracing::info!(
-                        keys = debounce,
-                        "forgot debounce states of bursts long over"
-                    );
-                }
+        f(&purge::Due {
+            now,
+            ledger_cutoff: now.saturating_sub(retention),
+            quiet_of: &quiet_of,
+        })
+    }
+
+    /// One step of the purge pass, if it has work left (see `purge`).
+    fn purge_step(&mut self) {
+        if !self.purger.busy() || self.stopping() {
+            return;
+        }
+        let store = self.runtime.store.clone();
+        let mut purger = std::mem::take(&mut self.purger);
+        let stepped = self.purge_due(|due| purger.step(&*store, due));
+        self.purger = purger;
+        match stepped {
+            Ok(Some(step)) => {
+                self.metrics
+                    .purge_stepped(step.kind.name(), step.purged.removed, step.took)
             }
-            Err(e) => outage::report_store(&e, "cannot purge the ledger"),
+            Ok(None) => {}
+            Err(e) => outage::report_store(&e, "cannot purge expired state"),
         }
-        if claims > 0 {
-            // Keys claimed again since their entry was made are counted too, but kept.
-            tracing::info!(keys = claims, "went through expired idempotency keys");
+    }
+
+    /// The whole purge pass at once (`--once`: no decisions wait meanwhile).
+    fn purge_pass(&mut self) {
+        let store = self.runtime.store.clone();
+        let mut purger = std::mem::take(&mut self.purger);
+        if let Err(e) = self.purge_due(|due| purger.finish_pass(&*store, due)) {
+            outage::report_store(&e, "cannot purge expired state");
         }
+        self.purger = purger;
+    }
+
+    /// Processed spool files past `done_retention`.
+    fn sweep_done(&mut self) {
         if !self.settings.done_retention.is_zero() && self.spool_sound() {
             match self.spool.sweep_done(self.settings.done_retention) {
                 Ok(0) => {}

@@ -27,6 +27,7 @@ pub mod inbox_mark;
 pub mod notification_mark;
 pub mod pages;
 mod place;
+pub mod purge;
 pub mod scan;
 pub mod short_forms;
 pub mod transfer;
@@ -88,9 +89,10 @@ pub enum Sequence {
     Notification,
 }
 
-/// How many expired claims one purge transaction goes through at most: a purge goes in
-/// batches so that it never holds the store for long.
-pub const PURGE_BATCH: usize = 1000;
+/// How many expired claims a decision's transaction purges at most when nothing else purges
+/// (`pap dispatch` without serve): a few, so that a decision stays quick and the claims a
+/// stream makes are still purged at the pace it makes them.
+pub const INLINE_PURGE: usize = 64;
 
 /// A stamp of the stored state that changes when another process commits, for a long-lived
 /// reader that should look only when there is something new (see [`Storage::stamp`]).
@@ -161,6 +163,11 @@ pub enum Commit {
     /// Durable before `write` returns, sharing the sync with other threads' commits made
     /// meanwhile (group commit: runs that start or end together pay for one sync).
     Grouped,
+    /// Committed without a sync of its own: it becomes durable with the next one this process
+    /// makes (a durable commit, a read, giving the store up), and a crash before that takes it
+    /// back. Only for work that is simply done again when lost: a purge step, which must not
+    /// make the decision after it wait for a sync.
+    Lazy,
 }
 
 /// The name of a lock a store shared by several processes takes on a key of `kind` (a
@@ -229,14 +236,17 @@ pub trait WriteTx {
     /// (trigger, window key) of pending trailing debounces due at or before `now`, earliest
     /// first, at most `limit`.
     fn debounce_due(&mut self, now: i64, limit: usize) -> Result<Vec<(String, String)>>;
-    /// Removes up to `limit` debounce states with no fire pending whose burst is over by
-    /// `now` (`quiet_of`: a trigger's quiet period now, `None` when it no longer debounces).
+    /// Looks at up to `limit` debounce states after `after` (in key order) and removes those
+    /// with no fire pending whose burst is over by `now` (`quiet_of`: a trigger's quiet
+    /// period now, `None` when it no longer debounces). Returns where the next step goes on
+    /// (`None`: the walk reached the end).
     fn purge_debounce(
         &mut self,
         now: i64,
         quiet_of: &dyn Fn(&str) -> Option<i64>,
+        after: Option<&purge::DebounceCursor>,
         limit: usize,
-    ) -> Result<usize>;
+    ) -> Result<(purge::Purged, Option<purge::DebounceCursor>)>;
 
     // --- invocations
 
@@ -354,19 +364,17 @@ pub trait WriteTx {
     fn atp_put(&mut self, atp_id: &str, notification: &str) -> Result<()>;
     fn atp_lookup(&mut self, atp_id: &str) -> Result<Option<String>>;
 
-    // --- purge
+    // --- purge: each call is one bounded step of a paced purge (see `purge`)
 
-    /// Removes up to [`PURGE_BATCH`] claims that expired before `now`; how many went.
-    fn purge_expired_claims(&mut self, now: i64) -> Result<usize>;
-    /// Removes up to `limit` stretches of ledger rows all decided before `cutoff`, going on
-    /// after position `after`. Returns how many rows went and where the next batch goes on
-    /// (`None`: the end was reached).
-    fn purge_ledger(
-        &mut self,
-        cutoff: i64,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<(usize, Option<u64>)>;
+    /// Goes through up to `limit` keys of the idempotency claims due to expire by `now`,
+    /// removing each that is still expired (one claimed again since stays).
+    fn purge_expired_claims(&mut self, now: i64, limit: usize) -> Result<purge::Purged>;
+    /// Removes ledger rows decided before `cutoff` from the oldest on, looking at about
+    /// `limit` rows (a file store removes whole blocks of rows). It stops at the first row
+    /// (block) decided at or after `cutoff`: rows are numbered in decision order, so what
+    /// follows is younger, and a row out of order (a clock stepped back) waits for a later
+    /// pass instead of every pass reading the whole ledger.
+    fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<purge::Purged>;
 }
 
 /// The reads of one consistent snapshot. A reader never changes the state, and never waits
@@ -555,6 +563,11 @@ impl dyn Storage + '_ {
     /// As [`write`](Self::write), sharing the sync with other threads' commits.
     pub fn write_grouped<T>(&self, f: impl FnMut(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
         self.write_with(Commit::Grouped, f)
+    }
+
+    /// As [`write`](Self::write), without waiting for a sync (see [`Commit::Lazy`]).
+    pub fn write_lazy<T>(&self, f: impl FnMut(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
+        self.write_with(Commit::Lazy, f)
     }
 
     fn write_with<T>(

@@ -39,7 +39,7 @@ use redb::{Database, DatabaseError};
 use handle::{Open, Shared};
 
 pub use crate::domain::*;
-pub use crate::storage::{Claimed, Error, PURGE_BATCH, Result, RowRef, Stamp};
+pub use crate::storage::{Claimed, Error, Result, RowRef, Stamp};
 pub use check::CheckReport;
 pub use handle::release_all;
 pub use tx::{Reader, Tx};

@@ -8,6 +8,7 @@ use crate::domain::{
     AuditEntry, DebounceState, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry,
     Runner,
 };
+use crate::storage::purge::{DebounceCursor, Purged};
 use crate::storage::{Claimed, Commit, ReadTx, Result, RowRef, Sequence, Stamp, Storage, WriteTx};
 
 impl Storage for Store {
@@ -19,6 +20,7 @@ impl Storage for Store {
         match commit {
             Commit::Durable => Store::write(self, |tx| f(tx)),
             Commit::Grouped => Store::write_grouped(self, |tx| f(tx)),
+            Commit::Lazy => Store::write_lazy(self, |tx| f(tx)),
         }
     }
 
@@ -126,9 +128,10 @@ impl WriteTx for Tx<'_> {
         &mut self,
         now: i64,
         quiet_of: &dyn Fn(&str) -> Option<i64>,
+        after: Option<&DebounceCursor>,
         limit: usize,
-    ) -> Result<usize> {
-        Tx::purge_debounce(self, now, quiet_of, limit)
+    ) -> Result<(Purged, Option<DebounceCursor>)> {
+        Tx::purge_debounce(self, now, quiet_of, after, limit)
     }
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
         Tx::invocation(self, id)
@@ -222,16 +225,11 @@ impl WriteTx for Tx<'_> {
     fn atp_lookup(&mut self, atp_id: &str) -> Result<Option<String>> {
         Tx::atp_lookup(self, atp_id)
     }
-    fn purge_expired_claims(&mut self, now: i64) -> Result<usize> {
-        Tx::purge_expired_claims(self, now)
+    fn purge_expired_claims(&mut self, now: i64, limit: usize) -> Result<Purged> {
+        Tx::purge_expired_claims(self, now, limit)
     }
-    fn purge_ledger(
-        &mut self,
-        cutoff: i64,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<(usize, Option<u64>)> {
-        Tx::purge_ledger(self, cutoff, after, limit)
+    fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
+        Tx::purge_ledger(self, cutoff, limit)
     }
 }
 

@@ -11,7 +11,8 @@ use super::ledger_block::{Block, Builder};
 use super::tx::{Tx, malformed};
 use super::{Error, Result, redb_err};
 use crate::domain::{Claim, LedgerRow};
-use crate::storage::{Claimed, PURGE_BATCH, RowRef};
+use crate::storage::purge::Purged;
+use crate::storage::{Claimed, RowRef};
 use redb::ReadableTable;
 
 /// Keys per expiry-index value: 1,000 keys (32,000 bytes) fit the 32 KiB that redb gives a
@@ -249,12 +250,11 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Goes through up to [`PURGE_BATCH`] keys of the expiry index that are due at `now`,
-    /// removing each claim that is still expired (one renewed since is left alone). Returns
-    /// how many keys it went through: fewer than the batch means nothing more is due.
-    pub fn purge_expired_claims(&mut self, now: i64) -> Result<usize> {
+    /// Goes through up to `limit` keys of the expiry index that are due at `now`, removing
+    /// each claim that is still expired (one renewed since is left alone).
+    pub fn purge_expired_claims(&mut self, now: i64, limit: usize) -> Result<Purged> {
         let mut due = Vec::new();
-        let mut budget = PURGE_BATCH;
+        let mut budget = limit;
         for entry in self
             .claim_expiry
             .range(..=(now, u64::MAX))
@@ -269,7 +269,7 @@ impl Tx<'_> {
             budget -= take;
             due.push((k.value(), keys.to_vec(), take));
         }
-        let mut went_through = 0;
+        let (mut went_through, mut removed) = (0, 0);
         for ((at, first_row), keys, take) in due {
             let (done, rest) = keys.split_at(take * 32);
             for key in done.chunks_exact(32) {
@@ -283,6 +283,7 @@ impl Tx<'_> {
                     self.claims
                         .remove(key)
                         .map_err(|e| redb_err(&self.path, e))?;
+                    removed += 1;
                 }
             }
             went_through += take;
@@ -296,40 +297,32 @@ impl Tx<'_> {
                     .map_err(|e| redb_err(&self.path, e))?;
             }
         }
-        Ok(went_through)
+        Ok(Purged::of(removed, went_through, limit))
     }
 
-    /// Removes up to `limit` ledger blocks whose every row was decided before `cutoff`,
-    /// scanning from block `after` on. Returns how many rows went and where the next batch
-    /// goes on (`None`: the scan reached the end).
-    pub fn purge_ledger(
-        &mut self,
-        cutoff: i64,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<(usize, Option<u64>)> {
+    /// Removes ledger blocks whose every row was decided before `cutoff`, from the first
+    /// block on, until about `limit` rows were looked at (at least one block) or a block
+    /// with a row decided at or after `cutoff` is reached.
+    pub fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         let mut old = Vec::new();
-        let mut scanned = 0;
-        let mut last = None;
-        {
-            let start = after.map_or(0, |a| a.saturating_add(1));
-            for block in self
-                .ledger
-                .range(start..)
-                .map_err(|e| redb_err(&self.path, e))?
-            {
-                let (first, bytes) = block.map_err(|e| redb_err(&self.path, e))?;
-                // A damaged block is stepped over (and kept): the sweep must not stall on it.
-                if let Ok(block) = Block::new(bytes.value())
-                    && block.max_decided_at() < cutoff
-                {
+        let (mut scanned, mut young) = (0, false);
+        for block in self.ledger.iter().map_err(|e| redb_err(&self.path, e))? {
+            if scanned >= limit {
+                break;
+            }
+            let (first, bytes) = block.map_err(|e| redb_err(&self.path, e))?;
+            match Block::new(bytes.value()) {
+                Ok(block) if block.max_decided_at() < cutoff => {
+                    scanned += block.len();
                     old.push((first.value(), block.len()));
                 }
-                last = Some(first.value());
-                scanned += 1;
-                if scanned >= limit {
+                Ok(_) => {
+                    young = true;
                     break;
                 }
+                // A damaged block is stepped over (and kept), so that it does not stop the
+                // purge of what follows it for good.
+                Err(_) => scanned += 1,
             }
         }
         let mut removed = 0;
@@ -339,7 +332,11 @@ impl Tx<'_> {
                 .map_err(|e| redb_err(&self.path, e))?;
             removed += rows;
         }
-        Ok((removed, if scanned >= limit { last } else { None }))
+        Ok(Purged {
+            removed,
+            scanned,
+            more: !young && scanned >= limit,
+        })
     }
 }
 
@@ -396,10 +393,11 @@ mod tests {
             .write(|tx| {
                 assert!(tx.live_claim(&key(0), 99)?.is_some());
                 assert!(tx.live_claim(&key(0), 100)?.is_none(), "expired at 100");
-                assert_eq!(tx.purge_expired_claims(100)?, PURGE_BATCH);
-                assert_eq!(tx.purge_expired_claims(100)?, PURGE_BATCH);
-                assert_eq!(tx.purge_expired_claims(100)?, 400);
-                assert_eq!(tx.purge_expired_claims(100)?, 0);
+                let step = |tx: &mut Tx| tx.purge_expired_claims(100, 1000);
+                assert_eq!(step(tx)?, Purged::of(1000, 1000, 1000));
+                assert!(step(tx)?.more);
+                assert_eq!(step(tx)?, Purged::of(400, 400, 1000));
+                assert_eq!(step(tx)?, Purged::of(0, 0, 1000));
                 assert!(
                     tx.claims.get(&key(5)).unwrap().is_none(),
                     "removed, not just hidden"
@@ -465,9 +463,9 @@ mod tests {
         store
             .write(|tx| {
                 // The old entry (due at 100) is gone through; the renewed claim stays.
-                assert_eq!(tx.purge_expired_claims(200)?, 1);
+                assert_eq!(tx.purge_expired_claims(200, 10)?, Purged::of(0, 1, 10));
                 assert!(tx.live_claim(&key(7), 200)?.is_some());
-                assert_eq!(tx.purge_expired_claims(500)?, 1);
+                assert_eq!(tx.purge_expired_claims(500, 10)?, Purged::of(1, 1, 10));
                 assert!(tx.live_claim(&key(7), 200)?.is_none());
                 Ok(())
             })
@@ -490,20 +488,20 @@ mod tests {
                 })
                 .unwrap();
         }
-        let mut cursor = None;
         let mut removed = 0;
         let mut batches = 0;
         loop {
-            let (n, next) = store.write(|tx| tx.purge_ledger(500, cursor, 2)).unwrap();
-            removed += n;
+            let step = store
+                .write(|tx| tx.purge_ledger(500, 2 * BLOCK_ROWS))
+                .unwrap();
+            removed += step.removed;
             batches += 1;
-            cursor = next;
-            if cursor.is_none() {
+            if !step.more {
                 break;
             }
         }
         assert_eq!(removed, 3 * BLOCK_ROWS);
-        assert!(batches >= 2, "a batch looks at 2 blocks at most");
+        assert_eq!(batches, 2, "a batch looks at 2 blocks at most, and stops at a young one");
         assert!(store.read(|r| r.ledger("e5")).unwrap().is_empty());
         assert_eq!(store.read(|r| r.ledger("e3500")).unwrap().len(), 1);
         // A claim whose row was swept still reads as a duplicate, without the outcome.
@@ -516,6 +514,25 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn the_ledger_sweep_stops_at_the_first_young_block() {
+        let store = Store::in_memory().unwrap();
+        // An old block, a young one, then an old one again (a clock stepped back).
+        for (first, now) in [(0, 10), (1, 1_000), (2, 10)] {
+            store
+                .write(|tx| {
+                    for i in 0..BLOCK_ROWS as u32 {
+                        decide(tx, first * BLOCK_ROWS as u32 + i, now, i64::MAX)?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+        let step = store.write(|tx| tx.purge_ledger(500, usize::MAX)).unwrap();
+        assert_eq!((step.removed, step.more), (BLOCK_ROWS, false));
+        assert_eq!(store.read(|r| r.ledger("e2100")).unwrap().len(), 1);
     }
 
     #[test]
@@ -542,7 +559,7 @@ mod tests {
                 };
                 assert_eq!((dup.outcome, dup.decided_at), (None, 5));
                 // The sweep steps over the block instead of failing on it forever.
-                assert_eq!(tx.purge_ledger(i64::MAX, None, 10)?, (0, None));
+                assert_eq!(tx.purge_ledger(i64::MAX, 10)?, Purged::of(0, 1, 10));
                 Ok(())
             })
             .unwrap();

@@ -9,6 +9,7 @@ use super::tables::{DEBOUNCE, DEBOUNCE_DUE};
 use super::tx::{Tx, decode, encode};
 use super::{Result, redb_err};
 use crate::domain::DebounceState;
+use crate::storage::purge::{DebounceCursor, Purged};
 
 impl Tx<'_> {
     pub fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>> {
@@ -71,31 +72,46 @@ impl Tx<'_> {
         Ok(out)
     }
 
-    /// Removes up to `limit` debounce states that can no longer change a decision: no fire
-    /// pending, and the burst over (`quiet_of` gives a trigger's quiet period now; `None`:
-    /// the trigger no longer debounces, so its states go). Returns how many went.
+    /// Looks at up to `limit` debounce states after `after`, removing those that can no
+    /// longer change a decision: no fire pending, and the burst over (`quiet_of` gives a
+    /// trigger's quiet period now; `None`: the trigger no longer debounces, so its states
+    /// go). Returns where the next step goes on (`None`: the end was reached).
     pub fn purge_debounce(
         &mut self,
         now: i64,
         quiet_of: &dyn Fn(&str) -> Option<i64>,
+        after: Option<&DebounceCursor>,
         limit: usize,
-    ) -> Result<usize> {
+    ) -> Result<(Purged, Option<DebounceCursor>)> {
+        use std::ops::Bound;
         let mut table = self
             .txn
             .open_table(DEBOUNCE)
             .map_err(|e| redb_err(&self.path, e))?;
         let mut stale: Vec<(String, String)> = Vec::new();
-        for entry in table.iter().map_err(|e| redb_err(&self.path, e))? {
-            if stale.len() >= limit {
-                break;
-            }
-            let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
-            let (trigger, key) = k.value();
-            let state: DebounceState = decode(&self.path, v.value())?;
-            let over =
-                quiet_of(trigger).is_none_or(|quiet| state.last_seen.saturating_add(quiet) <= now);
-            if state.pending.is_none() && over {
-                stale.push((trigger.to_owned(), key.to_owned()));
+        let (mut scanned, mut last) = (0, None);
+        {
+            let start = match after {
+                Some((t, k)) => Bound::Excluded((t.as_str(), k.as_str())),
+                None => Bound::Unbounded,
+            };
+            let range = table
+                .range::<(&str, &str)>((start, Bound::Unbounded))
+                .map_err(|e| redb_err(&self.path, e))?;
+            for entry in range {
+                if scanned >= limit {
+                    break;
+                }
+                let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
+                let (trigger, key) = k.value();
+                scanned += 1;
+                last = Some((trigger.to_owned(), key.to_owned()));
+                let state: DebounceState = decode(&self.path, v.value())?;
+                let over = quiet_of(trigger)
+                    .is_none_or(|quiet| state.last_seen.saturating_add(quiet) <= now);
+                if state.pending.is_none() && over {
+                    stale.push((trigger.to_owned(), key.to_owned()));
+                }
             }
         }
         for (trigger, key) in &stale {
@@ -103,6 +119,7 @@ impl Tx<'_> {
                 .remove((trigger.as_str(), key.as_str()))
                 .map_err(|e| redb_err(&self.path, e))?;
         }
-        Ok(stale.len())
+        let step = Purged::of(stale.len(), scanned, limit);
+        Ok((step, if step.more { last } else { None }))
     }
 }

@@ -1,0 +1,295 @@
+//! Serve's purge: every kind of state that expires is removed in small transactions that
+//! take turns with the decisions.
+//!
+//! One purge pass used to run to its end on the deciding thread: after a backfill of a
+//! million events, the first purge of their keys a TTL later took 17–24 s, and every file
+//! that arrived meanwhile waited for it. Now a pass is a series of steps. Each step is one
+//! transaction on one kind of state, bounded by a number of records that adapts to how long
+//! the last step of that kind took (about [`STEP_TARGET`]), and committed without a sync of
+//! its own (a lost step is done again). Serve makes one step per turn of its loop, after the
+//! decisions that were waiting, so a decision waits behind one step at most; and it comes
+//! back for the next step at once while the pass has work left, so the purge keeps up with
+//! any rate the node decides at instead of removing a fixed amount per interval.
+
+use std::time::{Duration, Instant};
+
+use crate::storage::purge::{DebounceCursor, Purged};
+use crate::storage::{self, Storage};
+
+/// How long one step should take. A decision that arrives during a step waits for it, so
+/// this bounds what the purge adds to a decision's latency (a commit without a sync costs
+/// little beside it).
+pub const STEP_TARGET: Duration = Duration::from_millis(2);
+/// The fewest and the most records one step looks at.
+const MIN_LIMIT: usize = 16;
+const MAX_LIMIT: usize = 16_384;
+/// What a kind's first step looks at, before its pace is measured.
+const FIRST_LIMIT: usize = 256;
+
+/// The kinds of state the purge removes, in the order a pass takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Idempotency claims past their TTL.
+    Claims,
+    /// Ledger rows (decisions) past `ledger_retention`.
+    Ledger,
+    /// Debounce states of bursts long over.
+    Debounce,
+}
+
+impl Kind {
+    const ALL: [Kind; 3] = [Kind::Claims, Kind::Ledger, Kind::Debounce];
+
+    /// The name logs and metrics use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Claims => "claims",
+            Kind::Ledger => "ledger",
+            Kind::Debounce => "debounce",
+        }
+    }
+}
+
+/// What a step needs to know of the time and the settings.
+pub struct Due<'a> {
+    pub now: i64,
+    /// Ledger rows decided before this go.
+    pub ledger_cutoff: i64,
+    /// A trigger's debounce quiet period now (`None`: it no longer debounces).
+    pub quiet_of: &'a dyn Fn(&str) -> Option<i64>,
+}
+
+/// One step's result.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    pub kind: Kind,
+    pub purged: Purged,
+    pub took: Duration,
+}
+
+/// One kind's place in the pass.
+#[derive(Debug)]
+struct Lane {
+    kind: Kind,
+    /// Work is left in this pass.
+    due: bool,
+    /// Records the next step looks at.
+    limit: usize,
+    /// Where the walk over the debounce states goes on.
+    debounce_after: Option<DebounceCursor>,
+    /// This pass's totals, for the log line at its end.
+    removed: usize,
+    steps: usize,
+    longest: Duration,
+}
+
+/// The purge's state between steps.
+#[derive(Debug)]
+pub struct Purger {
+    lanes: Vec<Lane>,
+}
+
+impl Default for Purger {
+    fn default() -> Self {
+        Purger::new()
+    }
+}
+
+impl Purger {
+    pub fn new() -> Purger {
+        let lanes = Kind::ALL
+            .into_iter()
+            .map(|kind| Lane {
+                kind,
+                due: false,
+                limit: FIRST_LIMIT,
+                debounce_after: None,
+                removed: 0,
+                steps: 0,
+                longest: Duration::ZERO,
+            })
+            .collect();
+        Purger { lanes }
+    }
+
+    /// Starts a pass over every kind (a pass still going just goes on).
+    pub fn start_pass(&mut self) {
+        for lane in &mut self.lanes {
+            lane.due = true;
+        }
+    }
+
+    /// Whether the pass has work left: then the caller should come back for a step soon.
+    pub fn busy(&self) -> bool {
+        self.lanes.iter().any(|l| l.due)
+    }
+
+    /// Makes one step on the first kind with work left; `None` when the pass is over. A
+    /// failed step ends its kind's pass (the next pass tries again).
+    pub fn step(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<Option<Step>> {
+        let Some(lane) = self.lanes.iter_mut().find(|l| l.due) else {
+            return Ok(None);
+        };
+        let limit = lane.limit;
+        let started = Instant::now();
+        let result = match lane.kind {
+            Kind::Claims => store.write_lazy(|tx| {
+                tx.purge_expired_claims(due.now, limit)
+            }),
+            Kind::Ledger => store.write_lazy(|tx| {
+                tx.purge_ledger(due.ledger_cutoff, limit)
+            }),
+            Kind::Debounce => {
+                let after = lane.debounce_after.take();
+                store
+                    .write_lazy(|tx| {
+                        tx.purge_debounce(due.now, due.quiet_of, after.as_ref(), limit)
+                    })
+                    .map(|(purged, next)| {
+                        lane.debounce_after = next;
+                        purged
+                    })
+            }
+        };
+        let took = started.elapsed();
+        let purged = match result {
+            Ok(p) => p,
+            Err(e) => {
+                lane.due = false;
+                lane.debounce_after = None;
+                return Err(e);
+            }
+        };
+        lane.limit = next_limit(limit, purged.scanned, took);
+        lane.removed += purged.removed;
+        lane.steps += 1;
+        lane.longest = lane.longest.max(took);
+        lane.due = purged.more;
+        if !lane.due {
+            log_pass(lane);
+            lane.removed = 0;
+            lane.steps = 0;
+            lane.longest = Duration::ZERO;
+        }
+        Ok(Some(Step {
+            kind: lane.kind,
+            purged,
+            took,
+        }))
+    }
+
+    /// Runs the pass to its end (`pap serve --once`, which has no decisions to take turns
+    /// with). A kind that fails ends its pass; the first failure is returned once every
+    /// other kind had its turn.
+    pub fn finish_pass(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<()> {
+        let mut failed = None;
+        while self.busy() {
+            if let Err(e) = self.step(store, due) {
+                failed.get_or_insert(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+/// The limit for a kind's next step: what fits in [`STEP_TARGET`] at the pace of the step
+/// that just looked at `scanned` records in `took`, at most halving or doubling at once (one
+/// slow commit should not shrink the next step to nothing, nor one fast one let it balloon).
+fn next_limit(limit: usize, scanned: usize, took: Duration) -> usize {
+    if scanned == 0 {
+        return limit;
+    }
+    let per_record = took.as_secs_f64() / scanned as f64;
+    let fits = if per_record > 0.0 {
+        STEP_TARGET.as_secs_f64() / per_record
+    } else {
+        f64::MAX
+    };
+    let fits = fits.min(MAX_LIMIT as f64) as usize;
+    fits.clamp(limit / 2, limit.saturating_mul(2))
+        .clamp(MIN_LIMIT, MAX_LIMIT)
+}
+
+fn log_pass(lane: &Lane) {
+    if lane.removed == 0 {
+        return;
+    }
+    tracing::info!(
+        kind = lane.kind.name(),
+        removed = lane.removed,
+        steps = lane.steps,
+        longest_step_ms = lane.longest.as_secs_f64() * 1000.0,
+        "purged expired state"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_follows_the_pace_but_at_most_halves_or_doubles() {
+        // 1,000 records in 1 ms: 2,000 fit in the target.
+        assert_eq!(next_limit(1000, 1000, Duration::from_millis(1)), 2000);
+        // 1,000 records in 20 ms: 100 would fit, but a step at most halves.
+        assert_eq!(next_limit(1000, 1000, Duration::from_millis(20)), 500);
+        // Very fast: at most doubles, never past the most.
+        assert_eq!(next_limit(10_000, 10, Duration::from_nanos(1)), MAX_LIMIT);
+        // Nothing looked at: the pace is unknown, the limit stays.
+        assert_eq!(next_limit(300, 0, Duration::from_secs(1)), 300);
+        // Never below the fewest.
+        assert_eq!(next_limit(20, 20, Duration::from_secs(1)), MIN_LIMIT);
+    }
+
+    #[test]
+    fn a_pass_goes_in_steps_until_every_kind_is_done() {
+        let store = crate::store::Store::in_memory().unwrap();
+        let store: &dyn Storage = &store;
+        // 3,000 claims that expired at 100.
+        store
+            .write(|tx| {
+                for i in 0u32..3000 {
+                    let mut key = [0u8; 32];
+                    key[..4].copy_from_slice(&i.to_le_bytes());
+                    let storage::Claimed::New { row } = tx.claim(&key, 0, 100)? else {
+                        panic!("fresh key");
+                    };
+                    tx.record_decision(
+                        row,
+                        storage::RowRef {
+                            event_id: "e",
+                            trigger: "t",
+                            kind: "a.b",
+                            depth: 0,
+                            outcome: "throttled",
+                            invocation_id: None,
+                            decided_at: 0,
+                        },
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        let quiet_of = |_: &str| None;
+        let due = Due {
+            now: 200,
+            ledger_cutoff: 0,
+            quiet_of: &quiet_of,
+        };
+        let mut purger = Purger::new();
+        assert!(!purger.busy());
+        assert!(purger.step(store, &due).unwrap().is_none(), "no pass started");
+        purger.start_pass();
+        let (mut claims, mut steps) = (0, 0);
+        while let Some(step) = purger.step(store, &due).unwrap() {
+            steps += 1;
+            if step.kind == Kind::Claims {
+                claims += step.purged.removed;
+                assert!(step.purged.scanned <= MAX_LIMIT);
+            }
+        }
+        assert_eq!(claims, 3000);
+        assert!(steps >= 3, "{steps} steps: the first looks at {FIRST_LIMIT} keys");
+        assert!(!purger.busy());
+    }
+}

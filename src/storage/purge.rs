@@ -1,0 +1,33 @@
+//! What one purge transaction reports, for every kind of state that expires.
+//!
+//! A purge goes in small transactions that a long-running process interleaves with its
+//! decisions (see `upkeep::purge`): each is bounded by a number of items to look at, which
+//! the caller adapts to how long the last one took. So each transaction reports how much it
+//! looked at besides how much it removed, and whether more may be due (the caller then comes
+//! back soon instead of at its next interval).
+
+/// The result of one purge transaction on one kind of state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Records removed.
+    pub removed: usize,
+    /// Records looked at (removed or kept): the work done, which the pace is set by.
+    pub scanned: usize,
+    /// Whether the transaction stopped at its limit, so more may be due now.
+    pub more: bool,
+}
+
+impl Purged {
+    /// `removed` of `scanned` looked at, with a limit of `limit`: more may be due when the
+    /// limit was reached.
+    pub fn of(removed: usize, scanned: usize, limit: usize) -> Purged {
+        Purged {
+            removed,
+            scanned,
+            more: scanned >= limit,
+        }
+    }
+}
+
+/// Where a walk over the debounce states goes on: after this (trigger id, window key).
+pub type DebounceCursor = (String, String);
