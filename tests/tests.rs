@@ -46,6 +46,7 @@ mod postgres_outage;
 mod project_root;
 mod readme_walkthrough;
 mod reads;
+mod retention;
 mod rfd011;
 mod rfd011_tool_switch;
 mod rule_tests;

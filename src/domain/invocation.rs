@@ -55,6 +55,14 @@ impl Status {
     }
 }
 
+impl Invocation {
+    /// Whether the purge may remove it at `cutoff` (see `serve::purge`): it ended, and
+    /// nothing changed it since before the cutoff.
+    pub fn expired_by(&self, cutoff: i64) -> bool {
+        self.status.is_terminal() && self.updated_at < cutoff
+    }
+}
+
 /// One provocation of one agent by one trigger for one event.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Invocation {

@@ -210,6 +210,26 @@ pub struct Transition {
 
 impl Notification {
     /// The id of the ATP approval request it carries, if it carries one.
+    /// Whether the purge may remove it at `cutoff` (see `serve::purge`): nothing changed it
+    /// since before the cutoff, and nothing in pap will act on it any more: a terminal
+    /// status, or shown to a person (dispatched to the system handler, or escalated to it)
+    /// and only waiting for an acknowledgement that did not come within the retention; and
+    /// no sink delivery still to make. One handed to an agent has a delivery deadline,
+    /// which its watchdog acts on, so it is not settled before that.
+    pub fn expired_by(&self, cutoff: i64) -> bool {
+        let settled = match self.status {
+            NotifyStatus::Delivered | NotifyStatus::Failed | NotifyStatus::Escalated => true,
+            NotifyStatus::Dispatched => self.delivery_deadline.is_none(),
+            NotifyStatus::Pending | NotifyStatus::Locked => false,
+        };
+        settled
+            && self.updated_at < cutoff
+            && !self
+                .sinks
+                .iter()
+                .any(|d| matches!(d.state, SinkState::Pending | SinkState::Retrying))
+    }
+
     pub fn atp_id(&self) -> Option<&str> {
         self.atp.as_ref().and_then(|a| a["id"].as_str())
     }

@@ -134,6 +134,30 @@ fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeCon
             false,
         ),
         (
+            "invocation_retention",
+            &raw.invocation_retention,
+            &mut out.invocation_retention,
+            false,
+        ),
+        (
+            "notification_retention",
+            &raw.notification_retention,
+            &mut out.notification_retention,
+            false,
+        ),
+        (
+            "inbox_retention",
+            &raw.inbox_retention,
+            &mut out.inbox_retention,
+            false,
+        ),
+        (
+            "audit_retention",
+            &raw.audit_retention,
+            &mut out.audit_retention,
+            false,
+        ),
+        (
             "spool_settle",
             &raw.spool_settle,
             &mut out.spool_settle,

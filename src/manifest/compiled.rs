@@ -336,6 +336,10 @@ pub struct ServeConfig {
     pub rescan_interval: Duration,
     pub done_retention: Duration,
     pub ledger_retention: Duration,
+    pub invocation_retention: Duration,
+    pub notification_retention: Duration,
+    pub inbox_retention: Duration,
+    pub audit_retention: Duration,
     pub spool_settle: Duration,
     /// `serve.lease`: a running attempt's lease on a shared store, renewed every third.
     pub lease: Duration,
@@ -349,6 +353,10 @@ impl Default for ServeConfig {
             rescan_interval: Duration::from_secs(5),
             done_retention: Duration::from_secs(7 * 24 * 3600),
             ledger_retention: Duration::from_secs(30 * 24 * 3600),
+            invocation_retention: Duration::from_secs(30 * 24 * 3600),
+            notification_retention: Duration::from_secs(30 * 24 * 3600),
+            inbox_retention: Duration::from_secs(30 * 24 * 3600),
+            audit_retention: Duration::from_secs(30 * 24 * 3600),
             spool_settle: Duration::from_secs(1),
             lease: Duration::from_secs(30),
         }

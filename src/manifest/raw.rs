@@ -923,6 +923,21 @@ pub struct ServeSettings {
     /// How long ledger rows (decisions) are kept, e.g. `30d`. Default `30d`.
     #[serde(default)]
     pub ledger_retention: Option<String>,
+    /// How long a finished invocation (succeeded, failed, rejected, expired, cancelled) is
+    /// kept after its last change, e.g. `30d`. Default `30d`.
+    #[serde(default)]
+    pub invocation_retention: Option<String>,
+    /// How long a settled notification is kept after its last change, e.g. `30d`: one
+    /// delivered, failed, or shown to a person and never acknowledged, with no sink delivery
+    /// left. Never less than twice `approval_timeout`. Default `30d`.
+    #[serde(default)]
+    pub notification_retention: Option<String>,
+    /// How long inbox messages are kept, e.g. `30d`. Default `30d`.
+    #[serde(default)]
+    pub inbox_retention: Option<String>,
+    /// How long audit entries are kept, e.g. `90d`. Default `30d`.
+    #[serde(default)]
+    pub audit_retention: Option<String>,
     /// On a store several nodes share (PostgreSQL): how long a running attempt's lease lasts
     /// unless renewed (it is renewed every third of it), e.g. `30s`. An agent whose lease
     /// was not renewed in time is killed; other nodes take the work over once the lease

@@ -26,6 +26,7 @@ pub mod url;
 mod write;
 mod write_concurrency;
 mod write_notify;
+mod write_retention;
 
 use std::path::{Path, PathBuf};
 

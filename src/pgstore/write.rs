@@ -623,6 +623,32 @@ impl WriteTx for PgWrite<'_> {
             more: !young && scanned >= max,
         })
     }
+
+    fn purge_invocations(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        max: usize,
+    ) -> Result<(Purged, Option<u64>)> {
+        self.purge_invocations_step(cutoff, after, max)
+    }
+
+    fn purge_notifications(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        max: usize,
+    ) -> Result<(Purged, Option<u64>)> {
+        self.purge_notifications_step(cutoff, after, max)
+    }
+
+    fn purge_inbox(&mut self, cutoff: i64, max: usize) -> Result<Purged> {
+        self.purge_inbox_step(cutoff, max)
+    }
+
+    fn purge_audit(&mut self, cutoff: i64, max: usize) -> Result<Purged> {
+        self.purge_audit_step(cutoff, max)
+    }
 }
 
 impl PgWrite<'_> {

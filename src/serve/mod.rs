@@ -1084,8 +1084,9 @@ impl Server {
     /// What a purge step needs: the time, the ledger's cutoff, the debounce periods.
     fn purge_due<T>(&self, f: impl FnOnce(&purge::Due) -> T) -> T {
         let now = self.runtime.clock.now_ms();
-        let retention =
-            i64::try_from(self.settings.ledger_retention.as_millis()).unwrap_or(i64::MAX);
+        let before =
+            |d: Duration| now.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let s = &self.settings;
         let project = &self.runtime.project;
         let quiet_of = |trigger: &str| {
             project
@@ -1095,7 +1096,13 @@ impl Server {
         };
         f(&purge::Due {
             now,
-            ledger_cutoff: now.saturating_sub(retention),
+            cutoffs: purge::Cutoffs {
+                ledger: before(s.ledger_retention),
+                invocations: before(s.invocation_retention),
+                notifications: before(s.notification_retention),
+                inbox: before(s.inbox_retention),
+                audit: before(s.audit_retention),
+            },
             quiet_of: &quiet_of,
         })
     }

@@ -35,10 +35,26 @@ pub enum Kind {
     Ledger,
     /// Debounce states of bursts long over.
     Debounce,
+    /// Finished invocations past `invocation_retention`, with their events' bodies.
+    Invocations,
+    /// Settled notifications past `notification_retention`.
+    Notifications,
+    /// Inbox messages past `inbox_retention`.
+    Inbox,
+    /// Audit entries past `audit_retention`.
+    Audit,
 }
 
 impl Kind {
-    const ALL: [Kind; 3] = [Kind::Claims, Kind::Ledger, Kind::Debounce];
+    const ALL: [Kind; 7] = [
+        Kind::Claims,
+        Kind::Ledger,
+        Kind::Debounce,
+        Kind::Invocations,
+        Kind::Notifications,
+        Kind::Inbox,
+        Kind::Audit,
+    ];
 
     /// The name logs and metrics use.
     pub fn name(self) -> &'static str {
@@ -46,6 +62,10 @@ impl Kind {
             Kind::Claims => "claims",
             Kind::Ledger => "ledger",
             Kind::Debounce => "debounce",
+            Kind::Invocations => "invocations",
+            Kind::Notifications => "notifications",
+            Kind::Inbox => "inbox",
+            Kind::Audit => "audit",
         }
     }
 }
@@ -53,10 +73,20 @@ impl Kind {
 /// What a step needs to know of the time and the settings.
 pub struct Due<'a> {
     pub now: i64,
-    /// Ledger rows decided before this go.
-    pub ledger_cutoff: i64,
+    /// Records of each kind from before its cutoff go (see [`Cutoffs`]).
+    pub cutoffs: Cutoffs,
     /// A trigger's debounce quiet period now (`None`: it no longer debounces).
     pub quiet_of: &'a dyn Fn(&str) -> Option<i64>,
+}
+
+/// Where each kind's retention ends (ms): what is older goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Cutoffs {
+    pub ledger: i64,
+    pub invocations: i64,
+    pub notifications: i64,
+    pub inbox: i64,
+    pub audit: i64,
 }
 
 /// One step's result.
@@ -77,6 +107,8 @@ struct Lane {
     limit: usize,
     /// Where the walk over the debounce states goes on.
     debounce_after: Option<DebounceCursor>,
+    /// Where the walk over invocations or notifications goes on (a sequence number).
+    seq_after: Option<u64>,
     /// This pass's totals, for the log line at its end.
     removed: usize,
     steps: usize,
@@ -104,6 +136,7 @@ impl Purger {
                 due: false,
                 limit: FIRST_LIMIT,
                 debounce_after: None,
+                seq_after: None,
                 removed: 0,
                 steps: 0,
                 longest: Duration::ZERO,
@@ -133,12 +166,25 @@ impl Purger {
         let limit = lane.limit;
         let started = Instant::now();
         let result = match lane.kind {
-            Kind::Claims => store.write_lazy(|tx| {
-                tx.purge_expired_claims(due.now, limit)
-            }),
-            Kind::Ledger => store.write_lazy(|tx| {
-                tx.purge_ledger(due.ledger_cutoff, limit)
-            }),
+            Kind::Claims => store.write_lazy(|tx| tx.purge_expired_claims(due.now, limit)),
+            Kind::Ledger => store.write_lazy(|tx| tx.purge_ledger(due.cutoffs.ledger, limit)),
+            Kind::Inbox => store.write_lazy(|tx| tx.purge_inbox(due.cutoffs.inbox, limit)),
+            Kind::Audit => store.write_lazy(|tx| tx.purge_audit(due.cutoffs.audit, limit)),
+            Kind::Invocations | Kind::Notifications => {
+                let after = lane.seq_after.take();
+                let cutoffs = due.cutoffs;
+                store
+                    .write_lazy(|tx| match lane.kind {
+                        Kind::Invocations => {
+                            tx.purge_invocations(cutoffs.invocations, after, limit)
+                        }
+                        _ => tx.purge_notifications(cutoffs.notifications, after, limit),
+                    })
+                    .map(|(purged, next)| {
+                        lane.seq_after = next;
+                        purged
+                    })
+            }
             Kind::Debounce => {
                 let after = lane.debounce_after.take();
                 store
@@ -157,6 +203,7 @@ impl Purger {
             Err(e) => {
                 lane.due = false;
                 lane.debounce_after = None;
+                lane.seq_after = None;
                 return Err(e);
             }
         };
@@ -273,12 +320,21 @@ mod tests {
         let quiet_of = |_: &str| None;
         let due = Due {
             now: 200,
-            ledger_cutoff: 0,
+            cutoffs: Cutoffs {
+                ledger: 0,
+                invocations: 0,
+                notifications: 0,
+                inbox: 0,
+                audit: 0,
+            },
             quiet_of: &quiet_of,
         };
         let mut purger = Purger::new();
         assert!(!purger.busy());
-        assert!(purger.step(store, &due).unwrap().is_none(), "no pass started");
+        assert!(
+            purger.step(store, &due).unwrap().is_none(),
+            "no pass started"
+        );
         purger.start_pass();
         let (mut claims, mut steps) = (0, 0);
         while let Some(step) = purger.step(store, &due).unwrap() {
@@ -289,7 +345,10 @@ mod tests {
             }
         }
         assert_eq!(claims, 3000);
-        assert!(steps >= 3, "{steps} steps: the first looks at {FIRST_LIMIT} keys");
+        assert!(
+            steps >= 3,
+            "{steps} steps: the first looks at {FIRST_LIMIT} keys"
+        );
         assert!(!purger.busy());
     }
 }

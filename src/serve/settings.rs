@@ -24,6 +24,10 @@ pub struct Settings {
     pub rescan: Duration,
     pub done_retention: Duration,
     pub ledger_retention: Duration,
+    pub invocation_retention: Duration,
+    pub notification_retention: Duration,
+    pub inbox_retention: Duration,
+    pub audit_retention: Duration,
     /// How long a file written in place must be closed and unchanged before it is claimed.
     pub spool_settle: Duration,
     pub once: bool,
@@ -47,6 +51,10 @@ impl Settings {
             rescan: Duration::ZERO,
             done_retention: Duration::ZERO,
             ledger_retention: Duration::ZERO,
+            invocation_retention: Duration::ZERO,
+            notification_retention: Duration::ZERO,
+            inbox_retention: Duration::ZERO,
+            audit_retention: Duration::ZERO,
             spool_settle: Duration::ZERO,
             once,
             log_format,
@@ -98,6 +106,30 @@ impl Settings {
             "serve.ledger_retention",
             &mut self.ledger_retention,
             serve.ledger_retention.max(config.idempotency_ttl * 2),
+        );
+        set(
+            "serve.invocation_retention",
+            &mut self.invocation_retention,
+            serve.invocation_retention,
+        );
+        // An approval request can be answered until its invocation expires, and is found
+        // through its notification.
+        set(
+            "serve.notification_retention",
+            &mut self.notification_retention,
+            serve
+                .notification_retention
+                .max(config.approval_timeout * 2),
+        );
+        set(
+            "serve.inbox_retention",
+            &mut self.inbox_retention,
+            serve.inbox_retention,
+        );
+        set(
+            "serve.audit_retention",
+            &mut self.audit_retention,
+            serve.audit_retention,
         );
         let max = self
             .overrides

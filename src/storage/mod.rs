@@ -20,6 +20,8 @@ pub mod concurrency;
 #[cfg(test)]
 mod contract;
 #[cfg(test)]
+mod contract_purge;
+#[cfg(test)]
 mod contract_reads;
 pub mod cursor;
 mod error;
@@ -375,6 +377,29 @@ pub trait WriteTx {
     /// follows is younger, and a row out of order (a clock stepped back) waits for a later
     /// pass instead of every pass reading the whole ledger.
     fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<purge::Purged>;
+    /// Walks the invocations in creation order after sequence number `after`, looking at up
+    /// to `limit`: removes each that [`Invocation::expired_by`] `cutoff` (with its event's
+    /// body once no invocation is left that carries it), and stops at the first created at
+    /// or after `cutoff`. Returns where the next step goes on (`None`: the walk is over).
+    fn purge_invocations(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(purge::Purged, Option<u64>)>;
+    /// As [`purge_invocations`](Self::purge_invocations), for notifications (see
+    /// [`Notification::expired_by`]): a removed one also leaves the deduplication key and
+    /// the ATP request id that led to it.
+    fn purge_notifications(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(purge::Purged, Option<u64>)>;
+    /// Removes inbox messages posted before `cutoff`, oldest first, at most `limit`.
+    fn purge_inbox(&mut self, cutoff: i64, limit: usize) -> Result<purge::Purged>;
+    /// Removes audit entries made before `cutoff`, oldest first, at most `limit`.
+    fn purge_audit(&mut self, cutoff: i64, limit: usize) -> Result<purge::Purged>;
 }
 
 /// The reads of one consistent snapshot. A reader never changes the state, and never waits

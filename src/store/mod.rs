@@ -26,6 +26,7 @@ mod tx_claims;
 mod tx_concurrency;
 mod tx_debounce;
 mod tx_notify;
+mod tx_retention;
 mod varint;
 
 use std::path::{Path, PathBuf};

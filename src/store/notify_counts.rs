@@ -48,6 +48,14 @@ impl Tx<'_> {
         Ok(())
     }
 
+    /// Takes a removed notification's counts away.
+    pub(super) fn uncount_notification(&mut self, gone: &Notification) -> Result<()> {
+        for key in counted(gone) {
+            self.add_to_counter(&key, -1)?;
+        }
+        Ok(())
+    }
+
     fn add_to_counter(&mut self, key: &str, by: i64) -> Result<()> {
         let next = self.seq_value(key)?.saturating_add_signed(by);
         let path = self.path().to_path_buf();

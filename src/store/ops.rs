@@ -231,6 +231,28 @@ impl WriteTx for Tx<'_> {
     fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         Tx::purge_ledger(self, cutoff, limit)
     }
+    fn purge_invocations(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(Purged, Option<u64>)> {
+        Tx::purge_invocations(self, cutoff, after, limit)
+    }
+    fn purge_notifications(
+        &mut self,
+        cutoff: i64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(Purged, Option<u64>)> {
+        Tx::purge_notifications(self, cutoff, after, limit)
+    }
+    fn purge_inbox(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
+        Tx::purge_inbox(self, cutoff, limit)
+    }
+    fn purge_audit(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
+        Tx::purge_audit(self, cutoff, limit)
+    }
 }
 
 impl ReadTx for Reader {

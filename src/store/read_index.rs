@@ -56,7 +56,7 @@ impl Tx<'_> {
         Ok(())
     }
 
-    fn add_count(&mut self, status: Status, by: i64) -> Result<()> {
+    pub(super) fn add_count(&mut self, status: Status, by: i64) -> Result<()> {
         let key = count_key(status);
         let now = self.seq_value(&key)?;
         let next = now.saturating_add_signed(by);

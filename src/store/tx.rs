@@ -38,7 +38,7 @@ pub struct Tx<'t> {
     pub(super) decisions: Decisions,
     throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
     pub(super) invocations: Table<'t, &'static [u8], &'static [u8]>,
-    events: Table<'t, u64, &'static [u8]>,
+    pub(super) events: Table<'t, u64, &'static [u8]>,
     /// Invocations this transaction created, written in id order at [`Tx::finish`]: a
     /// batch's ids share their time prefix, and written as they come their random tails
     /// would split pages all over the batch's range, leaving them half empty.
@@ -48,7 +48,7 @@ pub struct Tx<'t> {
     events_stored: std::collections::HashMap<EventHash, EventRef>,
     approval_deadlines: Table<'t, (i64, &'static [u8]), ()>,
     pub(super) ledger: Table<'t, u64, &'static [u8]>,
-    audit: Table<'t, u64, &'static [u8]>,
+    pub(super) audit: Table<'t, u64, &'static [u8]>,
     outbox: Table<'t, &'static str, &'static [u8]>,
     work: Table<'t, (i64, &'static [u8]), ()>,
     schedules: Table<'t, &'static str, i64>,

@@ -501,7 +501,10 @@ mod tests {
             }
         }
         assert_eq!(removed, 3 * BLOCK_ROWS);
-        assert_eq!(batches, 2, "a batch looks at 2 blocks at most, and stops at a young one");
+        assert_eq!(
+            batches, 2,
+            "a batch looks at 2 blocks at most, and stops at a young one"
+        );
         assert!(store.read(|r| r.ledger("e5")).unwrap().is_empty());
         assert_eq!(store.read(|r| r.ledger("e3500")).unwrap().len(), 1);
         // A claim whose row was swept still reads as a duplicate, without the outcome.

@@ -11,14 +11,14 @@ use crate::domain::{InboxMessage, Notification};
 
 pub(super) struct NotifyTables<'t> {
     pub(super) notifications: Table<'t, &'static str, &'static [u8]>,
-    order: Table<'t, u64, &'static str>,
-    dedup: Table<'t, &'static str, &'static str>,
+    pub(super) order: Table<'t, u64, &'static str>,
+    pub(super) dedup: Table<'t, &'static str, &'static str>,
     due: Table<'t, (i64, &'static str), ()>,
-    inbox: Table<'t, u64, &'static [u8]>,
+    pub(super) inbox: Table<'t, u64, &'static [u8]>,
     queue: Table<'t, (&'static str, u64), &'static str>,
     sessions: Table<'t, &'static str, i64>,
     session_agents: Table<'t, &'static str, &'static str>,
-    atp: Table<'t, &'static str, &'static str>,
+    pub(super) atp: Table<'t, &'static str, &'static str>,
 }
 
 impl<'t> NotifyTables<'t> {
