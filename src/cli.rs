@@ -500,6 +500,21 @@ pub enum StoreCommand {
     )]
     Backup(StoreBackupArgs),
 
+    /// Give the state file's free space back to the file system, and say how much it took
+    /// before and after. Needs the store to itself: refused while `pap serve` runs.
+    #[command(
+        after_help = "The purge frees pages as records pass their retention, and later writes \
+        reuse them, so a steady workload holds a steady file without this. Compaction is for \
+        after a one-off surplus (a backfill whose keys were purged a TTL later). It holds the \
+        file for writing until it is done: other pap commands wait for it, and a `pap serve` \
+        started meanwhile is refused. A PostgreSQL state has no file to compact: autovacuum \
+        makes dead rows' room reusable (see the README's Retention and purge).\n\n\
+        Exit status: 0 compacted; 1 it could not be (serve runs, a PostgreSQL state, an I/O \
+        error); 2 usage error.\n\n\
+        Examples:\n  pap store compact\n  pap store compact --json | jq '.before - .after'"
+    )]
+    Compact(StoreCompactArgs),
+
     /// Create or upgrade the PostgreSQL schema of the state (PAP_DATABASE_URL, else `store:`
     /// in pap.yaml); a redb state needs nothing.
     #[command(
@@ -550,6 +565,14 @@ pub struct StoreMigrateArgs {
 #[derive(Debug, clap::Args)]
 pub struct StoreCheckArgs {
     /// The result as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StoreCompactArgs {
+    /// The sizes as one JSON object: `before`, `after` (the file, bytes), `live` (the pages
+    /// the tables take), `path`.
     #[arg(long)]
     pub json: bool,
 }

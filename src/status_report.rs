@@ -95,6 +95,11 @@ pub struct StoreState {
     /// The redb file, or the database URL without its password.
     pub path: String,
     pub bytes: u64,
+    /// What the tables take, largest first (the sum is the live data: a file much larger
+    /// has free pages that `pap store compact` gives back). Only `pap status` measures
+    /// them (redb walks every page of every table): a probe's `GET /status` leaves them out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<crate::storage::space::TableSize>,
 }
 
 pub fn gather(
@@ -244,6 +249,7 @@ pub fn gather(
             kind: store.kind(),
             path: path.display().to_string(),
             bytes,
+            tables: Vec::new(),
         },
     })
 }
@@ -357,6 +363,7 @@ mod tests {
                 kind: "redb",
                 path: "s".into(),
                 bytes: 1,
+                tables: Vec::new(),
             },
             nodes: Vec::new(),
         };

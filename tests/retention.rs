@@ -215,3 +215,165 @@ fn records_past_their_retention_go_and_younger_or_unfinished_ones_stay() {
     let again = serve_once(root, 31 * DAY + 60);
     assert_eq!(purged(&again).get("invocations"), None);
 }
+
+/// A throttled stream's claims and ledger rows, purged a retention later, leave a file larger
+/// than its data until `pap store compact`, which gives the room back (and refuses to run
+/// beside serve).
+#[test]
+fn compaction_gives_back_what_the_purge_freed_and_never_runs_beside_serve() {
+    let dir = project("");
+    let root = dir.path();
+    std::fs::write(
+        root.join("triggers/fix.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: fix\n  match:\n    type: host.alert.fired\n  throttle:\n    max_per_window: 1\n    window_seconds: 3600\n  agent: fix\n",
+    )
+    .unwrap();
+    let n: usize = std::env::var("PAP_TEST_COMPACT_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let stream: String = (0..n)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"pap_version": "0.2", "id": format!("e{i:07}"), "type": "host.alert.fired",
+                       "source": "test", "time": at(0), "data": {"host": format!("h{i}")}})
+            )
+        })
+        .collect();
+    std::fs::write(root.join("stream.ndjson"), stream).unwrap();
+    let out = common::pap_at(root)
+        .env("PAP_NOW", at(0))
+        .arg("dispatch")
+        .arg(root.join("stream.ndjson"))
+        .args(["--no-run", "--json"])
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    if common::on_postgres() {
+        return on_postgres_the_purge_empties_the_tables_and_compaction_says_what_to_do(root, n);
+    }
+    let state = root.join(".pap/state.redb");
+    let full = std::fs::metadata(&state).unwrap().len();
+
+    // 31 days on: the claims and the ledger rows go.
+    let out = serve_once(root, 31 * DAY);
+    let by_kind = purged(&out);
+    assert_eq!(by_kind.get("claims"), Some(&(n as u64)), "{by_kind:?}");
+    assert_eq!(by_kind.get("ledger"), Some(&(n as u64)), "{by_kind:?}");
+    let purged_len = std::fs::metadata(&state).unwrap().len();
+
+    // `pap status` shows where the room goes.
+    let status = common::pap_at(root)
+        .env("PAP_NOW", at(31 * DAY))
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let status = common::json(&status);
+    let tables = status["store"]["tables"].as_array().unwrap();
+    let live: u64 = tables.iter().map(|t| t["bytes"].as_u64().unwrap()).sum();
+    let claims = tables.iter().find(|t| t["name"] == "claims").unwrap();
+    assert_eq!(claims["rows"], 0, "{tables:#?}");
+    assert!(
+        purged_len as f64 > 1.5 * live as f64,
+        "the purged file ({purged_len} bytes, {full} before) should be well over its data ({live})"
+    );
+
+    // Beside a running serve, compaction is refused, and says why.
+    let mut serve = common::pap_at(root)
+        .env("PAP_NOW", at(31 * DAY))
+        .args(["serve"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Serve holds its lock once it names itself in the lock file.
+    let lock = root.join(".pap/serve.lock");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&lock)
+        .unwrap_or_default()
+        .contains(&format!("\"pid\":{}", serve.id()))
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "serve did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let refused = common::pap_at(root)
+        .args(["store", "compact"])
+        .output()
+        .unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(serve.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    serve.wait().unwrap();
+    let why = common::stderr(&refused);
+    assert_eq!(common::code(&refused), 1, "{why}");
+    assert!(
+        why.contains("needs the store to itself") && why.contains("pap serve"),
+        "{why}"
+    );
+
+    // With serve stopped, it gives the room back.
+    let out = common::pap_at(root)
+        .args(["store", "compact", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let done = common::json(&out);
+    let (before, after, live) = (
+        done["before"].as_u64().unwrap(),
+        done["after"].as_u64().unwrap(),
+        done["live"].as_u64().unwrap(),
+    );
+    assert_eq!(after, std::fs::metadata(&state).unwrap().len());
+    assert!(after < before, "{done}");
+    // Within 1.5× its data, plus what a file holding nothing takes once compacted (its
+    // header and redb's own tables: 37 kB), which a small test's data does not dwarf.
+    assert!(
+        after as f64 <= 1.5 * live as f64 + 64.0 * 1024.0,
+        "after compaction the file ({after} bytes) is within 1.5× its data ({live}): {done}"
+    );
+    // And the store is sound.
+    let check = common::pap_at(root)
+        .args(["store", "check"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&check), 0, "{}", common::stderr(&check));
+}
+
+/// The PostgreSQL side of the test above: the same purge, table sizes from the database, and
+/// `pap store compact` refused with what to do instead.
+fn on_postgres_the_purge_empties_the_tables_and_compaction_says_what_to_do(root: &Path, n: usize) {
+    let out = serve_once(root, 31 * DAY);
+    let by_kind = purged(&out);
+    assert_eq!(by_kind.get("claims"), Some(&(n as u64)), "{by_kind:?}");
+    assert_eq!(by_kind.get("ledger"), Some(&(n as u64)), "{by_kind:?}");
+    let status = common::pap_at(root)
+        .env("PAP_NOW", at(31 * DAY))
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let status = common::json(&status);
+    let tables = status["store"]["tables"].as_array().unwrap();
+    for name in ["pap_claims", "pap_ledger", "pap_invocations"] {
+        assert!(
+            tables
+                .iter()
+                .any(|t| t["name"] == name && t["bytes"].as_u64() > Some(0)),
+            "{name} in {tables:#?}"
+        );
+    }
+    let out = common::pap_at(root)
+        .args(["store", "compact"])
+        .output()
+        .unwrap();
+    let why = common::stderr(&out);
+    assert_eq!(common::code(&out), 1, "{why}");
+    assert!(
+        why.contains("PostgreSQL") && why.contains("Autovacuum"),
+        "{why}"
+    );
+}

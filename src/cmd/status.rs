@@ -23,7 +23,8 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     let now = clock.now_ms();
     // Schedules come from the project; a broken one is reported, not fatal.
     let project = context::load_project(cli).ok();
-    let report = gather(&*store, &state_dir, project.as_ref(), now)?;
+    let mut report = gather(&*store, &state_dir, project.as_ref(), now)?;
+    report.store.tables = store.table_sizes()?;
     if args.json {
         crate::out!("{}", serde_json::to_string(&report)?)?;
     } else {
@@ -143,12 +144,24 @@ fn human(r: &Report, p: Paint, o: &mut String) {
             if n.alive { "" } else { " (gone?)" }
         );
     }
+    let live: u64 = r.store.tables.iter().map(|t| t.bytes).sum();
     let _ = writeln!(
         o,
-        "store      {} {} ({:.1} MB)",
+        "store      {} {} ({:.1} MB; tables {:.1} MB)",
         r.store.kind,
         r.store.path,
-        r.store.bytes as f64 / 1e6
+        r.store.bytes as f64 / 1e6,
+        live as f64 / 1e6
     );
+    // The largest few: where the room goes.
+    for t in r.store.tables.iter().take(5).filter(|t| t.bytes > 0) {
+        let _ = writeln!(
+            o,
+            "             {:<22} {:>10} rows {:>9.1} MB",
+            t.name,
+            t.rows,
+            t.bytes as f64 / 1e6
+        );
+    }
     crate::term::escape_from(o, 0);
 }

@@ -1,4 +1,4 @@
-//! `pap store check`, `pap store backup` and `pap store migrate`.
+//! `pap store check`, `pap store backup`, `pap store compact` and `pap store migrate`.
 
 use serde_json::json;
 
@@ -29,8 +29,17 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
                 );
                 Ok(Outcome::Success)
             }
+            StoreCommand::Compact(_) => anyhow::bail!(
+                "the state is in PostgreSQL ({}): there is no file to compact. Autovacuum makes \
+                 the room of purged rows reusable; `VACUUM FULL` gives it back to the file \
+                 system but locks the table meanwhile (see the README's Retention and purge)",
+                place.shown()
+            ),
             _ => unreachable!("handled above"),
         };
+    }
+    if let StoreCommand::Compact(args) = command {
+        return compact(&place.state_dir, args.json);
     }
     let dir = place.state_dir;
     let Some(store) = Store::open_existing(&dir)? else {
@@ -81,7 +90,52 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
             );
             Ok(Outcome::Success)
         }
-        StoreCommand::Migrate(_) | StoreCommand::Copy(_) => unreachable!("handled above"),
+        StoreCommand::Migrate(_) | StoreCommand::Copy(_) | StoreCommand::Compact(_) => {
+            unreachable!("handled above")
+        }
+    }
+}
+
+/// `pap store compact` of a redb state: holds serve's lock meanwhile, so that it never runs
+/// beside a serve (which would wait for the file for as long as compaction takes).
+fn compact(dir: &std::path::Path, json: bool) -> anyhow::Result<Outcome> {
+    if !dir.join("state.redb").exists() {
+        anyhow::bail!("there is no state store in {} yet", dir.display());
+    }
+    let holder = crate::serve::lock::Holder {
+        pid: std::process::id(),
+        started_at: format!("{:.0}", jiff::Timestamp::now()),
+        root: dir.to_path_buf(),
+        command: Some("pap store compact".into()),
+    };
+    let _lock = crate::serve::lock::acquire(dir, &holder)
+        .map_err(|e| anyhow::anyhow!("pap store compact needs the store to itself: {e:#}"))?;
+    let store = Store::open(dir)?;
+    crate::say!("compacting {} …", store.path().display());
+    let done = store.compact()?;
+    if json {
+        let mut v = serde_json::to_value(done)?;
+        v["path"] = json!(store.path());
+        crate::out!("{v}")?;
+    } else {
+        crate::out!(
+            "{}: {} → {} (the tables take {})",
+            store.path().display(),
+            bytes(done.before),
+            bytes(done.after),
+            bytes(done.live)
+        )?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// A size for people: `63.2 MB`.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.1} GB", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} MB", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1} kB", n as f64 / 1e3),
+        n => format!("{n} bytes"),
     }
 }
 

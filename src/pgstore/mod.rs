@@ -444,6 +444,29 @@ impl Storage for PgStore {
         self.read_session(|r| transfer::holds_nothing(&r.s))
     }
 
+    fn table_sizes(&self) -> Result<Vec<crate::storage::space::TableSize>> {
+        self.read_session(|r| {
+            // reltuples is -1 for a table never analysed: then it is shown as 0.
+            let rows = r.s.query(
+                "SELECT c.relname::text, greatest(c.reltuples, 0)::bigint, \
+                 pg_total_relation_size(c.oid) FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE c.relkind = 'r' AND c.relname LIKE 'pap\\_%' \
+                 AND n.nspname = current_schema() \
+                 ORDER BY pg_total_relation_size(c.oid) DESC, c.relname",
+                &[],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| crate::storage::space::TableSize {
+                    name: r.get(0),
+                    rows: session::unsigned(r.get(1)),
+                    bytes: session::unsigned(r.get(2)),
+                })
+                .collect())
+        })
+    }
+
     fn kind(&self) -> &'static str {
         "postgresql"
     }

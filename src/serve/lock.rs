@@ -18,6 +18,10 @@ pub struct Holder {
     pub pid: u32,
     pub started_at: String,
     pub root: PathBuf,
+    /// What holds it when it is not serve (`pap store compact`, which needs the store to
+    /// itself), for the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// Held for as long as serve runs.
@@ -92,8 +96,9 @@ fn refusal(file: &mut File, state_dir: &Path) -> String {
     }
     match holder {
         Some(h) => format!(
-            "another `pap serve` already runs on the state dir {} (pid {}, started {}, project {}); \
+            "another `{}` already runs on the state dir {} (pid {}, started {}, project {}); \
              stop it first (kill -TERM {}), or give this one its own --state",
+            h.command.as_deref().unwrap_or("pap serve"),
             state_dir.display(),
             h.pid,
             h.started_at,
@@ -119,6 +124,7 @@ mod tests {
             pid,
             started_at: "2026-03-11T06:00:00Z".into(),
             root: "/p".into(),
+            command: None,
         })
         .unwrap()
     }
@@ -152,6 +158,7 @@ mod tests {
             pid: std::process::id(),
             started_at: "now".into(),
             root: "/p".into(),
+            command: None,
         };
         let started = Instant::now();
         let lock = acquire(dir.path(), &me).expect("taken once the moment passed");

@@ -14,7 +14,7 @@ pub mod conditions;
 pub mod control;
 pub mod decider;
 pub mod http;
-mod lock;
+pub mod lock;
 pub mod log;
 pub mod metrics;
 mod node;
@@ -156,6 +156,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         pid: std::process::id(),
         started_at: started_at.clone(),
         root: project.root.clone(),
+        command: None,
     };
     let _lock = lock::acquire(state_dir, &holder)?;
     let store = storage::open(&storage::Place::resolve(

@@ -218,8 +218,15 @@ impl Purger {
             lane.steps = 0;
             lane.longest = Duration::ZERO;
         }
+        let kind = lane.kind;
+        if !self.busy() {
+            // redb reuses the pages a commit freed only once a durable commit covers it:
+            // without this, a pass over an idle store would leave them unusable until the
+            // next decision, and the file would grow meanwhile.
+            store.write(|_| Ok(()))?;
+        }
         Ok(Some(Step {
-            kind: lane.kind,
+            kind,
             purged,
             took,
         }))

@@ -32,6 +32,7 @@ mod place;
 pub mod purge;
 pub mod scan;
 pub mod short_forms;
+pub mod space;
 pub mod transfer;
 
 use std::path::PathBuf;
@@ -551,6 +552,8 @@ pub trait Storage: Send + Sync {
     fn nodes(&self) -> Result<Vec<Node>> {
         Ok(Vec::new())
     }
+    /// Each table of the state with its rows and bytes, largest first (`pap status`).
+    fn table_sizes(&self) -> Result<Vec<space::TableSize>>;
     /// What kind of store this is, for `pap status` and messages.
     fn kind(&self) -> &'static str {
         "redb"

@@ -18,6 +18,7 @@ mod migrate;
 mod notify_counts;
 mod ops;
 mod read_index;
+mod space;
 mod tables;
 mod transfer;
 mod tx;

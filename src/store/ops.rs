@@ -28,6 +28,10 @@ impl Storage for Store {
         Store::read(self, |r| f(r))
     }
 
+    fn table_sizes(&self) -> Result<Vec<crate::storage::space::TableSize>> {
+        Store::table_sizes(self)
+    }
+
     fn location(&self) -> PathBuf {
         self.path()
     }
