@@ -20,6 +20,13 @@ use jiff::{SignedDuration, Timestamp};
 
 /// The environment variable that switches on the fake clock (for tests and rule testing).
 pub const FAKE_NOW_ENV: &str = "PAP_NOW";
+/// With [`FAKE_NOW_ENV`], makes the clock run instead of standing still: this many times as
+/// fast as the wall clock, from `PAP_NOW` at the wall-clock moment [`CLOCK_EPOCH_ENV`]. A soak
+/// test crosses a month of TTLs and retentions in an hour with it, every process it starts
+/// reading the same time (test builds only, as `PAP_NOW`).
+pub const CLOCK_SPEED_ENV: &str = "PAP_CLOCK_SPEED";
+/// The wall-clock moment (RFC 3339) at which a running test clock reads `PAP_NOW`.
+pub const CLOCK_EPOCH_ENV: &str = "PAP_CLOCK_EPOCH";
 
 #[derive(Debug, Clone)]
 pub enum Clock {
@@ -28,6 +35,13 @@ pub enum Clock {
     /// the database's clock, so that nodes whose clocks differ decide on one time.
     Offset(Arc<AtomicI64>),
     Fake(Arc<Mutex<Timestamp>>),
+    /// A test clock that runs `speed` times as fast as the wall clock: `at` when the wall
+    /// clock read `epoch` (see [`CLOCK_SPEED_ENV`]).
+    Scaled {
+        at: Timestamp,
+        epoch: Timestamp,
+        speed: f64,
+    },
 }
 
 impl Clock {
@@ -35,15 +49,36 @@ impl Clock {
     /// otherwise, and always in production builds, the system clock.
     #[cfg(feature = "test-clock")]
     pub fn from_env() -> anyhow::Result<Clock> {
-        match std::env::var(FAKE_NOW_ENV) {
-            Ok(text) if !text.is_empty() => {
-                let at: Timestamp = text.parse().map_err(|err| {
-                    anyhow::anyhow!("{FAKE_NOW_ENV}={text:?} is not an RFC 3339 timestamp: {err}")
-                })?;
-                Ok(Clock::fake(at))
-            }
-            _ => Ok(Clock::System),
-        }
+        let stamp = |name: &str, text: &str| -> anyhow::Result<Timestamp> {
+            text.parse().map_err(|err| {
+                anyhow::anyhow!("{name}={text:?} is not an RFC 3339 timestamp: {err}")
+            })
+        };
+        let at = match std::env::var(FAKE_NOW_ENV) {
+            Ok(text) if !text.is_empty() => stamp(FAKE_NOW_ENV, &text)?,
+            _ => return Ok(Clock::System),
+        };
+        let Some(speed) = std::env::var(CLOCK_SPEED_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+        else {
+            return Ok(Clock::fake(at));
+        };
+        let speed: f64 = speed
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s > 0.0)
+            .ok_or_else(|| {
+                anyhow::anyhow!("{CLOCK_SPEED_ENV}={speed:?} is not a positive number")
+            })?;
+        let epoch = std::env::var(CLOCK_EPOCH_ENV).map_err(|_| {
+            anyhow::anyhow!("{CLOCK_SPEED_ENV} needs {CLOCK_EPOCH_ENV}: the wall-clock moment at which the clock reads {FAKE_NOW_ENV}")
+        })?;
+        Ok(Clock::Scaled {
+            at,
+            epoch: stamp(CLOCK_EPOCH_ENV, &epoch)?,
+            speed,
+        })
     }
 
     /// Production builds: the system clock, whatever the environment says.
@@ -80,6 +115,12 @@ impl Clock {
                     .unwrap_or_else(|_| Timestamp::now())
             }
             Clock::Fake(at) => *at.lock().expect("clock lock"),
+            Clock::Scaled { at, epoch, speed } => {
+                let real = Timestamp::now().duration_since(*epoch);
+                let ran = SignedDuration::try_from_secs_f64(real.as_secs_f64() * speed)
+                    .unwrap_or(SignedDuration::MAX);
+                at.checked_add(ran).unwrap_or(Timestamp::MAX)
+            }
         }
     }
 
@@ -93,6 +134,7 @@ impl Clock {
         match self {
             Clock::System | Clock::Offset(_) => tokio::time::sleep(d).await,
             Clock::Fake(at) => self.advance_locked(at, d),
+            Clock::Scaled { speed, .. } => tokio::time::sleep(d.div_f64(*speed)).await,
         }
     }
 
@@ -132,6 +174,24 @@ mod tests {
         assert_eq!(clock.now(), start);
         clock.sleep(Duration::from_secs(5)).await;
         assert_eq!(clock.now_ms() - start.as_millisecond(), 5000);
+    }
+
+    #[tokio::test]
+    async fn a_scaled_clock_runs_faster_from_its_epoch() {
+        let start: Timestamp = "2026-03-11T06:00:00Z".parse().unwrap();
+        let clock = Clock::Scaled {
+            at: start,
+            epoch: Timestamp::now(),
+            speed: 1000.0,
+        };
+        let before = clock.now_ms();
+        // 100 s of the clock's time are 0.1 s of the wall clock's.
+        let waited = std::time::Instant::now();
+        clock.sleep(Duration::from_secs(100)).await;
+        assert!(waited.elapsed() < Duration::from_secs(5));
+        let ran = clock.now_ms() - before;
+        assert!((100_000..200_000).contains(&ran), "{ran} ms");
+        assert!(before - start.as_millisecond() < 60_000);
     }
 
     #[test]

@@ -225,11 +225,7 @@ impl Purger {
             // next decision, and the file would grow meanwhile.
             store.write(|_| Ok(()))?;
         }
-        Ok(Some(Step {
-            kind,
-            purged,
-            took,
-        }))
+        Ok(Some(Step { kind, purged, took }))
     }
 
     /// Runs the pass to its end (`pap serve --once`, which has no decisions to take turns
