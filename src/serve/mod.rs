@@ -80,6 +80,10 @@ const RELOAD_QUIET: Duration = Duration::from_millis(300);
 /// How often a purge pass starts (expired keys, old ledger rows, old `done/` files); a pass
 /// goes in steps between decisions until it is done (see `purge`).
 const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// A pass also starts once the clock moved this far since the last: the same as
+/// [`PURGE_EVERY`] on the system clock, and more often on a test clock that runs faster
+/// (a soak test's month in an hour still purges every hour of its time).
+const PURGE_EVERY_CLOCK_MS: i64 = 3_600_000;
 /// The longest the deciding thread sleeps: schedules fire within a second of their time.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -95,7 +99,8 @@ struct Server {
     wakes: Receiver<Wake>,
     stop: Arc<AtomicBool>,
     purger: purge::Purger,
-    last_purge: Option<Instant>,
+    /// When the last purge pass started: the wall clock's instant and the clock's time.
+    last_purge: Option<(Instant, i64)>,
     last_rescan: Instant,
     /// Spool files that arrived by a rename, not yet claimed. The watcher's thread adds to it
     /// directly, so a burst's files are known as renamed the moment serve scans them, not
@@ -509,9 +514,12 @@ impl Server {
             self.outbox_leftovers();
             self.worker.scan();
         }
-        let purge_due = self.last_purge.is_none_or(|at| at.elapsed() >= PURGE_EVERY);
+        let now = self.runtime.clock.now_ms();
+        let purge_due = self.last_purge.is_none_or(|(at, clock)| {
+            at.elapsed() >= PURGE_EVERY || now.saturating_sub(clock) >= PURGE_EVERY_CLOCK_MS
+        });
         if purge_due || self.settings.once {
-            self.last_purge = Some(Instant::now());
+            self.last_purge = Some((Instant::now(), now));
             self.purger.start_pass();
             self.sweep_done();
             if self.settings.once {
