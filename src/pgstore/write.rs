@@ -633,6 +633,15 @@ impl WriteTx for PgWrite<'_> {
         self.purge_invocations_step(cutoff, after, max)
     }
 
+    fn purge_throttle(
+        &mut self,
+        cutoff: i64,
+        after: Option<&DebounceCursor>,
+        max: usize,
+    ) -> Result<(Purged, Option<DebounceCursor>)> {
+        self.purge_throttle_step(cutoff, after, max)
+    }
+
     fn purge_notifications(
         &mut self,
         cutoff: i64,

@@ -7,7 +7,7 @@ use super::session::{signed, unsigned};
 use super::write::PgWrite;
 use crate::domain::{Invocation, Notification};
 use crate::storage::Result;
-use crate::storage::purge::Purged;
+use crate::storage::purge::{DebounceCursor, Purged};
 
 fn count(n: i64) -> usize {
     usize::try_from(n).unwrap_or(0)
@@ -18,6 +18,42 @@ fn limit(n: usize) -> i64 {
 }
 
 impl PgWrite<'_> {
+    pub(super) fn purge_throttle_step(
+        &mut self,
+        cutoff: i64,
+        after: Option<&DebounceCursor>,
+        max: usize,
+    ) -> Result<(Purged, Option<DebounceCursor>)> {
+        // Bucket names are never empty, so ('', '') is before every key.
+        let (b, k) = after.map_or(("", ""), |(b, k)| (b.as_str(), k.as_str()));
+        let rows = self.s.query(
+            "SELECT trigger_id, window_key, (SELECT max(t) FROM unnest(times) t) \
+             FROM pap_throttle WHERE (trigger_id, window_key) > ($1, $2) \
+             ORDER BY trigger_id, window_key LIMIT $3 FOR UPDATE SKIP LOCKED",
+            &[&b, &k, &limit(max)],
+        )?;
+        let (mut buckets, mut keys) = (Vec::new(), Vec::new());
+        let mut last = None;
+        for r in &rows {
+            let (bucket, key, newest): (String, String, Option<i64>) =
+                (r.get(0), r.get(1), r.get(2));
+            if newest.is_none_or(|t| t < cutoff) {
+                buckets.push(bucket.clone());
+                keys.push(key.clone());
+            }
+            last = Some((bucket, key));
+        }
+        if !buckets.is_empty() {
+            self.s.execute(
+                "DELETE FROM pap_throttle p USING unnest($1::text[], $2::text[]) AS g(b, k) \
+                 WHERE p.trigger_id = g.b AND p.window_key = g.k",
+                &[&buckets, &keys],
+            )?;
+        }
+        let step = Purged::of(buckets.len(), rows.len(), max);
+        Ok((step, if step.more { last } else { None }))
+    }
+
     pub(super) fn purge_invocations_step(
         &mut self,
         cutoff: i64,

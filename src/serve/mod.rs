@@ -1107,6 +1107,7 @@ impl Server {
             now,
             cutoffs: purge::Cutoffs {
                 ledger: before(s.ledger_retention),
+                throttle: now.saturating_sub(crate::stages::throttle::longest_window_ms(project)),
                 invocations: before(s.invocation_retention),
                 notifications: before(s.notification_retention),
                 inbox: before(s.inbox_retention),

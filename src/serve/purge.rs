@@ -35,6 +35,8 @@ pub enum Kind {
     Ledger,
     /// Debounce states of bursts long over.
     Debounce,
+    /// Throttle windows (and budget and chat-rate windows) whose times all left them.
+    Throttle,
     /// Finished invocations past `invocation_retention`, with their events' bodies.
     Invocations,
     /// Settled notifications past `notification_retention`.
@@ -46,10 +48,11 @@ pub enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 8] = [
         Kind::Claims,
         Kind::Ledger,
         Kind::Debounce,
+        Kind::Throttle,
         Kind::Invocations,
         Kind::Notifications,
         Kind::Inbox,
@@ -62,6 +65,7 @@ impl Kind {
             Kind::Claims => "claims",
             Kind::Ledger => "ledger",
             Kind::Debounce => "debounce",
+            Kind::Throttle => "throttle",
             Kind::Invocations => "invocations",
             Kind::Notifications => "notifications",
             Kind::Inbox => "inbox",
@@ -83,6 +87,8 @@ pub struct Due<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Cutoffs {
     pub ledger: i64,
+    /// Throttle windows whose newest time is older than the longest window go.
+    pub throttle: i64,
     pub invocations: i64,
     pub notifications: i64,
     pub inbox: i64,
@@ -185,11 +191,13 @@ impl Purger {
                         purged
                     })
             }
-            Kind::Debounce => {
+            Kind::Debounce | Kind::Throttle => {
                 let after = lane.debounce_after.take();
+                let (kind, cutoff) = (lane.kind, due.cutoffs.throttle);
                 store
-                    .write_lazy(|tx| {
-                        tx.purge_debounce(due.now, due.quiet_of, after.as_ref(), limit)
+                    .write_lazy(|tx| match kind {
+                        Kind::Throttle => tx.purge_throttle(cutoff, after.as_ref(), limit),
+                        _ => tx.purge_debounce(due.now, due.quiet_of, after.as_ref(), limit),
                     })
                     .map(|(purged, next)| {
                         lane.debounce_after = next;
@@ -325,6 +333,7 @@ mod tests {
             now: 200,
             cutoffs: Cutoffs {
                 ledger: 0,
+                throttle: 0,
                 invocations: 0,
                 notifications: 0,
                 inbox: 0,

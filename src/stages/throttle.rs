@@ -110,6 +110,18 @@ pub fn window_ms(throttle: &Throttle) -> i64 {
     i64::try_from(throttle.window.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// The longest window any row of the throttle table is counted in: the project's longest
+/// throttle, and never less than a day (spend budgets count a sliding day in the same table,
+/// the chat's post rate a minute). A row whose newest time is older can go (see
+/// `serve::purge`).
+pub fn longest_window_ms(project: &crate::manifest::Project) -> i64 {
+    project
+        .triggers
+        .iter()
+        .flat_map(|t| t.throttles.iter().map(window_ms))
+        .fold(crate::domain::budget::DAY_MS, i64::max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

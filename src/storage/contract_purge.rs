@@ -149,3 +149,33 @@ fn old_inbox_messages_and_audit_entries_go_oldest_first() {
         })
     });
 }
+
+#[test]
+fn throttle_windows_whose_times_all_left_go_in_steps() {
+    for_each(|s| {
+        s.write(|tx| {
+            // Three windows last used at 10, one at 500.
+            for (key, at) in [("a", 10), ("b", 10), ("c", 10), ("d", 500)] {
+                tx.throttle_record("t", key, at, 1_000)?;
+            }
+            Ok(())
+        })?;
+        s.write(|tx| {
+            let (mut after, mut removed, mut steps) = (None, 0, 0);
+            loop {
+                let (step, next) = tx.purge_throttle(100, after.as_ref(), 2)?;
+                assert!(step.scanned <= 2, "{step:?}");
+                removed += step.removed;
+                steps += 1;
+                after = next;
+                if after.is_none() {
+                    break;
+                }
+            }
+            assert_eq!((removed, steps >= 2), (3, true));
+            assert!(tx.throttle_times("t", "a")?.is_empty());
+            assert_eq!(tx.throttle_times("t", "d")?, [500]);
+            Ok(())
+        })
+    });
+}

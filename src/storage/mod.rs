@@ -378,6 +378,15 @@ pub trait WriteTx {
     /// follows is younger, and a row out of order (a clock stepped back) waits for a later
     /// pass instead of every pass reading the whole ledger.
     fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<purge::Purged>;
+    /// Looks at up to `limit` throttle windows after `after` (in key order) and removes those
+    /// whose newest time is before `cutoff` (no window can count them any more). Returns where
+    /// the next step goes on (`None`: the walk reached the end).
+    fn purge_throttle(
+        &mut self,
+        cutoff: i64,
+        after: Option<&purge::DebounceCursor>,
+        limit: usize,
+    ) -> Result<(purge::Purged, Option<purge::DebounceCursor>)>;
     /// Walks the invocations in creation order after sequence number `after`, looking at up
     /// to `limit`: removes each that [`Invocation::expired_by`] `cutoff` (with its event's
     /// body once no invocation is left that carries it), and stops at the first created at

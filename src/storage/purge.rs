@@ -29,5 +29,6 @@ impl Purged {
     }
 }
 
-/// Where a walk over the debounce states goes on: after this (trigger id, window key).
+/// Where a walk over the debounce states or the throttle windows goes on: after this
+/// (trigger id or bucket, window key).
 pub type DebounceCursor = (String, String);

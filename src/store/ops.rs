@@ -235,6 +235,14 @@ impl WriteTx for Tx<'_> {
     fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         Tx::purge_ledger(self, cutoff, limit)
     }
+    fn purge_throttle(
+        &mut self,
+        cutoff: i64,
+        after: Option<&DebounceCursor>,
+        limit: usize,
+    ) -> Result<(Purged, Option<DebounceCursor>)> {
+        Tx::purge_throttle(self, cutoff, after, limit)
+    }
     fn purge_invocations(
         &mut self,
         cutoff: i64,

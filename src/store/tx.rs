@@ -36,7 +36,7 @@ pub struct Tx<'t> {
     pub(super) claim_expiry: Table<'t, (i64, u64), &'static [u8]>,
     /// Ledger rows and expiry-index entries of this transaction, written at [`Tx::finish`].
     pub(super) decisions: Decisions,
-    throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) throttle: Table<'t, (&'static str, &'static str), &'static [u8]>,
     pub(super) invocations: Table<'t, &'static [u8], &'static [u8]>,
     pub(super) events: Table<'t, u64, &'static [u8]>,
     /// Invocations this transaction created, written in id order at [`Tx::finish`]: a

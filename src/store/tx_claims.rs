@@ -300,6 +300,52 @@ impl Tx<'_> {
         Ok(Purged::of(removed, went_through, limit))
     }
 
+    /// See [`crate::storage::WriteTx::purge_throttle`].
+    pub fn purge_throttle(
+        &mut self,
+        cutoff: i64,
+        after: Option<&crate::storage::purge::DebounceCursor>,
+        limit: usize,
+    ) -> Result<(Purged, Option<crate::storage::purge::DebounceCursor>)> {
+        use std::ops::Bound;
+        let mut stale: Vec<(String, String)> = Vec::new();
+        let (mut scanned, mut last) = (0, None);
+        {
+            let start = match after {
+                Some((t, k)) => Bound::Excluded((t.as_str(), k.as_str())),
+                None => Bound::Unbounded,
+            };
+            let range = self
+                .throttle
+                .range::<(&str, &str)>((start, Bound::Unbounded))
+                .map_err(|e| redb_err(&self.path, e))?;
+            for entry in range {
+                if scanned >= limit {
+                    break;
+                }
+                let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
+                let (bucket, key) = k.value();
+                scanned += 1;
+                last = Some((bucket.to_owned(), key.to_owned()));
+                let newest = v
+                    .value()
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .max();
+                if newest.is_none_or(|t| t < cutoff) {
+                    stale.push((bucket.to_owned(), key.to_owned()));
+                }
+            }
+        }
+        for (bucket, key) in &stale {
+            self.throttle
+                .remove((bucket.as_str(), key.as_str()))
+                .map_err(|e| redb_err(&self.path, e))?;
+        }
+        let step = Purged::of(stale.len(), scanned, limit);
+        Ok((step, if step.more { last } else { None }))
+    }
+
     /// Removes ledger blocks whose every row was decided before `cutoff`, from the first
     /// block on, until about `limit` rows were looked at (at least one block) or a block
     /// with a row decided at or after `cutoff` is reached.
