@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 const T0: &str = "2026-03-11T06:00:00Z";
 const LATER: &str = "2026-04-20T06:00:00Z";
 /// Files renamed in once the purge is over, for the quiet latency.
-const QUIET_FILES: usize = 300;
+const QUIET_FILES: usize = 1000;
 const EVERY: Duration = Duration::from_millis(20);
 
 fn main() {

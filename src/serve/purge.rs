@@ -25,6 +25,13 @@ const MIN_LIMIT: usize = 16;
 const MAX_LIMIT: usize = 16_384;
 /// What a kind's first step looks at, before its pace is measured.
 const FIRST_LIMIT: usize = 256;
+/// How long a pass goes on committing without a sync of its own before it makes one
+/// (redb reuses the pages a step freed only once a sync covers it; the decisions' syncs make
+/// the steps durable as they go). `cargo bench --bench purge` (1M expired keys and ledger
+/// rows) measured a decision's p99 during the purge at 378 ms with a sync after every step and
+/// 389 ms with one every 250 ms; with none before the end of the pass, 39 ms in one run and
+/// 502 ms in another on this disk. The purge's latency goal (2× the quiet p99) is not met yet.
+const SYNC_EVERY: Duration = Duration::from_secs(60);
 
 /// The kinds of state the purge removes, in the order a pass takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +132,8 @@ struct Lane {
 #[derive(Debug)]
 pub struct Purger {
     lanes: Vec<Lane>,
+    /// When a step of this pass was last made durable.
+    synced: Instant,
 }
 
 impl Default for Purger {
@@ -148,7 +157,10 @@ impl Purger {
                 longest: Duration::ZERO,
             })
             .collect();
-        Purger { lanes }
+        Purger {
+            lanes,
+            synced: Instant::now(),
+        }
     }
 
     /// Starts a pass over every kind (a pass still going just goes on).
@@ -227,11 +239,12 @@ impl Purger {
             lane.longest = Duration::ZERO;
         }
         let kind = lane.kind;
-        if !self.busy() {
+        if !self.busy() || self.synced.elapsed() >= SYNC_EVERY {
             // redb reuses the pages a commit freed only once a durable commit covers it:
             // without this, a pass over an idle store would leave them unusable until the
             // next decision, and the file would grow meanwhile.
             store.write(|_| Ok(()))?;
+            self.synced = Instant::now();
         }
         Ok(Some(Step { kind, purged, took }))
     }
