@@ -32,8 +32,8 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
             _ => unreachable!("handled above"),
         };
     }
-    let dir = place.state_dir;
-    let Some(store) = Store::open_existing(&dir)? else {
+    let dir = place.state_dir.clone();
+    let Some(store) = Store::open_existing(&dir, place.cache_bytes)? else {
         anyhow::bail!("there is no state store in {} yet", dir.display());
     };
     match command {
