@@ -48,7 +48,7 @@ pub fn format(bytes: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if bytes >= scale && bytes % scale == 0 {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
             return format!("{}{unit}", bytes / scale);
         }
     }
