@@ -4,6 +4,7 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod allocator;
 pub mod chat;
 pub mod cli;
 pub mod clock;

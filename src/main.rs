@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    pap::allocator::tune();
     // A command agent's supervisor: hidden from the CLI, and nothing else of pap starts.
     let mut args = std::env::args_os().skip(1);
     if args
@@ -39,4 +40,4 @@ fn main() -> ExitCode {
 }
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: pap::allocator::Allocator = pap::allocator::Allocator;

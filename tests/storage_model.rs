@@ -405,11 +405,11 @@ impl Backend {
 fn place(dir: &Path, url: Option<&str>) -> storage::Place {
     match url {
         Some(url) => storage::Place {
-            state_dir: dir.to_path_buf(),
             database: Some(
                 pap::pgstore::url::parse(url, pap::pgstore::Origin::Environment, &|_| None)
                     .expect("test URL"),
             ),
+            ..storage::Place::file(dir.to_path_buf())
         },
         None => storage::Place::file(dir.to_path_buf()),
     }

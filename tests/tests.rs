@@ -17,6 +17,7 @@ mod cluster_crash;
 mod concurrency;
 mod debounce;
 mod dispatch;
+mod dispatch_memory;
 mod docs;
 mod doctor;
 mod durability;

@@ -10,6 +10,7 @@ use crate::agent::Runtime;
 use crate::cli::Cli;
 use crate::clock::Clock;
 use crate::diagnostics::{self, HumanStyle};
+use crate::manifest::compiled::Config;
 use crate::manifest::{self, Project};
 use crate::storage;
 
@@ -103,16 +104,21 @@ pub fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
 /// long as pap.yaml, which may name the state dir and the database, is sound; it says so on
 /// stderr.
 pub fn place_to_read(cli: &Cli) -> anyhow::Result<storage::Place> {
-    let (dir, store) = project_state_to_read(cli)?;
-    Ok(storage::Place::resolve(dir, store.as_deref())?)
+    let (dir, config) = project_state_to_read(cli)?;
+    let place = storage::Place::resolve(dir, config.as_ref().and_then(|c| c.store.as_deref()))?;
+    Ok(match config {
+        Some(config) => place.with_cache(config.store_cache),
+        None => place,
+    })
 }
 
-fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<String>)> {
+/// The state dir, and pap.yaml's settings when there is a project to read them from.
+fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<Config>)> {
     if let Some(dir) = &cli.state {
         // `--state` names the state dir; a project, if there is one, may still name the
         // database (PAP_DATABASE_URL does anyway). No project is fine.
-        let store = load_project(cli).ok().and_then(|p| p.config.store.clone());
-        return Ok((dir.clone(), store));
+        let config = load_project(cli).ok().map(|p| p.config);
+        return Ok((dir.clone(), config));
     }
     let root = cli
         .root()
@@ -120,11 +126,11 @@ fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<String>)>
         .with_context(|| format!("project root {}", cli.root().display()))?;
     let key = manifest::cache::key(&root, None);
     if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
-        return Ok((state_dir(cli, &project), project.config.store.clone()));
+        return Ok((state_dir(cli, &project), Some(project.config)));
     }
     let loaded = manifest::load(&root, &[]);
     if let Some(project) = &loaded.project {
-        return Ok((state_dir(cli, project), project.config.store.clone()));
+        return Ok((state_dir(cli, project), Some(project.config.clone())));
     }
     match &loaded.config {
         Some(config) => {
@@ -137,11 +143,10 @@ fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<String>)>
                 Some(dir) => dir.clone(),
                 None => root.join(&config.state_dir),
             };
-            Ok((dir, config.store.clone()))
+            Ok((dir, Some(config.clone())))
         }
         // pap.yaml itself is broken: where the state is cannot be known.
-        None => load_project(cli)
-            .map(|project| (state_dir(cli, &project), project.config.store.clone())),
+        None => load_project(cli).map(|project| (state_dir(cli, &project), Some(project.config))),
     }
 }
 
@@ -170,10 +175,10 @@ pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
 /// Where the project's state is: its state dir, and its database when `PAP_DATABASE_URL` or
 /// `store:` in pap.yaml names one.
 pub fn place(cli: &Cli, project: &Project) -> anyhow::Result<storage::Place> {
-    Ok(storage::Place::resolve(
-        state_dir(cli, project),
-        project.config.store.as_deref(),
-    )?)
+    Ok(
+        storage::Place::resolve(state_dir(cli, project), project.config.store.as_deref())?
+            .with_cache(project.config.store_cache),
+    )
 }
 
 /// `--grace`, else the configured grace period.

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::Outcome;
 use super::context;
 use crate::cli::{Cli, DispatchArgs};
-use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, Pending, Stop, Suspend};
+use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, GROUP_WEIGHT_MAX, Pending, Stop, Suspend};
 use crate::event::input::{self, Item, Sink, Source};
 use crate::pipeline::{Options, Pipeline};
 use crate::term::Paint;
@@ -24,11 +24,21 @@ enum Message {
 /// hand-off per batch, and few enough in flight that memory is reused while still warm.
 const BATCH: usize = 256;
 
+/// A batch also goes once its events weigh this much (see [`Pending::weight`]): an event that
+/// matches many triggers carries a prepared verdict (and a reason) for each.
+const BATCH_WEIGHT: usize = GROUP_WEIGHT_MAX / 16;
+
+/// Batches read ahead of the deciding thread: enough to keep it busy, few enough that the
+/// events waiting (parsed and prepared) weigh at most half a group.
+const BATCHES_AHEAD: usize = 8;
+
 /// Parses, checks and prepares events on the reading thread (see [`Pipeline::prepare`]),
 /// handing them over in batches; a batch goes as soon as the input has nothing more ready.
 struct Batcher<'p> {
     pipeline: Pipeline<'p>,
     batch: Vec<Pending>,
+    /// What `batch` weighs.
+    weight: usize,
     tx: mpsc::SyncSender<Message>,
     /// Decided events coming back, to be freed here (see `Dispatcher::recycle_events`).
     back: mpsc::Receiver<Vec<serde_json::Value>>,
@@ -38,6 +48,7 @@ impl Batcher<'_> {
     fn flush(&mut self) {
         if !self.batch.is_empty() {
             let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+            self.weight = 0;
             // A closed channel means the deciding thread stopped; its error is reported there.
             let _ = self.tx.send(Message::Events(batch));
         }
@@ -50,13 +61,15 @@ impl Batcher<'_> {
 impl Sink for Batcher<'_> {
     fn item(&mut self, item: Item) {
         let prepared = item.event.as_ref().ok().map(|e| self.pipeline.prepare(e));
-        self.batch.push(Pending {
+        let pending = Pending {
             input: item.loc,
             event: item.event,
             emitted: false,
             prepared,
-        });
-        if self.batch.len() >= BATCH {
+        };
+        self.weight += pending.weight();
+        self.batch.push(pending);
+        if self.batch.len() >= BATCH || self.weight >= BATCH_WEIGHT {
             self.flush();
         }
     }
@@ -106,8 +119,8 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     dispatcher.stop_on(stop.clone());
 
     let consumed = Arc::new(AtomicU64::new(0));
-    let (tx, rx) = mpsc::sync_channel::<Message>(32);
-    let (back_tx, back_rx) = mpsc::sync_channel::<Vec<serde_json::Value>>(16);
+    let (tx, rx) = mpsc::sync_channel::<Message>(BATCHES_AHEAD);
+    let (back_tx, back_rx) = mpsc::sync_channel::<Vec<serde_json::Value>>(BATCHES_AHEAD / 2);
     let mut done = Vec::with_capacity(BATCH);
     dispatcher.recycle_events(move |event| {
         done.push(event);
@@ -127,6 +140,7 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
             let mut batcher = Batcher {
                 pipeline: Pipeline::new(&project, options),
                 batch: Vec::with_capacity(BATCH),
+                weight: 0,
                 tx,
                 back: back_rx,
             };
@@ -142,38 +156,39 @@ pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
 
     dispatcher.expire_approvals()?;
     let mut unreadable = false;
+    // Events received and not decided yet: what a full group left of its last batch.
+    let mut batch = Vec::new().into_iter();
     loop {
         if stop.requested().is_some() {
             // Events not decided yet are not taken: nothing is recorded for them.
             break;
         }
-        // Woken now and then to see whether a signal asked to stop.
-        let first = match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(first) => first,
-            Err(mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let first = match first {
-            Message::Events(batch) => batch,
-            Message::Unreadable(name, err) => {
-                // Nothing to decide: no transaction for it.
-                unreadable = report_unreadable(&name, &err);
-                continue;
+        if batch.len() == 0 {
+            // Woken now and then to see whether a signal asked to stop.
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(Message::Events(b)) => batch = b.into_iter(),
+                Ok(Message::Unreadable(name, err)) => {
+                    // Nothing to decide: no transaction for it.
+                    unreadable = report_unreadable(&name, &err);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
-        };
-        // A group is whatever is ready now, up to GROUP_MAX: a burst commits together, a
-        // trickle commits event by event. It is pulled from the channel inside the
-        // transaction, so each event is dropped once decided.
-        let mut events = 0;
-        let mut batch = first.into_iter();
+        }
+        // A group is whatever is ready now, up to GROUP_MAX events and GROUP_WEIGHT_MAX of
+        // reports: a burst commits together, a trickle commits event by event. It is pulled
+        // from the channel inside the transaction, so each event is dropped once decided.
+        let (mut events, mut weight) = (0, 0);
         let group = std::iter::from_fn(|| {
             loop {
+                if events >= GROUP_MAX || weight >= GROUP_WEIGHT_MAX {
+                    return None;
+                }
                 if let Some(p) = batch.next() {
                     events += 1;
+                    weight += p.weight();
                     return Some(p);
-                }
-                if events >= GROUP_MAX {
-                    return None;
                 }
                 match rx.try_recv().ok()? {
                     Message::Events(b) => batch = b.into_iter(),

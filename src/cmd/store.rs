@@ -39,10 +39,10 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
         };
     }
     if let StoreCommand::Compact(args) = command {
-        return compact(&place.state_dir, args.json);
+        return compact(&place, args.json);
     }
-    let dir = place.state_dir;
-    let Some(store) = Store::open_existing(&dir)? else {
+    let dir = place.state_dir.clone();
+    let Some(store) = Store::open_existing(&dir, place.cache_bytes)? else {
         anyhow::bail!("there is no state store in {} yet", dir.display());
     };
     match command {
@@ -98,7 +98,8 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
 
 /// `pap store compact` of a redb state: holds serve's lock meanwhile, so that it never runs
 /// beside a serve (which would wait for the file for as long as compaction takes).
-fn compact(dir: &std::path::Path, json: bool) -> anyhow::Result<Outcome> {
+fn compact(place: &crate::storage::Place, json: bool) -> anyhow::Result<Outcome> {
+    let dir = place.state_dir.as_path();
     if !dir.join("state.redb").exists() {
         anyhow::bail!("there is no state store in {} yet", dir.display());
     }
@@ -110,7 +111,7 @@ fn compact(dir: &std::path::Path, json: bool) -> anyhow::Result<Outcome> {
     };
     let _lock = crate::serve::lock::acquire(dir, &holder)
         .map_err(|e| anyhow::anyhow!("pap store compact needs the store to itself: {e:#}"))?;
-    let store = Store::open(dir)?;
+    let store = Store::open_with_cache(dir, place.cache_bytes)?;
     crate::say!("compacting {} …", store.path().display());
     let done = store.compact()?;
     if json {

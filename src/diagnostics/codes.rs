@@ -184,6 +184,10 @@ pub const CODES: &[CodeInfo] = &[
         "invalid-duration",
         "a duration that is not like `90s`, `30m`, `24h`, `7d` or `1h30m`",
     ),
+    error(
+        "invalid-size",
+        "a size that is not like `64MiB` or `1GiB`, or is out of its range",
+    ),
     error("idempotency-ttl", "an idempotency TTL below 24 hours"),
     error(
         "store-url",

@@ -28,6 +28,14 @@ pub use stop::Stop;
 /// dropped as they are decided; a group holds only its report lines until the commit.
 pub const GROUP_MAX: usize = 32_768;
 
+/// What one group's reports may weigh at most, in [`Pending::weight`]s: the reports wait in
+/// memory for the commit, so this bounds what a group holds whatever the events match. About
+/// 6 MB: 2,730 events of 5 triggers each (the invocation-heavy benchmark), 8,192 of one
+/// trigger. A group counted only in events held 32,768 events of 40 triggers each, 650 MB;
+/// twice this weight kept 1M decisions about 12 MB above `store_cache` + 64 MB, at a tenth
+/// less CPU.
+pub const GROUP_WEIGHT_MAX: usize = 16_384;
+
 /// An event waiting to be decided, with where it came from.
 #[derive(Clone)]
 pub struct Pending {
@@ -37,6 +45,20 @@ pub struct Pending {
     pub emitted: bool,
     /// The store-free part of the decision, when the reading thread computed it already.
     pub prepared: Option<Prepared>,
+}
+
+impl Pending {
+    /// What its report will weigh, in units of about 400 bytes (one trigger's report): one
+    /// for the event, one for each trigger it is decided for, and one for each condition
+    /// `--explain` quotes (each holds what its path saw).
+    pub fn weight(&self) -> usize {
+        1 + self.prepared.as_ref().map_or(0, |p| {
+            p.triggers
+                .iter()
+                .map(|t| 1 + t.conditions.len())
+                .sum::<usize>()
+        })
+    }
 }
 
 /// Counts for the summary and the exit status.
@@ -62,7 +84,9 @@ struct Printer {
 
 impl Printer {
     fn start(format: Format, mut out: Box<dyn Write + Send>, suspend: Suspend) -> Printer {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<EventReport>>(4);
+        // A rendezvous: a decided group waits until the printer has finished the one before,
+        // so at most two groups' reports are in memory (one printed, one being decided).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<EventReport>>(0);
         let thread = std::thread::spawn(move || {
             // Written in pieces of about 64 KiB: a group of 32,768 lines never sits in memory
             // as one text.

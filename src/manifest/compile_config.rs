@@ -48,6 +48,21 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
         )
         .help("e.g. `store: postgres://pap@db.internal:5432/pap`, the password in PAP_DATABASE_PASSWORD");
     }
+    if let Some(text) = &raw.store_cache {
+        match super::size::parse(text) {
+            Ok(bytes) if bytes < MIN_STORE_CACHE => invalid_size(
+                ctx,
+                "store_cache",
+                text,
+                &format!(
+                    "below {}, the least it may be",
+                    super::size::format(MIN_STORE_CACHE)
+                ),
+            ),
+            Ok(bytes) => config.store_cache = bytes,
+            Err(reason) => invalid_size(ctx, "store_cache", text, &reason),
+        }
+    }
     if let Some(text) = &raw.idempotency_ttl {
         match duration::parse(text) {
             Ok(ttl) if ttl < MIN_IDEMPOTENCY_TTL => {
@@ -183,6 +198,19 @@ fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeCon
     }
 }
 
+/// The least `store_cache`: below a megabyte even the pages of one transaction's path down
+/// each table are read from the file again and again.
+const MIN_STORE_CACHE: u64 = 1 << 20;
+
+fn invalid_size(ctx: &mut FileCtx, field: &str, text: &str, reason: &str) {
+    ctx.at(
+        "invalid-size",
+        &path![field],
+        format!("`{field}` `{text}`: {reason}"),
+    )
+    .help("sizes look like 64MiB, 512MiB or 1GiB");
+}
+
 fn invalid_duration(ctx: &mut FileCtx, field: &str, text: &str, reason: &str) {
     duration_error(ctx, &path![field], field, text, reason);
 }
@@ -307,5 +335,39 @@ fn check_interpolation(ctx: &mut FileCtx, value: &str, at: &[super::yaml_tree::P
     if let Err(reason) = crate::interpolate::check(value) {
         ctx.at("invalid-interpolation", at, format!("`{value}`: {reason}"))
             .help("write ${NAME} to take NAME from pap's environment, $$ for a literal $");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config `yaml` (pap.yaml) compiles to, and the codes it reports.
+    fn config_of(yaml: &str) -> (Config, Vec<&'static str>) {
+        let tree = crate::manifest::yaml_tree::parse(yaml).unwrap();
+        let raw: raw::ProjectConfig = serde_saphyr::from_str(yaml).unwrap();
+        let mut diags = Vec::new();
+        let mut ctx = FileCtx {
+            file: "pap.yaml",
+            tree: &tree,
+            diags: &mut diags,
+        };
+        let config = compile(&raw, &mut ctx, std::path::Path::new("/project"));
+        (config, diags.iter().map(|d| d.code).collect())
+    }
+
+    #[test]
+    fn store_cache_is_a_size_of_at_least_a_mebibyte() {
+        let (config, codes) = config_of("pap_version: \"0.2\"\n");
+        assert!(codes.is_empty(), "{codes:?}");
+        assert_eq!(config.store_cache, 256 << 20);
+        let (config, codes) = config_of("store_cache: 64MiB\n");
+        assert!(codes.is_empty(), "{codes:?}");
+        assert_eq!(config.store_cache, 64 << 20);
+        for bad in ["64MB", "512KiB", "lots", "1.5GiB"] {
+            let (config, codes) = config_of(&format!("store_cache: {bad}\n"));
+            assert_eq!(codes, ["invalid-size"], "{bad}");
+            assert_eq!(config.store_cache, 256 << 20, "{bad}");
+        }
     }
 }

@@ -289,6 +289,8 @@ pub struct Config {
     /// `store:`: the PostgreSQL URL of the state, as written (checked by lint; parsed when
     /// the store opens, with the environment's password).
     pub store: Option<String>,
+    /// `store_cache:`: the bytes redb's page cache may take in a process that writes.
+    pub store_cache: u64,
     pub idempotency_ttl: Duration,
     pub max_cascade_depth: u32,
     pub approval_timeout: Duration,
@@ -434,6 +436,7 @@ impl Default for Config {
         Config {
             state_dir: PathBuf::from(".pap"),
             store: None,
+            store_cache: crate::storage::DEFAULT_STORE_CACHE,
             spool_dir: None,
             idempotency_ttl: MIN_IDEMPOTENCY_TTL,
             max_cascade_depth: 3,

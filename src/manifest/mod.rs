@@ -22,6 +22,7 @@ pub mod loader;
 pub mod raw;
 pub mod regex_test;
 pub mod schema_check;
+pub mod size;
 pub mod yaml_tree;
 
 pub use compiled::Project;

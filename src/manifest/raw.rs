@@ -572,6 +572,13 @@ pub struct ProjectConfig {
     /// `PAP_DATABASE_URL` wins over it.
     #[serde(default)]
     pub store: Option<String>,
+    /// The page cache of the redb file for a process that writes it (`pap dispatch`, `pap
+    /// serve`), a size like `64MiB` or `1GiB` (at least 1MiB). Default `256MiB`. It bounds
+    /// the memory that grows with the state: a long stream's random idempotency keys read
+    /// pages all over the file, and a page not in the cache is read from the file again.
+    /// Ignored when the state is in PostgreSQL.
+    #[serde(default)]
+    pub store_cache: Option<String>,
     /// Follow symbolic links under triggers/, agents/ and schedules/ that lead outside the
     /// project root (links inside it are always followed). Default false.
     #[serde(default)]

@@ -164,10 +164,10 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         command: None,
     };
     let _lock = lock::acquire(state_dir, &holder)?;
-    let store = storage::open(&storage::Place::resolve(
-        state_dir.to_path_buf(),
-        project.config.store.as_deref(),
-    )?)?;
+    let store = storage::open(
+        &storage::Place::resolve(state_dir.to_path_buf(), project.config.store.as_deref())?
+            .with_cache(project.config.store_cache),
+    )?;
     // On a shared database, every node decides on the database's clock.
     let clock = Clock::for_store(&*store)?;
     let spool_dir = match &project.config.spool_dir {

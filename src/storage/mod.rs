@@ -44,7 +44,7 @@ use crate::domain::{
 };
 
 pub use error::{Error, Result};
-pub use place::{DATABASE_URL_ENV, Place};
+pub use place::{DATABASE_URL_ENV, DEFAULT_STORE_CACHE, Place};
 
 /// What a claim of an idempotency key found.
 #[derive(Debug, Clone, PartialEq)]
@@ -675,7 +675,10 @@ pub fn open(place: &Place) -> Result<Arc<dyn Storage>> {
             db,
             &place.state_dir,
         )?)),
-        None => Ok(Arc::new(crate::store::Store::open(&place.state_dir)?)),
+        None => Ok(Arc::new(crate::store::Store::open_with_cache(
+            &place.state_dir,
+            place.cache_bytes,
+        )?)),
     }
 }
 
@@ -687,6 +690,7 @@ pub fn open_transient(place: &Place) -> Result<Arc<dyn Storage>> {
         Some(_) => open(place),
         None => Ok(Arc::new(crate::store::Store::open_transient(
             &place.state_dir,
+            place.cache_bytes,
         )?)),
     }
 }
@@ -696,8 +700,10 @@ pub fn open_transient(place: &Place) -> Result<Arc<dyn Storage>> {
 pub fn open_existing(place: &Place) -> Result<Option<Arc<dyn Storage>>> {
     match &place.database {
         Some(_) => open(place).map(Some),
-        None => Ok(crate::store::Store::open_existing(&place.state_dir)?
-            .map(|s| Arc::new(s) as Arc<dyn Storage>)),
+        None => Ok(
+            crate::store::Store::open_existing(&place.state_dir, place.cache_bytes)?
+                .map(|s| Arc::new(s) as Arc<dyn Storage>),
+        ),
     }
 }
 
@@ -715,6 +721,7 @@ pub fn open_for_dry_run(place: &Place) -> Result<Arc<dyn Storage>> {
         }
         None => Ok(Arc::new(crate::store::Store::open_for_dry_run(
             &place.state_dir,
+            place.cache_bytes,
         )?)),
     }
 }

@@ -10,11 +10,20 @@ use crate::pgstore::{DatabaseUrl, Origin};
 /// The environment variable that puts the state in PostgreSQL (it wins over pap.yaml).
 pub const DATABASE_URL_ENV: &str = "PAP_DATABASE_URL";
 
+/// redb's page cache in a process that writes, unless pap.yaml's `store_cache` says
+/// otherwise. Idempotency keys are random, so a long stream touches pages all over the claims
+/// table; below the working set, every lookup becomes a read from the file (at 1M decisions of
+/// the invocation-heavy benchmark, 64 MiB took about half as long again as 256 MiB).
+pub const DEFAULT_STORE_CACHE: u64 = 256 << 20;
+
 #[derive(Debug, Clone)]
 pub struct Place {
     pub state_dir: PathBuf,
     /// `None`: the redb file in the state dir.
     pub database: Option<DatabaseUrl>,
+    /// The redb file's page cache in bytes, for a process that writes it (`store_cache`; a
+    /// database has its own).
+    pub cache_bytes: u64,
 }
 
 impl Place {
@@ -23,6 +32,15 @@ impl Place {
         Place {
             state_dir,
             database: None,
+            cache_bytes: DEFAULT_STORE_CACHE,
+        }
+    }
+
+    /// The same place with a page cache of `bytes` (pap.yaml's `store_cache`).
+    pub fn with_cache(self, bytes: u64) -> Place {
+        Place {
+            cache_bytes: bytes,
+            ..self
         }
     }
 
@@ -41,8 +59,8 @@ impl Place {
                 message: format!("{} is not usable: {e}", crate::pgstore::url::redact(&url)),
             })?;
         Ok(Place {
-            state_dir,
             database: Some(database),
+            ..Place::file(state_dir)
         })
     }
 

@@ -51,15 +51,12 @@ pub use tx_notify::NotifyReader;
 /// (seconds) says otherwise.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The most memory redb's page cache may take (it fills as pages are read). Idempotency keys
-/// are random, so a long stream touches pages all over the claims table; below the working
-/// set, every lookup becomes a read from the file.
-const CACHE_BYTES: usize = 256 * 1024 * 1024;
-
 /// The page cache of a process that only reads (`pap status`, the listings): they read
 /// each page about once, so a large cache would only keep every page a long listing touched
 /// (its memory would grow with the store). At 16 MiB a 150,000-row `pap invocations --json`
-/// peaked at 64 MB and took as long as at 4 MiB (47 MB), in a debug build.
+/// peaked at 64 MB and took as long as at 4 MiB (47 MB), in a debug build. So it stays fixed
+/// whatever `store_cache` says (a writer's cache is that setting, see
+/// [`crate::storage::DEFAULT_STORE_CACHE`]), and only a smaller `store_cache` lowers it.
 const READER_CACHE_BYTES: usize = 4 * 1024 * 1024;
 
 enum Backing {
@@ -78,6 +75,9 @@ pub struct Store {
     told_waiting: AtomicBool,
     /// The directory of a dry run's private copy, removed on drop.
     scratch: Option<tempfile::TempDir>,
+    /// The most memory redb's page cache may take in a handle that writes (it fills as pages
+    /// are read and written): pap.yaml's `store_cache`.
+    cache_bytes: usize,
 }
 
 impl Drop for Store {
@@ -88,14 +88,21 @@ impl Drop for Store {
 }
 
 impl Store {
-    /// The store in `state_dir`, created (with its directory) if missing, schema checked.
+    /// The store in `state_dir`, created (with its directory) if missing, schema checked,
+    /// with the default page cache.
     pub fn open(state_dir: &Path) -> Result<Store> {
+        Store::open_with_cache(state_dir, crate::storage::DEFAULT_STORE_CACHE)
+    }
+
+    /// As [`Store::open`], with a page cache of `cache_bytes` when writing.
+    pub fn open_with_cache(state_dir: &Path, cache_bytes: u64) -> Result<Store> {
         std::fs::create_dir_all(state_dir).map_err(|source| Error::Dir {
             path: state_dir.to_path_buf(),
             source,
         })?;
         let path = state_dir.join("state.redb");
-        let store = Store::new(Backing::File(path.clone()), Some(want_path(&path)));
+        let store =
+            Store::new(Backing::File(path.clone()), Some(want_path(&path))).with_cache(cache_bytes);
         store.read(|_| Ok(()))?;
         Ok(store)
     }
@@ -104,8 +111,8 @@ impl Store {
     /// handle is closed after every transaction instead of being kept until another process
     /// asks for it, so it never holds the file between two of its requests. Each write then
     /// pays the open's syncs, which a person's pace of writing affords.
-    pub fn open_transient(state_dir: &Path) -> Result<Store> {
-        let store = Store::open(state_dir)?;
+    pub fn open_transient(state_dir: &Path, cache_bytes: u64) -> Result<Store> {
+        let store = Store::open_with_cache(state_dir, cache_bytes)?;
         store.shared.close_after_each_transaction();
         Ok(store)
     }
@@ -113,7 +120,7 @@ impl Store {
     /// The store for `--dry-run`: a private copy of the real one when it exists (taken while
     /// holding its lock, so it is consistent), else an empty in-memory store. A dry run
     /// decides against real state and sees its own decisions, yet never changes the original.
-    pub fn open_for_dry_run(state_dir: &Path) -> Result<Store> {
+    pub fn open_for_dry_run(state_dir: &Path, cache_bytes: u64) -> Result<Store> {
         let original = state_dir.join("state.redb");
         if !original.exists() {
             return Store::in_memory();
@@ -137,7 +144,7 @@ impl Store {
         })?;
         drop(holder);
         // Private: no other process asks for it, so its handle is kept for good.
-        let mut store = Store::new(Backing::File(copy), None);
+        let mut store = Store::new(Backing::File(copy), None).with_cache(cache_bytes);
         store.scratch = Some(scratch);
         store.read(|_| Ok(()))?;
         Ok(store)
@@ -152,9 +159,9 @@ impl Store {
 
     /// Opens the existing store read-only in spirit: `None` when there is none yet, so
     /// listing commands never create a state dir.
-    pub fn open_existing(state_dir: &Path) -> Result<Option<Store>> {
+    pub fn open_existing(state_dir: &Path, cache_bytes: u64) -> Result<Option<Store>> {
         if state_dir.join("state.redb").exists() {
-            Store::open(state_dir).map(Some)
+            Store::open_with_cache(state_dir, cache_bytes).map(Some)
         } else {
             Ok(None)
         }
@@ -186,7 +193,13 @@ impl Store {
             lock_timeout,
             told_waiting: AtomicBool::new(false),
             scratch: None,
+            cache_bytes: usize::try_from(crate::storage::DEFAULT_STORE_CACHE).unwrap_or(usize::MAX),
         }
+    }
+
+    fn with_cache(mut self, bytes: u64) -> Store {
+        self.cache_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self
     }
 
     /// The directory of a file store (`None` in memory).
@@ -348,9 +361,9 @@ impl Store {
             let opened = quietly(|| {
                 let mut builder = Database::builder();
                 builder.set_cache_size(if writer {
-                    CACHE_BYTES
+                    pages_within(self.cache_bytes)
                 } else {
-                    READER_CACHE_BYTES
+                    READER_CACHE_BYTES.min(self.cache_bytes)
                 });
                 if writer {
                     builder.open(path).map(Open::Writer)
@@ -403,6 +416,15 @@ impl Store {
             }
         }
     }
+}
+
+/// What of `store_cache` redb may fill with pages: redb counts only the pages' bytes, and each
+/// cached page also costs its cache entry and queue slot and the allocator's header, about 100
+/// bytes a 4 KiB page (6 MB of a full 256 MiB cache, more while its tables grow). A 32nd is
+/// kept for that, so the setting bounds the memory the cache takes, not only its pages: with
+/// the whole setting for pages, 10M decisions peaked 0.8 MB over `store_cache` + 64 MB.
+fn pages_within(cache_bytes: usize) -> usize {
+    cache_bytes - cache_bytes / 32
 }
 
 /// The longest pause between two tries to open a file another process holds: the holder

@@ -46,12 +46,38 @@ pub fn fsync_ms(dir: &Path) -> (f64, f64) {
 /// the peak of the image it exec'd). Where tracing is not allowed, `ru_maxrss` it is, an upper
 /// bound. Signals the child gets are passed on to it; a stop signal would be passed on again
 /// at each group stop (the tests' commands get none).
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which Child does not see
 pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::Output, u64) {
-    use nix::libc;
     use std::io::Read;
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::Stdio;
+    let mut child = traced(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()));
+    let read_all = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let out = read_all(Box::new(child.stdout.take().expect("stdout")));
+    let err = read_all(Box::new(child.stderr.take().expect("stderr")));
+    let (status, peak) = wait_with_peak_kib(child);
+    let output = std::process::Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    };
+    (output, peak)
+}
+
+/// As [`output_with_peak_kib`], for a command whose output goes where `cmd` says (a
+/// benchmark's gigabytes of lines to /dev/null): its exit status and peak in KiB.
+pub fn status_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::ExitStatus, u64) {
+    wait_with_peak_kib(traced(cmd))
+}
+
+/// Starts `cmd` traced by this thread (see [`output_with_peak_kib`]).
+fn traced(cmd: &mut std::process::Command) -> std::process::Child {
+    use nix::libc;
+    use std::os::unix::process::CommandExt;
     // SAFETY: ptrace(PTRACE_TRACEME) only marks this (forked) process as traced by its parent
     // and is async-signal-safe; if it fails, the child runs untraced and ru_maxrss is used.
     unsafe {
@@ -65,20 +91,14 @@ pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::O
             Ok(())
         });
     }
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the command");
-    let read_all = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            bytes
-        })
-    };
-    let out = read_all(Box::new(child.stdout.take().expect("stdout")));
-    let err = read_all(Box::new(child.stderr.take().expect("stderr")));
+    cmd.spawn().expect("start the command")
+}
+
+/// Waits for a [`traced`] child to end; its status and its peak in KiB.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which Child does not see
+fn wait_with_peak_kib(child: std::process::Child) -> (std::process::ExitStatus, u64) {
+    use nix::libc;
+    use std::os::unix::process::ExitStatusExt;
     let pid = child.id() as libc::pid_t;
     let mut exec_seen = false;
     let mut at_exit = None;
@@ -128,10 +148,5 @@ pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::O
         Some(kib) if kib > 0 => kib,
         _ => usage.ru_maxrss.max(0) as u64,
     };
-    let output = std::process::Output {
-        status: std::process::ExitStatus::from_raw(status),
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    };
-    (output, peak)
+    (std::process::ExitStatus::from_raw(status), peak)
 }
