@@ -318,7 +318,7 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
     let mut turn = 0u64;
     threads.push(every(&shared, Duration::from_millis(20), move |s| {
         turn += 1;
-        let (kind, body) = if turn % 2 == 0 || per_post == 1 {
+        let (kind, body) = if turn.is_multiple_of(2) || per_post == 1 {
             ("application/json", s.event("http"))
         } else {
             ("application/x-ndjson", s.events("http", per_post * 2 - 1))
