@@ -153,11 +153,11 @@ fn human(r: &Report, p: Paint, o: &mut String) {
         r.store.bytes as f64 / 1e6,
         live as f64 / 1e6
     );
-    // The largest few: where the room goes.
-    for t in r.store.tables.iter().take(5).filter(|t| t.bytes > 0) {
+    // The largest few that take a megabyte or more: where the room goes.
+    for t in r.store.tables.iter().take(5).filter(|t| t.bytes >= 1_000_000) {
         let _ = writeln!(
             o,
-            "             {:<22} {:>10} rows {:>9.1} MB",
+            "             {:<22} {:>10} rows  {:>9.1} MB",
             t.name,
             t.rows,
             t.bytes as f64 / 1e6
