@@ -154,7 +154,13 @@ fn human(r: &Report, p: Paint, o: &mut String) {
         live as f64 / 1e6
     );
     // The largest few that take a megabyte or more: where the room goes.
-    for t in r.store.tables.iter().take(5).filter(|t| t.bytes >= 1_000_000) {
+    for t in r
+        .store
+        .tables
+        .iter()
+        .take(5)
+        .filter(|t| t.bytes >= 1_000_000)
+    {
         let _ = writeln!(
             o,
             "             {:<22} {:>10} rows  {:>9.1} MB",
