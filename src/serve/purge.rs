@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use crate::storage::purge::{DebounceCursor, Purged};
-use crate::storage::{self, Storage};
+use crate::storage::{self, Storage, WriteTx};
 
 /// How long one step should take. A decision that arrives during a step waits for it, so
 /// this bounds what the purge adds to a decision's latency (a commit without a sync costs
@@ -134,6 +134,9 @@ pub struct Purger {
     lanes: Vec<Lane>,
     /// When a step of this pass was last made durable.
     synced: Instant,
+    /// A step removed something since: a sync is owed (a pass that removed nothing, an
+    /// idle serve's, writes nothing at all).
+    unsynced: bool,
 }
 
 impl Default for Purger {
@@ -160,6 +163,7 @@ impl Purger {
         Purger {
             lanes,
             synced: Instant::now(),
+            unsynced: false,
         }
     }
 
@@ -184,37 +188,34 @@ impl Purger {
         let limit = lane.limit;
         let started = Instant::now();
         let result = match lane.kind {
-            Kind::Claims => store.write_lazy(|tx| tx.purge_expired_claims(due.now, limit)),
-            Kind::Ledger => store.write_lazy(|tx| tx.purge_ledger(due.cutoffs.ledger, limit)),
-            Kind::Inbox => store.write_lazy(|tx| tx.purge_inbox(due.cutoffs.inbox, limit)),
-            Kind::Audit => store.write_lazy(|tx| tx.purge_audit(due.cutoffs.audit, limit)),
+            Kind::Claims => lazily(store, |tx| tx.purge_expired_claims(due.now, limit)),
+            Kind::Ledger => lazily(store, |tx| tx.purge_ledger(due.cutoffs.ledger, limit)),
+            Kind::Inbox => lazily(store, |tx| tx.purge_inbox(due.cutoffs.inbox, limit)),
+            Kind::Audit => lazily(store, |tx| tx.purge_audit(due.cutoffs.audit, limit)),
             Kind::Invocations | Kind::Notifications => {
                 let after = lane.seq_after.take();
                 let cutoffs = due.cutoffs;
-                store
-                    .write_lazy(|tx| match lane.kind {
-                        Kind::Invocations => {
-                            tx.purge_invocations(cutoffs.invocations, after, limit)
-                        }
-                        _ => tx.purge_notifications(cutoffs.notifications, after, limit),
-                    })
-                    .map(|(purged, next)| {
-                        lane.seq_after = next;
-                        purged
-                    })
+                let kind = lane.kind;
+                lazily_with(store, |tx| match kind {
+                    Kind::Invocations => tx.purge_invocations(cutoffs.invocations, after, limit),
+                    _ => tx.purge_notifications(cutoffs.notifications, after, limit),
+                })
+                .map(|(purged, next)| {
+                    lane.seq_after = next;
+                    purged
+                })
             }
             Kind::Debounce | Kind::Throttle => {
                 let after = lane.debounce_after.take();
                 let (kind, cutoff) = (lane.kind, due.cutoffs.throttle);
-                store
-                    .write_lazy(|tx| match kind {
-                        Kind::Throttle => tx.purge_throttle(cutoff, after.as_ref(), limit),
-                        _ => tx.purge_debounce(due.now, due.quiet_of, after.as_ref(), limit),
-                    })
-                    .map(|(purged, next)| {
-                        lane.debounce_after = next;
-                        purged
-                    })
+                lazily_with(store, |tx| match kind {
+                    Kind::Throttle => tx.purge_throttle(cutoff, after.as_ref(), limit),
+                    _ => tx.purge_debounce(due.now, due.quiet_of, after.as_ref(), limit),
+                })
+                .map(|(purged, next)| {
+                    lane.debounce_after = next;
+                    purged
+                })
             }
         };
         let took = started.elapsed();
@@ -239,12 +240,14 @@ impl Purger {
             lane.longest = Duration::ZERO;
         }
         let kind = lane.kind;
-        if !self.busy() || self.synced.elapsed() >= SYNC_EVERY {
+        self.unsynced |= purged.removed > 0;
+        if self.unsynced && (!self.busy() || self.synced.elapsed() >= SYNC_EVERY) {
             // redb reuses the pages a commit freed only once a durable commit covers it:
             // without this, a pass over an idle store would leave them unusable until the
             // next decision, and the file would grow meanwhile.
             store.write(|_| Ok(()))?;
             self.synced = Instant::now();
+            self.unsynced = false;
         }
         Ok(Some(Step { kind, purged, took }))
     }
@@ -260,6 +263,34 @@ impl Purger {
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+}
+
+/// Runs one purge step lazily committed, or rolled back when it removed nothing.
+fn lazily(
+    store: &dyn Storage,
+    mut f: impl FnMut(&mut dyn WriteTx) -> storage::Result<Purged>,
+) -> storage::Result<Purged> {
+    lazily_with(store, |tx| Ok((f(tx)?, ()))).map(|(p, ())| p)
+}
+
+/// As [`lazily`], for a step that also says where the next goes on.
+fn lazily_with<T>(
+    store: &dyn Storage,
+    mut f: impl FnMut(&mut dyn WriteTx) -> storage::Result<(Purged, T)>,
+) -> storage::Result<(Purged, T)> {
+    let mut unchanged = None;
+    let result = store.write_lazy(|tx| {
+        let (purged, next) = f(tx)?;
+        if purged.removed == 0 {
+            unchanged = Some((purged, next));
+            return Err(storage::Error::Unchanged);
+        }
+        Ok((purged, next))
+    });
+    match result {
+        Err(storage::Error::Unchanged) => Ok(unchanged.expect("set before the rollback")),
+        other => other,
     }
 }
 

@@ -50,6 +50,11 @@ pub enum Error {
          check` verifies a store"
     )]
     Damaged { path: PathBuf, what: String },
+    /// A unit of work found nothing to change and asks for its transaction to be rolled back
+    /// instead of committed (a purge step that removed nothing: an empty commit would still
+    /// count as one to make durable, and an idle serve would sync for it).
+    #[error("nothing to commit")]
+    Unchanged,
     /// The store is fine but the request does not fit its state (approving a finished
     /// invocation, say).
     #[error("{0}")]
