@@ -190,7 +190,7 @@ fn deadline(inv: &Invocation) -> Option<i64> {
         .and_then(|i| i.approval_deadline)
 }
 
-fn limit(n: usize) -> i64 {
+pub(super) fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
@@ -400,8 +400,7 @@ impl WriteTx for PgWrite<'_> {
                 &[&triggers, &keys],
             )?;
         }
-        let step = Purged::of(triggers.len(), rows.len(), max);
-        Ok((step, if step.more { last } else { None }))
+        Ok(Purged::walked(triggers.len(), rows.len(), max, false, last))
     }
 
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {

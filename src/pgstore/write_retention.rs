@@ -4,17 +4,17 @@
 //! never wait for each other.
 
 use super::session::{signed, unsigned};
-use super::write::PgWrite;
+use super::write::{PgWrite, limit};
 use crate::domain::{Invocation, Notification};
 use crate::storage::Result;
 use crate::storage::purge::{DebounceCursor, Purged};
 
-fn count(n: i64) -> usize {
-    usize::try_from(n).unwrap_or(0)
-}
-
-fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+/// The result of a step that deletes the oldest rows up to the first young one: a row of
+/// (rows deleted, whether a young row stopped it).
+fn oldest_gone(r: &postgres::Row, max: usize) -> Purged {
+    let (gone, young): (i64, bool) = (r.get(0), r.get(1));
+    let gone = usize::try_from(gone).unwrap_or(0);
+    Purged::walked(gone, gone, max, young, None::<()>).0
 }
 
 impl PgWrite<'_> {
@@ -50,8 +50,7 @@ impl PgWrite<'_> {
                 &[&buckets, &keys],
             )?;
         }
-        let step = Purged::of(buckets.len(), rows.len(), max);
-        Ok((step, if step.more { last } else { None }))
+        Ok(Purged::walked(buckets.len(), rows.len(), max, false, last))
     }
 
     pub(super) fn purge_invocations_step(
@@ -86,13 +85,7 @@ impl PgWrite<'_> {
             self.s
                 .execute("DELETE FROM pap_invocations WHERE id = ANY($1)", &[&gone])?;
         }
-        let more = !young && scanned >= max;
-        let step = Purged {
-            removed: gone.len(),
-            scanned,
-            more,
-        };
-        Ok((step, if more { last } else { None }))
+        Ok(Purged::walked(gone.len(), scanned, max, young, last))
     }
 
     pub(super) fn purge_notifications_step(
@@ -138,13 +131,7 @@ impl PgWrite<'_> {
             )?;
             self.notifications_changed = true;
         }
-        let more = !young && scanned >= max;
-        let step = Purged {
-            removed: ids.len(),
-            scanned,
-            more,
-        };
-        Ok((step, if more { last } else { None }))
+        Ok(Purged::walked(ids.len(), scanned, max, young, last))
     }
 
     pub(super) fn purge_inbox_step(&mut self, cutoff: i64, max: usize) -> Result<Purged> {
@@ -158,13 +145,7 @@ impl PgWrite<'_> {
              SELECT (SELECT count(*) FROM gone), (SELECT id FROM young) IS NOT NULL",
             &[&limit(max), &cutoff],
         )?;
-        let (gone, young): (i64, bool) = (r.get(0), r.get(1));
-        let gone = count(gone);
-        Ok(Purged {
-            removed: gone,
-            scanned: gone,
-            more: !young && gone >= max,
-        })
+        Ok(oldest_gone(&r, max))
     }
 
     pub(super) fn purge_audit_step(&mut self, cutoff: i64, max: usize) -> Result<Purged> {
@@ -177,12 +158,6 @@ impl PgWrite<'_> {
              SELECT (SELECT count(*) FROM gone), (SELECT seq FROM young) IS NOT NULL",
             &[&limit(max), &cutoff],
         )?;
-        let (gone, young): (i64, bool) = (r.get(0), r.get(1));
-        let gone = count(gone);
-        Ok(Purged {
-            removed: gone,
-            scanned: gone,
-            more: !young && gone >= max,
-        })
+        Ok(oldest_gone(&r, max))
     }
 }

@@ -29,6 +29,27 @@ impl Purged {
     }
 }
 
+impl Purged {
+    /// The end of a step that walks a table in key order: it stopped at a young record
+    /// (`young`: nothing after it is due yet) or after `scanned` of `limit` records, the last
+    /// at `last`. Returns the step and where the next goes on (`None`: the walk is over).
+    pub fn walked<K>(
+        removed: usize,
+        scanned: usize,
+        limit: usize,
+        young: bool,
+        last: Option<K>,
+    ) -> (Purged, Option<K>) {
+        let more = !young && scanned >= limit;
+        let step = Purged {
+            removed,
+            scanned,
+            more,
+        };
+        (step, if more { last } else { None })
+    }
+}
+
 /// Where a walk over the debounce states or the throttle windows goes on: after this
 /// (trigger id or bucket, window key).
 pub type DebounceCursor = (String, String);

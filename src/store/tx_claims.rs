@@ -342,8 +342,7 @@ impl Tx<'_> {
                 .remove((bucket.as_str(), key.as_str()))
                 .map_err(|e| redb_err(&self.path, e))?;
         }
-        let step = Purged::of(stale.len(), scanned, limit);
-        Ok((step, if step.more { last } else { None }))
+        Ok(Purged::walked(stale.len(), scanned, limit, false, last))
     }
 
     /// Removes ledger blocks whose every row was decided before `cutoff`, from the first

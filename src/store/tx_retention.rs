@@ -75,13 +75,7 @@ impl Tx<'_> {
                 self.events.remove(g.event).map_err(e)?;
             }
         }
-        let more = !young && scanned >= limit;
-        let step = Purged {
-            removed: gone.len(),
-            scanned,
-            more,
-        };
-        Ok((step, if more { last } else { None }))
+        Ok(Purged::walked(gone.len(), scanned, limit, young, last))
     }
 
     /// Whether an invocation left in the order next to where `g` was carries `g`'s event.
@@ -171,57 +165,50 @@ impl Tx<'_> {
         if !gone.is_empty() {
             self.notifications_changed = true;
         }
-        let more = !young && scanned >= limit;
-        let step = Purged {
-            removed: gone.len(),
-            scanned,
-            more,
-        };
-        Ok((step, if more { last } else { None }))
+        Ok(Purged::walked(gone.len(), scanned, limit, young, last))
     }
 
     /// See [`crate::storage::WriteTx::purge_inbox`].
     pub fn purge_inbox(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         let path = self.path().to_path_buf();
-        let e = |e| redb_err(&path, e);
         let t = self.notify_tables()?;
-        let mut old = Vec::new();
-        for row in t.inbox.iter().map_err(e)? {
-            if old.len() >= limit {
-                break;
-            }
-            let (id, bytes) = row.map_err(e)?;
-            let msg: InboxMessage = decode(&path, bytes.value())?;
-            if msg.ts >= cutoff {
-                break;
-            }
-            old.push(id.value());
-        }
-        for id in &old {
-            t.inbox.remove(id).map_err(e)?;
-        }
-        Ok(Purged::of(old.len(), old.len(), limit))
+        purge_oldest(&mut t.inbox, cutoff, limit, &path, |bytes| {
+            Ok(decode::<InboxMessage>(&path, bytes)?.ts)
+        })
     }
 
     /// See [`crate::storage::WriteTx::purge_audit`].
     pub fn purge_audit(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         let path = self.path().to_path_buf();
-        let e = |e| redb_err(&path, e);
-        let mut old = Vec::new();
-        for row in self.audit.iter().map_err(e)? {
-            if old.len() >= limit {
-                break;
-            }
-            let (seq, bytes) = row.map_err(e)?;
-            let entry: AuditEntry = decode(&path, bytes.value())?;
-            if entry.at >= cutoff {
-                break;
-            }
-            old.push(seq.value());
-        }
-        for seq in &old {
-            self.audit.remove(seq).map_err(e)?;
-        }
-        Ok(Purged::of(old.len(), old.len(), limit))
+        purge_oldest(&mut self.audit, cutoff, limit, &path, |bytes| {
+            Ok(decode::<AuditEntry>(&path, bytes)?.at)
+        })
     }
+}
+
+/// Removes the records of an append-only table (kept in order of time) made before
+/// `cutoff`, oldest first, at most `limit`; `at` reads a record's time.
+fn purge_oldest(
+    table: &mut redb::Table<u64, &'static [u8]>,
+    cutoff: i64,
+    limit: usize,
+    path: &std::path::Path,
+    at: impl Fn(&[u8]) -> Result<i64>,
+) -> Result<Purged> {
+    let e = |e| redb_err(path, e);
+    let mut old = Vec::new();
+    for row in table.iter().map_err(e)? {
+        if old.len() >= limit {
+            break;
+        }
+        let (key, bytes) = row.map_err(e)?;
+        if at(bytes.value())? >= cutoff {
+            break;
+        }
+        old.push(key.value());
+    }
+    for key in &old {
+        table.remove(key).map_err(e)?;
+    }
+    Ok(Purged::of(old.len(), old.len(), limit))
 }
