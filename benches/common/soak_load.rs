@@ -387,7 +387,9 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
 
     // Sampling.
     let mut samples = Vec::new();
+    let probe = crate::disk_probe::DiskProbe::start(&root);
     let load_started = Instant::now();
+    let mut interval_from = load_started;
     let interval = Duration::from_secs(settings.interval);
     let mut last_runs = finished_runs(shared.port).unwrap_or(0.0);
     let mut last_at = Instant::now();
@@ -422,10 +424,15 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
             p99_ms: pct(0.99),
             posts: lat.len(),
             runs_per_s: (runs - last_runs) / took,
+            disk_max_ms: probe
+                .between(interval_from, now)
+                .into_iter()
+                .fold(0.0, f64::max),
         };
+        interval_from = now;
         (last_runs, last_at) = (runs, Instant::now());
         println!(
-            "{:>6.0} s  rss {:>6.1} MB  file {:>7.2} MB  live {:>7.2} MB  p50 {:>6.2} ms  p99 {:>7.2} ms ({} posts)  {:>6.1} runs/s",
+            "{:>6.0} s  rss {:>6.1} MB  file {:>7.2} MB  live {:>7.2} MB  p50 {:>6.2} ms  p99 {:>7.2} ms ({} posts)  {:>6.1} runs/s  disk max {:>6.1} ms",
             sample.t,
             sample.rss_mb,
             sample.file_mb,
@@ -433,7 +440,8 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
             sample.p50_ms,
             sample.p99_ms,
             sample.posts,
-            sample.runs_per_s
+            sample.runs_per_s,
+            sample.disk_max_ms
         );
         samples.push(sample);
     }
@@ -442,6 +450,7 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
         let _ = t.join();
     }
     stop_mcp(mcp);
+    probe.stop();
     let _ = Command::new("kill").arg(serve.id().to_string()).status();
     let _ = serve.wait();
     let errors = shared.errors.lock().unwrap();

@@ -403,10 +403,10 @@ impl Storage for PgStore {
     ) -> Result<()> {
         // Every commit is durable when it returns (PostgreSQL's own group commit shares the
         // WAL flush between concurrent transactions), so the durable kinds are the same. A
-        // lazy one does not wait for its WAL flush (the server flushes it within
+        // background one does not wait for its WAL flush (the server flushes it within
         // `wal_writer_delay`; a crash of the server before may lose it, never corrupt).
         self.write_session(&mut |w| {
-            if commit == Commit::Lazy {
+            if commit == Commit::Background {
                 w.s.execute("SET LOCAL synchronous_commit TO off", &[])?;
             }
             f(w)

@@ -620,6 +620,7 @@ impl WriteTx for PgWrite<'_> {
             removed: gone,
             scanned,
             more: !young && scanned >= max,
+            tidied: false,
         })
     }
 

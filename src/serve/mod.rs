@@ -384,18 +384,13 @@ impl Server {
         self.resume_spool();
         self.periodic(true);
         while !self.stopping() {
-            // While a purge pass has work left, look at what is waiting and come straight
-            // back for its next step.
+            // While a purge pass has work left, come back when its next step is due.
             let wait = [self.reload_at, self.settle_at]
                 .into_iter()
                 .flatten()
                 .map(|at| at.saturating_duration_since(Instant::now()))
                 .fold(TICK, Duration::min)
-                .min(if self.purger.busy() {
-                    Duration::ZERO
-                } else {
-                    TICK
-                });
+                .min(self.purger.next_step_in().unwrap_or(TICK));
             let mut spool = false;
             let mut emitted = Vec::new();
             match self.wakes.recv_timeout(wait) {
@@ -1117,9 +1112,9 @@ impl Server {
         })
     }
 
-    /// One step of the purge pass, if it has work left (see `purge`).
+    /// One step of the purge pass, if one is due (see `purge`).
     fn purge_step(&mut self) {
-        if !self.purger.busy() || self.stopping() {
+        if self.purger.next_step_in() != Some(Duration::ZERO) || self.stopping() {
             return;
         }
         let store = self.runtime.store.clone();

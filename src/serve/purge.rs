@@ -5,33 +5,39 @@
 //! million events, the first purge of their keys a TTL later took 17–24 s, and every file
 //! that arrived meanwhile waited for it. Now a pass is a series of steps. Each step is one
 //! transaction on one kind of state, bounded by a number of records that adapts to how long
-//! the last step of that kind took (about [`STEP_TARGET`]), and committed without a sync of
-//! its own (a lost step is done again). Serve makes one step per turn of its loop, after the
-//! decisions that were waiting, so a decision waits behind one step at most; and it comes
-//! back for the next step at once while the pass has work left, so the purge keeps up with
-//! any rate the node decides at instead of removing a fixed amount per interval.
+//! the last step of that kind took (about [`STEP_TARGET`], its commit included). Serve makes
+//! at most one step per turn of its loop, after the decisions that were waiting, so a
+//! decision waits behind one step at most.
+//!
+//! Each step pays for its own writes (see [`storage::Commit::Background`]), and after each
+//! the purge rests, so that it takes only a share of the time ([`BASE_SHARE`]). Deleting
+//! idempotency keys is write-heavy: they are random, so each one rewrites a leaf and a branch
+//! page of its table (about 10 KB a key in small transactions), and a purge that kept the
+//! disk busy made every decision's sync wait behind its writes (`cargo bench --bench purge`:
+//! the p99 decision went from 3 ms to 344 ms, with stalls of a second). A pass that goes on
+//! for long takes a larger share ([`BEHIND_AFTER`]), so the purge keeps up with any rate the
+//! node decides at.
 
 use std::time::{Duration, Instant};
 
-use crate::storage::purge::{DebounceCursor, Purged};
+use crate::storage::purge::{ClaimBatch, DebounceCursor, Purged};
 use crate::storage::{self, Storage, WriteTx};
 
-/// How long one step should take. A decision that arrives during a step waits for it, so
-/// this bounds what the purge adds to a decision's latency (a commit without a sync costs
-/// little beside it).
-pub const STEP_TARGET: Duration = Duration::from_millis(2);
+/// How long one step should take, its commit included. A decision that arrives during a
+/// step waits for it, so this bounds what the purge adds to a decision's latency.
+pub const STEP_TARGET: Duration = Duration::from_millis(1);
 /// The fewest and the most records one step looks at.
 const MIN_LIMIT: usize = 16;
-const MAX_LIMIT: usize = 16_384;
+const MAX_LIMIT: usize = 4096;
 /// What a kind's first step looks at, before its pace is measured.
 const FIRST_LIMIT: usize = 256;
-/// How long a pass goes on committing without a sync of its own before it makes one
-/// (redb reuses the pages a step freed only once a sync covers it; the decisions' syncs make
-/// the steps durable as they go). `cargo bench --bench purge` (1M expired keys and ledger
-/// rows) measured a decision's p99 during the purge at 378 ms with a sync after every step and
-/// 389 ms with one every 250 ms; with none before the end of the pass, 39 ms in one run and
-/// 502 ms in another on this disk. The purge's latency goal (2× the quiet p99) is not met yet.
-const SYNC_EVERY: Duration = Duration::from_secs(60);
+/// The share of the time a pass takes while it has work: after a step that took `t` the
+/// purge rests `t × (1 / share − 1)`.
+pub const BASE_SHARE: f64 = 0.125;
+/// Each time a pass has gone on this long, its share doubles, up to all the time the
+/// decisions leave (a node that decides faster than a quarter of its time purges must not
+/// fall behind for ever).
+pub const BEHIND_AFTER: Duration = Duration::from_secs(600);
 
 /// The kinds of state the purge removes, in the order a pass takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +128,8 @@ struct Lane {
     debounce_after: Option<DebounceCursor>,
     /// Where the walk over invocations or notifications goes on (a sequence number).
     seq_after: Option<u64>,
+    /// The expired claims gathered and being removed (kept from one pass to the next).
+    claims: ClaimBatch,
     /// This pass's totals, for the log line at its end.
     removed: usize,
     steps: usize,
@@ -132,11 +140,10 @@ struct Lane {
 #[derive(Debug)]
 pub struct Purger {
     lanes: Vec<Lane>,
-    /// When a step of this pass was last made durable.
-    synced: Instant,
-    /// A step removed something since: a sync is owed (a pass that removed nothing, an
-    /// idle serve's, writes nothing at all).
-    unsynced: bool,
+    /// When the pass going on started.
+    pass_started: Instant,
+    /// Until when the purge rests after its last step.
+    rest_until: Option<Instant>,
 }
 
 impl Default for Purger {
@@ -155,6 +162,7 @@ impl Purger {
                 limit: FIRST_LIMIT,
                 debounce_after: None,
                 seq_after: None,
+                claims: ClaimBatch::default(),
                 removed: 0,
                 steps: 0,
                 longest: Duration::ZERO,
@@ -162,25 +170,46 @@ impl Purger {
             .collect();
         Purger {
             lanes,
-            synced: Instant::now(),
-            unsynced: false,
+            pass_started: Instant::now(),
+            rest_until: None,
         }
     }
 
     /// Starts a pass over every kind (a pass still going just goes on).
     pub fn start_pass(&mut self) {
+        if !self.busy() {
+            self.pass_started = Instant::now();
+        }
         for lane in &mut self.lanes {
             lane.due = true;
         }
     }
 
-    /// Whether the pass has work left: then the caller should come back for a step soon.
+    /// Whether the pass has work left.
     pub fn busy(&self) -> bool {
         self.lanes.iter().any(|l| l.due)
     }
 
-    /// Makes one step on the first kind with work left; `None` when the pass is over. A
-    /// failed step ends its kind's pass (the next pass tries again).
+    /// How long until the next step is due: `None` when the pass is over (the caller then
+    /// waits for the next pass), zero when a step is due now.
+    pub fn next_step_in(&self) -> Option<Duration> {
+        if !self.busy() {
+            return None;
+        }
+        Some(self.rest_until.map_or(Duration::ZERO, |at| {
+            at.saturating_duration_since(Instant::now())
+        }))
+    }
+
+    /// The share of the time this pass takes now (see [`BEHIND_AFTER`]).
+    fn share(&self) -> f64 {
+        let behind = self.pass_started.elapsed().as_secs_f64() / BEHIND_AFTER.as_secs_f64();
+        (BASE_SHARE * 2f64.powi(behind.floor().min(8.0) as i32)).min(1.0)
+    }
+
+    /// Makes one step now on the first kind with work left (resting or not; see
+    /// [`next_step_in`](Self::next_step_in)); `None` when the pass is over. A failed step
+    /// ends its kind's pass (the next pass tries again).
     pub fn step(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<Option<Step>> {
         let Some(lane) = self.lanes.iter_mut().find(|l| l.due) else {
             return Ok(None);
@@ -188,15 +217,18 @@ impl Purger {
         let limit = lane.limit;
         let started = Instant::now();
         let result = match lane.kind {
-            Kind::Claims => lazily(store, |tx| tx.purge_expired_claims(due.now, limit)),
-            Kind::Ledger => lazily(store, |tx| tx.purge_ledger(due.cutoffs.ledger, limit)),
-            Kind::Inbox => lazily(store, |tx| tx.purge_inbox(due.cutoffs.inbox, limit)),
-            Kind::Audit => lazily(store, |tx| tx.purge_audit(due.cutoffs.audit, limit)),
+            Kind::Claims => {
+                let batch = &mut lane.claims;
+                in_background(store, |tx| tx.purge_claims_batched(due.now, limit, batch))
+            }
+            Kind::Ledger => in_background(store, |tx| tx.purge_ledger(due.cutoffs.ledger, limit)),
+            Kind::Inbox => in_background(store, |tx| tx.purge_inbox(due.cutoffs.inbox, limit)),
+            Kind::Audit => in_background(store, |tx| tx.purge_audit(due.cutoffs.audit, limit)),
             Kind::Invocations | Kind::Notifications => {
                 let after = lane.seq_after.take();
                 let cutoffs = due.cutoffs;
                 let kind = lane.kind;
-                lazily_with(store, |tx| match kind {
+                in_background_with(store, |tx| match kind {
                     Kind::Invocations => tx.purge_invocations(cutoffs.invocations, after, limit),
                     _ => tx.purge_notifications(cutoffs.notifications, after, limit),
                 })
@@ -208,7 +240,7 @@ impl Purger {
             Kind::Debounce | Kind::Throttle => {
                 let after = lane.debounce_after.take();
                 let (kind, cutoff) = (lane.kind, due.cutoffs.throttle);
-                lazily_with(store, |tx| match kind {
+                in_background_with(store, |tx| match kind {
                     Kind::Throttle => tx.purge_throttle(cutoff, after.as_ref(), limit),
                     _ => tx.purge_debounce(due.now, due.quiet_of, after.as_ref(), limit),
                 })
@@ -225,9 +257,18 @@ impl Purger {
                 lane.due = false;
                 lane.debounce_after = None;
                 lane.seq_after = None;
+                // Keys taken from the batch may not be gone: gather them again.
+                lane.claims = ClaimBatch::default();
                 return Err(e);
             }
         };
+        tracing::debug!(
+            kind = lane.kind.name(),
+            removed = purged.removed,
+            scanned = purged.scanned,
+            took_ms = took.as_secs_f64() * 1000.0,
+            "purge step"
+        );
         lane.limit = next_limit(limit, purged.scanned, took);
         lane.removed += purged.removed;
         lane.steps += 1;
@@ -240,15 +281,8 @@ impl Purger {
             lane.longest = Duration::ZERO;
         }
         let kind = lane.kind;
-        self.unsynced |= purged.removed > 0;
-        if self.unsynced && (!self.busy() || self.synced.elapsed() >= SYNC_EVERY) {
-            // redb reuses the pages a commit freed only once a durable commit covers it:
-            // without this, a pass over an idle store would leave them unusable until the
-            // next decision, and the file would grow meanwhile.
-            store.write(|_| Ok(()))?;
-            self.synced = Instant::now();
-            self.unsynced = false;
-        }
+        let share = self.share();
+        self.rest_until = Some(Instant::now() + took.mul_f64(1.0 / share - 1.0));
         Ok(Some(Step { kind, purged, took }))
     }
 
@@ -266,23 +300,24 @@ impl Purger {
     }
 }
 
-/// Runs one purge step lazily committed, or rolled back when it removed nothing.
-fn lazily(
+/// Runs one purge step committed in the background (see [`storage::Commit::Background`]),
+/// or rolled back when it removed nothing.
+fn in_background(
     store: &dyn Storage,
     mut f: impl FnMut(&mut dyn WriteTx) -> storage::Result<Purged>,
 ) -> storage::Result<Purged> {
-    lazily_with(store, |tx| Ok((f(tx)?, ()))).map(|(p, ())| p)
+    in_background_with(store, |tx| Ok((f(tx)?, ()))).map(|(p, ())| p)
 }
 
-/// As [`lazily`], for a step that also says where the next goes on.
-fn lazily_with<T>(
+/// As [`in_background`], for a step that also says where the next goes on.
+fn in_background_with<T>(
     store: &dyn Storage,
     mut f: impl FnMut(&mut dyn WriteTx) -> storage::Result<(Purged, T)>,
 ) -> storage::Result<(Purged, T)> {
     let mut unchanged = None;
-    let result = store.write_lazy(|tx| {
+    let result = store.write_background(|tx| {
         let (purged, next) = f(tx)?;
-        if purged.removed == 0 {
+        if purged.removed == 0 && !purged.tidied {
             unchanged = Some((purged, next));
             return Err(storage::Error::Unchanged);
         }
@@ -329,10 +364,31 @@ fn log_pass(lane: &Lane) {
 mod tests {
     use super::*;
 
+    fn never_debounces(_: &str) -> Option<i64> {
+        None
+    }
+
+    /// What a step needs at `now`, with every retention's cutoff at 0 (nothing but claims
+    /// is old enough to go).
+    fn due_at(now: i64) -> Due<'static> {
+        Due {
+            now,
+            cutoffs: Cutoffs {
+                ledger: 0,
+                throttle: 0,
+                invocations: 0,
+                notifications: 0,
+                inbox: 0,
+                audit: 0,
+            },
+            quiet_of: &never_debounces,
+        }
+    }
+
     #[test]
     fn the_limit_follows_the_pace_but_at_most_halves_or_doubles() {
-        // 1,000 records in 1 ms: 2,000 fit in the target.
-        assert_eq!(next_limit(1000, 1000, Duration::from_millis(1)), 2000);
+        // 1,000 records in half the target: 2,000 fit in it.
+        assert_eq!(next_limit(1000, 1000, STEP_TARGET / 2), 2000);
         // 1,000 records in 20 ms: 100 would fit, but a step at most halves.
         assert_eq!(next_limit(1000, 1000, Duration::from_millis(20)), 500);
         // Very fast: at most doubles, never past the most.
@@ -372,19 +428,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let quiet_of = |_: &str| None;
-        let due = Due {
-            now: 200,
-            cutoffs: Cutoffs {
-                ledger: 0,
-                throttle: 0,
-                invocations: 0,
-                notifications: 0,
-                inbox: 0,
-                audit: 0,
-            },
-            quiet_of: &quiet_of,
-        };
+        let due = due_at(200);
         let mut purger = Purger::new();
         assert!(!purger.busy());
         assert!(
@@ -406,5 +450,40 @@ mod tests {
             "{steps} steps: the first looks at {FIRST_LIMIT} keys"
         );
         assert!(!purger.busy());
+    }
+
+    #[test]
+    fn a_pass_over_keys_all_claimed_again_ends_and_drops_their_entries() {
+        let store = crate::store::Store::in_memory().unwrap();
+        let store: &dyn Storage = &store;
+        let key = [9u8; 32];
+        for (now, expires_at) in [(0, 100), (150, 500)] {
+            store
+                .write(|tx| {
+                    assert!(matches!(
+                        tx.claim(&key, now, expires_at)?,
+                        storage::Claimed::New { .. }
+                    ));
+                    Ok(())
+                })
+                .unwrap();
+        }
+        let due = due_at(200);
+        let mut purger = Purger::new();
+        purger.start_pass();
+        let mut steps = 0;
+        while purger.step(store, &due).unwrap().is_some() {
+            steps += 1;
+            assert!(
+                steps < 50,
+                "a step that removes no key must still end the pass"
+            );
+        }
+        // The entry due at 100 is gone (its step committed although it removed no key); the
+        // claim renewed until 500 stays.
+        let left = store.write(|tx| tx.purge_expired_claims(200, 10)).unwrap();
+        assert_eq!(left.scanned, 0);
+        let live = store.write(|tx| tx.purge_expired_claims(500, 10)).unwrap();
+        assert_eq!(live.removed, 1);
     }
 }

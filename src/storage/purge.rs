@@ -15,6 +15,9 @@ pub struct Purged {
     pub scanned: usize,
     /// Whether the transaction stopped at its limit, so more may be due now.
     pub more: bool,
+    /// It removed bookkeeping besides records (expiry-index entries whose keys were all gone
+    /// through), so it must be committed even when `removed` is 0.
+    pub tidied: bool,
 }
 
 impl Purged {
@@ -25,6 +28,7 @@ impl Purged {
             removed,
             scanned,
             more: scanned >= limit,
+            tidied: false,
         }
     }
 }
@@ -45,6 +49,7 @@ impl Purged {
             removed,
             scanned,
             more,
+            tidied: false,
         };
         (step, if more { last } else { None })
     }
@@ -53,3 +58,21 @@ impl Purged {
 /// Where a walk over the debounce states or the throttle windows goes on: after this
 /// (trigger id or bucket, window key).
 pub type DebounceCursor = (String, String);
+
+/// Expired idempotency keys gathered from the expiry index, removed in key order over
+/// several steps (see [`crate::storage::WriteTx::purge_claims_batched`]).
+///
+/// Keys are random, so removing them in the order they expire rewrites a leaf and a branch
+/// page of the claims table for nearly every key (about 10 KB of writes each in small
+/// transactions). Gathered by the hundred thousand and removed in key order, neighbours
+/// share their pages' rewrites.
+#[derive(Debug, Default)]
+pub struct ClaimBatch {
+    /// The keys gathered so far and not yet gone through, in key order.
+    pub keys: std::collections::BTreeSet<[u8; 32]>,
+    /// The expiry-index entries the keys came from (the store's own references to them),
+    /// removed once every key is gone through; the last one is where gathering goes on.
+    pub entries: Vec<(i64, u64)>,
+    /// Gathering is over: the steps now remove the keys.
+    pub removing: bool,
+}

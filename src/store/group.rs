@@ -25,12 +25,6 @@ impl Store {
         Ok(value)
     }
 
-    /// Runs `f` in one write transaction and commits it without waiting for a sync: the next
-    /// sync of this process makes it durable (see `Commit::Lazy`).
-    pub fn write_lazy<T>(&self, f: impl FnOnce(&mut Tx) -> Result<T>) -> Result<T> {
-        self.commit(f, false).map(|(value, _)| value)
-    }
-
     /// Makes this process's commits durable before a read (a failed sync is reported to the
     /// writers waiting for it; the read goes on).
     pub(super) fn sync_pending(&self) {

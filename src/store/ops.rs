@@ -18,9 +18,8 @@ impl Storage for Store {
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>,
     ) -> Result<()> {
         match commit {
-            Commit::Durable => Store::write(self, |tx| f(tx)),
+            Commit::Durable | Commit::Background => Store::write(self, |tx| f(tx)),
             Commit::Grouped => Store::write_grouped(self, |tx| f(tx)),
-            Commit::Lazy => Store::write_lazy(self, |tx| f(tx)),
         }
     }
 
@@ -231,6 +230,14 @@ impl WriteTx for Tx<'_> {
     }
     fn purge_expired_claims(&mut self, now: i64, limit: usize) -> Result<Purged> {
         Tx::purge_expired_claims(self, now, limit)
+    }
+    fn purge_claims_batched(
+        &mut self,
+        now: i64,
+        limit: usize,
+        batch: &mut crate::storage::purge::ClaimBatch,
+    ) -> Result<Purged> {
+        Tx::purge_claims_batched(self, now, limit, batch)
     }
     fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         Tx::purge_ledger(self, cutoff, limit)

@@ -11,14 +11,23 @@ use super::ledger_block::{Block, Builder};
 use super::tx::{Tx, malformed};
 use super::{Error, Result, redb_err};
 use crate::domain::{Claim, LedgerRow};
-use crate::storage::purge::Purged;
+use crate::storage::purge::{ClaimBatch, Purged};
 use crate::storage::{Claimed, RowRef};
 use redb::ReadableTable;
+#[cfg(test)]
+use redb::ReadableTableMetadata;
 
 /// Keys per expiry-index value: 1,000 keys (32,000 bytes) fit the 32 KiB that redb gives a
 /// value of that size (it rounds large values up to a power of two of pages: 4,096 keys took
 /// twice their size).
 const EXPIRY_KEYS: usize = 1000;
+
+/// The most keys a claims batch gathers (about 11 MB in memory): with a million claims
+/// (25,000 pages of keys), a batch of this many removes about ten keys per page it rewrites.
+const BATCH_KEYS: usize = 1 << 18;
+/// Expiry-index entries (up to [`EXPIRY_KEYS`] keys each) one gathering step reads: about a
+/// millisecond of reading and sorting.
+const GATHER_ENTRIES: usize = 1;
 
 /// This transaction's ledger rows and expiry-index entries, not yet stored.
 #[derive(Debug, Default)]
@@ -300,6 +309,91 @@ impl Tx<'_> {
         Ok(Purged::of(removed, went_through, limit))
     }
 
+    /// See [`crate::storage::WriteTx::purge_claims_batched`]: a step either gathers up to
+    /// [`GATHER_ENTRIES`] due expiry-index entries into `batch` (reads only), or, once the
+    /// batch is full or nothing more is due, removes up to `limit` of its keys in key order
+    /// (each still expired), and with its last keys the entries they came from.
+    pub fn purge_claims_batched(
+        &mut self,
+        now: i64,
+        limit: usize,
+        batch: &mut ClaimBatch,
+    ) -> Result<Purged> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let e = |x| redb_err(&self.path, x);
+        if !batch.removing {
+            let from = batch
+                .entries
+                .last()
+                .map_or(Unbounded, |&last| Excluded(last));
+            let mut read = 0;
+            let mut exhausted = true;
+            for entry in self
+                .claim_expiry
+                .range::<(i64, u64)>((from, Included((now, u64::MAX))))
+                .map_err(e)?
+            {
+                if read == GATHER_ENTRIES || batch.keys.len() >= BATCH_KEYS {
+                    exhausted = false;
+                    break;
+                }
+                let (k, v) = entry.map_err(e)?;
+                for key in v.value().chunks_exact(32) {
+                    batch.keys.insert(key.try_into().expect("32 bytes"));
+                }
+                batch.entries.push(k.value());
+                read += 1;
+            }
+            batch.removing =
+                !batch.entries.is_empty() && (exhausted || batch.keys.len() >= BATCH_KEYS);
+            return Ok(Purged {
+                more: !batch.entries.is_empty(),
+                ..Purged::default()
+            });
+        }
+        let (mut removed, mut scanned) = (0, 0);
+        while scanned < limit {
+            let Some(key) = batch.keys.pop_first() else {
+                break;
+            };
+            scanned += 1;
+            let expired = self
+                .claims
+                .get(&key)
+                .map_err(e)?
+                .is_some_and(|v| v.value().0 <= now);
+            if expired {
+                self.claims.remove(&key).map_err(e)?;
+                removed += 1;
+            }
+        }
+        if !batch.keys.is_empty() {
+            return Ok(Purged {
+                removed,
+                scanned,
+                more: true,
+                tidied: false,
+            });
+        }
+        let tidied = !batch.entries.is_empty();
+        for entry in batch.entries.drain(..) {
+            self.claim_expiry.remove(entry).map_err(e)?;
+        }
+        batch.removing = false;
+        let more = self
+            .claim_expiry
+            .range(..=(now, u64::MAX))
+            .map_err(e)?
+            .next()
+            .is_some();
+        Ok(Purged {
+            removed,
+            scanned,
+            more,
+            tidied,
+        })
+    }
+
     /// See [`crate::storage::WriteTx::purge_throttle`].
     pub fn purge_throttle(
         &mut self,
@@ -381,6 +475,7 @@ impl Tx<'_> {
             removed,
             scanned,
             more: !young && scanned >= limit,
+            tidied: false,
         })
     }
 }
@@ -493,6 +588,66 @@ mod tests {
         let rows = store.read(|r| r.ledger("e1030")).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].outcome, "invoked");
+    }
+
+    #[test]
+    fn a_batched_purge_removes_expired_keys_then_the_index_entries_they_came_from() {
+        let store = Store::in_memory().unwrap();
+        store
+            .write(|tx| {
+                for i in 0..3000 {
+                    decide(tx, i, 0, 100)?;
+                }
+                for i in 3000..3500 {
+                    decide(tx, i, 0, 1000)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        // Key 7 claimed again after it expired: its old entry is due, its claim is not.
+        store
+            .write(|tx| {
+                assert!(matches!(decide(tx, 7, 150, 500)?, Claimed::New { .. }));
+                Ok(())
+            })
+            .unwrap();
+        let mut batch = ClaimBatch::default();
+        let (mut removed, mut steps, mut largest) = (0, 0, 0);
+        loop {
+            let step = store
+                .write(|tx| tx.purge_claims_batched(200, 100, &mut batch))
+                .unwrap();
+            largest = largest.max(batch.keys.len());
+            removed += step.removed;
+            steps += 1;
+            assert!(step.scanned <= 100);
+            assert!(steps < 100, "the purge does not end");
+            if !step.more {
+                break;
+            }
+        }
+        assert_eq!(removed, 2999);
+        assert_eq!(largest, 3000, "every due key was gathered before any went");
+        assert!(batch.keys.is_empty() && batch.entries.is_empty() && !batch.removing);
+        store
+            .write(|tx| {
+                assert!(tx.live_claim(&key(7), 200)?.is_some());
+                assert!(tx.live_claim(&key(3001), 200)?.is_some());
+                assert!(tx.claims.get(&key(5)).unwrap().is_none());
+                assert_eq!(tx.claims.len().unwrap(), 501);
+                // Only entries not due yet are left; the next step finds nothing.
+                assert!(
+                    tx.claim_expiry
+                        .range(..=(200, u64::MAX))
+                        .unwrap()
+                        .next()
+                        .is_none()
+                );
+                let again = tx.purge_claims_batched(200, 100, &mut batch)?;
+                assert_eq!(again, Purged::default());
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]
