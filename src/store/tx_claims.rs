@@ -326,12 +326,12 @@ impl Tx<'_> {
                 .entries
                 .last()
                 .map_or(Unbounded, |&last| Excluded(last));
-            let mut read = 0;
             let mut exhausted = true;
-            for entry in self
+            for (read, entry) in self
                 .claim_expiry
                 .range::<(i64, u64)>((from, Included((now, u64::MAX))))
                 .map_err(e)?
+                .enumerate()
             {
                 if read == GATHER_ENTRIES || batch.keys.len() >= BATCH_KEYS {
                     exhausted = false;
@@ -342,7 +342,6 @@ impl Tx<'_> {
                     batch.keys.insert(key.try_into().expect("32 bytes"));
                 }
                 batch.entries.push(k.value());
-                read += 1;
             }
             batch.removing =
                 !batch.entries.is_empty() && (exhausted || batch.keys.len() >= BATCH_KEYS);
