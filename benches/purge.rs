@@ -155,7 +155,7 @@ fn main() {
     let (busy, quiet) = (latencies(true, false), latencies(false, false));
     let (busy_clear, quiet_clear) = (latencies(true, true), latencies(false, true));
     probe.stop();
-    let pct = |v: &[f64], p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    let pct = disk_probe::percentile;
     let purge_took = purged_at.expect("the purge ended");
     println!(
         "purge of {events} expired keys and {events} ledger rows by serve: {:.1} s ({:.0} records/s), {}",

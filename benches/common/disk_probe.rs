@@ -94,7 +94,7 @@ pub fn summary(mut ms: Vec<f64>) -> String {
         return "no syncs".into();
     }
     ms.sort_by(f64::total_cmp);
-    let pct = |p: f64| ms[((ms.len() - 1) as f64 * p).round() as usize];
+    let pct = |p: f64| percentile(&ms, p);
     format!(
         "{} syncs: p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms, {} over {STALL_MS} ms",
         ms.len(),
@@ -103,4 +103,9 @@ pub fn summary(mut ms: Vec<f64>) -> String {
         ms.last().copied().unwrap_or_default(),
         ms.iter().filter(|&&m| m > STALL_MS).count()
     )
+}
+
+/// The `p` quantile (0..=1) of `sorted`, nearest rank; `sorted` must not be empty.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
