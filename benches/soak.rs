@@ -29,12 +29,20 @@
 //!
 //! It writes `soak.csv` and `soak.svg` to `PAP_SOAK_OUT` (default `target/soak`), then
 //! asserts over the last two thirds of the samples, printing each figure with its margin:
-//! the least-squares slope of RSS under 1 MB a minute and of the file size under 1% a
-//! minute; the file within 1.5× its live data; each interval's p99 at most 3× the p99 of
-//! the first steady interval. An interval in which the disk alone stalled a sync for more
-//! than 50 ms is not held to the latency bound (every post answered meanwhile waited for
-//! the disk, not for pap); it is listed, and a run where a third of the steady intervals
-//! are set aside so fails as inconclusive. A failed bound fails the run (exit status 1).
+//! - the least-squares slope of RSS under 1 MB a minute and of the file size under 1% a
+//!   minute;
+//! - the file within 1.5× its live data. redb doubles a file under 4 GiB when it grows and
+//!   has no setting for it (redb#652), so a file can sit up to 2× above data that stopped just
+//!   past its last size. Over 1.5× the run says so on an `over` line, and fails only if the
+//!   file grew in the steady part or exceeds redb's one doubling of the peak live data;
+//! - each interval's p99 at most 3× the p99 of the first steady interval the disk left
+//!   alone. The disk by itself can stall a sync (the probe measures it), and every post
+//!   answered meanwhile waits for it: an interval over the bound by no more than its disk
+//!   stall is excused and listed, and a run that needs a third of its intervals excused
+//!   fails as inconclusive.
+//! A failed bound fails the run (exit status 1).
+//!
+//! `PAP_SOAK_JUDGE=<soak.csv>` judges a saved run again without running anything.
 //!
 //! Run: `cargo bench --bench soak` (2 minutes, as CI runs it). The long run:
 //! `PAP_SOAK_SECONDS=3600 PAP_SOAK_RATE=1000 PAP_SOAK_INTERVAL=30 cargo bench --bench soak`.
@@ -51,6 +59,13 @@ use std::time::Duration;
 
 fn main() {
     let settings = soak_load::Settings::from_env();
+    if let Some(csv) = std::env::var_os("PAP_SOAK_JUDGE") {
+        // Judge a saved run again (its CSV), without running anything.
+        let samples = soak_report::read_csv(std::path::Path::new(&csv));
+        let verdict = soak_report::judge(&samples, Duration::from_secs(settings.interval));
+        finish(&verdict);
+        return;
+    }
     println!(
         "soak: {} s at {} events/s, test clock {}× (≈ {:.1} days), a sample every {} s",
         settings.seconds,
@@ -71,6 +86,10 @@ fn main() {
         out.join("soak.svg").display()
     );
     let verdict = soak_report::judge(&samples, Duration::from_secs(settings.interval));
+    finish(&verdict);
+}
+
+fn finish(verdict: &soak_report::Verdict) {
     for line in &verdict.lines {
         println!("{line}");
     }
