@@ -40,6 +40,7 @@
 //!   answered meanwhile waits for it: an interval over the bound by no more than its disk
 //!   stall is excused and listed, and a run that needs a third of its intervals excused
 //!   fails as inconclusive.
+//!
 //! A failed bound fails the run (exit status 1).
 //!
 //! `PAP_SOAK_JUDGE=<soak.csv>` judges a saved run again without running anything.
