@@ -18,8 +18,7 @@ pub fn inbox_mark_path(state_dir: &Path) -> PathBuf {
 /// of this append with the next one whose mark is written.
 pub fn write(state_dir: &Path, mark: u64) {
     let path = inbox_mark_path(state_dir);
-    let tmp = state_dir.join(format!(".{INBOX_MARK_FILE}.{}", std::process::id()));
-    let written = std::fs::write(&tmp, mark.to_string()).and_then(|_| std::fs::rename(&tmp, &path));
+    let written = super::mark_file::replace(state_dir, INBOX_MARK_FILE, &mark.to_string());
     if let Err(e) = written {
         tracing::warn!(path = %path.display(), error = %e, "cannot update the inbox mark file");
     }

@@ -26,6 +26,7 @@ mod contract_reads;
 pub mod cursor;
 mod error;
 pub mod inbox_mark;
+mod mark_file;
 pub mod notification_mark;
 pub mod pages;
 mod place;

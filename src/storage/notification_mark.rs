@@ -19,13 +19,12 @@ pub fn notifications_mark_path(state_dir: &Path) -> PathBuf {
 /// with the inbox mark, the commit stands whatever happens here.
 pub fn write(state_dir: &Path) {
     let path = notifications_mark_path(state_dir);
-    let tmp = state_dir.join(format!(".{NOTIFICATIONS_MARK_FILE}.{}", std::process::id()));
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
     let token = format!("{nanos}.{}", std::process::id());
-    let written = std::fs::write(&tmp, token).and_then(|_| std::fs::rename(&tmp, &path));
+    let written = super::mark_file::replace(state_dir, NOTIFICATIONS_MARK_FILE, &token);
     if let Err(e) = written {
         tracing::warn!(path = %path.display(), error = %e, "cannot update the notifications mark file");
     }
