@@ -2,6 +2,11 @@
 //! after 200 ms, and what pap adds beyond that latency. Baseline in the same run: the same 100
 //! requests sent concurrently by a bare reqwest client (no pap) to the same kind of server.
 //!
+//! Then memory: the peak RSS (`VmHWM`) of the same `pap dispatch` of 100 events at `-j 1`,
+//! `-j 10` and `-j 100`. The store's work is the same in each, so what grows with `-j` is
+//! what each run in flight holds; per run it is set beside the run's transcript (the bytes
+//! of its request and reply) against the goal of at most 0.5 MB beyond it.
+//!
 //! Run: `cargo bench --bench llm` (builds the release binary).
 
 #[path = "../tests/common/fake_llm.rs"]
@@ -31,7 +36,7 @@ fn main() {
     let mut pap_times = Vec::new();
     let mut base_times = Vec::new();
     for _ in 0..ROUNDS {
-        pap_times.push(pap_round());
+        pap_times.push(pap_round(INVOCATIONS).took);
         base_times.push(baseline_round());
     }
     let pap = median(&mut pap_times);
@@ -61,10 +66,45 @@ fn main() {
     println!(
         "  fdatasync of a 4 KiB append on this disk, same run: median {median:.2} ms, p90 {p90:.2} ms"
     );
+    memory();
 }
 
-/// One `pap dispatch` of 100 events, each invoking the agent once.
-fn pap_round() -> Duration {
+/// Peak RSS against the number of runs in flight.
+fn memory() {
+    println!(
+        "peak RSS of `pap dispatch` of {INVOCATIONS} LLM invocations, by runs in flight (-j):"
+    );
+    let rounds: Vec<(usize, Round)> = [1, 10, INVOCATIONS]
+        .into_iter()
+        .map(|jobs| (jobs, pap_round(jobs)))
+        .collect();
+    for (jobs, r) in &rounds {
+        println!(
+            "  -j {jobs:>3}: {:>6.1} MiB ({:.1} s)",
+            r.peak_kib as f64 / 1024.0,
+            r.took.as_secs_f64()
+        );
+    }
+    let (one, all) = (&rounds[0].1, &rounds[rounds.len() - 1].1);
+    let per_run_kib = (all.peak_kib as f64 - one.peak_kib as f64) / (INVOCATIONS - 1) as f64;
+    let transcript_kib = all.transcript_bytes as f64 / INVOCATIONS as f64 / 1024.0;
+    let beyond = per_run_kib - transcript_kib;
+    println!(
+        "  each run in flight: {per_run_kib:.0} KiB, its transcript {transcript_kib:.1} KiB: {beyond:.0} KiB beyond it (goal at most 512 KiB: {})",
+        if beyond <= 512.0 { "met" } else { "NOT met" }
+    );
+}
+
+struct Round {
+    took: Duration,
+    /// The process's peak RSS (`VmHWM`).
+    peak_kib: u64,
+    /// The requests' and replies' bodies, all runs together.
+    transcript_bytes: usize,
+}
+
+/// One `pap dispatch` of 100 events, each invoking the agent once, `jobs` at a time.
+fn pap_round(jobs: usize) -> Round {
     let fake = FakeLlm::start(script());
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
@@ -95,22 +135,32 @@ fn pap_round() -> Duration {
         .collect();
     std::fs::write(root.join("events.ndjson"), events).unwrap();
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_pap"))
-        .arg("--root")
-        .arg(root)
-        .args(["dispatch", "--json", "-j", &INVOCATIONS.to_string()])
-        .arg(root.join("events.ndjson"))
-        .env("ANTHROPIC_API_KEY", "bench")
-        .output()
-        .expect("run pap");
+    let (out, peak_kib) = measure::output_with_peak_kib(
+        Command::new(env!("CARGO_BIN_EXE_pap"))
+            .arg("--root")
+            .arg(root)
+            .args(["dispatch", "--json", "-j", &jobs.to_string()])
+            .arg(root.join("events.ndjson"))
+            .env("ANTHROPIC_API_KEY", "bench"),
+    );
     let took = started.elapsed();
     assert!(
         out.status.success(),
         "pap dispatch failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(fake.requests().len(), INVOCATIONS);
-    took
+    let requests = fake.requests();
+    assert_eq!(requests.len(), INVOCATIONS);
+    let reply = anthropic_text("{\"ok\": true}").to_string().len();
+    let transcript_bytes = requests
+        .iter()
+        .map(|r| r.body.to_string().len() + reply)
+        .sum();
+    Round {
+        took,
+        peak_kib,
+        transcript_bytes,
+    }
 }
 
 fn baseline_round() -> Duration {

@@ -17,6 +17,12 @@
 //! so 24 h TTLs and 7 d and 30 d retentions pass many times). `PAP_SOAK_RETENTION` (e.g.
 //! `2d`) sets every retention of the project, so that a short run reaches its steady state.
 //!
+//! `PAP_SOAK_STORE=postgres` runs it on PostgreSQL: a server started here (fsync on, Debian's
+//! `postgresql` package, as `cargo bench --bench cluster` starts it) and `PAP_SOAK_NODES`
+//! serve nodes on the same database (default 1), the spool files and posts dealt among them
+//! in turn. Then RSS is the nodes' added up, the "file" is the tables' total size
+//! (`pg_total_relation_size`, as `pap status` shows it) and there is no live figure.
+//!
 //! Every `PAP_SOAK_INTERVAL` seconds (default 5) it samples:
 //! - serve's RSS (`VmRSS`);
 //! - the state file's size, and the live data: the sum of the tables' page bytes from redb's
@@ -27,7 +33,8 @@
 //! - the disk's own longest sync in the interval (a 4 KiB append and fdatasync every 20 ms
 //!   on a file beside the state, see `common/disk_probe.rs`).
 //!
-//! It writes `soak.csv` and `soak.svg` to `PAP_SOAK_OUT` (default `target/soak`), then
+//! It writes `soak.csv`, `soak.svg` and `tables.csv` (each table's bytes at each sample) to
+//! `PAP_SOAK_OUT` (default `target/soak`), then
 //! asserts over the last two thirds of the samples, printing each figure with its margin:
 //! - the least-squares slope of RSS under 1 MB a minute and of the file size under 1% a
 //!   minute;
@@ -63,7 +70,11 @@ fn main() {
     if let Some(csv) = std::env::var_os("PAP_SOAK_JUDGE") {
         // Judge a saved run again (its CSV), without running anything.
         let samples = soak_report::read_csv(std::path::Path::new(&csv));
-        let verdict = soak_report::judge(&samples, Duration::from_secs(settings.interval));
+        let verdict = soak_report::judge(
+            &samples,
+            Duration::from_secs(settings.interval),
+            settings.postgres,
+        );
         finish(&verdict);
         return;
     }
@@ -79,14 +90,18 @@ fn main() {
     let out = settings.out.clone();
     std::fs::create_dir_all(&out).expect("output directory");
     soak_report::write_csv(&out.join("soak.csv"), &samples);
-    soak_report::write_svg(&out.join("soak.svg"), &samples);
+    soak_report::write_svg(&out.join("soak.svg"), &samples, settings.postgres);
     println!(
         "samples: {} (CSV {}, plot {})",
         samples.len(),
         out.join("soak.csv").display(),
         out.join("soak.svg").display()
     );
-    let verdict = soak_report::judge(&samples, Duration::from_secs(settings.interval));
+    let verdict = soak_report::judge(
+        &samples,
+        Duration::from_secs(settings.interval),
+        settings.postgres,
+    );
     finish(&verdict);
 }
 

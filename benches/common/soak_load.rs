@@ -1,5 +1,6 @@
 //! The soak test's project, load and sampling (see `benches/soak.rs`).
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,10 @@ pub struct Settings {
     /// Every `serve.*_retention` of the project (`PAP_SOAK_RETENTION`, e.g. `2d`), so that a
     /// short run reaches the steady state; `None`: pap's defaults (7 and 30 days).
     pub retention: Option<String>,
+    /// On PostgreSQL (`PAP_SOAK_STORE=postgres`): a server started here, fsync on.
+    pub postgres: bool,
+    /// Serve nodes sharing the store (`PAP_SOAK_NODES`, PostgreSQL only).
+    pub nodes: usize,
 }
 
 impl Settings {
@@ -40,6 +45,12 @@ impl Settings {
             speed: var("PAP_SOAK_SPEED", 720.0),
             interval: var("PAP_SOAK_INTERVAL", 5),
             retention: std::env::var("PAP_SOAK_RETENTION").ok(),
+            postgres: match std::env::var("PAP_SOAK_STORE").as_deref() {
+                Ok("postgres") => true,
+                Ok("redb") | Err(_) => false,
+                Ok(other) => panic!("PAP_SOAK_STORE={other:?}: expected redb or postgres"),
+            },
+            nodes: var("PAP_SOAK_NODES", 1),
             out: PathBuf::from(var(
                 "PAP_SOAK_OUT",
                 concat!(env!("CARGO_MANIFEST_DIR"), "/target/soak").to_string(),
@@ -51,8 +62,12 @@ impl Settings {
 /// The running soak: what every load source shares.
 struct Shared {
     root: PathBuf,
+    /// Node 0's state directory: the other pap processes use it too.
     state: PathBuf,
-    port: u16,
+    /// Each serve node's state directory (its spool) and port.
+    nodes: Vec<(PathBuf, u16)>,
+    /// The PostgreSQL database every process uses, if any.
+    database: Option<String>,
     /// The test clock's settings, for every pap process.
     clock: Vec<(&'static str, String)>,
     stop: AtomicBool,
@@ -67,14 +82,23 @@ struct Shared {
 
 impl Shared {
     fn pap(&self) -> Command {
+        self.pap_at(&self.state)
+    }
+
+    fn pap_at(&self, state: &Path) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
-        cmd.arg("--root")
-            .arg(&self.root)
-            .arg("--state")
-            .arg(&self.state);
+        cmd.arg("--root").arg(&self.root).arg("--state").arg(state);
         cmd.envs(self.clock.iter().map(|(k, v)| (*k, v.as_str())));
+        if let Some(url) = &self.database {
+            cmd.env("PAP_DATABASE_URL", url);
+        }
         cmd.env("NO_COLOR", "1");
         cmd
+    }
+
+    /// The node the `n`th file or post goes to.
+    fn node(&self, n: u64) -> &(PathBuf, u16) {
+        &self.nodes[n as usize % self.nodes.len()]
     }
 
     fn stopping(&self) -> bool {
@@ -261,14 +285,35 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path().to_path_buf();
     write_project(&root, settings.retention.as_deref());
-    let state = root.join("state");
-    std::fs::create_dir_all(state.join("spool")).unwrap();
+    assert!(
+        settings.nodes >= 1 && (settings.postgres || settings.nodes == 1),
+        "PAP_SOAK_NODES={}: one node on redb, one or more on PostgreSQL",
+        settings.nodes
+    );
+    let nodes: Vec<(PathBuf, u16)> = (0..settings.nodes)
+        .map(|i| {
+            let state = root.join(if i == 0 {
+                "state".to_string()
+            } else {
+                format!("state-{i}")
+            });
+            std::fs::create_dir_all(state.join("spool")).unwrap();
+            (state, free_port())
+        })
+        .collect();
+    let state = nodes[0].0.clone();
+    let server = settings.postgres.then(|| {
+        pap::pgstore::testing::start_durable()
+            .unwrap_or_else(|why| panic!("cannot start PostgreSQL for the soak: {why}"))
+    });
+    let database = server.as_ref().map(|s| s.database());
     let epoch = jiff::Timestamp::now().to_string();
     let clock_started = Instant::now();
     let shared = Arc::new(Shared {
         root: root.clone(),
         state: state.clone(),
-        port: free_port(),
+        nodes,
+        database,
         clock: vec![
             ("PAP_NOW", T0.to_string()),
             ("PAP_CLOCK_SPEED", settings.speed.to_string()),
@@ -282,23 +327,43 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
         errors: Mutex::new(Vec::new()),
     });
 
-    // Serve, logging warnings only: a month of "decided" lines would fill the disk.
-    let log = std::fs::File::create(root.join("serve.log")).unwrap();
-    let mut serve = shared
-        .pap()
-        .env("PAP_LOG", "warn")
-        .args(["serve", "--listen", &format!("127.0.0.1:{}", shared.port)])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("pap serve");
-    let started = Instant::now();
-    while http(shared.port, "GET", "/healthz", "text/plain", "").is_err() {
+    if shared.database.is_some() {
+        let migrated = shared
+            .pap()
+            .args(["store", "migrate"])
+            .output()
+            .expect("pap store migrate");
         assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "serve did not start"
+            migrated.status.success(),
+            "pap store migrate: {}",
+            String::from_utf8_lossy(&migrated.stderr)
         );
-        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Serve, logging warnings only: a month of "decided" lines would fill the disk.
+    let mut serves: Vec<Child> = shared
+        .nodes
+        .iter()
+        .map(|(state, port)| {
+            let log = std::fs::File::create(state.join("serve.log")).unwrap();
+            shared
+                .pap_at(state)
+                .env("PAP_LOG", "warn")
+                .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("pap serve")
+        })
+        .collect();
+    let started = Instant::now();
+    for (_, port) in &shared.nodes {
+        while http(*port, "GET", "/healthz", "text/plain", "").is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "serve did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     let rate = settings.rate as f64;
@@ -307,7 +372,7 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
     let per_file = ((rate * 0.4 * 0.1).round() as usize).max(1);
     threads.push(every(&shared, Duration::from_millis(100), move |s| {
         let n = s.next_id.load(Ordering::Relaxed);
-        let spool = s.state.join("spool");
+        let spool = s.node(n).0.join("spool");
         let tmp = spool.join(format!(".f{n}.tmp"));
         if std::fs::write(&tmp, s.events("spool", per_file)).is_ok() {
             let _ = std::fs::rename(&tmp, spool.join(format!("f{n}.ndjson")));
@@ -324,7 +389,7 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
             ("application/x-ndjson", s.events("http", per_post * 2 - 1))
         };
         let sent = Instant::now();
-        match http(s.port, "POST", "/v1/events", kind, &body) {
+        match http(s.node(turn).1, "POST", "/v1/events", kind, &body) {
             Ok((200, _)) => s
                 .posts
                 .lock()
@@ -387,11 +452,13 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
 
     // Sampling.
     let mut samples = Vec::new();
+    // Each table's bytes at each sample (`tables.csv`): where the space goes.
+    let mut table_sizes = String::from("seconds,table,bytes\n");
     let probe = crate::disk_probe::DiskProbe::start(&root);
     let load_started = Instant::now();
     let mut interval_from = load_started;
     let interval = Duration::from_secs(settings.interval);
-    let mut last_runs = finished_runs(shared.port).unwrap_or(0.0);
+    let mut last_runs = finished_runs(&shared).unwrap_or(0.0);
     let mut last_at = Instant::now();
     let mut next = load_started + interval;
     while load_started.elapsed() < Duration::from_secs(settings.seconds) {
@@ -412,12 +479,17 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
                 lat[((lat.len() - 1) as f64 * p).round() as usize]
             }
         };
-        let runs = finished_runs(shared.port).unwrap_or(last_runs);
+        let runs = finished_runs(&shared).unwrap_or(last_runs);
         let took = last_at.elapsed().as_secs_f64();
-        let (file, live) = sizes(&shared);
+        let (file, live, each) = sizes(&shared);
+        let at = load_started.elapsed().as_secs_f64();
+        for (name, bytes) in each {
+            let _ = writeln!(table_sizes, "{at:.1},{name},{bytes}");
+        }
         let sample = Sample {
             t: load_started.elapsed().as_secs_f64(),
-            rss_mb: rss_mb(serve.id()),
+            // Every node's, added up: a leak in any shows in the slope.
+            rss_mb: serves.iter().map(|c| rss_mb(c.id())).sum(),
             file_mb: file,
             live_mb: live,
             p50_ms: pct(0.5),
@@ -432,9 +504,10 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
         interval_from = now;
         (last_runs, last_at) = (runs, Instant::now());
         println!(
-            "{:>6.0} s  rss {:>6.1} MB  file {:>7.2} MB  live {:>7.2} MB  p50 {:>6.2} ms  p99 {:>7.2} ms ({} posts)  {:>6.1} runs/s  disk max {:>6.1} ms",
+            "{:>6.0} s  rss {:>6.1} MB  {} {:>7.2} MB  live {:>7.2} MB  p50 {:>6.2} ms  p99 {:>7.2} ms ({} posts)  {:>6.1} runs/s  disk max {:>6.1} ms",
             sample.t,
             sample.rss_mb,
+            if settings.postgres { "tables" } else { "file" },
             sample.file_mb,
             sample.live_mb,
             sample.p50_ms,
@@ -450,9 +523,22 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
         let _ = t.join();
     }
     stop_mcp(mcp);
+    // What a sync costs on this disk, over the whole run: the fsync cost in the same run.
+    println!(
+        "disk probe (a 4 KiB append and fdatasync every 20 ms, beside the state): {}",
+        crate::disk_probe::summary(probe.between(load_started, Instant::now()))
+    );
     probe.stop();
-    let _ = Command::new("kill").arg(serve.id().to_string()).status();
-    let _ = serve.wait();
+    for serve in &mut serves {
+        let _ = Command::new("kill").arg(serve.id().to_string()).status();
+        let _ = serve.wait();
+    }
+    print_largest_tables(&shared);
+    std::fs::create_dir_all(&settings.out).expect("output directory");
+    std::fs::write(settings.out.join("tables.csv"), table_sizes).expect("writing tables.csv");
+    if let Some(server) = server {
+        server.remove();
+    }
     let errors = shared.errors.lock().unwrap();
     if !errors.is_empty() {
         println!("errors seen ({} shown):", errors.len());
@@ -460,43 +546,99 @@ pub fn run(settings: &Settings) -> Vec<Sample> {
             println!("  {e}");
         }
     }
-    let warnings = std::fs::read_to_string(root.join("serve.log")).unwrap_or_default();
-    let lines: Vec<&str> = warnings.lines().collect();
-    if !lines.is_empty() {
-        println!("serve logged {} warnings or errors; the last:", lines.len());
-        for l in lines.iter().rev().take(5) {
-            println!("  {l}");
-        }
+    let warnings: String = shared
+        .nodes
+        .iter()
+        .map(|(state, _)| std::fs::read_to_string(state.join("serve.log")).unwrap_or_default())
+        .collect();
+    // The job agent fails one job in ten on purpose: those lines are the load, the rest news.
+    let (expected, other): (Vec<&str>, Vec<&str>) = warnings.lines().partition(|l| {
+        l.contains("error=\"exited with status 1\"")
+            && (l.contains("attempt failed; retry queued") || l.contains(" failed attempts="))
+    });
+    println!(
+        "serve logged {} warnings for the failing jobs (the load's), and {} others{}",
+        expected.len(),
+        other.len(),
+        if other.is_empty() { "" } else { "; the last:" }
+    );
+    for l in other.iter().rev().take(5) {
+        println!("  {l}");
     }
     samples
 }
 
-/// The state file's size and the live data (the tables' pages), in MB.
-fn sizes(shared: &Shared) -> (f64, f64) {
-    let file = std::fs::metadata(shared.state.join("state.redb")).map_or(0, |m| m.len());
-    let live = shared
+/// The state file's size and the live data (the tables' pages), in MB. On PostgreSQL the
+/// "file" is the tables' total size (heap, indexes and TOAST: `pg_total_relation_size`, as
+/// `pap status` shows it), and there is no live figure (0).
+/// Also each table's bytes, for `tables.csv`.
+fn sizes(shared: &Shared) -> (f64, f64, Vec<(String, u64)>) {
+    let each: Vec<(String, u64)> = shared
         .pap()
         .args(["status", "--json"])
         .output()
         .ok()
         .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .map_or(0, |v| {
-            v["store"]["tables"]
-                .as_array()
-                .map_or(0, |t| t.iter().filter_map(|t| t["bytes"].as_u64()).sum())
-        });
-    (file as f64 / 1e6, live as f64 / 1e6)
+        .and_then(|v| v["store"]["tables"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("?").to_owned(),
+                t["bytes"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let tables: u64 = each.iter().map(|(_, b)| b).sum();
+    if shared.database.is_some() {
+        return (tables as f64 / 1e6, 0.0, each);
+    }
+    let file = std::fs::metadata(shared.state.join("state.redb")).map_or(0, |m| m.len());
+    (file as f64 / 1e6, tables as f64 / 1e6, each)
 }
 
-/// `pap_invocations_finished_total`, summed over agents and results.
-fn finished_runs(port: u16) -> Option<f64> {
-    let (_, body) = http(port, "GET", "/metrics", "text/plain", "").ok()?;
-    Some(
-        body.lines()
+/// The five largest tables at the end, from `pap status --json`: where the space went.
+fn print_largest_tables(shared: &Shared) {
+    let Some(status) = shared
+        .pap()
+        .args(["status", "--json"])
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+    else {
+        return;
+    };
+    let tables = status["store"]["tables"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let largest: Vec<String> = tables
+        .iter()
+        .take(5)
+        .map(|t| {
+            format!(
+                "{} {:.2} MB ({} rows)",
+                t["name"].as_str().unwrap_or("?"),
+                t["bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
+                t["rows"].as_u64().unwrap_or(0)
+            )
+        })
+        .collect();
+    println!("largest tables at the end: {}", largest.join(", "));
+}
+
+/// `pap_invocations_finished_total`, summed over agents, results and nodes.
+fn finished_runs(shared: &Shared) -> Option<f64> {
+    let mut sum = 0.0;
+    for (_, port) in &shared.nodes {
+        let (_, body) = http(*port, "GET", "/metrics", "text/plain", "").ok()?;
+        sum += body
+            .lines()
             .filter(|l| l.starts_with("pap_invocations_finished_total"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum(),
-    )
+            .sum::<f64>();
+    }
+    Some(sum)
 }
 
 struct Mcp {
