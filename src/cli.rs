@@ -467,6 +467,15 @@ pub enum LogFormat {
     Json,
 }
 
+impl From<LogFormat> for crate::serve::log::LogFormat {
+    fn from(format: LogFormat) -> Self {
+        match format {
+            LogFormat::Human => Self::Human,
+            LogFormat::Json => Self::Json,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
     /// List the schedules with their next fire time and the last one recorded.

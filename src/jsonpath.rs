@@ -16,6 +16,29 @@ use serde_json::Value;
 
 pub use eval::OverBudget;
 
+/// JSON equality where numbers compare by value (`3` equals `3.0`), recursively; no
+/// coercion between strings and numbers.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => match (x.as_u64(), y.as_u64()) {
+                (Some(x), Some(y)) => x == y,
+                _ => x.as_f64() == y.as_f64(),
+            },
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
 /// Nodes one evaluation may visit, unless `limits.jsonpath_nodes` in pap.yaml says otherwise.
 pub const DEFAULT_MAX_NODES: usize = 100_000;
 

@@ -10,6 +10,7 @@ mod common;
 
 mod agent_lifetime;
 mod approvals;
+mod architecture;
 mod auth_reload;
 mod budget;
 mod cli_conventions;

@@ -13,7 +13,7 @@ use crate::storage::{self, Storage};
 
 pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
     // stderr only: stdout is the MCP channel.
-    crate::serve::log::init_at(crate::cli::LogFormat::Human, "warn");
+    crate::serve::log::init_at(crate::serve::log::LogFormat::Human, "warn");
     let project = context::load_project(cli)?;
     let state_dir = context::state_dir(cli, &project);
     // Closed after every request's transaction: a client may stay connected for days, and

@@ -89,7 +89,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
     if std::env::var_os("PAP_LOG").is_some()
         && !matches!(cli.command, Command::Serve(_) | Command::Mcp(_))
     {
-        crate::serve::log::init_at(crate::cli::LogFormat::Human, "warn");
+        crate::serve::log::init_at(crate::serve::log::LogFormat::Human, "warn");
     }
     match &cli.command {
         Command::Lint(args) => lint::run(&cli, args),

@@ -34,7 +34,12 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
         listen: args.listen.clone(),
         state_dir: cli.state.is_some(),
     };
-    let settings = Settings::new(&project.config, overrides, args.once, args.log_format);
+    let settings = Settings::new(
+        &project.config,
+        overrides,
+        args.once,
+        args.log_format.into(),
+    );
     serve::run(project, &state_dir, settings)?;
     Ok(Outcome::Success)
 }

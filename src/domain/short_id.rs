@@ -4,6 +4,10 @@
 //! invocation shares them. A command takes the full id, any prefix of it, or a prefix of the
 //! random part (the short form or longer).
 
+/// Internal turns' ids start with this (ordinary ones are `inv_` and hex), so they can be
+/// told apart in the work index by key alone. The pipeline makes them (`pipeline::ids::turn`).
+pub const TURN_PREFIX: &str = "inv_turn_";
+
 /// The fewest digits a short id has.
 pub const MIN: usize = 6;
 
@@ -13,7 +17,7 @@ const RANDOM_FROM: usize = 4 + 12;
 /// The random part of an invocation id; an id of another shape (an internal turn's) is its
 /// own random part after `inv_turn_`, and anything else is taken whole.
 pub fn random_part(id: &str) -> &str {
-    if let Some(rest) = id.strip_prefix(crate::pipeline::ids::TURN_PREFIX) {
+    if let Some(rest) = id.strip_prefix(TURN_PREFIX) {
         return rest;
     }
     match id.strip_prefix("inv_") {

@@ -353,7 +353,7 @@ fn literal(lit: &Literal) -> Value {
 fn equal(a: Option<&Value>, b: Option<&Value>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => crate::stages::filter::json_eq(a, b),
+        (Some(a), Some(b)) => super::json_eq(a, b),
         _ => false,
     }
 }

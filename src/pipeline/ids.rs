@@ -42,9 +42,7 @@ pub fn retry(original: &str, seq: u64, decided_at: i64) -> String {
     id
 }
 
-/// Internal turns' ids start with this (ordinary ones are `inv_` and hex), so they can be
-/// told apart in the work index by key alone.
-pub const TURN_PREFIX: &str = "inv_turn_";
+pub use crate::domain::short_id::TURN_PREFIX;
 
 /// An internal turn started for notification `notification` (the `n`th turn it caused).
 pub fn turn(notification: &str, n: u64) -> String {

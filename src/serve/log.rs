@@ -5,7 +5,13 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::LogFormat;
+/// How serve's log lines look. The CLI's `--log-format` (a clap enum in `cli`) maps onto it,
+/// so that serve does not depend on the command line's types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
 
 pub fn init(format: LogFormat) {
     init_at(format, "info");

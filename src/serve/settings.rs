@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::cli::LogFormat;
+use super::log::LogFormat;
 use crate::manifest::compiled::Config;
 
 /// What the command line gave; it wins over pap.yaml at start and at every reload.

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::{Outcome, Verdict};
-use crate::jsonpath::OverBudget;
+use crate::jsonpath::{OverBudget, json_eq};
 use crate::manifest::compiled::{Condition, Test, Trigger};
 
 /// One condition checked against one event, with what its path saw (for `--explain`).
@@ -58,29 +58,6 @@ pub fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
         holds,
         saw,
         over_budget: None,
-    }
-}
-
-/// JSON equality where numbers compare by value (`3` equals `3.0`), recursively; no
-/// coercion between strings and numbers.
-pub fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
-            (Some(x), Some(y)) => x == y,
-            _ => match (x.as_u64(), y.as_u64()) {
-                (Some(x), Some(y)) => x == y,
-                _ => x.as_f64() == y.as_f64(),
-            },
-        },
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
     }
 }
 

@@ -1,0 +1,185 @@
+//! The layers, as a test: which top-level modules of `src/` may not name which, read from the
+//! `crate::` paths in the code (`use crate::x::…`, `use crate::{x, …}` and inline paths;
+//! comment lines are skipped). Cross-module references in this codebase go through `crate::`,
+//! so a `super::` path cannot cross a top-level module.
+//!
+//! `FORBIDDEN` are rules the code keeps: any reference fails. `PENDING` are rules the code
+//! still breaks (issue 32 lists them), each with the exact files that break it: a new file
+//! that breaks one fails, and so does a listed file that no longer does (take it off the list,
+//! so the rule can only tighten).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// (the module that may not name, the module it may not name, why).
+const FORBIDDEN: &[(&str, &str, &str)] = &[
+    (
+        "domain",
+        "pipeline",
+        "the domain is below the pipeline: ids' shapes live in domain::short_id",
+    ),
+    (
+        "jsonpath",
+        "stages",
+        "JSONPath is below the stages: its equality is jsonpath::json_eq",
+    ),
+    (
+        "serve",
+        "cli",
+        "serve does not know the command line: the CLI maps its flags onto serve's types",
+    ),
+];
+
+/// Rules still broken, with the files that break them today.
+const PENDING: &[(&str, &str, &[&str])] = &[
+    ("storage", "store", &["storage/mod.rs"]),
+    (
+        "storage",
+        "pgstore",
+        &["storage/contract.rs", "storage/mod.rs", "storage/place.rs"],
+    ),
+    ("manifest", "pgstore", &["manifest/compile_config.rs"]),
+    ("clock", "storage", &["clock.rs"]),
+    (
+        "mcp_server",
+        "cmd",
+        &["mcp_server/resources.rs", "mcp_server/views.rs"],
+    ),
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`serve/log.rs` → `serve`).
+fn module_of(relative: &str) -> &str {
+    let first = relative.split('/').next().unwrap_or(relative);
+    first.strip_suffix(".rs").unwrap_or(first)
+}
+
+/// The top-level modules a line names through `crate::`.
+fn named_modules(line: &str, into: &mut BTreeSet<String>) {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut rest = line;
+    while let Some(at) = rest.find("crate::") {
+        let after = &rest[at + "crate::".len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            // `crate::{a::b, c}`: the first name of each item (nested groups are rare here).
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name = ident(item.trim());
+                if !name.is_empty() {
+                    into.insert(name);
+                }
+            }
+        } else {
+            let name = ident(after);
+            if !name.is_empty() {
+                into.insert(name);
+            }
+        }
+        rest = after;
+    }
+}
+
+/// For each file of `src/` (relative path), the top-level modules it names.
+fn references() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut out = BTreeMap::new();
+    for file in files {
+        let relative = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut named = BTreeSet::new();
+        for line in text.lines() {
+            if !line.trim_start().starts_with("//") {
+                named_modules(line, &mut named);
+            }
+        }
+        out.insert(relative, named);
+    }
+    out
+}
+
+fn breaking(refs: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> BTreeSet<String> {
+    refs.iter()
+        .filter(|(file, named)| module_of(file) == from && named.contains(to))
+        .map(|(file, _)| file.clone())
+        .collect()
+}
+
+#[test]
+fn no_module_names_one_its_layer_forbids() {
+    let refs = references();
+    assert!(
+        refs.len() > 100,
+        "read only {} files of src/: is the walk broken?",
+        refs.len()
+    );
+    let mut broken = Vec::new();
+    for (from, to, why) in FORBIDDEN {
+        for file in breaking(&refs, from, to) {
+            broken.push(format!("src/{file} names crate::{to}: {why}"));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "layer rules broken:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn rules_still_broken_are_broken_by_the_listed_files_only() {
+    let refs = references();
+    let mut wrong = Vec::new();
+    for (from, to, listed) in PENDING {
+        let found = breaking(&refs, from, to);
+        let listed: BTreeSet<String> = listed.iter().map(|f| f.to_string()).collect();
+        for file in found.difference(&listed) {
+            wrong.push(format!(
+                "src/{file} now also names crate::{to} from {from}, a rule still to be fixed: do not add to it"
+            ));
+        }
+        for file in listed.difference(&found) {
+            wrong.push(format!(
+                "src/{file} no longer names crate::{to}: take it off PENDING in tests/architecture.rs (and move the rule to FORBIDDEN once no file is left)"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_reader_sees_grouped_and_inline_paths() {
+    let mut named = BTreeSet::new();
+    named_modules(
+        "use crate::{cli::LogFormat, serve}; let x = crate::stages::filter::f();",
+        &mut named,
+    );
+    assert_eq!(
+        named,
+        ["cli", "serve", "stages"]
+            .into_iter()
+            .map(String::from)
+            .collect()
+    );
+    assert_eq!(module_of("serve/log.rs"), "serve");
+    assert_eq!(module_of("clock.rs"), "clock");
+}
