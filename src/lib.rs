@@ -39,5 +39,6 @@ pub mod template;
 pub mod term;
 pub mod text;
 pub mod ui_status;
+pub mod views;
 
 pub use cmd::run;

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use super::{Outcome, context, invocations, typed_ids};
+use super::{Outcome, context, typed_ids};
 use crate::agent::Runtime;
 use crate::agent::answer::{self, Answering, short_answer};
 use crate::cli::{ApproveArgs, Cli, RejectArgs};
@@ -234,7 +234,7 @@ pub(super) fn report(
         .ok_or_else(|| anyhow::anyhow!("invocation {id} vanished"))?;
     let mut out = std::io::stdout().lock();
     if json {
-        let mut view = invocations::view(&inv, false);
+        let mut view = crate::views::invocation(&inv, false);
         if let Some(object) = view.as_object_mut() {
             object.insert("dispatched".into(), captured.take_lines().into());
         }

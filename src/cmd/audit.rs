@@ -29,7 +29,7 @@ pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
             for e in entries {
                 let key = r
                     .invocation(&e.invocation_id)?
-                    .and_then(|inv| super::invocations::idempotency_key(&inv));
+                    .and_then(|inv| crate::views::idempotency_key(&inv));
                 keyed.push((e, key));
             }
             Ok((keyed, total))
@@ -113,7 +113,7 @@ fn stream_json(store: &dyn crate::storage::Storage) -> anyhow::Result<()> {
             r.scan_audit(after, &mut |e| {
                 let key = r
                     .invocation(&e.invocation_id)?
-                    .and_then(|inv| super::invocations::idempotency_key(&inv));
+                    .and_then(|inv| crate::views::idempotency_key(&inv));
                 page.push((e, key));
                 Ok(if page.len() < PAGE {
                     Next::More

@@ -197,7 +197,7 @@ pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
             _ => None,
         };
         if args.json {
-            let mut row = super::invocations::view(inv, false);
+            let mut row = crate::views::invocation(inv, false);
             row["stopped_process_group"] = serde_json::json!(stopped);
             println!("{row}");
         } else {

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use anyhow::bail;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Outcome, context};
 use crate::cli::{Cli, InvocationsArgs, InvocationsCommand};
@@ -76,94 +76,7 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-/// An invocation with its status as of now, the stored one kept in `recorded` when they
-/// differ (JSON: `recorded_status`).
-pub(crate) struct AsOf {
-    pub(crate) inv: Invocation,
-    pub(crate) recorded: Option<crate::domain::Status>,
-}
-
-impl AsOf {
-    pub(crate) fn view(&self, detail: bool) -> Value {
-        let mut v = view(&self.inv, detail);
-        if let Some(recorded) = self.recorded {
-            v["recorded_status"] = json!(recorded.as_str());
-        }
-        v
-    }
-}
-
-pub(crate) fn as_of(mut inv: Invocation, now: i64) -> AsOf {
-    let status = inv.status_at(now);
-    let recorded = (status != inv.status).then_some(inv.status);
-    inv.status = status;
-    AsOf { inv, recorded }
-}
-
-/// The public JSON of an invocation (`--json` rows, contract section 5); `detail` adds the
-/// attempt history and the event.
-pub fn view(inv: &Invocation, detail: bool) -> Value {
-    let opt_time = |t: Option<i64>| t.map(rfc3339_ms);
-    let mut v = json!({
-        "id": inv.id,
-        "status": inv.status.as_str(),
-        "trigger": inv.trigger,
-        "agent": inv.agent,
-        "event_id": inv.event_id,
-        "event_type": inv.event_type,
-        "risk": inv.risk,
-        "depth": inv.depth,
-        "attempts": inv.attempts,
-        "max_attempts": inv.max_attempts,
-        "created_at": rfc3339_ms(inv.created_at),
-        "updated_at": rfc3339_ms(inv.updated_at),
-        "approval_deadline": opt_time(inv.approval_deadline),
-        "next_attempt_at": opt_time(inv.next_attempt_at),
-        "approval": inv.approval.as_ref().map(|a| json!({
-            "approved": a.approved, "by": a.by, "at": rfc3339_ms(a.at), "note": a.note,
-        })),
-        "output": inv.output,
-        "error": inv.error,
-        "emitted": inv.emitted,
-        "internal": inv.internal,
-        "approval_request": inv.approval_request,
-        "notifications": inv.notifications,
-        "retry_of": inv.retry_of,
-    });
-    if detail {
-        v["idempotency_key"] = json!(idempotency_key(inv));
-        v["history"] = inv
-            .history
-            .iter()
-            .map(|a| {
-                let mut row = json!({
-                    "attempt": a.attempt,
-                    "started_at": rfc3339_ms(a.started_at),
-                    "ended_at": opt_time(a.ended_at),
-                    "error": a.error,
-                });
-                if let Some(t) = &a.transcript {
-                    row["transcript"] = serde_json::to_value(t).expect("JSON");
-                }
-                if let Some(g) = &a.group {
-                    row["process_group"] = json!(g.pid);
-                }
-                row
-            })
-            .collect();
-        v["event"] = inv.event.clone();
-    }
-    v
-}
-
-/// The PAP idempotency key of the invocation's (event, trigger) pair, in hex (contract
-/// section 3); internal notification turns have none.
-pub fn idempotency_key(inv: &Invocation) -> Option<String> {
-    (!inv.internal).then(|| {
-        let key = crate::stages::idempotency::key(&inv.event_id, &inv.trigger);
-        crate::stages::idempotency::hex(&key)
-    })
-}
+pub(crate) use crate::views::{AsOf, as_of};
 
 fn status_painted(inv: &Invocation, p: Paint) -> String {
     let s = inv.status.as_str();
@@ -285,7 +198,7 @@ fn show_human(shown: &AsOf, p: Paint) -> String {
     if let Some(original) = &inv.retry_of {
         row(&mut o, "retry of", original.clone());
     }
-    if let Some(key) = idempotency_key(inv) {
+    if let Some(key) = crate::views::idempotency_key(inv) {
         row(&mut o, "key", key);
     }
     row(

@@ -147,7 +147,7 @@ pub fn read(server: &PapMcp, uri: &str) -> Result<ReadResourceResult, McpError> 
         let now = server.now();
         let mut inv = inv;
         inv.status = inv.status_at(now);
-        crate::cmd::invocations::view(&inv, true)
+        crate::views::invocation(&inv, true)
     } else if let Some(id) = uri.strip_prefix(NOTIFICATION_PREFIX) {
         let n = server
             .shared

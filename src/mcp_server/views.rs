@@ -7,12 +7,12 @@ use serde_json::{Value, json};
 use super::PapMcp;
 use super::resources::store_error;
 use crate::clock::rfc3339_ms;
-use crate::cmd::invocations::view;
 use crate::event::{self, Origin};
 use crate::pipeline::{Options, Pipeline};
 use crate::storage;
 use crate::storage::cursor::Kind;
 use crate::storage::pages::{self, InvocationFilter};
+use crate::views::invocation as view;
 
 const DEFAULT_LAST: u64 = 50;
 const MAX_LAST: u64 = 500;

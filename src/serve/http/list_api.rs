@@ -99,7 +99,7 @@ fn answer(
         .into_iter()
         .map(|inv| {
             let seq = inv.seq;
-            let mut row = crate::cmd::invocations::as_of(inv, now).view(false);
+            let mut row = crate::views::as_of(inv, now).view(false);
             row["cursor"] = json!(cursor::encode(kind, seq));
             row
         })
