@@ -24,7 +24,8 @@
 //! (`pg_total_relation_size`, as `pap status` shows it) and there is no live figure.
 //!
 //! Every `PAP_SOAK_INTERVAL` seconds (default 5) it samples:
-//! - serve's RSS (`VmRSS`);
+//! - serve's RSS (`VmRSS`): the lowest of its readings every 250 ms in the interval, the
+//!   floor a leak raises (allocator churn comes and goes above it);
 //! - the state file's size, and the live data: the sum of the tables' page bytes from redb's
 //!   table statistics (`pap status --json`, `store.tables`), the same way at every sample;
 //! - the decision latency of the interval's HTTP posts (request to answer: the answer comes
@@ -43,7 +44,7 @@
 //!   past its last size. Over 1.5× the run says so on an `over` line, and fails only if the
 //!   file grew in the steady part or exceeds redb's one doubling of the peak live data;
 //! - each interval's p99 at most 3× the p99 of the first steady interval the disk left
-//!   alone. The disk by itself can stall a sync (the probe measures it), and every post
+//!   alone (the least stalled one when it stalled in all). The disk by itself can stall a sync (the probe measures it), and every post
 //!   answered meanwhile waits for it: an interval over the bound by no more than its disk
 //!   stall is excused and listed, and a run that needs a third of its intervals excused
 //!   fails as inconclusive.

@@ -334,16 +334,20 @@ fn judge_latency(v: &mut Verdict, steady: &[Sample]) {
         format!("every interval measured its latency ({unmeasured} without an answered post)"),
     );
     let stalled = |s: &Sample| s.disk_max_ms > crate::disk_probe::STALL_MS;
-    // The baseline is an interval the disk left alone, so that a stall does not loosen it.
-    let Some(first) = steady.iter().find(|s| !stalled(s) && s.posts > 0) else {
-        mark(
-            v,
-            false,
-            format!(
-                "the disk stalled a sync > {} ms in every steady interval: no baseline (inconclusive)",
-                crate::disk_probe::STALL_MS
-            ),
-        );
+    // The baseline is an interval the disk left alone, so that a stall does not loosen it;
+    // when the disk stalled in every one, the least stalled (and the run says so).
+    let measured = || steady.iter().filter(|s| s.posts > 0);
+    let Some(first) = measured().find(|s| !stalled(s)).or_else(|| {
+        let least = measured().min_by(|a, b| a.disk_max_ms.total_cmp(&b.disk_max_ms))?;
+        v.lines.push(format!(
+            "     the disk stalled a sync > {} ms in every steady interval: the baseline is the least stalled ({:.0} s, disk {:.0} ms)",
+            crate::disk_probe::STALL_MS,
+            least.t,
+            least.disk_max_ms
+        ));
+        Some(least)
+    }) else {
+        mark(v, false, "no steady interval answered a post: no baseline".to_string());
         return;
     };
     let base = first.p99_ms.max(1e-9);
