@@ -57,6 +57,7 @@ mod secrets;
 mod serve;
 mod serve_crash;
 mod service_unit;
+mod soak_judge;
 mod status;
 mod store_format;
 mod suite_on_postgres;

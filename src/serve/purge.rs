@@ -39,7 +39,10 @@ pub const BASE_SHARE: f64 = 0.125;
 /// fall behind for ever).
 pub const BEHIND_AFTER: Duration = Duration::from_secs(600);
 
-/// The kinds of state the purge removes, in the order a pass takes them.
+/// The kinds of state the purge removes. A pass takes them in turn, one step each, so that a
+/// purge short of time falls behind on every kind a little rather than starving the last
+/// ones: when each step went to the first kind with work left, a soak whose purge was at its
+/// share saw the invocations kept and the notifications and inbox grow without bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// Idempotency claims past their TTL.
@@ -140,6 +143,8 @@ struct Lane {
 #[derive(Debug)]
 pub struct Purger {
     lanes: Vec<Lane>,
+    /// The lane whose turn is next (the search for one with work left starts there).
+    turn: usize,
     /// When the pass going on started.
     pass_started: Instant,
     /// Until when the purge rests after its last step.
@@ -170,6 +175,7 @@ impl Purger {
             .collect();
         Purger {
             lanes,
+            turn: 0,
             pass_started: Instant::now(),
             rest_until: None,
         }
@@ -207,13 +213,19 @@ impl Purger {
         (BASE_SHARE * 2f64.powi(behind.floor().min(8.0) as i32)).min(1.0)
     }
 
-    /// Makes one step now on the first kind with work left (resting or not; see
+    /// Makes one step now on the next kind in turn with work left (resting or not; see
     /// [`next_step_in`](Self::next_step_in)); `None` when the pass is over. A failed step
     /// ends its kind's pass (the next pass tries again).
     pub fn step(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<Option<Step>> {
-        let Some(lane) = self.lanes.iter_mut().find(|l| l.due) else {
+        let count = self.lanes.len();
+        let Some(at) = (0..count)
+            .map(|i| (self.turn + i) % count)
+            .find(|&i| self.lanes[i].due)
+        else {
             return Ok(None);
         };
+        self.turn = (at + 1) % count;
+        let lane = &mut self.lanes[at];
         let limit = lane.limit;
         let started = Instant::now();
         let result = match lane.kind {
@@ -385,28 +397,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_limit_follows_the_pace_but_at_most_halves_or_doubles() {
-        // 1,000 records in half the target: 2,000 fit in it.
-        assert_eq!(next_limit(1000, 1000, STEP_TARGET / 2), 2000);
-        // 1,000 records in 20 ms: 100 would fit, but a step at most halves.
-        assert_eq!(next_limit(1000, 1000, Duration::from_millis(20)), 500);
-        // Very fast: at most doubles, never past the most.
-        assert_eq!(next_limit(10_000, 10, Duration::from_nanos(1)), MAX_LIMIT);
-        // Nothing looked at: the pace is unknown, the limit stays.
-        assert_eq!(next_limit(300, 0, Duration::from_secs(1)), 300);
-        // Never below the fewest.
-        assert_eq!(next_limit(20, 20, Duration::from_secs(1)), MIN_LIMIT);
-    }
-
-    #[test]
-    fn a_pass_goes_in_steps_until_every_kind_is_done() {
-        let store = crate::store::Store::in_memory().unwrap();
-        let store: &dyn Storage = &store;
-        // 3,000 claims that expired at 100.
+    /// `n` claims that expired at 100, each with its decision (decided at 0).
+    fn claims_expired_at_100(store: &dyn Storage, n: u32) {
         store
             .write(|tx| {
-                for i in 0u32..3000 {
+                for i in 0u32..n {
                     let mut key = [0u8; 32];
                     key[..4].copy_from_slice(&i.to_le_bytes());
                     let storage::Claimed::New { row } = tx.claim(&key, 0, 100)? else {
@@ -428,6 +423,27 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn the_limit_follows_the_pace_but_at_most_halves_or_doubles() {
+        // 1,000 records in half the target: 2,000 fit in it.
+        assert_eq!(next_limit(1000, 1000, STEP_TARGET / 2), 2000);
+        // 1,000 records in 20 ms: 100 would fit, but a step at most halves.
+        assert_eq!(next_limit(1000, 1000, Duration::from_millis(20)), 500);
+        // Very fast: at most doubles, never past the most.
+        assert_eq!(next_limit(10_000, 10, Duration::from_nanos(1)), MAX_LIMIT);
+        // Nothing looked at: the pace is unknown, the limit stays.
+        assert_eq!(next_limit(300, 0, Duration::from_secs(1)), 300);
+        // Never below the fewest.
+        assert_eq!(next_limit(20, 20, Duration::from_secs(1)), MIN_LIMIT);
+    }
+
+    #[test]
+    fn a_pass_goes_in_steps_until_every_kind_is_done() {
+        let store = crate::store::Store::in_memory().unwrap();
+        let store: &dyn Storage = &store;
+        claims_expired_at_100(store, 3000);
         let due = due_at(200);
         let mut purger = Purger::new();
         assert!(!purger.busy());
@@ -450,6 +466,33 @@ mod tests {
             "{steps} steps: the first looks at {FIRST_LIMIT} keys"
         );
         assert!(!purger.busy());
+    }
+
+    #[test]
+    fn kinds_with_work_take_turns() {
+        let store = crate::store::Store::in_memory().unwrap();
+        let store: &dyn Storage = &store;
+        // The decisions are past their retention as well.
+        claims_expired_at_100(store, 3000);
+        let mut due = due_at(200);
+        due.cutoffs.ledger = 1;
+        let mut purger = Purger::new();
+        purger.start_pass();
+        let mut kinds = Vec::new();
+        while let Some(step) = purger.step(store, &due).unwrap() {
+            kinds.push(step.kind);
+        }
+        // The ledger's first step comes right after the claims' first, not after all of them.
+        assert_eq!(kinds[..2], [Kind::Claims, Kind::Ledger], "{kinds:?}");
+        let claims = kinds.iter().filter(|k| **k == Kind::Claims).count();
+        let ledger = kinds.iter().filter(|k| **k == Kind::Ledger).count();
+        assert!(claims >= 3 && ledger >= 3, "{kinds:?}");
+        let last_ledger = kinds.iter().rposition(|k| *k == Kind::Ledger).unwrap();
+        let first_claims_after = kinds[2..].iter().position(|k| *k == Kind::Claims).unwrap() + 2;
+        assert!(
+            first_claims_after < last_ledger,
+            "the claims had another turn before the ledger was done: {kinds:?}"
+        );
     }
 
     #[test]
