@@ -88,15 +88,6 @@ impl Clock {
     }
 
     /// Whether this build lets `PAP_NOW` replace the clock (only test builds do).
-    /// The clock for work on `store`: a database's clock when the store keeps one (see
-    /// `Storage::clock_offset`), else as [`Clock::from_env`]. The test clock wins.
-    pub fn for_store(store: &dyn crate::storage::Storage) -> anyhow::Result<Clock> {
-        Ok(match (Clock::from_env()?, store.clock_offset()) {
-            (Clock::System, Some(offset)) => Clock::Offset(offset),
-            (clock, _) => clock,
-        })
-    }
-
     pub const fn honours_env() -> bool {
         cfg!(feature = "test-clock")
     }

@@ -9,6 +9,8 @@ pub mod chat;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
+pub mod composition;
+pub mod database_url;
 pub mod diagnostics;
 pub mod dispatcher;
 pub mod domain;

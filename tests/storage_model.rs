@@ -21,6 +21,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use pap::composition;
 use pap::domain::{Invocation, Lease, Level, Provocation, Routing, Runner, Status};
 use pap::storage::{self, Claimed, RowRef, Sequence, Storage, WriteTx};
 use proptest::prelude::*;
@@ -391,7 +392,7 @@ impl Backend {
     }
 
     /// A fresh, empty state: its place, and what keeps its directory alive.
-    fn fresh(self) -> (storage::Place, tempfile::TempDir, Option<String>) {
+    fn fresh(self) -> (composition::Place, tempfile::TempDir, Option<String>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let database = match self {
             Backend::Redb => None,
@@ -402,16 +403,16 @@ impl Backend {
 }
 
 /// The state in `dir`, in the database at `url` when there is one.
-fn place(dir: &Path, url: Option<&str>) -> storage::Place {
+fn place(dir: &Path, url: Option<&str>) -> composition::Place {
     match url {
-        Some(url) => storage::Place {
+        Some(url) => composition::Place {
             database: Some(
-                pap::pgstore::url::parse(url, pap::pgstore::Origin::Environment, &|_| None)
+                pap::database_url::parse(url, pap::database_url::Origin::Environment, &|_| None)
                     .expect("test URL"),
             ),
-            ..storage::Place::file(dir.to_path_buf())
+            ..composition::Place::file(dir.to_path_buf())
         },
-        None => storage::Place::file(dir.to_path_buf()),
+        None => composition::Place::file(dir.to_path_buf()),
     }
 }
 
@@ -425,14 +426,14 @@ fn sequences_agree_with_the_model(backend: Backend) {
     });
     let result = runner.run(&(plans(), any::<u64>()), |(plans, reopen_at)| {
         let (place, _dir, _) = backend.fresh();
-        let mut store: Arc<dyn Storage> = storage::open(&place).expect("store");
+        let mut store: Arc<dyn Storage> = composition::open(&place).expect("store");
         let mut model = Model::default();
         let mut now = 1_000_000;
         for (i, plan) in plans.iter().enumerate() {
             run_plan(store.as_ref(), &mut model, plan, &mut now);
             if (i as u64 + reopen_at).is_multiple_of(7) {
                 drop(store);
-                store = storage::open(&place).expect("reopen");
+                store = composition::open(&place).expect("reopen");
                 prop_assert_eq!(&observe(store.as_ref()), &model.seen);
             }
         }
@@ -451,7 +452,7 @@ fn sequences_agree_with_the_model(backend: Backend) {
 /// The child of a crash run: applies its plan one transaction per line read from stdin, and
 /// acknowledges each commit on stdout.
 fn crash_child(dir: &Path, database: Option<&str>, seed: u64) {
-    let store = storage::open(&place(dir, database)).expect("store");
+    let store = composition::open(&place(dir, database)).expect("store");
     let mut model = Model::default();
     let mut now = 1_000_000;
     let stdin = std::io::stdin();
@@ -480,7 +481,7 @@ fn crashes_lose_nothing_acknowledged(backend: Backend) {
         let (mut model, mut now) = (Model::default(), 1_000_000);
         {
             let (place, _dir, _) = backend.fresh();
-            let store = storage::open(&place).expect("store");
+            let store = composition::open(&place).expect("store");
             for plan in &plans {
                 run_plan(store.as_ref(), &mut model, plan, &mut now);
                 states.push(model.seen.clone());
@@ -514,7 +515,7 @@ fn crashes_lose_nothing_acknowledged(backend: Backend) {
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
-        let store = storage::open(&place).expect("the store reopens after a crash");
+        let store = composition::open(&place).expect("the store reopens after a crash");
         let found = observe(store.as_ref());
         assert!(
             found == states[acked] || found == states[acked + 1],

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 
 use crate::agent::Runtime;
 use crate::cli::Cli;
-use crate::clock::Clock;
+use crate::composition;
 use crate::diagnostics::{self, HumanStyle};
 use crate::manifest::compiled::Config;
 use crate::manifest::{self, Project};
@@ -103,9 +103,9 @@ pub fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
 /// Such a command works while a trigger or agent manifest is broken (mid-edit, say), as
 /// long as pap.yaml, which may name the state dir and the database, is sound; it says so on
 /// stderr.
-pub fn place_to_read(cli: &Cli) -> anyhow::Result<storage::Place> {
+pub fn place_to_read(cli: &Cli) -> anyhow::Result<composition::Place> {
     let (dir, config) = project_state_to_read(cli)?;
-    let place = storage::Place::resolve(dir, config.as_ref().and_then(|c| c.store.as_deref()))?;
+    let place = composition::Place::resolve(dir, config.as_ref().and_then(|c| c.store.as_deref()))?;
     Ok(match config {
         Some(config) => place.with_cache(config.store_cache),
         None => place,
@@ -154,7 +154,7 @@ fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<Config>)>
 /// yet: a listing never creates a state dir.
 pub fn store_to_read(cli: &Cli) -> anyhow::Result<Option<Arc<dyn storage::Storage>>> {
     let place = place_to_read(cli)?;
-    let store = storage::open_existing(&place)?;
+    let store = composition::open_existing(&place)?;
     if store.is_none() {
         crate::say!(
             "no state store at {} yet: nothing was decided here",
@@ -174,9 +174,9 @@ pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
 
 /// Where the project's state is: its state dir, and its database when `PAP_DATABASE_URL` or
 /// `store:` in pap.yaml names one.
-pub fn place(cli: &Cli, project: &Project) -> anyhow::Result<storage::Place> {
+pub fn place(cli: &Cli, project: &Project) -> anyhow::Result<composition::Place> {
     Ok(
-        storage::Place::resolve(state_dir(cli, project), project.config.store.as_deref())?
+        composition::Place::resolve(state_dir(cli, project), project.config.store.as_deref())?
             .with_cache(project.config.store_cache),
     )
 }
@@ -201,11 +201,11 @@ pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
     let project = load_project(cli)?;
     let place = place(cli, &project)?;
     let store = if dry_run {
-        storage::open_for_dry_run(&place)?
+        composition::open_for_dry_run(&place)?
     } else {
-        storage::open(&place)?
+        composition::open(&place)?
     };
-    let clock = Clock::for_store(&*store)?;
+    let clock = composition::clock_for(&*store)?;
     Ok(Runtime {
         project: Arc::new(project),
         store,

@@ -8,10 +8,11 @@ use anyhow::bail;
 
 use super::{Outcome, context};
 use crate::cli::{Cli, InboxArgs, InboxCommand, SessionCommand};
-use crate::clock::{Clock, rfc3339_ms};
+use crate::clock::rfc3339_ms;
+use crate::composition;
 use crate::domain::{InboxMessage, Level};
 use crate::notify::inbox::{self, Acked};
-use crate::storage::{self, Stamp, Storage};
+use crate::storage::{Stamp, Storage};
 use crate::term::Paint;
 
 pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
@@ -49,8 +50,8 @@ pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
         }
         Some(InboxCommand::Ack { ids, by }) => {
             let project = context::load_project(cli)?;
-            let store = storage::open(&context::place(cli, &project)?)?;
-            let now = Clock::for_store(&*store)?.now_ms();
+            let store = composition::open(&context::place(cli, &project)?)?;
+            let now = composition::clock_for(&*store)?.now_ms();
             let user = by
                 .clone()
                 .unwrap_or_else(|| project.config.notify.user.clone());
@@ -98,7 +99,7 @@ fn read(
     limit: usize,
     session: Option<&str>,
 ) -> anyhow::Result<Vec<(InboxMessage, serde_json::Value)>> {
-    let now = Clock::for_store(store)?.now_ms();
+    let now = composition::clock_for(store)?.now_ms();
     Ok(store.read(|r| {
         let n = r;
         let msgs = n.inbox_after(after, limit, &|m| {
@@ -124,7 +125,7 @@ fn escalations_due(
     session: Option<&str>,
     limit: usize,
 ) -> anyhow::Result<Vec<serde_json::Value>> {
-    let now = Clock::for_store(store)?.now_ms();
+    let now = composition::clock_for(store)?.now_ms();
     let keep = |n: &crate::domain::Notification| {
         session.is_none_or(|s| {
             n.routing.address == crate::domain::Address::Session && n.session.as_deref() == Some(s)
@@ -231,12 +232,12 @@ fn human(m: &InboxMessage, v: &serde_json::Value, p: Paint, out: &mut String) {
 const WATCH_BATCH: usize = 1000;
 
 fn watch(
-    place: &storage::Place,
+    place: &composition::Place,
     after: Option<u64>,
     interval: Duration,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let store = storage::open(place)?;
+    let store = composition::open(place)?;
     let mut mark = match after {
         Some(a) => a,
         None => store.read(|r| r.inbox_last())?,
@@ -267,12 +268,12 @@ fn watch(
 }
 
 fn session(
-    place: &storage::Place,
+    place: &composition::Place,
     project: &crate::manifest::Project,
     cmd: &SessionCommand,
 ) -> anyhow::Result<Outcome> {
-    let store = storage::open(place)?;
-    let now = Clock::for_store(&*store)?.now_ms();
+    let store = composition::open(place)?;
+    let now = composition::clock_for(&*store)?.now_ms();
     match cmd {
         SessionCommand::Open { name, agent } => {
             check_name(name)?;

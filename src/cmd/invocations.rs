@@ -27,7 +27,7 @@ pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
     // What is due is shown as of now (an approval past its deadline has expired); the next
     // pap that writes records it. A listing never writes.
     let now = match &store {
-        Some(store) => crate::clock::Clock::for_store(&**store)?.now_ms(),
+        Some(store) => crate::composition::clock_for(&**store)?.now_ms(),
         None => crate::clock::Clock::from_env()?.now_ms(),
     };
     match &args.command {

@@ -7,9 +7,9 @@ use rmcp::ServiceExt;
 
 use super::{Outcome, context};
 use crate::cli::{Cli, McpArgs};
-use crate::clock::Clock;
+use crate::composition;
 use crate::mcp_server::{Handoff, PapMcp, Shared, Who, watch};
-use crate::storage::{self, Storage};
+use crate::storage::Storage;
 
 pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
     // stderr only: stdout is the MCP channel.
@@ -18,7 +18,7 @@ pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
     let state_dir = context::state_dir(cli, &project);
     // Closed after every request's transaction: a client may stay connected for days, and
     // serve should never have to ask it for the file.
-    let store = storage::open_transient(&context::place(cli, &project)?)?;
+    let store = composition::open_transient(&context::place(cli, &project)?)?;
     let user = args
         .as_user
         .clone()
@@ -27,7 +27,7 @@ pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--as: a user name is non-empty text without control characters");
     }
     let who = Who::local(&user, project.config.chat.approvers.as_deref());
-    let clock = Clock::for_store(&*store)?;
+    let clock = composition::clock_for(&*store)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

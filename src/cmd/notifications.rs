@@ -33,7 +33,7 @@ pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
     let store = context::store_to_read(cli)?;
     // What is due is shown as of now; a listing never writes.
     let now = match &store {
-        Some(store) => crate::clock::Clock::for_store(&**store)?.now_ms(),
+        Some(store) => crate::composition::clock_for(&**store)?.now_ms(),
         None => crate::clock::Clock::from_env()?.now_ms(),
     };
     let mut out = String::new();

@@ -10,10 +10,9 @@ use serde_json::Value;
 
 use super::{Outcome, approve, context};
 use crate::cli::{Cli, RespondArgs};
-use crate::clock::Clock;
+use crate::composition;
 use crate::domain::{Answer, Status};
 use crate::notify::atp;
-use crate::storage;
 
 pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
     let name = args.file.display().to_string();
@@ -32,8 +31,8 @@ pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
         .map_err(|e| anyhow::anyhow!("{name}: not a valid ATP response: {e}"))?;
 
     let project = context::load_project(cli)?;
-    let store = storage::open(&context::place(cli, &project)?)?;
-    let now = Clock::for_store(&*store)?.now_ms();
+    let store = composition::open(&context::place(cli, &project)?)?;
+    let now = composition::clock_for(&*store)?.now_ms();
     let found = store.read(|r| {
         let n = r;
         let Some(id) = n.atp_lookup(&response.notification_id)? else {

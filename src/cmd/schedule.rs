@@ -7,9 +7,9 @@ use serde_json::json;
 use super::{Outcome, context};
 use crate::cli::{Cli, ScheduleCommand, ScheduleListArgs, ScheduleNextArgs};
 use crate::clock::Clock;
+use crate::composition;
 use crate::manifest::compiled::Schedule;
 use crate::schedule;
-use crate::storage;
 
 pub fn run(cli: &Cli, command: &ScheduleCommand) -> anyhow::Result<Outcome> {
     match command {
@@ -21,7 +21,7 @@ pub fn run(cli: &Cli, command: &ScheduleCommand) -> anyhow::Result<Outcome> {
 fn list(cli: &Cli, args: &ScheduleListArgs) -> anyhow::Result<Outcome> {
     let project = context::load_project(cli)?;
     let now = Clock::from_env()?.now();
-    let store = storage::open_existing(&context::place(cli, &project)?)?;
+    let store = composition::open_existing(&context::place(cli, &project)?)?;
     if project.schedules.is_empty() && !args.json {
         crate::say!(
             "no schedules (define them under `schedules:` in pap.yaml or in schedules/*.yaml)"

@@ -2,6 +2,7 @@
 
 use super::{Outcome, context};
 use crate::cli::{Cli, ServeArgs};
+use crate::composition;
 use crate::serve::{self, Overrides, Settings};
 
 pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
@@ -40,6 +41,15 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
         args.once,
         args.log_format.into(),
     );
-    serve::run(project, &state_dir, settings)?;
+    serve::run(project, &state_dir, settings, |project| {
+        let place = context::place(cli, project)?;
+        let store = composition::open(&place)?;
+        Ok(serve::Opened {
+            clock: composition::clock_for(&*store)?,
+            store,
+            url_from_env: std::env::var(composition::DATABASE_URL_ENV)
+                .is_ok_and(|url| !url.is_empty()),
+        })
+    })?;
     Ok(Outcome::Success)
 }

@@ -4,22 +4,21 @@ use std::fmt::Write as _;
 
 use super::{Outcome, context};
 use crate::cli::{Cli, StatusArgs};
-use crate::clock::Clock;
+use crate::composition;
 use crate::status_report::{Report, gather};
-use crate::storage;
 use crate::term::Paint;
 
 pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     let place = context::place_to_read(cli)?;
     let state_dir = place.state_dir.clone();
-    let Some(store) = storage::open_existing(&place)? else {
+    let Some(store) = composition::open_existing(&place)? else {
         crate::say!(
             "error: no state store at {} (nothing was decided here yet, or --state points elsewhere)",
             place.shown()
         );
         return Ok(Outcome::Failure);
     };
-    let clock = Clock::for_store(&*store)?;
+    let clock = composition::clock_for(&*store)?;
     let now = clock.now_ms();
     // Schedules come from the project; a broken one is reported, not fatal.
     let project = context::load_project(cli).ok();

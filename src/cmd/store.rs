@@ -14,7 +14,7 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
     }
     let place = context::place_to_read(cli)?;
     if place.database.is_some() {
-        let store = crate::storage::open(&place)?;
+        let store = crate::composition::open(&place)?;
         return match command {
             StoreCommand::Check(args) => {
                 super::store_copy::check_database(store.as_ref(), args.json)
@@ -98,7 +98,7 @@ pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
 
 /// `pap store compact` of a redb state: holds serve's lock meanwhile, so that it never runs
 /// beside a serve (which would wait for the file for as long as compaction takes).
-fn compact(place: &crate::storage::Place, json: bool) -> anyhow::Result<Outcome> {
+fn compact(place: &crate::composition::Place, json: bool) -> anyhow::Result<Outcome> {
     let dir = place.state_dir.as_path();
     if !dir.join("state.redb").exists() {
         anyhow::bail!("there is no state store in {} yet", dir.display());

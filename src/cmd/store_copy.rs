@@ -8,8 +8,9 @@ use serde_json::json;
 
 use super::{Outcome, context};
 use crate::cli::{Cli, StoreCopyArgs};
+use crate::composition;
 use crate::pgstore::{Origin, PgStore};
-use crate::storage::{self, Storage, transfer};
+use crate::storage::{Storage, transfer};
 
 /// Where a copy goes.
 enum Target {
@@ -20,8 +21,8 @@ enum Target {
 fn target(to: &str) -> anyhow::Result<Target> {
     if to.starts_with("postgres://") || to.starts_with("postgresql://") {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let url = crate::pgstore::url::parse(to, Origin::CommandLine, &env)
-            .map_err(|e| anyhow::anyhow!("--to {}: {e}", crate::pgstore::url::redact(to)))?;
+        let url = crate::database_url::parse(to, Origin::CommandLine, &env)
+            .map_err(|e| anyhow::anyhow!("--to {}: {e}", crate::database_url::redact(to)))?;
         Ok(Target::Database(Box::new(url)))
     } else {
         Ok(Target::File(to.into()))
@@ -41,7 +42,7 @@ fn progress() -> impl FnMut(u64) {
 
 pub fn copy(cli: &Cli, args: &StoreCopyArgs) -> anyhow::Result<Outcome> {
     let place = context::place_to_read(cli)?;
-    let Some(from) = storage::open_existing(&place)? else {
+    let Some(from) = composition::open_existing(&place)? else {
         anyhow::bail!("there is no state at {} to copy", place.shown());
     };
     let (to, shown): (Arc<dyn Storage>, String) = match target(&args.to)? {

@@ -79,7 +79,12 @@ pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
     let mut coverage = Coverage::new(&project);
     let mut results = Vec::new();
     for suite in &suites {
-        results.extend(run::run_suite(&project, suite, &mut coverage)?);
+        results.extend(run::run_suite(
+            &project,
+            suite,
+            &mut coverage,
+            &crate::composition::in_memory,
+        )?);
     }
     let totals = Totals::of(&results, started.elapsed());
     let gaps = args.coverage.then(|| Gaps::of(&project, &coverage));

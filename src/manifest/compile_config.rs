@@ -39,12 +39,12 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
     };
     if let Some(url) = &raw.store
         && let Err(e) =
-            crate::pgstore::url::parse(url, crate::pgstore::Origin::ProjectFile, &|_| None)
+            crate::database_url::parse(url, crate::database_url::Origin::ProjectFile, &|_| None)
     {
         ctx.at(
             "store-url",
             &path!["store"],
-            format!("store `{}` is not usable: {e}", crate::pgstore::url::redact(url)),
+            format!("store `{}` is not usable: {e}", crate::database_url::redact(url)),
         )
         .help("e.g. `store: postgres://pap@db.internal:5432/pap`, the password in PAP_DATABASE_PASSWORD");
     }

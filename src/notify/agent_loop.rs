@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn a_loop_runs_until_its_latest_lease_end_and_stops_when_an_attempt_ends() {
-        let s = crate::storage::in_memory().unwrap();
+        let s = crate::store::Store::memory_for_tests();
         let p = Project::empty_for_tests();
         let run = |now| s.write(|tx| running(tx, "a", now)).unwrap();
         assert!(!run(0), "no loop ever ran");
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn a_debt_keeps_the_deepest_depth_it_was_owed_at() {
-        let s = crate::storage::in_memory().unwrap();
+        let s = crate::store::Store::memory_for_tests();
         s.write(|tx| owe(tx, "a", 3)).unwrap();
         s.write(|tx| owe(tx, "a", 1)).unwrap();
         let owed = s.write(|tx| tx.schedule_last(&owed_key("a"))).unwrap();

@@ -502,7 +502,7 @@ mod tests {
             (NotifyStatus::Escalated, false),
             (NotifyStatus::Failed, false),
         ] {
-            let store = storage::in_memory().unwrap();
+            let store = crate::store::Store::memory_for_tests();
             store
                 .write(|tx| {
                     let first = produce(tx, &p, draft("old"), 1)?;

@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn mid_loop_takes_what_waits_but_leaves_a_critical_one_for_the_turn_it_forced() {
-        let s = crate::storage::in_memory().unwrap();
+        let s = crate::store::Store::memory_for_tests();
         let p = project();
         s.write(|tx| {
             for (id, level) in [
@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn an_acknowledgement_after_the_agent_was_told_comes_back_as_an_update() {
-        let s = crate::storage::in_memory().unwrap();
+        let s = crate::store::Store::memory_for_tests();
         let p = project();
         let mut n = queued("ntf_u", Level::Info);
         n.routing.target = Party::User;

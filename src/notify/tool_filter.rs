@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn a_held_back_notification_keeps_its_status_and_records_why() {
         let (_dir, p) = project();
-        let s = crate::storage::in_memory().unwrap();
+        let s = crate::store::Store::memory_for_tests();
         let n = call("off", "a");
         s.write(|tx| tx.put_notification(&n)).unwrap();
         let held = s

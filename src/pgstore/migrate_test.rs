@@ -68,7 +68,7 @@ fn a_schema_2_database_with_waiters_admits_them_at_their_keys_pace_once_migrated
     let Some(server) = super::testing::server_or_skip("the migration of concurrency keys") else {
         return;
     };
-    let url = super::url::parse(&server.database(), super::Origin::Environment, &|_| None)
+    let url = crate::database_url::parse(&server.database(), super::Origin::Environment, &|_| None)
         .expect("test URL");
     let pool = super::pool::Pool::new(&url, 1).expect("pool");
     let mut client = pool.connect().expect("connection");

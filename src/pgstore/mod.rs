@@ -22,7 +22,7 @@ pub mod schema;
 mod session;
 mod tls;
 mod transfer;
-pub mod url;
+
 mod write;
 mod write_concurrency;
 mod write_notify;
@@ -34,7 +34,7 @@ use crate::domain::Status;
 use crate::storage::{Commit, Error, ReadTx, Result, Stamp, Storage, WriteTx};
 use session::Session;
 
-pub use url::{DatabaseUrl, Origin};
+pub use crate::database_url::{DatabaseUrl, Origin};
 
 /// What goes wrong inside this module, before it becomes a `storage::Error`.
 #[derive(Debug, thiserror::Error)]

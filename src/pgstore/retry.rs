@@ -105,9 +105,9 @@ mod tests {
         else {
             return;
         };
-        let url = crate::pgstore::url::parse(
+        let url = crate::database_url::parse(
             &server.migrated_database(),
-            crate::pgstore::Origin::Environment,
+            crate::database_url::Origin::Environment,
             &|_| None,
         )
         .expect("test URL");

@@ -76,7 +76,7 @@ impl TestServer {
     /// A new database with this pap's schema migrated in.
     pub fn migrated_database(&self) -> String {
         let url = self.database();
-        let parsed = super::url::parse(&url, super::Origin::Environment, &|_| None)
+        let parsed = crate::database_url::parse(&url, super::Origin::Environment, &|_| None)
             .expect("test URL parses");
         super::PgStore::migrate(&parsed, "test").expect("migrating the test database");
         url

@@ -13,7 +13,7 @@ use crate::manifest::Project;
 use crate::pipeline::report::TriggerReport;
 use crate::pipeline::{Options, Pipeline};
 use crate::stages::Outcome;
-use crate::storage;
+use crate::storage::{self, Storage};
 
 /// How one case went.
 #[derive(Debug, Clone)]
@@ -102,11 +102,16 @@ impl Coverage {
     }
 }
 
-/// Runs every case of `suite`.
+/// A fresh, empty store for one case (the caller picks the kind: `pap test` keeps each in
+/// memory).
+pub type FreshStore<'a> = &'a dyn Fn() -> storage::Result<Arc<dyn Storage>>;
+
+/// Runs every case of `suite`, each on its own store from `fresh_store`.
 pub fn run_suite(
     project: &Arc<Project>,
     suite: &Suite,
     coverage: &mut Coverage,
+    fresh_store: FreshStore,
 ) -> anyhow::Result<Vec<CaseResult>> {
     let pipeline = Pipeline::new(
         project,
@@ -127,7 +132,17 @@ pub fn run_suite(
     suite
         .cases
         .iter()
-        .map(|case| run_case(project, &pipeline, &index, suite, case, coverage))
+        .map(|case| {
+            run_case(
+                project,
+                &pipeline,
+                &index,
+                suite,
+                case,
+                coverage,
+                fresh_store()?,
+            )
+        })
         .collect()
 }
 
@@ -138,9 +153,9 @@ fn run_case(
     suite: &Suite,
     case: &Case,
     coverage: &mut Coverage,
+    store: Arc<dyn Storage>,
 ) -> anyhow::Result<CaseResult> {
     let started = Instant::now();
-    let store = storage::in_memory()?;
     // A case that runs its agents runs them as `pap dispatch` does, on the case's clock.
     let rt = if case.run {
         Some(

@@ -150,8 +150,25 @@ fn relimit_waiting(runtime: &Runtime) {
     }
 }
 
-/// Starts serve and runs until stopped (or, with `once`, until nothing is due).
-pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Result<()> {
+/// The store serve works on, as the composition root (`cmd::serve`) opened it.
+pub struct Opened {
+    pub store: Arc<dyn storage::Storage>,
+    /// The clock every decision is taken on (a shared database's, see
+    /// `composition::clock_for`).
+    pub clock: Clock,
+    /// `PAP_DATABASE_URL` chose the store: pap.yaml's `store:` does not count, even after a
+    /// reload.
+    pub url_from_env: bool,
+}
+
+/// Starts serve and runs until stopped (or, with `once`, until nothing is due). `open` opens
+/// the store, once serve holds the state dir's lock.
+pub fn run(
+    project: Project,
+    state_dir: &Path,
+    settings: Settings,
+    open: impl FnOnce(&Project) -> anyhow::Result<Opened>,
+) -> anyhow::Result<()> {
     log::init(settings.log_format);
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating the state dir {}", state_dir.display()))?;
@@ -164,12 +181,11 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         command: None,
     };
     let _lock = lock::acquire(state_dir, &holder)?;
-    let store = storage::open(
-        &storage::Place::resolve(state_dir.to_path_buf(), project.config.store.as_deref())?
-            .with_cache(project.config.store_cache),
-    )?;
-    // On a shared database, every node decides on the database's clock.
-    let clock = Clock::for_store(&*store)?;
+    let Opened {
+        store,
+        clock,
+        url_from_env,
+    } = open(&project)?;
     let spool_dir = match &project.config.spool_dir {
         Some(dir) => project.root.join(dir),
         None => state_dir.join("spool"),
@@ -301,11 +317,10 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
     if runtime.store.kind() != "redb" {
         tracing::info!(node = %node.id, store = %runtime.store.location().display(), "joined the nodes sharing the store");
     }
-    let database_url = std::env::var(storage::DATABASE_URL_ENV).is_ok_and(|url| !url.is_empty());
     let fixed = restart_only::Fixed::of(
         &runtime.project.config,
         &settings.overrides,
-        database_url,
+        url_from_env,
         listening.is_some(),
     );
     let mut server = Server {
@@ -332,7 +347,7 @@ pub fn run(project: Project, state_dir: &Path, settings: Settings) -> anyhow::Re
         recent,
         conditions,
         fixed,
-        database_url,
+        database_url: url_from_env,
         loaded_at,
         node,
         last_heartbeat: None,

@@ -50,7 +50,7 @@ impl Fixed {
                 "store",
                 config.store.as_deref().map_or_else(
                     || "(redb in the state dir)".into(),
-                    crate::pgstore::url::redact,
+                    crate::database_url::redact,
                 ),
             ));
         }

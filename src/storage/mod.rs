@@ -18,7 +18,7 @@
 
 pub mod concurrency;
 #[cfg(test)]
-mod contract;
+pub(crate) mod contract;
 #[cfg(test)]
 mod contract_purge;
 #[cfg(test)]
@@ -29,7 +29,6 @@ pub mod inbox_mark;
 mod mark_file;
 pub mod notification_mark;
 pub mod pages;
-mod place;
 pub mod purge;
 pub mod scan;
 pub mod short_forms;
@@ -45,7 +44,12 @@ use crate::domain::{
 };
 
 pub use error::{Error, Result};
-pub use place::{DATABASE_URL_ENV, DEFAULT_STORE_CACHE, Place};
+
+/// redb's page cache in a process that writes, unless pap.yaml's `store_cache` says
+/// otherwise. Idempotency keys are random, so a long stream touches pages all over the claims
+/// table; below the working set, every lookup becomes a read from the file (at 1M decisions of
+/// the invocation-heavy benchmark, 64 MiB took about half as long again as 256 MiB).
+pub const DEFAULT_STORE_CACHE: u64 = 256 << 20;
 
 /// What a claim of an idempotency key found.
 #[derive(Debug, Clone, PartialEq)]
@@ -686,67 +690,4 @@ pub fn keep_last<T>(
         }
     }
     Ok((out.into(), total))
-}
-
-/// The store of `place`, created if missing (a database must have been migrated).
-pub fn open(place: &Place) -> Result<Arc<dyn Storage>> {
-    match &place.database {
-        Some(db) => Ok(Arc::new(crate::pgstore::PgStore::open(
-            db,
-            &place.state_dir,
-        )?)),
-        None => Ok(Arc::new(crate::store::Store::open_with_cache(
-            &place.state_dir,
-            place.cache_bytes,
-        )?)),
-    }
-}
-
-/// The store of `place` for a long-lived process that writes seldom: it keeps no handle
-/// between transactions (see `store::Store::open_transient`; a database's pooled
-/// connections hold no lock between transactions anyway).
-pub fn open_transient(place: &Place) -> Result<Arc<dyn Storage>> {
-    match &place.database {
-        Some(_) => open(place),
-        None => Ok(Arc::new(crate::store::Store::open_transient(
-            &place.state_dir,
-            place.cache_bytes,
-        )?)),
-    }
-}
-
-/// The existing store of `place`, or `None` when there is none yet (listing commands never
-/// create a state). A database always exists once it is migrated.
-pub fn open_existing(place: &Place) -> Result<Option<Arc<dyn Storage>>> {
-    match &place.database {
-        Some(_) => open(place).map(Some),
-        None => Ok(
-            crate::store::Store::open_existing(&place.state_dir, place.cache_bytes)?
-                .map(|s| Arc::new(s) as Arc<dyn Storage>),
-        ),
-    }
-}
-
-/// The store for `--dry-run`: a private copy of the real one (or an empty one), which the dry
-/// run changes without touching the original.
-pub fn open_for_dry_run(place: &Place) -> Result<Arc<dyn Storage>> {
-    match &place.database {
-        Some(_) => {
-            // A database's state is copied into memory: the dry run sees every claim and
-            // window as they are, and changes nothing (a large state takes a while).
-            let real = open(place)?;
-            let copy: Arc<dyn Storage> = in_memory()?;
-            transfer::copy(real.as_ref(), copy.as_ref(), &mut |_| {})?;
-            Ok(copy)
-        }
-        None => Ok(Arc::new(crate::store::Store::open_for_dry_run(
-            &place.state_dir,
-            place.cache_bytes,
-        )?)),
-    }
-}
-
-/// An empty store in memory (tests).
-pub fn in_memory() -> Result<Arc<dyn Storage>> {
-    Ok(Arc::new(crate::store::Store::in_memory()?))
 }

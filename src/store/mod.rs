@@ -157,6 +157,13 @@ impl Store {
         Ok(store)
     }
 
+    /// An empty store in memory, as the engine holds one (its modules' unit tests: they test
+    /// against the real store, and the store is below them).
+    #[cfg(test)]
+    pub fn memory_for_tests() -> std::sync::Arc<dyn crate::storage::Storage> {
+        std::sync::Arc::new(Store::in_memory().expect("a store in memory"))
+    }
+
     /// Opens the existing store read-only in spirit: `None` when there is none yet, so
     /// listing commands never create a state dir.
     pub fn open_existing(state_dir: &Path, cache_bytes: u64) -> Result<Option<Store>> {

@@ -476,7 +476,7 @@ mod tests {
 
     #[test]
     fn a_post_in_the_inbox_names_its_principal_and_is_escaped() {
-        let store = crate::storage::in_memory().unwrap();
+        let store = crate::store::Store::memory_for_tests();
         let limits = Limits {
             max_posts_per_minute: 5,
             max_event_bytes: 1 << 20,

@@ -4,17 +4,11 @@
 
 use std::path::PathBuf;
 
-use super::{Error, Result};
-use crate::pgstore::{DatabaseUrl, Origin};
+use crate::database_url::{self, DatabaseUrl, Origin};
+use crate::storage::{DEFAULT_STORE_CACHE, Error, Result};
 
 /// The environment variable that puts the state in PostgreSQL (it wins over pap.yaml).
 pub const DATABASE_URL_ENV: &str = "PAP_DATABASE_URL";
-
-/// redb's page cache in a process that writes, unless pap.yaml's `store_cache` says
-/// otherwise. Idempotency keys are random, so a long stream touches pages all over the claims
-/// table; below the working set, every lookup becomes a read from the file (at 1M decisions of
-/// the invocation-heavy benchmark, 64 MiB took about half as long again as 256 MiB).
-pub const DEFAULT_STORE_CACHE: u64 = 256 << 20;
 
 #[derive(Debug, Clone)]
 pub struct Place {
@@ -53,11 +47,10 @@ impl Place {
             (None, Some(url)) => (url.to_owned(), Origin::ProjectFile, "store: in pap.yaml"),
             (None, None) => return Ok(Place::file(state_dir)),
         };
-        let database =
-            crate::pgstore::url::parse(&url, origin, &env).map_err(|e| Error::Setup {
-                location: named.to_owned(),
-                message: format!("{} is not usable: {e}", crate::pgstore::url::redact(&url)),
-            })?;
+        let database = database_url::parse(&url, origin, &env).map_err(|e| Error::Setup {
+            location: named.to_owned(),
+            message: format!("{} is not usable: {e}", database_url::redact(&url)),
+        })?;
         Ok(Place {
             database: Some(database),
             ..Place::file(state_dir)

@@ -1,6 +1,12 @@
 //! Where the PostgreSQL store is and how to reach it: a `postgres://` URL from
 //! `PAP_DATABASE_URL` or `store:` in pap.yaml, turned into a driver configuration with pap's
-//! own rules on top of the driver's:
+//! own rules on top of the driver's.
+//!
+//! A leaf below both of its users: `pap lint` checks pap.yaml's `store:` with it (the
+//! manifest), and the PostgreSQL store connects with what it returns (`pgstore`). One parser,
+//! so that lint and the store never disagree; it reads no file and opens no connection (the
+//! driver's `Config` is plain data), so the manifest does not depend on the store.
+//!
 //!
 //! - the password comes from the environment (`PAP_DATABASE_PASSWORD`, else `PGPASSWORD`),
 //!   or from `PAP_DATABASE_URL` itself, never from a file or a command line;
