@@ -15,7 +15,7 @@ pub mod mcp;
 pub mod output;
 mod renew;
 pub mod scratch;
-pub mod supervise;
+pub use pap_supervise as supervise;
 pub mod tokens;
 
 use std::sync::Arc;

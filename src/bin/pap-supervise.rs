@@ -1,14 +1,10 @@
 //! `pap-supervise FD -- PROGRAM ARGS…`: the supervisor of one command agent, as a binary of
-//! its own so that starting it is cheap (see `src/agent/supervise.rs`). pap finds it beside
+//! its own so that starting it is cheap (see `crates/pap-supervise`). pap finds it beside
 //! itself; it is not meant to be run by hand.
 //!
-//! The module is compiled in directly rather than through the `pap` library: linked through
-//! the library, the binary carried the TLS stack's start-up code (it ran at every start).
-
-#[allow(dead_code)]
-#[path = "../agent/supervise.rs"]
-mod supervise;
+//! It names only the `pap-supervise` crate (std and nix): linked through the `pap` library,
+//! the binary carried the TLS stack's start-up code (it ran at every start).
 
 fn main() {
-    supervise::main(std::env::args_os().skip(1).collect())
+    pap_supervise::main(std::env::args_os().skip(1).collect())
 }
