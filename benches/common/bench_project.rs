@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// Writes the project: trigger `bench` on `bench.event.happened` provoking agent `bench`,
 /// whose command is `agent_command` (JSON list), with `pap_yaml` as pap.yaml.
-pub fn write_project(root: &Path, agent_command: &str, pap_yaml: &str) {
+pub(crate) fn write_project(root: &Path, agent_command: &str, pap_yaml: &str) {
     std::fs::create_dir_all(root.join("triggers")).unwrap();
     std::fs::create_dir_all(root.join("agents")).unwrap();
     std::fs::write(
@@ -27,14 +27,14 @@ pub fn write_project(root: &Path, agent_command: &str, pap_yaml: &str) {
 }
 
 /// One event of the trigger's type.
-pub fn event(id: &str) -> String {
+pub(crate) fn event(id: &str) -> String {
     format!(
         r#"{{"pap_version":"0.2","id":"{id}","type":"bench.event.happened","source":"bench","time":"2026-03-11T05:59:00Z","data":{{"n":1}}}}"#
     )
 }
 
 /// The benchmarked binary on `root` with state in `state`, never on an injected clock.
-pub fn pap(root: &Path, state: &Path) -> Command {
+pub(crate) fn pap(root: &Path, state: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
     cmd.arg("--root").arg(root).arg("--state").arg(state);
     cmd.env_remove("PAP_NOW");
@@ -44,7 +44,7 @@ pub fn pap(root: &Path, state: &Path) -> Command {
 /// Starts `pap serve --log-format json` on `state` (log in `state/serve.log`) with `env`
 /// added, and waits until it has started.
 #[allow(dead_code)]
-pub fn start_serve(root: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
+pub(crate) fn start_serve(root: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
     std::fs::create_dir_all(state.join("spool")).unwrap();
     let log = std::fs::File::create(state.join("serve.log")).unwrap();
     let child = pap(root, state)
@@ -68,7 +68,7 @@ pub fn start_serve(root: &Path, state: &Path, env: &[(&str, &str)]) -> Child {
 
 /// Stops a serve with SIGTERM and waits for it.
 #[allow(dead_code)]
-pub fn stop_serve(mut child: Child) {
+pub(crate) fn stop_serve(mut child: Child) {
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     let _ = child.wait();
 }

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// What counts as a stall of the disk.
-pub const STALL_MS: f64 = 50.0;
+pub(crate) const STALL_MS: f64 = 50.0;
 
-pub struct DiskProbe {
+pub(crate) struct DiskProbe {
     stop: Arc<AtomicBool>,
     /// (when the sync ended, how long it took in ms).
     syncs: Arc<Mutex<Vec<(Instant, f64)>>>,
@@ -24,7 +24,7 @@ pub struct DiskProbe {
 }
 
 impl DiskProbe {
-    pub fn start(dir: &Path) -> DiskProbe {
+    pub(crate) fn start(dir: &Path) -> DiskProbe {
         let path = dir.join(".disk-probe");
         let stop = Arc::new(AtomicBool::new(false));
         let syncs = Arc::new(Mutex::new(Vec::new()));
@@ -63,7 +63,7 @@ impl DiskProbe {
     }
 
     /// Whether the disk stalled a sync at some time between `from` and `to`.
-    pub fn stalled_between(&self, from: SystemTime, to: SystemTime) -> bool {
+    pub(crate) fn stalled_between(&self, from: SystemTime, to: SystemTime) -> bool {
         self.stalls
             .lock()
             .unwrap()
@@ -72,7 +72,7 @@ impl DiskProbe {
     }
 
     /// The syncs (ms) that ended after `from` and up to `to`.
-    pub fn between(&self, from: Instant, to: Instant) -> Vec<f64> {
+    pub(crate) fn between(&self, from: Instant, to: Instant) -> Vec<f64> {
         self.syncs
             .lock()
             .unwrap()
@@ -82,14 +82,14 @@ impl DiskProbe {
             .collect()
     }
 
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
     }
 }
 
 /// `p50 …, p99 …, max …, N over 50 ms` of some syncs.
-pub fn summary(mut ms: Vec<f64>) -> String {
+pub(crate) fn summary(mut ms: Vec<f64>) -> String {
     if ms.is_empty() {
         return "no syncs".into();
     }
@@ -106,6 +106,6 @@ pub fn summary(mut ms: Vec<f64>) -> String {
 }
 
 /// The `p` quantile (0..=1) of `sorted`, nearest rank; `sorted` must not be empty.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }

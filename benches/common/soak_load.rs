@@ -14,7 +14,7 @@ use crate::soak_report::Sample;
 /// The test clock's time when the load starts.
 const T0: &str = "2026-03-11T06:00:00Z";
 
-pub struct Settings {
+pub(crate) struct Settings {
     pub seconds: u64,
     pub rate: u64,
     pub speed: f64,
@@ -30,7 +30,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_env() -> Settings {
+    pub(crate) fn from_env() -> Settings {
         fn var<T: std::str::FromStr>(name: &str, default: T) -> T {
             match std::env::var(name) {
                 Ok(v) => v
@@ -281,7 +281,7 @@ fn every(
     })
 }
 
-pub fn run(settings: &Settings) -> Vec<Sample> {
+pub(crate) fn run(settings: &Settings) -> Vec<Sample> {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path().to_path_buf();
     write_project(&root, settings.retention.as_deref());

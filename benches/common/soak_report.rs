@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// One interval's figures.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Seconds since the load started.
     pub t: f64,
     pub rss_mb: f64,
@@ -22,7 +22,7 @@ pub struct Sample {
     pub disk_max_ms: f64,
 }
 
-pub fn write_csv(path: &Path, samples: &[Sample]) {
+pub(crate) fn write_csv(path: &Path, samples: &[Sample]) {
     let mut out =
         String::from("seconds,rss_mb,file_mb,live_mb,p50_ms,p99_ms,posts,runs_per_s,disk_max_ms\n");
     for s in samples {
@@ -47,7 +47,7 @@ pub fn write_csv(path: &Path, samples: &[Sample]) {
 type Line = (&'static str, &'static str, fn(&Sample) -> f64);
 
 /// `postgres`: the size panel is the tables' total size, and has no live line.
-pub fn write_svg(path: &Path, samples: &[Sample], postgres: bool) {
+pub(crate) fn write_svg(path: &Path, samples: &[Sample], postgres: bool) {
     const W: f64 = 860.0;
     const PANEL: f64 = 170.0;
     const LEFT: f64 = 70.0;
@@ -154,7 +154,7 @@ pub fn write_svg(path: &Path, samples: &[Sample], postgres: bool) {
 }
 
 /// Samples back from a CSV [`write_csv`] wrote, to judge a saved run again.
-pub fn read_csv(path: &Path) -> Vec<Sample> {
+pub(crate) fn read_csv(path: &Path) -> Vec<Sample> {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     text.lines()
@@ -193,7 +193,7 @@ pub fn read_csv(path: &Path) -> Vec<Sample> {
 }
 
 /// The steady-state bounds, each with its figure and margin.
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub ok: bool,
     pub lines: Vec<String>,
 }
@@ -209,7 +209,7 @@ fn slope(points: &[(f64, f64)]) -> f64 {
 }
 
 /// `postgres`: the samples' "file" is the tables' total size, and there is no live figure.
-pub fn judge(samples: &[Sample], interval: Duration, postgres: bool) -> Verdict {
+pub(crate) fn judge(samples: &[Sample], interval: Duration, postgres: bool) -> Verdict {
     let mut v = Verdict {
         ok: true,
         lines: Vec::new(),

@@ -14,14 +14,14 @@ use crate::pipeline::Options;
 use crate::serve::control;
 use crate::term::Paint;
 
-pub fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
+pub(super) fn approve(cli: &Cli, args: &ApproveArgs) -> anyhow::Result<Outcome> {
     let by = context::actor(&args.by);
     approve_as(cli, &args.id, by, args.note.clone(), args.json, None)
 }
 
 /// Approves `id` as `by`; `answer` is the ATP response that did it (`pap respond`), else the
 /// short form's answer is recorded on the approval request.
-pub fn approve_as(
+pub(super) fn approve_as(
     cli: &Cli,
     id: &str,
     by: String,
@@ -111,13 +111,13 @@ pub(super) fn run_and_report(
     })
 }
 
-pub fn reject(cli: &Cli, args: &RejectArgs) -> anyhow::Result<Outcome> {
+pub(super) fn reject(cli: &Cli, args: &RejectArgs) -> anyhow::Result<Outcome> {
     let by = context::actor(&args.by);
     reject_as(cli, &args.id, by, &args.reason, args.json, None)
 }
 
 /// Rejects `id` as `by` for `why`; `answer` as in [`approve_as`].
-pub fn reject_as(
+pub(super) fn reject_as(
     cli: &Cli,
     id: &str,
     by: String,

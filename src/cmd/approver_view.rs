@@ -15,7 +15,7 @@ const DATA_LINES: usize = 30;
 
 /// Appends the approver's section for `inv` (awaiting approval) to `o`. `short` is the id to
 /// type; `project`, when it loads, says which tools make the agent high-risk.
-pub fn append(
+pub(super) fn append(
     o: &mut String,
     inv: &Invocation,
     short: &str,
@@ -76,7 +76,7 @@ fn clip(line: &str, width: usize) -> String {
 }
 
 /// The terminal's width: `COLUMNS`, else 100.
-pub fn terminal_width() -> usize {
+pub(super) fn terminal_width() -> usize {
     std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.parse().ok())

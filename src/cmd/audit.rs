@@ -12,7 +12,7 @@ use crate::term::Paint;
 
 const HUMAN_PAGE: usize = 50;
 
-pub fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &AuditArgs) -> anyhow::Result<Outcome> {
     let store = context::store_to_read(cli)?;
     if args.json && args.limit.is_none() {
         if let Some(s) = &store {

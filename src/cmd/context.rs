@@ -20,7 +20,7 @@ use crate::storage;
 /// and takes no project whose directory or `pap.yaml` another user owns. A project runs its
 /// agents' programs, so one planted in a shared directory (`/tmp/pap.yaml`) must never be
 /// picked up by a pap started below it (git's safe.directory guards the same way).
-pub fn find_root(start: &Path) -> Option<PathBuf> {
+pub(super) fn find_root(start: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid().as_raw();
     let mine = |path: &Path| std::fs::metadata(path).is_ok_and(|m| m.uid() == me);
@@ -43,7 +43,7 @@ pub fn find_root(start: &Path) -> Option<PathBuf> {
 
 /// Loads the project as `pap lint` would; any error stops the command (with the diagnostics
 /// on stderr), since deciding with a half-loaded project would be wrong.
-pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
+pub(super) fn load_project(cli: &Cli) -> anyhow::Result<Project> {
     let root = cli
         .root()
         .canonicalize()
@@ -80,12 +80,12 @@ pub fn load_project(cli: &Cli) -> anyhow::Result<Project> {
 }
 
 /// The project if it loads, for what only improves a view (no diagnostics are printed).
-pub fn project_quietly(cli: &Cli) -> Option<Project> {
+pub(super) fn project_quietly(cli: &Cli) -> Option<Project> {
     project_at(&cli.root().canonicalize().ok()?, cli.state.as_deref())
 }
 
 /// As [`project_quietly`], for the project at `root` (canonical) with state dir `state`.
-pub fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
+pub(super) fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
     let root = root.to_path_buf();
     let key = manifest::cache::key(&root, state);
     if let Some(project) = key.as_ref().and_then(manifest::cache::lookup) {
@@ -103,7 +103,7 @@ pub fn project_at(root: &Path, state: Option<&Path>) -> Option<Project> {
 /// Such a command works while a trigger or agent manifest is broken (mid-edit, say), as
 /// long as pap.yaml, which may name the state dir and the database, is sound; it says so on
 /// stderr.
-pub fn place_to_read(cli: &Cli) -> anyhow::Result<composition::Place> {
+pub(super) fn place_to_read(cli: &Cli) -> anyhow::Result<composition::Place> {
     let (dir, config) = project_state_to_read(cli)?;
     let place = composition::Place::resolve(dir, config.as_ref().and_then(|c| c.store.as_deref()))?;
     Ok(match config {
@@ -152,7 +152,7 @@ fn project_state_to_read(cli: &Cli) -> anyhow::Result<(PathBuf, Option<Config>)>
 
 /// The store of a command that only reads, or `None` (said on stderr) when there is none
 /// yet: a listing never creates a state dir.
-pub fn store_to_read(cli: &Cli) -> anyhow::Result<Option<Arc<dyn storage::Storage>>> {
+pub(super) fn store_to_read(cli: &Cli) -> anyhow::Result<Option<Arc<dyn storage::Storage>>> {
     let place = place_to_read(cli)?;
     let store = composition::open_existing(&place)?;
     if store.is_none() {
@@ -165,7 +165,7 @@ pub fn store_to_read(cli: &Cli) -> anyhow::Result<Option<Arc<dyn storage::Storag
 }
 
 /// `--state`, else `state_dir` from pap.yaml (relative to the root), else `<root>/.pap`.
-pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
+pub(super) fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
     match &cli.state {
         Some(dir) => dir.clone(),
         None => project.root.join(&project.config.state_dir),
@@ -174,7 +174,7 @@ pub fn state_dir(cli: &Cli, project: &Project) -> PathBuf {
 
 /// Where the project's state is: its state dir, and its database when `PAP_DATABASE_URL` or
 /// `store:` in pap.yaml names one.
-pub fn place(cli: &Cli, project: &Project) -> anyhow::Result<composition::Place> {
+pub(super) fn place(cli: &Cli, project: &Project) -> anyhow::Result<composition::Place> {
     Ok(
         composition::Place::resolve(state_dir(cli, project), project.config.store.as_deref())?
             .with_cache(project.config.store_cache),
@@ -182,14 +182,14 @@ pub fn place(cli: &Cli, project: &Project) -> anyhow::Result<composition::Place>
 }
 
 /// `--grace`, else the configured grace period.
-pub fn grace(
+pub(super) fn grace(
     arg: Option<std::time::Duration>,
     configured: std::time::Duration,
 ) -> anyhow::Result<std::time::Duration> {
     Ok(arg.unwrap_or(configured))
 }
 
-pub fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -197,7 +197,7 @@ pub fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Project, store and clock for a command that writes.
-pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
+pub(super) fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
     let project = load_project(cli)?;
     let place = place(cli, &project)?;
     let store = if dry_run {
@@ -215,7 +215,7 @@ pub fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
 }
 
 /// Who is acting, for approvals: `--by`, else $USER, else "unknown".
-pub fn actor(by: &Option<String>) -> String {
+pub(super) fn actor(by: &Option<String>) -> String {
     by.clone()
         .or_else(|| std::env::var("USER").ok())
         .filter(|s| !s.is_empty())

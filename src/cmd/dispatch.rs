@@ -79,7 +79,7 @@ impl Sink for Batcher<'_> {
     }
 }
 
-pub fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     let mut runtime = context::runtime(cli, args.dry_run)?;
     if let Some(at) = args.at {
         // Only with --dry-run (clap enforces it): nothing decided "at" another time is kept.

@@ -39,7 +39,7 @@ fn check(checks: &mut Vec<Check>, name: String, verdict: Verdict, detail: String
     });
 }
 
-pub fn run(cli: &Cli, args: &DoctorArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &DoctorArgs) -> anyhow::Result<Outcome> {
     let mut checks = Vec::new();
     match context::load_project(cli) {
         Ok(project) => {

@@ -5,7 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use super::Outcome;
 
-pub fn run() -> anyhow::Result<Outcome> {
+pub(super) fn run() -> anyhow::Result<Outcome> {
     let stdin = std::io::stdin();
     let password = if stdin.is_terminal() {
         let first = prompt("Password: ")?;

@@ -15,7 +15,7 @@ use crate::notify::inbox::{self, Acked};
 use crate::storage::{Stamp, Storage};
 use crate::term::Paint;
 
-pub fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
     match &args.command {
         None => {
             let Some(store) = context::store_to_read(cli)? else {

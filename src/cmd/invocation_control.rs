@@ -15,7 +15,7 @@ use crate::serve::control;
 use crate::stages::{Verdict, risk, throttle};
 use crate::storage::{self, Sequence, WriteTx};
 
-pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
+pub(super) fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
     let (mut dispatcher, captured) = approve::dispatcher(&runtime, &rt, args.json);
@@ -122,7 +122,7 @@ pub fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     approve::run_and_report(&runtime, &rt, &mut dispatcher, &captured, &new, args.json)
 }
 
-pub fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
+pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
     let (mut dispatcher, _) = approve::dispatcher(&runtime, &rt, args.json);

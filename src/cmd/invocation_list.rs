@@ -23,7 +23,7 @@ const HUMAN_PAGE: usize = 20;
 /// How many rows one read takes before they are written.
 const PAGE: usize = 256;
 
-pub fn run(
+pub(super) fn run(
     store: Option<&dyn Storage>,
     args: &InvocationsArgs,
     now: i64,

@@ -12,7 +12,7 @@ use crate::clock::rfc3339_ms;
 use crate::domain::{Invocation, Transcript};
 use crate::term::Paint;
 
-pub fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn run(cli: &Cli, args: &InvocationsArgs) -> anyhow::Result<Outcome> {
     // The two that write open the store for writing themselves.
     match &args.command {
         Some(InvocationsCommand::Retry(retry)) => {

@@ -13,7 +13,7 @@ use crate::manifest::compiled::Config;
 use crate::manifest::loader::{self, display_name};
 use crate::rule_test;
 
-pub fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
     let root = cli
         .root()
         .canonicalize()

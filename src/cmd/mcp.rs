@@ -11,7 +11,7 @@ use crate::composition;
 use crate::mcp_server::{Handoff, PapMcp, Shared, Who, watch};
 use crate::storage::Storage;
 
-pub fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<Outcome> {
     // stderr only: stdout is the MCP channel.
     crate::serve::log::init_at(crate::serve::log::LogFormat::Human, "warn");
     let project = context::load_project(cli)?;

@@ -29,7 +29,7 @@ fn view_as_of(
     v
 }
 
-pub fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &NotificationsArgs) -> anyhow::Result<Outcome> {
     let store = context::store_to_read(cli)?;
     // What is due is shown as of now; a listing never writes.
     let now = match &store {

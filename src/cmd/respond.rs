@@ -14,7 +14,7 @@ use crate::composition;
 use crate::domain::{Answer, Status};
 use crate::notify::atp;
 
-pub fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &RespondArgs) -> anyhow::Result<Outcome> {
     let name = args.file.display().to_string();
     let text = if name == "-" {
         let mut s = String::new();

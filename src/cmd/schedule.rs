@@ -11,7 +11,7 @@ use crate::composition;
 use crate::manifest::compiled::Schedule;
 use crate::schedule;
 
-pub fn run(cli: &Cli, command: &ScheduleCommand) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, command: &ScheduleCommand) -> anyhow::Result<Outcome> {
     match command {
         ScheduleCommand::List(args) => list(cli, args),
         ScheduleCommand::Next(args) => next(cli, args),

@@ -6,7 +6,7 @@ use super::Outcome;
 use crate::cli::{SchemaArgs, SchemaKind};
 use crate::manifest::loader;
 
-pub fn run(args: &SchemaArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(args: &SchemaArgs) -> anyhow::Result<Outcome> {
     let text = |kind: SchemaKind| -> String {
         let schema = match kind {
             SchemaKind::RuleTest => crate::rule_test::load::schema(),

@@ -5,7 +5,7 @@ use crate::cli::{Cli, ServeArgs};
 use crate::composition;
 use crate::serve::{self, Overrides, Settings};
 
-pub fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
     let project = context::load_project(cli)?;
     let state_dir = context::state_dir(cli, &project);
     let listen = args

@@ -8,7 +8,7 @@ use clap::CommandFactory;
 use super::Outcome;
 use crate::cli::{Cli, CompletionsArgs};
 
-pub fn completions(args: &CompletionsArgs) -> anyhow::Result<Outcome> {
+pub(super) fn completions(args: &CompletionsArgs) -> anyhow::Result<Outcome> {
     let mut command = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut command, "pap", &mut out);
@@ -16,7 +16,7 @@ pub fn completions(args: &CompletionsArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Success)
 }
 
-pub fn man() -> anyhow::Result<Outcome> {
+pub(super) fn man() -> anyhow::Result<Outcome> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command()).render(&mut out)?;
     std::io::stdout().write_all(&out)?;

@@ -8,7 +8,7 @@ use crate::composition;
 use crate::status_report::{Report, gather};
 use crate::term::Paint;
 
-pub fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     let place = context::place_to_read(cli)?;
     let state_dir = place.state_dir.clone();
     let Some(store) = composition::open_existing(&place)? else {

@@ -6,7 +6,7 @@ use super::{Outcome, context};
 use crate::cli::{Cli, StoreCommand};
 use crate::store::Store;
 
-pub fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> {
     match command {
         StoreCommand::Migrate(args) => return migrate(cli, args),
         StoreCommand::Copy(args) => return super::store_copy::copy(cli, args),

@@ -40,7 +40,7 @@ fn progress() -> impl FnMut(u64) {
     }
 }
 
-pub fn copy(cli: &Cli, args: &StoreCopyArgs) -> anyhow::Result<Outcome> {
+pub(super) fn copy(cli: &Cli, args: &StoreCopyArgs) -> anyhow::Result<Outcome> {
     let place = context::place_to_read(cli)?;
     let Some(from) = composition::open_existing(&place)? else {
         anyhow::bail!("there is no state at {} to copy", place.shown());
@@ -108,7 +108,11 @@ fn by_kind(counts: &transfer::Copied) -> serde_json::Value {
 
 /// `pap store backup` of a database: a consistent copy into a new redb file, written beside
 /// `file` and renamed into place.
-pub fn backup_database(store: &dyn Storage, file: &Path, force: bool) -> anyhow::Result<u64> {
+pub(super) fn backup_database(
+    store: &dyn Storage,
+    file: &Path,
+    force: bool,
+) -> anyhow::Result<u64> {
     if file.exists() && !force {
         anyhow::bail!("{} exists; --force replaces it", file.display());
     }
@@ -128,7 +132,7 @@ pub fn backup_database(store: &dyn Storage, file: &Path, force: bool) -> anyhow:
 }
 
 /// `pap store check` of a database: every record read and decoded from one snapshot.
-pub fn check_database(store: &dyn Storage, json_out: bool) -> anyhow::Result<Outcome> {
+pub(super) fn check_database(store: &dyn Storage, json_out: bool) -> anyhow::Result<Outcome> {
     let mut counts = transfer::Copied::new();
     let result = store.export(&mut |item| {
         transfer::tally(&mut counts, &item);

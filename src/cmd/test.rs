@@ -15,7 +15,7 @@ use crate::rule_test::render::{self, Gaps, Totals};
 use crate::rule_test::run::{self, Coverage};
 use crate::term::Paint;
 
-pub fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
+pub(super) fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
     let root = cli
         .root()
         .canonicalize()

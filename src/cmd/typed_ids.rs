@@ -12,14 +12,20 @@ use crate::storage::{self, Storage};
 const LISTED: usize = 10;
 
 /// The invocation `typed` names, or the outcome to end the command with (said on stderr).
-pub fn invocation(store: &dyn Storage, typed: &str) -> storage::Result<Result<String, Outcome>> {
+pub(super) fn invocation(
+    store: &dyn Storage,
+    typed: &str,
+) -> storage::Result<Result<String, Outcome>> {
     let candidates =
         store.read(|r| r.invocation_ids(&|id| short_id::names(id, typed), LISTED + 1))?;
     Ok(settle("invocation", typed, candidates))
 }
 
 /// The notification `typed` names, as [`invocation`] does.
-pub fn notification(store: &dyn Storage, typed: &str) -> storage::Result<Result<String, Outcome>> {
+pub(super) fn notification(
+    store: &dyn Storage,
+    typed: &str,
+) -> storage::Result<Result<String, Outcome>> {
     let numbered = typed
         .bytes()
         .all(|b| b.is_ascii_digit())
@@ -62,4 +68,4 @@ fn settle(what: &str, typed: &str, candidates: Vec<String>) -> Result<String, Ou
     }
 }
 
-pub use crate::storage::short_forms::short_forms;
+pub(super) use crate::storage::short_forms::short_forms;

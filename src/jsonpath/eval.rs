@@ -29,7 +29,7 @@ type Nodes<'a> = Vec<&'a Value>;
 type Eval<T> = Result<T, OverBudget>;
 
 /// Evaluates `query` against `root`, visiting at most `max_nodes` nodes.
-pub fn select<'a>(query: &JpQuery, root: &'a Value, max_nodes: usize) -> Eval<Nodes<'a>> {
+pub(super) fn select<'a>(query: &JpQuery, root: &'a Value, max_nodes: usize) -> Eval<Nodes<'a>> {
     let mut ev = Evaluator {
         root,
         left: max_nodes,

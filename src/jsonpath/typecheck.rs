@@ -8,7 +8,7 @@ use jsonpath_rust::parser::model::{
 };
 
 /// Why the query is not well-typed, if it is not.
-pub fn check(query: &JpQuery) -> Result<(), String> {
+pub(super) fn check(query: &JpQuery) -> Result<(), String> {
     query.segments.iter().try_for_each(segment)
 }
 

@@ -25,7 +25,7 @@ use crate::storage;
 /// How long the person has to answer the client's form.
 const ASK_FOR: Duration = Duration::from_secs(600);
 
-pub async fn respond(
+pub(super) async fn respond(
     server: &PapMcp,
     who: &Who,
     args: &JsonObject,

@@ -22,11 +22,11 @@ use crate::storage::Storage;
 
 /// A session's subscriptions: each resource (its one spelling, `resources::canonical`) with
 /// the URIs the client subscribed to it by.
-pub type Subscribed = BTreeMap<String, BTreeSet<String>>;
+pub(super) type Subscribed = BTreeMap<String, BTreeSet<String>>;
 
 /// What a notification's resource shows, reduced to a number that changes when it does
 /// (`0` for one not in the store).
-pub fn fingerprint(n: Option<&Notification>) -> u64 {
+pub(super) fn fingerprint(n: Option<&Notification>) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     match n {
         Some(n) => serde_json::to_string(n).unwrap_or_default().hash(&mut h),
@@ -37,7 +37,11 @@ pub fn fingerprint(n: Option<&Notification>) -> u64 {
 
 /// The URIs a new message updates for a session subscribed to `subscribed`: none for its
 /// own post or an agent's post.
-pub fn uris_for(msg: &InboxMessage, subscribed: &BTreeSet<String>, own: bool) -> Vec<String> {
+pub(super) fn uris_for(
+    msg: &InboxMessage,
+    subscribed: &BTreeSet<String>,
+    own: bool,
+) -> Vec<String> {
     if own || msg.author == "assistant" {
         return Vec::new();
     }
@@ -132,7 +136,7 @@ async fn window_changed(
 /// Tells `peer` of each broadcast change that touches what `session` subscribed to (read at
 /// each change), until its transport closes. A subscriber that fell behind the broadcast
 /// hears once of everything it subscribed to, rather than of nothing.
-pub async fn forward(
+pub(super) async fn forward(
     mut changes: broadcast::Receiver<Update>,
     peer: Peer<RoleServer>,
     session: Arc<Session>,

@@ -14,17 +14,17 @@ use serde_json::{Value, json};
 use super::PapMcp;
 use crate::chat::view;
 
-pub const INBOX_URI: &str = "ui://chat/inbox";
-pub const STATUS_URI: &str = "ui://agent/status";
+pub(super) const INBOX_URI: &str = "ui://chat/inbox";
+pub(super) const STATUS_URI: &str = "ui://agent/status";
 const SESSION_PREFIX: &str = "ui://chat/session/";
 const INVOCATION_PREFIX: &str = "pap://invocations/";
 const NOTIFICATION_PREFIX: &str = "pap://notifications/";
 /// The inbox resource holds the newest this many messages; `chat_read_since` pages through
 /// all of them.
-pub const INBOX_WINDOW: u64 = 200;
+pub(super) const INBOX_WINDOW: u64 = 200;
 /// The most inbox messages one read looks at: a session's thread says where its look began
 /// (`scanned_from`), `chat_read_since` where it stopped (`last_id`, `more`).
-pub const SCAN_MAX: u64 = 10_000;
+pub(super) const SCAN_MAX: u64 = 10_000;
 const JSON: &str = "application/json";
 
 /// What is percent-encoded in a session's name: all but RFC 3986's unreserved characters,
@@ -35,7 +35,7 @@ const SESSION_NAME: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'~');
 
-pub fn session_uri(session: &str) -> String {
+pub(super) fn session_uri(session: &str) -> String {
     format!(
         "{SESSION_PREFIX}{}",
         utf8_percent_encode(session, SESSION_NAME)
@@ -44,27 +44,27 @@ pub fn session_uri(session: &str) -> String {
 
 /// One spelling per resource, for subscriptions: a session URI re-encoded from its name
 /// (`ui://chat/session/incident%2Ddb1` and `…/incident-db1` are the same thread).
-pub fn canonical(uri: &str) -> String {
+pub(super) fn canonical(uri: &str) -> String {
     match uri.strip_prefix(SESSION_PREFIX) {
         Some(name) => session_uri(&percent_decode_str(name).decode_utf8_lossy()),
         None => uri.to_owned(),
     }
 }
 
-pub fn notification_uri(id: &str) -> String {
+pub(super) fn notification_uri(id: &str) -> String {
     format!("{NOTIFICATION_PREFIX}{id}")
 }
 
 /// The notification a `pap://notifications/{id}` URI names.
-pub fn notification_id(uri: &str) -> Option<&str> {
+pub(super) fn notification_id(uri: &str) -> Option<&str> {
     uri.strip_prefix(NOTIFICATION_PREFIX)
 }
 
-pub fn invocation_uri(id: &str) -> String {
+pub(super) fn invocation_uri(id: &str) -> String {
     format!("{INVOCATION_PREFIX}{id}")
 }
 
-pub fn list(server: &PapMcp) -> Result<ListResourcesResult, McpError> {
+pub(super) fn list(server: &PapMcp) -> Result<ListResourcesResult, McpError> {
     let sessions = server
         .shared
         .store
@@ -97,7 +97,7 @@ pub fn list(server: &PapMcp) -> Result<ListResourcesResult, McpError> {
     Ok(ListResourcesResult::with_all_items(all))
 }
 
-pub fn templates() -> ListResourceTemplatesResult {
+pub(super) fn templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![
         ResourceTemplate::new(format!("{SESSION_PREFIX}{{id}}"), "session thread")
             .with_mime_type(JSON)
@@ -113,7 +113,7 @@ pub fn templates() -> ListResourceTemplatesResult {
 
 /// Subscriptions are offered where a new inbox message is news: the inbox, a session, a
 /// notification (its entry replaced by deduplication or narration).
-pub fn check_subscribable(uri: &str) -> Result<(), McpError> {
+pub(super) fn check_subscribable(uri: &str) -> Result<(), McpError> {
     if uri == INBOX_URI || uri.starts_with(SESSION_PREFIX) || uri.starts_with(NOTIFICATION_PREFIX) {
         return Ok(());
     }
@@ -123,7 +123,7 @@ pub fn check_subscribable(uri: &str) -> Result<(), McpError> {
     ))
 }
 
-pub fn read(server: &PapMcp, uri: &str) -> Result<ReadResourceResult, McpError> {
+pub(super) fn read(server: &PapMcp, uri: &str) -> Result<ReadResourceResult, McpError> {
     let body = if uri == INBOX_URI {
         inbox(server, None)?
     } else if let Some(name) = uri.strip_prefix(SESSION_PREFIX) {
@@ -220,6 +220,6 @@ fn not_found(uri: &str) -> McpError {
     )
 }
 
-pub fn store_error(e: crate::storage::Error) -> McpError {
+pub(super) fn store_error(e: crate::storage::Error) -> McpError {
     McpError::internal_error(format!("the store: {e}"), None)
 }

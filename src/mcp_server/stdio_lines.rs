@@ -12,14 +12,14 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 /// The longest message taken, newline included: 16 MiB, as rmcp's own stdio transport and its
 /// HTTP client allow, so what is acceptable over HTTP is acceptable here.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(super) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// How much of an over-long line's beginning and end is kept to find its `id`.
 const KEPT: usize = 4096;
 
 /// What [`Lines::next`] found.
 #[derive(Debug)]
-pub enum Got {
+pub(super) enum Got {
     /// A whole line (without its `\n`): [`Lines::line`].
     Line,
     /// A line longer than [`MAX_LINE`], read to its end and dropped.
@@ -31,7 +31,7 @@ pub enum Got {
 
 /// What is known of an over-long line.
 #[derive(Debug)]
-pub struct TooLong {
+pub(super) struct TooLong {
     /// Its length, newline included.
     pub size: u64,
     head: Vec<u8>,
@@ -42,14 +42,14 @@ impl TooLong {
     /// The line's JSON-RPC `id`, when its first bytes or its last bytes show it: a client
     /// that writes `id` first (the Python SDK) or last (the TypeScript SDK) hears about its
     /// request. `Value::Null` when neither does, as JSON-RPC asks.
-    pub fn id(&self) -> Value {
+    pub(super) fn id(&self) -> Value {
         id_in_head(&self.head)
             .or_else(|| id_in_tail(&self.tail))
             .unwrap_or(Value::Null)
     }
 }
 
-pub struct Lines<R> {
+pub(super) struct Lines<R> {
     read: BufReader<R>,
     line: Vec<u8>,
     /// Set while the rest of an over-long line is being read.
@@ -58,7 +58,7 @@ pub struct Lines<R> {
 }
 
 impl<R: AsyncRead + Unpin> Lines<R> {
-    pub fn new(read: R) -> Lines<R> {
+    pub(super) fn new(read: R) -> Lines<R> {
         Lines::with_max(read, MAX_LINE)
     }
 
@@ -72,11 +72,11 @@ impl<R: AsyncRead + Unpin> Lines<R> {
     }
 
     /// The line [`Got::Line`] announced, valid until the next call to `next`.
-    pub fn line(&self) -> &[u8] {
+    pub(super) fn line(&self) -> &[u8] {
         self.line.strip_suffix(b"\n").unwrap_or(&self.line)
     }
 
-    pub async fn next(&mut self) -> Got {
+    pub(super) async fn next(&mut self) -> Got {
         if self.line.last() == Some(&b'\n') {
             self.line.clear();
         }
@@ -191,7 +191,7 @@ fn id_in_tail(tail: &[u8]) -> Option<Value> {
 }
 
 /// A JSON-RPC id MCP allows: a string or an integer.
-pub fn is_request_id(id: &Value) -> bool {
+pub(super) fn is_request_id(id: &Value) -> bool {
     id.is_string() || id.is_i64() || id.is_u64()
 }
 

@@ -25,7 +25,7 @@ const DEFAULT_READ: u64 = 100;
 /// Messages read from the store at once while scanning.
 const READ_CHUNK: usize = 500;
 
-pub fn all() -> Vec<Tool> {
+pub(super) fn all() -> Vec<Tool> {
     let post_schema = Arc::new(object!({
         "type": "object",
         "properties": {
@@ -163,7 +163,7 @@ pub fn all() -> Vec<Tool> {
     tools
 }
 
-pub async fn call(
+pub(super) async fn call(
     server: &PapMcp,
     who: &Who,
     request: CallToolRequestParams,
@@ -203,7 +203,7 @@ pub async fn call(
 }
 
 /// A string or integer id argument.
-pub fn id_arg(args: &JsonObject, key: &str) -> Result<Option<u64>, McpError> {
+pub(super) fn id_arg(args: &JsonObject, key: &str) -> Result<Option<u64>, McpError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| bad_id(key)),

@@ -18,7 +18,11 @@ const DEFAULT_LAST: u64 = 50;
 const MAX_LAST: u64 = 500;
 
 /// Runs tool `name` (blocking: the store is read here).
-pub fn call(server: &PapMcp, name: &str, args: &JsonObject) -> Result<CallToolResult, McpError> {
+pub(super) fn call(
+    server: &PapMcp,
+    name: &str,
+    args: &JsonObject,
+) -> Result<CallToolResult, McpError> {
     match name {
         "invocations_list" => list(server, args),
         "invocation_show" => show(server, args),

@@ -175,7 +175,7 @@ pub(crate) mod tests {
     use crate::domain::{Level, Routing};
     use NotifyStatus::*;
 
-    pub fn sample(status: NotifyStatus) -> Notification {
+    pub(crate) fn sample(status: NotifyStatus) -> Notification {
         Notification {
             id: "ntf_1".into(),
             seq: 1,

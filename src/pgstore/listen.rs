@@ -22,9 +22,9 @@ use super::pool::Dialer;
 use crate::storage::Change;
 
 /// The channels, as the notifying commits name them.
-pub const WORK_CHANNEL: &str = "pap_work";
-pub const INBOX_CHANNEL: &str = "pap_inbox";
-pub const NOTIFICATION_CHANNEL: &str = "pap_notification";
+pub(super) const WORK_CHANNEL: &str = "pap_work";
+pub(super) const INBOX_CHANNEL: &str = "pap_inbox";
+pub(super) const NOTIFICATION_CHANNEL: &str = "pap_notification";
 
 /// How often the thread looks at whether it should stop.
 const LOOK_EVERY: Duration = Duration::from_millis(500);
@@ -32,7 +32,7 @@ const BACKOFF_FIRST: Duration = Duration::from_millis(250);
 const BACKOFF_MOST: Duration = Duration::from_secs(5);
 
 /// The listening thread; it ends soon after this is dropped.
-pub struct Listening {
+pub(super) struct Listening {
     stop: Arc<AtomicBool>,
 }
 
@@ -43,7 +43,7 @@ impl Drop for Listening {
 }
 
 /// Starts listening on every channel, calling `on` for each notification.
-pub fn start(dialer: Dialer, on: Box<dyn Fn(Change) + Send>) -> std::io::Result<Listening> {
+pub(super) fn start(dialer: Dialer, on: Box<dyn Fn(Change) + Send>) -> std::io::Result<Listening> {
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
     std::thread::Builder::new()

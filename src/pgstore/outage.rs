@@ -10,7 +10,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
-pub struct Outage {
+pub(super) struct Outage {
     state: Mutex<Option<Down>>,
 }
 
@@ -23,7 +23,7 @@ struct Down {
 
 impl Outage {
     /// `Some(why)` while the database is known down and the next try is not due yet.
-    pub fn wait(&self) -> Option<String> {
+    pub(super) fn wait(&self) -> Option<String> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let down = state.as_ref()?;
         let now = Instant::now();
@@ -38,7 +38,7 @@ impl Outage {
     }
 
     /// Whether the database is known down (a try may be due).
-    pub fn is_down(&self) -> bool {
+    pub(super) fn is_down(&self) -> bool {
         self.state
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -46,7 +46,7 @@ impl Outage {
     }
 
     /// A connection failed for `reason`.
-    pub fn failed(&self, location: &str, reason: &str) {
+    pub(super) fn failed(&self, location: &str, reason: &str) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         match state.as_mut() {
@@ -73,7 +73,7 @@ impl Outage {
     }
 
     /// A connection succeeded.
-    pub fn reached(&self, location: &str) {
+    pub(super) fn reached(&self, location: &str) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(down) = state.take() {
             tracing::info!(

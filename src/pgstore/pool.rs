@@ -15,7 +15,7 @@ use crate::database_url::{DatabaseUrl, Tls};
 
 /// A connection and the statements prepared on it (a statement is prepared once per
 /// connection, so a hot transaction pays one round trip per statement, not two).
-pub struct Conn {
+pub(super) struct Conn {
     pub client: Client,
     pub statements: HashMap<&'static str, Statement>,
 }
@@ -29,13 +29,13 @@ enum Connector {
 /// How to open a connection: the settings and the TLS connector. A copy opens connections
 /// of its own, outside the pool (the `LISTEN` thread's, say).
 #[derive(Clone)]
-pub struct Dialer {
+pub(super) struct Dialer {
     config: postgres::Config,
     connector: Connector,
 }
 
 impl Dialer {
-    pub fn connect(&self) -> Result<Client, PgError> {
+    pub(super) fn connect(&self) -> Result<Client, PgError> {
         Ok(match &self.connector {
             Connector::Plain => self.config.connect(NoTls)?,
             Connector::Rustls(tls) => self.config.connect(tls.clone())?,
@@ -43,7 +43,7 @@ impl Dialer {
     }
 }
 
-pub struct Pool {
+pub(super) struct Pool {
     dialer: Dialer,
     max: usize,
     state: Mutex<State>,
@@ -60,7 +60,7 @@ struct State {
 const CHECKOUT_WAIT: Duration = Duration::from_secs(30);
 
 impl Pool {
-    pub fn new(url: &DatabaseUrl, max: usize) -> Result<Pool, PgError> {
+    pub(super) fn new(url: &DatabaseUrl, max: usize) -> Result<Pool, PgError> {
         let ca = |ca: &Option<std::path::PathBuf>| {
             super::tls::connector(ca.as_deref()).map_err(PgError::Setup)
         };
@@ -92,25 +92,25 @@ impl Pool {
     }
 
     /// A new connection, outside the pool (for one-off work).
-    pub fn connect(&self) -> Result<Client, PgError> {
+    pub(super) fn connect(&self) -> Result<Client, PgError> {
         self.dialer.connect()
     }
 
     /// How this pool opens connections, for connections of one's own.
-    pub fn dialer(&self) -> Dialer {
+    pub(super) fn dialer(&self) -> Dialer {
         self.dialer.clone()
     }
 
     /// Closes the idle connections: after an outage began they predate it, and one whose
     /// reset the driver has not noticed yet would pass for the database being back.
-    pub fn drop_idle(&self) {
+    pub(super) fn drop_idle(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let idle = std::mem::take(&mut state.idle);
         state.open -= idle.len();
     }
 
     /// A connection for one unit of work.
-    pub fn get(&self) -> Result<Pooled<'_>, PgError> {
+    pub(super) fn get(&self) -> Result<Pooled<'_>, PgError> {
         let deadline = Instant::now() + CHECKOUT_WAIT;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -183,13 +183,13 @@ impl Drop for Pool {
 }
 
 /// A checked-out connection; back in the pool when dropped.
-pub struct Pooled<'p> {
+pub(super) struct Pooled<'p> {
     pool: &'p Pool,
     conn: Option<Conn>,
 }
 
 impl Pooled<'_> {
-    pub fn conn(&mut self) -> &mut Conn {
+    pub(super) fn conn(&mut self) -> &mut Conn {
         self.conn
             .as_mut()
             .expect("a pooled connection until dropped")

@@ -6,7 +6,7 @@ use crate::domain::{AuditEntry, InboxMessage, Invocation, LedgerRow, Notificatio
 use crate::storage::scan::{Next, Only, Order, QueueCounts, Scan};
 use crate::storage::{ReadTx, Result};
 
-pub struct PgRead<'c> {
+pub(super) struct PgRead<'c> {
     pub(super) s: Session<'c>,
 }
 

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 /// How many times one unit of work runs at most.
-pub const TRIES: u32 = 5;
+pub(super) const TRIES: u32 = 5;
 
 /// The first pause's ceiling; each further one doubles it, up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(20);
@@ -20,14 +20,14 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// Why the server rolled a transaction back so that it may simply run again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conflict {
+pub(super) enum Conflict {
     Deadlock,
     Serialization,
 }
 
 impl Conflict {
     /// The conflict a driver error reports, if it is one.
-    pub fn of(e: &postgres::Error) -> Option<Conflict> {
+    pub(super) fn of(e: &postgres::Error) -> Option<Conflict> {
         use postgres::error::SqlState;
         let code = e.code()?;
         if *code == SqlState::T_R_DEADLOCK_DETECTED {
@@ -39,14 +39,14 @@ impl Conflict {
         }
     }
 
-    pub fn code(self) -> &'static str {
+    pub(super) fn code(self) -> &'static str {
         match self {
             Conflict::Deadlock => "40P01",
             Conflict::Serialization => "40001",
         }
     }
 
-    pub fn words(self) -> &'static str {
+    pub(super) fn words(self) -> &'static str {
         match self {
             Conflict::Deadlock => "deadlock detected",
             Conflict::Serialization => "serialization failure",
@@ -57,7 +57,7 @@ impl Conflict {
 /// The pause before run `tries + 1`, after `tries` runs that conflicted: "full jitter", a
 /// uniform draw below a ceiling that doubles from 20 ms up to 1 s. The most a unit waits in
 /// all is under 2 s, well inside the margin a lease written in it keeps (`HOLD_MARGIN_MS`).
-pub fn pause(tries: u32) -> Duration {
+pub(super) fn pause(tries: u32) -> Duration {
     let ceiling = FIRST_PAUSE
         .saturating_mul(1u32 << tries.saturating_sub(1).min(16))
         .min(MAX_PAUSE);

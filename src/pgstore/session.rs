@@ -11,9 +11,9 @@ use serde::de::DeserializeOwned;
 
 use crate::storage::{Error, Result};
 
-pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
-pub struct Session<'c> {
+pub(super) struct Session<'c> {
     // The engine's reads take `&self`, the driver's `&mut self`: one transaction, used by
     // one thread, so a RefCell is enough.
     tx: RefCell<Transaction<'c>>,
@@ -26,7 +26,7 @@ pub struct Session<'c> {
 }
 
 impl<'c> Session<'c> {
-    pub fn new(
+    pub(super) fn new(
         tx: Transaction<'c>,
         statements: &'c mut HashMap<&'static str, Statement>,
         location: &'c str,
@@ -39,7 +39,7 @@ impl<'c> Session<'c> {
         }
     }
 
-    pub fn into_transaction(self) -> Transaction<'c> {
+    pub(super) fn into_transaction(self) -> Transaction<'c> {
         self.tx.into_inner()
     }
 
@@ -56,7 +56,7 @@ impl<'c> Session<'c> {
         Ok(prepared)
     }
 
-    pub fn query(&self, sql: &'static str, params: Params) -> Result<Vec<Row>> {
+    pub(super) fn query(&self, sql: &'static str, params: Params) -> Result<Vec<Row>> {
         let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
@@ -64,7 +64,7 @@ impl<'c> Session<'c> {
             .map_err(|e| self.error(e))
     }
 
-    pub fn query_opt(&self, sql: &'static str, params: Params) -> Result<Option<Row>> {
+    pub(super) fn query_opt(&self, sql: &'static str, params: Params) -> Result<Option<Row>> {
         let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
@@ -72,7 +72,7 @@ impl<'c> Session<'c> {
             .map_err(|e| self.error(e))
     }
 
-    pub fn query_one(&self, sql: &'static str, params: Params) -> Result<Row> {
+    pub(super) fn query_one(&self, sql: &'static str, params: Params) -> Result<Row> {
         let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
@@ -80,7 +80,7 @@ impl<'c> Session<'c> {
             .map_err(|e| self.error(e))
     }
 
-    pub fn execute(&self, sql: &'static str, params: Params) -> Result<u64> {
+    pub(super) fn execute(&self, sql: &'static str, params: Params) -> Result<u64> {
         let statement = self.statement(sql)?;
         self.tx
             .borrow_mut()
@@ -90,7 +90,7 @@ impl<'c> Session<'c> {
 
     /// Runs `each` on the rows of `sql` as they arrive (a whole table need not fit in
     /// memory). No other statement may run meanwhile.
-    pub fn for_each(
+    pub(super) fn for_each(
         &self,
         sql: &'static str,
         mut each: impl FnMut(&Row) -> Result<()>,
@@ -108,11 +108,11 @@ impl<'c> Session<'c> {
     }
 
     /// The store's location, for messages.
-    pub fn location(&self) -> &str {
+    pub(super) fn location(&self) -> &str {
         self.location
     }
 
-    pub fn error(&self, e: postgres::Error) -> Error {
+    pub(super) fn error(&self, e: postgres::Error) -> Error {
         if let Some(c) = super::retry::Conflict::of(&e) {
             self.conflict.set(Some(c));
         }
@@ -120,12 +120,12 @@ impl<'c> Session<'c> {
     }
 
     /// See [`Session::conflict`](Self#structfield.conflict).
-    pub fn conflict(&self) -> Option<super::retry::Conflict> {
+    pub(super) fn conflict(&self) -> Option<super::retry::Conflict> {
         self.conflict.get()
     }
 
     /// A record stored as JSON text.
-    pub fn decode<T: DeserializeOwned>(&self, what: &str, text: &str) -> Result<T> {
+    pub(super) fn decode<T: DeserializeOwned>(&self, what: &str, text: &str) -> Result<T> {
         serde_json::from_str(text).map_err(|e| Error::Corrupt {
             path: PathBuf::from(self.location),
             message: format!("{what}: {e}"),
@@ -134,16 +134,16 @@ impl<'c> Session<'c> {
 }
 
 /// A record as JSON text, for a `$n::text::json` parameter.
-pub fn encode(value: &impl serde::Serialize) -> String {
+pub(super) fn encode(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("records serialise")
 }
 
 /// A stored `bigint` that holds a count or number the engine keeps as `u64`.
-pub fn unsigned(v: i64) -> u64 {
+pub(super) fn unsigned(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
 /// A `u64` for a `bigint` column (the engine's numbers stay far below 2^63).
-pub fn signed(v: u64) -> i64 {
+pub(super) fn signed(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }

@@ -12,7 +12,7 @@ use rustls_platform_verifier::BuilderVerifierExt;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// A connector that verifies the server against `ca_file`, or the platform's roots.
-pub fn connector(ca_file: Option<&Path>) -> Result<MakeRustlsConnect, String> {
+pub(super) fn connector(ca_file: Option<&Path>) -> Result<MakeRustlsConnect, String> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

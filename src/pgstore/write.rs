@@ -48,7 +48,7 @@ use crate::storage::concurrency::{Entry, due_of, state_of};
 use crate::storage::purge::{DebounceCursor, Purged};
 use crate::storage::{Claimed, Error, Result, RowRef, Sequence, WriteTx};
 
-pub struct PgWrite<'c> {
+pub(super) struct PgWrite<'c> {
     pub(super) s: Session<'c>,
     /// Advisory locks this transaction holds already (they last until it ends).
     locked: RefCell<HashSet<String>>,
@@ -61,7 +61,7 @@ pub struct PgWrite<'c> {
 }
 
 impl<'c> PgWrite<'c> {
-    pub fn new(s: Session<'c>) -> PgWrite<'c> {
+    pub(super) fn new(s: Session<'c>) -> PgWrite<'c> {
         PgWrite {
             s,
             locked: RefCell::new(HashSet::new()),

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use crate::storage::{HEARTBEAT_MS, Node, Storage};
 
 /// The environment variable that names a node (else the host and its state dir do).
-pub const NODE_ID_ENV: &str = "PAP_NODE_ID";
+pub(super) const NODE_ID_ENV: &str = "PAP_NODE_ID";
 
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -21,7 +21,7 @@ fn host_name() -> String {
 }
 
 /// This node's id (see [`this`]).
-pub fn id(state_dir: &Path) -> String {
+pub(super) fn id(state_dir: &Path) -> String {
     std::env::var(NODE_ID_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty() && !v.chars().any(char::is_control))
@@ -36,7 +36,7 @@ pub fn id(state_dir: &Path) -> String {
 
 /// This node: `PAP_NODE_ID`, else `HOST-DIGEST` where the digest names the state dir, so an
 /// id survives a restart and two serves on one host differ.
-pub fn this(state_dir: &Path, started_at: i64, listen: Option<String>) -> Node {
+pub(super) fn this(state_dir: &Path, started_at: i64, listen: Option<String>) -> Node {
     Node {
         id: id(state_dir),
         host: host_name(),
@@ -50,7 +50,7 @@ pub fn this(state_dir: &Path, started_at: i64, listen: Option<String>) -> Node {
 
 /// Says this node is alive when the last word is [`HEARTBEAT_MS`] old (a store only one
 /// host uses keeps nothing).
-pub fn beat(store: &dyn Storage, node: &Node, last: &mut Option<Instant>) {
+pub(super) fn beat(store: &dyn Storage, node: &Node, last: &mut Option<Instant>) {
     let due = last.is_none_or(|at| at.elapsed().as_millis() as i64 >= HEARTBEAT_MS);
     if !due {
         return;

@@ -7,12 +7,12 @@ use std::time::Duration;
 use crate::storage;
 
 /// How long the spool waits after the store was unavailable before it tries again.
-pub const PAUSE: Duration = Duration::from_millis(500);
+pub(super) const PAUSE: Duration = Duration::from_millis(500);
 
 /// Whether `e` (or what caused it) means "nothing was done, try again later": the store
 /// is unavailable, or it kept rolling the work back for lock conflicts with other nodes
 /// (then the spool file waits for the next round, as in an outage, and is never failed).
-pub fn is_outage(e: &anyhow::Error) -> bool {
+pub(super) fn is_outage(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         matches!(
             c.downcast_ref::<storage::Error>(),
@@ -23,7 +23,7 @@ pub fn is_outage(e: &anyhow::Error) -> bool {
 
 /// Logs a failure of `what`: an error, a warning for work the database kept rolling back
 /// (it is tried again), or a debug line during an outage (said once by the store).
-pub fn report(e: &anyhow::Error, what: &str) {
+pub(super) fn report(e: &anyhow::Error, what: &str) {
     let store = e.chain().find_map(|c| c.downcast_ref::<storage::Error>());
     match store {
         Some(s) => report_store_as(s, what, &crate::error_text::describe(e)),
@@ -32,7 +32,7 @@ pub fn report(e: &anyhow::Error, what: &str) {
 }
 
 /// As [`report`], for a store's own error.
-pub fn report_store(e: &storage::Error, what: &str) {
+pub(super) fn report_store(e: &storage::Error, what: &str) {
     report_store_as(e, what, &e.to_string());
 }
 

@@ -25,7 +25,7 @@ use crate::storage::{self, Storage, WriteTx};
 
 /// How long one step should take, its commit included. A decision that arrives during a
 /// step waits for it, so this bounds what the purge adds to a decision's latency.
-pub const STEP_TARGET: Duration = Duration::from_millis(1);
+pub(super) const STEP_TARGET: Duration = Duration::from_millis(1);
 /// The fewest and the most records one step looks at.
 const MIN_LIMIT: usize = 16;
 const MAX_LIMIT: usize = 4096;
@@ -33,18 +33,18 @@ const MAX_LIMIT: usize = 4096;
 const FIRST_LIMIT: usize = 256;
 /// The share of the time a pass takes while it has work: after a step that took `t` the
 /// purge rests `t × (1 / share − 1)`.
-pub const BASE_SHARE: f64 = 0.125;
+pub(super) const BASE_SHARE: f64 = 0.125;
 /// Each time a pass has gone on this long, its share doubles, up to all the time the
 /// decisions leave (a node that decides faster than a quarter of its time purges must not
 /// fall behind for ever).
-pub const BEHIND_AFTER: Duration = Duration::from_secs(600);
+pub(super) const BEHIND_AFTER: Duration = Duration::from_secs(600);
 
 /// The kinds of state the purge removes. A pass takes them in turn, one step each, so that a
 /// purge short of time falls behind on every kind a little rather than starving the last
 /// ones: when each step went to the first kind with work left, a soak whose purge was at its
 /// share saw the invocations kept and the notifications and inbox grow without bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     /// Idempotency claims past their TTL.
     Claims,
     /// Ledger rows (decisions) past `ledger_retention`.
@@ -76,7 +76,7 @@ impl Kind {
     ];
 
     /// The name logs and metrics use.
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Kind::Claims => "claims",
             Kind::Ledger => "ledger",
@@ -91,7 +91,7 @@ impl Kind {
 }
 
 /// What a step needs to know of the time and the settings.
-pub struct Due<'a> {
+pub(super) struct Due<'a> {
     pub now: i64,
     /// Records of each kind from before its cutoff go (see [`Cutoffs`]).
     pub cutoffs: Cutoffs,
@@ -101,7 +101,7 @@ pub struct Due<'a> {
 
 /// Where each kind's retention ends (ms): what is older goes.
 #[derive(Debug, Clone, Copy)]
-pub struct Cutoffs {
+pub(super) struct Cutoffs {
     pub ledger: i64,
     /// Throttle windows whose newest time is older than the longest window go.
     pub throttle: i64,
@@ -113,7 +113,7 @@ pub struct Cutoffs {
 
 /// One step's result.
 #[derive(Debug, Clone, Copy)]
-pub struct Step {
+pub(super) struct Step {
     pub kind: Kind,
     pub purged: Purged,
     pub took: Duration,
@@ -141,7 +141,7 @@ struct Lane {
 
 /// The purge's state between steps.
 #[derive(Debug)]
-pub struct Purger {
+pub(super) struct Purger {
     lanes: Vec<Lane>,
     /// The lane whose turn is next (the search for one with work left starts there).
     turn: usize,
@@ -158,7 +158,7 @@ impl Default for Purger {
 }
 
 impl Purger {
-    pub fn new() -> Purger {
+    pub(super) fn new() -> Purger {
         let lanes = Kind::ALL
             .into_iter()
             .map(|kind| Lane {
@@ -182,7 +182,7 @@ impl Purger {
     }
 
     /// Starts a pass over every kind (a pass still going just goes on).
-    pub fn start_pass(&mut self) {
+    pub(super) fn start_pass(&mut self) {
         if !self.busy() {
             self.pass_started = Instant::now();
         }
@@ -192,13 +192,13 @@ impl Purger {
     }
 
     /// Whether the pass has work left.
-    pub fn busy(&self) -> bool {
+    pub(super) fn busy(&self) -> bool {
         self.lanes.iter().any(|l| l.due)
     }
 
     /// How long until the next step is due: `None` when the pass is over (the caller then
     /// waits for the next pass), zero when a step is due now.
-    pub fn next_step_in(&self) -> Option<Duration> {
+    pub(super) fn next_step_in(&self) -> Option<Duration> {
         if !self.busy() {
             return None;
         }
@@ -216,7 +216,7 @@ impl Purger {
     /// Makes one step now on the next kind in turn with work left (resting or not; see
     /// [`next_step_in`](Self::next_step_in)); `None` when the pass is over. A failed step
     /// ends its kind's pass (the next pass tries again).
-    pub fn step(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<Option<Step>> {
+    pub(super) fn step(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<Option<Step>> {
         let count = self.lanes.len();
         let Some(at) = (0..count)
             .map(|i| (self.turn + i) % count)
@@ -301,7 +301,7 @@ impl Purger {
     /// Runs the pass to its end (`pap serve --once`, which has no decisions to take turns
     /// with). A kind that fails ends its pass; the first failure is returned once every
     /// other kind had its turn.
-    pub fn finish_pass(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<()> {
+    pub(super) fn finish_pass(&mut self, store: &dyn Storage, due: &Due) -> storage::Result<()> {
         let mut failed = None;
         while self.busy() {
             if let Err(e) = self.step(store, due) {

@@ -11,7 +11,7 @@ use super::settings::Overrides;
 
 /// A start-only setting that differs from the value in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pending {
+pub(super) struct Pending {
     pub setting: &'static str,
     pub running: String,
     pub configured: String,
@@ -29,12 +29,12 @@ impl std::fmt::Display for Pending {
 
 /// The start-only settings of one configuration, as shown in messages (no password).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fixed(Vec<(&'static str, String)>);
+pub(super) struct Fixed(Vec<(&'static str, String)>);
 
 impl Fixed {
     /// `config`'s start-only settings, but those `overrides` or `database_url` (the
     /// `PAP_DATABASE_URL` serve started with) give; the listener's only while `listening`.
-    pub fn of(
+    pub(super) fn of(
         config: &Config,
         overrides: &Overrides,
         database_url: bool,
@@ -84,7 +84,7 @@ impl Fixed {
     }
 
     /// The settings `configured` changes from these (those in force since start).
-    pub fn pending(&self, configured: &Fixed) -> Vec<Pending> {
+    pub(super) fn pending(&self, configured: &Fixed) -> Vec<Pending> {
         self.0
             .iter()
             .filter_map(|(setting, running)| {

@@ -13,7 +13,7 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use super::Wake;
 
 /// Keeps the watches alive.
-pub struct Watches {
+pub(super) struct Watches {
     _watcher: Option<RecommendedWatcher>,
 }
 
@@ -21,10 +21,10 @@ pub struct Watches {
 /// watcher's thread and serve. Bounded: names of files renamed in and then removed by someone
 /// else would otherwise pile up.
 #[derive(Clone, Default)]
-pub struct Arrivals(Arc<Mutex<HashSet<PathBuf>>>);
+pub(super) struct Arrivals(Arc<Mutex<HashSet<PathBuf>>>);
 
 impl Arrivals {
-    pub fn add(&self, path: PathBuf) {
+    pub(super) fn add(&self, path: PathBuf) {
         let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if set.len() >= 100_000 {
             set.clear();
@@ -33,7 +33,7 @@ impl Arrivals {
     }
 
     /// Whether `path` arrived by a rename; forgets it.
-    pub fn take(&self, path: &Path) -> bool {
+    pub(super) fn take(&self, path: &Path) -> bool {
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -41,7 +41,7 @@ impl Arrivals {
     }
 }
 
-pub fn start(root: &Path, spool: &Path, wake: Sender<Wake>, arrivals: Arrivals) -> Watches {
+pub(super) fn start(root: &Path, spool: &Path, wake: Sender<Wake>, arrivals: Arrivals) -> Watches {
     let spool_dir = spool.to_path_buf();
     let manifest_dirs: Vec<PathBuf> = ["triggers", "agents", "schedules"]
         .iter()

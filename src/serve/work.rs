@@ -51,12 +51,12 @@ enum Msg {
 }
 
 #[derive(Clone)]
-pub struct Worker {
+pub(super) struct Worker {
     tx: mpsc::UnboundedSender<Msg>,
 }
 
 impl Worker {
-    pub fn start(
+    pub(super) fn start(
         rt: &tokio::runtime::Runtime,
         runtime: Runtime,
         max: usize,
@@ -69,28 +69,28 @@ impl Worker {
     }
 
     /// Runs these (already held by this process) when there is room.
-    pub fn run(&self, ids: Vec<String>) {
+    pub(super) fn run(&self, ids: Vec<String>) {
         let _ = self.tx.send(Msg::Run(ids));
     }
 
     /// Looks for due work now.
-    pub fn scan(&self) {
+    pub(super) fn scan(&self) {
         let _ = self.tx.send(Msg::Scan);
     }
 
     /// New manifests: runs started from now on use them.
-    pub fn set_runtime(&self, runtime: Runtime) {
+    pub(super) fn set_runtime(&self, runtime: Runtime) {
         let _ = self.tx.send(Msg::SetRuntime(runtime));
     }
 
     /// A reload's `serve.max_concurrent`: more runs start at once when it grew; when it
     /// shrank, running ones finish and fewer start after them.
-    pub fn set_max(&self, max: usize) {
+    pub(super) fn set_max(&self, max: usize) {
         let _ = self.tx.send(Msg::SetMax(max.max(1)));
     }
 
     /// Waits until nothing runs and nothing is due (for `--once`).
-    pub async fn drain(&self) {
+    pub(super) async fn drain(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Msg::Drain(tx)).is_ok() {
             let _ = rx.await;
@@ -99,7 +99,7 @@ impl Worker {
 
     /// Stops taking work, lets running invocations finish within `grace`, then puts the rest
     /// back in the queue. Returns how many were put back.
-    pub async fn stop(&self, grace: Duration) -> usize {
+    pub(super) async fn stop(&self, grace: Duration) -> usize {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Msg::Stop(grace, tx)).is_err() {
             return 0;

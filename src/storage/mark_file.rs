@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `contents` to `<dir>/.<name>.<pid>.<n>`, then renames it over `<dir>/<name>`.
-pub fn replace(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {
+pub(super) fn replace(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.{}.{n}", std::process::id()));
     let written =

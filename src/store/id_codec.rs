@@ -16,7 +16,7 @@ const INVOCATION: u8 = 1;
 const TURN: u8 = 2;
 
 /// The bytes the store keys `id` by.
-pub fn pack(id: &str) -> Vec<u8> {
+pub(super) fn pack(id: &str) -> Vec<u8> {
     let packed = |tag: u8, hex: &str, len: usize| {
         (hex.len() == len * 2
             && hex
@@ -49,7 +49,7 @@ pub fn pack(id: &str) -> Vec<u8> {
 }
 
 /// The id `bytes` were packed from; `None` for bytes [`pack`] cannot have made.
-pub fn unpack(bytes: &[u8]) -> Option<String> {
+pub(super) fn unpack(bytes: &[u8]) -> Option<String> {
     let (&tag, rest) = bytes.split_first()?;
     let hex = |prefix: &str, len: usize| {
         (rest.len() == len).then(|| {

@@ -24,15 +24,15 @@ use crate::domain::{ApprovalDecision, Attempt, ConcurrencySlot, Invocation, Leas
 const VERSION: u8 = 1;
 
 /// An event's key in `events`: a sequence number, so the table grows at its end.
-pub type EventRef = u64;
+pub(super) type EventRef = u64;
 
 /// The SHA-256 of an event's stored bytes, which finds a body already stored by this
 /// transaction (the same event provoking several triggers).
-pub type EventHash = [u8; 32];
+pub(super) type EventHash = [u8; 32];
 
 #[derive(Debug, thiserror::Error)]
 #[error("invocation record: {0}")]
-pub struct Malformed(String);
+pub(super) struct Malformed(String);
 
 fn bad(what: impl Into<String>) -> Malformed {
     Malformed(what.into())
@@ -118,7 +118,7 @@ pub(super) const STATUSES: [Status; 8] = [
 ];
 
 /// The record of `inv`, whose event is stored under `event`.
-pub fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
+pub(super) fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     out.push(VERSION);
     varint::put(&mut out, inv.seq);
@@ -162,7 +162,7 @@ pub fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
 }
 
 /// The invocation `id` from its record, with its event left `null`, and the event's key.
-pub fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malformed> {
+pub(super) fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malformed> {
     let mut r = Reader { bytes };
     let version = r.u8()?;
     if version != VERSION {
@@ -228,7 +228,7 @@ pub fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), Malforme
 }
 
 /// The stored bytes of an event and their key.
-pub fn event_bytes(event: &Value) -> (Vec<u8>, EventHash) {
+pub(super) fn event_bytes(event: &Value) -> (Vec<u8>, EventHash) {
     use sha2::Digest;
     let bytes = serde_json::to_vec(event).expect("events serialise");
     let key: EventHash = sha2::Sha256::digest(&bytes).into();

@@ -21,11 +21,11 @@ use crate::domain::LedgerRow;
 
 /// Rows per block: small enough that reading one row reads little, large enough that the
 /// per-insert cost of redb vanishes.
-pub const BLOCK_ROWS: usize = 1024;
+pub(super) const BLOCK_ROWS: usize = 1024;
 
 /// A block is also stored once its rows take this many bytes (event ids and types can be
 /// long when `max_event_bytes` is raised): offsets are `u32`, and a block stays small.
-pub const BLOCK_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const BLOCK_BYTES: usize = 16 * 1024 * 1024;
 
 const FOOTER: usize = 4 + 8;
 
@@ -49,7 +49,7 @@ const ALLOCATION: usize = 64 * 1024 - 512;
 
 /// A block being filled, rows appended in sequence order.
 #[derive(Debug)]
-pub struct Builder {
+pub(super) struct Builder {
     /// The sequence number of the first row.
     pub first: u64,
     rows: Vec<u8>,
@@ -58,7 +58,7 @@ pub struct Builder {
 }
 
 impl Builder {
-    pub fn new(first: u64) -> Builder {
+    pub(super) fn new(first: u64) -> Builder {
         Builder {
             first,
             rows: Vec::with_capacity(BLOCK_ROWS * 160),
@@ -69,20 +69,20 @@ impl Builder {
 
     /// Starts over at row `first`, keeping the buffers (a stream fills one block after
     /// another; fresh buffers each time cost more than the rows).
-    pub fn reset(&mut self, first: u64) {
+    pub(super) fn reset(&mut self, first: u64) {
         self.first = first;
         self.rows.clear();
         self.offsets.clear();
         self.max_decided_at = i64::MIN;
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.offsets.len()
     }
 
     /// Appends a row; refused (the block unchanged) if its offsets would no longer fit in
     /// `u32`, which only a row of gigabytes can cause.
-    pub fn push(&mut self, row: crate::storage::RowRef) -> Result<(), Malformed> {
+    pub(super) fn push(&mut self, row: crate::storage::RowRef) -> Result<(), Malformed> {
         let invocation = row.invocation_id.map(id_codec::pack).unwrap_or_default();
         let code;
         let outcome = match OUTCOMES.iter().position(|o| *o == row.outcome) {
@@ -119,7 +119,7 @@ impl Builder {
     }
 
     /// Whether the block should be stored now.
-    pub fn is_full(&self) -> bool {
+    pub(super) fn is_full(&self) -> bool {
         let stored = self.rows.len() + (self.offsets.len() + 1) * 4 + FOOTER;
         self.offsets.len() >= BLOCK_ROWS
             || self.rows.len() >= BLOCK_BYTES
@@ -127,7 +127,7 @@ impl Builder {
     }
 
     /// Row `index` of this block (0-based), before it is stored.
-    pub fn row(&self, index: usize) -> Result<LedgerRow, Malformed> {
+    pub(super) fn row(&self, index: usize) -> Result<LedgerRow, Malformed> {
         let start = *self.offsets.get(index).ok_or(Malformed)? as usize;
         let end = self
             .offsets
@@ -138,7 +138,7 @@ impl Builder {
 
     /// The block's bytes, ready to store: the rows followed by the offsets and footer. The
     /// builder is spent until [`Builder::reset`].
-    pub fn finish(&mut self) -> &[u8] {
+    pub(super) fn finish(&mut self) -> &[u8] {
         let count = self.offsets.len() as u32;
         self.offsets.push(self.rows.len() as u32);
         self.rows.reserve(self.offsets.len() * 4 + FOOTER);
@@ -153,7 +153,7 @@ impl Builder {
 }
 
 /// A stored block, read in place.
-pub struct Block<'a> {
+pub(super) struct Block<'a> {
     rows: &'a [u8],
     offsets: &'a [u8],
     max_decided_at: i64,
@@ -161,10 +161,10 @@ pub struct Block<'a> {
 
 /// A block whose bytes do not follow the layout (a damaged file).
 #[derive(Debug)]
-pub struct Malformed;
+pub(super) struct Malformed;
 
 impl<'a> Block<'a> {
-    pub fn new(bytes: &'a [u8]) -> Result<Block<'a>, Malformed> {
+    pub(super) fn new(bytes: &'a [u8]) -> Result<Block<'a>, Malformed> {
         let footer = bytes.len().checked_sub(FOOTER).ok_or(Malformed)?;
         let count = u32::from_le_bytes(bytes[footer..footer + 4].try_into().expect("4 bytes"));
         let max_decided_at = i64::from_le_bytes(bytes[footer + 4..].try_into().expect("8 bytes"));
@@ -179,17 +179,17 @@ impl<'a> Block<'a> {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.offsets.len() / 4 - 1
     }
 
     /// The latest decision time in the block: the retention sweep drops a block whole.
-    pub fn max_decided_at(&self) -> i64 {
+    pub(super) fn max_decided_at(&self) -> i64 {
         self.max_decided_at
     }
 
     /// Row `index` (0-based within the block).
-    pub fn row(&self, index: usize) -> Result<LedgerRow, Malformed> {
+    pub(super) fn row(&self, index: usize) -> Result<LedgerRow, Malformed> {
         if index >= self.len() {
             return Err(Malformed);
         }
@@ -203,7 +203,7 @@ impl<'a> Block<'a> {
         decode_row(bytes)
     }
 
-    pub fn rows(&self) -> impl Iterator<Item = Result<LedgerRow, Malformed>> + '_ {
+    pub(super) fn rows(&self) -> impl Iterator<Item = Result<LedgerRow, Malformed>> + '_ {
         (0..self.len()).map(|i| self.row(i))
     }
 }

@@ -12,7 +12,7 @@ use super::tx::Tx;
 use super::{Result, redb_err};
 
 /// Whether a file of format `found` is migrated to the current one.
-pub fn migrates(found: u64) -> bool {
+pub(super) fn migrates(found: u64) -> bool {
     (6..=8).contains(&found)
 }
 
@@ -27,7 +27,7 @@ pub fn migrates(found: u64) -> bool {
 ///
 /// 8 → 9: adds the notification counts (see `notify_counts`), from the notifications in one
 /// pass.
-pub fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
+pub(super) fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
     debug_assert!(migrates(found));
     let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
     txn.open_table(CONC_HOLDERS)

@@ -8,114 +8,123 @@ use super::{Error, Result, redb_err};
 
 /// Bump when a table's layout changes; a newer file is refused at open, an older one of a
 /// released format migrated in place (see `migrate`).
-pub const SCHEMA_VERSION: u64 = 9;
+pub(super) const SCHEMA_VERSION: u64 = 9;
 
 /// The first format a release of pap writes. Older files come from development builds, and
 /// are refused with a message rather than migrated (see CHANGELOG.md).
-pub const FIRST_RELEASED_VERSION: u64 = 6;
+pub(super) const FIRST_RELEASED_VERSION: u64 = 6;
 
 /// `schema_version`, and counters (`invocation_seq`, `audit_seq`, `ledger_seq`: the number
 /// of the next ledger row; `count.<status>`: how many invocations have that recorded status,
 /// kept in the transaction that changes one, format 8; `notify.count.<status>` and
 /// `notify.failing.<sink>`: the notifications' counts, format 9, see `notify_counts`).
-pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// SHA-256(event.id ‖ trigger.id) → (expires_at, decided_at, number of the decision's ledger
 /// row) (version 5; the outcome lives in the ledger row, so a claim is written once, at the
 /// idempotency stage, in the same B-tree descent that finds an earlier one).
-pub const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> = TableDefinition::new("claims");
+pub(super) const CLAIMS: TableDefinition<&[u8; 32], (i64, i64, u64)> =
+    TableDefinition::new("claims");
 /// (expires_at, number of the first key's ledger row) → the 32-byte keys that expire then,
 /// concatenated: the index by expiry time, one row per transaction and expiry time instead of
 /// one per key (version 5). A key renewed later stays listed here; the purge checks the claim.
-pub const CLAIM_EXPIRY: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("claim_expiry");
+pub(super) const CLAIM_EXPIRY: TableDefinition<(i64, u64), &[u8]> =
+    TableDefinition::new("claim_expiry");
 /// (trigger id, window key as JSON) → invocation times in the window, i64 little-endian.
-pub const THROTTLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("throttle");
+pub(super) const THROTTLE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("throttle");
 /// (trigger id, window key as JSON) → DebounceState (JSON): where a debounced trigger's
 /// burst stands (a pap extension, added to format 6 before its release; a write creates the
 /// table in a file from before it, and readers never open it).
-pub const DEBOUNCE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("debounce");
+pub(super) const DEBOUNCE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("debounce");
 /// (due at, trigger id, window key) → (): trailing debounces waiting to fire.
-pub const DEBOUNCE_DUE: TableDefinition<(i64, &str, &str), ()> =
+pub(super) const DEBOUNCE_DUE: TableDefinition<(i64, &str, &str), ()> =
     TableDefinition::new("debounce_due");
 /// Format 6's concurrency index, (concurrency key, invocation sequence number) → [1 running |
 /// 0 waiting | 2 stopping, until] followed by the invocation id; format 7 splits it into the
 /// three tables below (see `migrate`).
-pub const CONCURRENCY_6: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("concurrency");
+pub(super) const CONCURRENCY_6: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("concurrency");
 /// (concurrency key: scope and key, see `ConcurrencySlot::index_key`, invocation sequence
 /// number) → [1 running | 2 stopping, then until as i64 LE] followed by the invocation id:
 /// who holds a slot of a key (format 7).
-pub const CONC_HOLDERS: TableDefinition<(&str, u64), &[u8]> =
+pub(super) const CONC_HOLDERS: TableDefinition<(&str, u64), &[u8]> =
     TableDefinition::new("concurrency_holders");
 /// (concurrency key, invocation sequence number) → [0 | 1, then admitted at as i64 LE]
 /// followed by the packed invocation id: who waits for a slot of a key, in decision order,
 /// and whether the key admits it (then it is in `WORK` if its other keys admit it too;
 /// format 7).
-pub const CONC_WAITERS: TableDefinition<(&str, u64), &[u8]> =
+pub(super) const CONC_WAITERS: TableDefinition<(&str, u64), &[u8]> =
     TableDefinition::new("concurrency_waiters");
 /// concurrency key → (the limit its waiters were last admitted under, how many were
 /// admitted), while the key has waiters (format 7).
-pub const CONC_KEYS: TableDefinition<&str, (u32, u32)> = TableDefinition::new("concurrency_keys");
+pub(super) const CONC_KEYS: TableDefinition<&str, (u32, u32)> =
+    TableDefinition::new("concurrency_keys");
 /// agent id → its token reservations and uses of the last 24 hours (JSON; a pap extension
 /// added to format 6 before its release, like the debounce tables).
-pub const BUDGET_TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("budget_tokens");
+pub(super) const BUDGET_TOKENS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("budget_tokens");
 /// packed invocation id (see `id_codec`) → Invocation (see `invocation_codec`).
-pub const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
+pub(super) const INVOCATIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("invocations");
 /// (sequence number, packed invocation id) → (): every invocation in creation order, for
 /// listings that page by cursor and stream in constant memory (format 8).
-pub const INVOCATION_ORDER: TableDefinition<(u64, &[u8]), ()> =
+pub(super) const INVOCATION_ORDER: TableDefinition<(u64, &[u8]), ()> =
     TableDefinition::new("invocation_order");
 /// (sequence number, packed invocation id) → (created at, approval deadline or `i64::MAX`):
 /// exactly the invocations whose recorded status is `awaiting_approval`, so their count is
 /// the table's length and a page of the oldest reads no other record (format 8).
-pub const AWAITING: TableDefinition<(u64, &[u8]), (i64, i64)> = TableDefinition::new("awaiting");
+pub(super) const AWAITING: TableDefinition<(u64, &[u8]), (i64, i64)> =
+    TableDefinition::new("awaiting");
 /// event number (`event_seq`) → the event's JSON: each event's body once, however many
 /// invocations it provoked (version 6).
-pub const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+pub(super) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 /// (approval deadline, packed invocation id) → (): finds expired approvals.
-pub const APPROVAL_DEADLINES: TableDefinition<(i64, &[u8]), ()> =
+pub(super) const APPROVAL_DEADLINES: TableDefinition<(i64, &[u8]), ()> =
     TableDefinition::new("approval_deadlines");
 /// Number of a block's first row → a block of consecutive ledger rows (event id, trigger id,
 /// type, depth, outcome, invocation id, decision time): see `ledger_block` (version 5; before,
 /// one row per (event id, trigger id) key).
-pub const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger_blocks");
+pub(super) const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger_blocks");
 /// event id → an emitted event (JSON) not yet decided: a crash between an invocation's end
 /// and the decision on what it emitted loses nothing.
-pub const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
+pub(super) const OUTBOX: TableDefinition<&str, &[u8]> = TableDefinition::new("outbox");
 /// (due at, packed invocation id) → (): every `queued` or `running` invocation, so `pap serve` finds
 /// the work that is due without scanning every invocation ever made. A `running` one sorts
 /// first (`i64::MIN`): it is always looked at, to find runners that died (version 3). A queued
 /// one waiting for concurrency keys is here only while every key admits it (format 7), at its
 /// due time or when a stopping run's slot frees, whichever is later.
-pub const WORK: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("work");
+pub(super) const WORK: TableDefinition<(i64, &[u8]), ()> = TableDefinition::new("work");
 /// schedule id → the last fire time (ms) whose event was recorded: a restart never fires the
 /// same time twice (version 3).
-pub const SCHEDULES: TableDefinition<&str, i64> = TableDefinition::new("schedules");
+pub(super) const SCHEDULES: TableDefinition<&str, i64> = TableDefinition::new("schedules");
 /// notification id → Notification (JSON) (version 4, as every table below up to AUDIT).
-pub const NOTIFICATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("notifications");
+pub(super) const NOTIFICATIONS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("notifications");
 /// creation sequence → notification id, for listings in order.
-pub const NOTIFY_ORDER: TableDefinition<u64, &str> = TableDefinition::new("notify_order");
+pub(super) const NOTIFY_ORDER: TableDefinition<u64, &str> = TableDefinition::new("notify_order");
 /// deduplication key → the latest notification carrying it (ANP 7.1).
-pub const NOTIFY_DEDUP: TableDefinition<&str, &str> = TableDefinition::new("notify_dedup");
+pub(super) const NOTIFY_DEDUP: TableDefinition<&str, &str> = TableDefinition::new("notify_dedup");
 /// (due at, job) → (): watchdog deadlines (`watchdog:<id>`) and sink deliveries
 /// (`sink:<sink>:<id>`), so the timers find what is due without scanning every notification.
-pub const NOTIFY_DUE: TableDefinition<(i64, &str), ()> = TableDefinition::new("notify_due");
+pub(super) const NOTIFY_DUE: TableDefinition<(i64, &str), ()> = TableDefinition::new("notify_due");
 /// inbox id → InboxMessage (JSON); append-only, ids strictly increasing.
-pub const INBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("inbox");
+pub(super) const INBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("inbox");
 /// (agent id, sequence) → notification id: what waits for the agent's next invocation.
-pub const AGENT_QUEUE: TableDefinition<(&str, u64), &str> = TableDefinition::new("agent_queue");
+pub(super) const AGENT_QUEUE: TableDefinition<(&str, u64), &str> =
+    TableDefinition::new("agent_queue");
 /// session name → when it was opened (ms).
-pub const SESSIONS: TableDefinition<&str, i64> = TableDefinition::new("sessions");
+pub(super) const SESSIONS: TableDefinition<&str, i64> = TableDefinition::new("sessions");
 /// session name → the agent bound to it: a human's post in the session reaches that agent at
 /// its next turn. Part of format 6 since the MCP server; a file from before it gets it at its
 /// first write, and readers treat it as empty until then.
-pub const SESSION_AGENTS: TableDefinition<&str, &str> = TableDefinition::new("session_agents");
+pub(super) const SESSION_AGENTS: TableDefinition<&str, &str> =
+    TableDefinition::new("session_agents");
 /// ATP notification id (UUID) → the notification carrying the approval request.
-pub const ATP_INDEX: TableDefinition<&str, &str> = TableDefinition::new("atp_index");
+pub(super) const ATP_INDEX: TableDefinition<&str, &str> = TableDefinition::new("atp_index");
 /// sequence → AuditEntry (JSON); append-only.
-pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+pub(super) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 
 /// Whether a file opened read-only has this pap's format, so a reader can use it as it is;
 /// `false` when a writer has to create or migrate the tables first. A newer format is refused.
-pub fn is_current(db: &ReadOnlyDatabase, path: &Path) -> Result<bool> {
+pub(super) fn is_current(db: &ReadOnlyDatabase, path: &Path) -> Result<bool> {
     let stored = (|| {
         let txn = db.begin_read().ok()?;
         let meta = txn.open_table(META).ok()?;
@@ -131,7 +140,7 @@ pub fn is_current(db: &ReadOnlyDatabase, path: &Path) -> Result<bool> {
 
 /// Creates the tables of a new file, and checks the version of an existing one (migrating a
 /// released format older than this pap's).
-pub fn init(db: &Database, path: &Path) -> Result<()> {
+pub(super) fn init(db: &Database, path: &Path) -> Result<()> {
     // The common case, an existing file of this version, needs only a read.
     let stored = (|| {
         let txn = db.begin_read().ok()?;

@@ -31,7 +31,7 @@ const GATHER_ENTRIES: usize = 1;
 
 /// This transaction's ledger rows and expiry-index entries, not yet stored.
 #[derive(Debug, Default)]
-pub struct Decisions {
+pub(super) struct Decisions {
     /// The number of the next ledger row (read from `meta` on first use).
     next_row: Option<u64>,
     stored_next_row: u64,

@@ -1,6 +1,6 @@
 //! LEB128 varints and zigzag, for the packed records (`invocation_codec`, `ledger_block`).
 
-pub fn put(out: &mut Vec<u8>, mut v: u64) {
+pub(super) fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -8,12 +8,12 @@ pub fn put(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-pub fn put_signed(out: &mut Vec<u8>, v: i64) {
+pub(super) fn put_signed(out: &mut Vec<u8>, v: i64) {
     put(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 /// Reads a varint off the front of `bytes`; `None` when truncated or longer than 64 bits.
-pub fn take(bytes: &mut &[u8]) -> Option<u64> {
+pub(super) fn take(bytes: &mut &[u8]) -> Option<u64> {
     let mut v: u64 = 0;
     for shift in (0..64).step_by(7) {
         let (&b, rest) = bytes.split_first()?;
@@ -26,13 +26,13 @@ pub fn take(bytes: &mut &[u8]) -> Option<u64> {
     None
 }
 
-pub fn take_signed(bytes: &mut &[u8]) -> Option<i64> {
+pub(super) fn take_signed(bytes: &mut &[u8]) -> Option<i64> {
     let v = take(bytes)?;
     Some(((v >> 1) as i64) ^ -((v & 1) as i64))
 }
 
 /// The bytes [`put`] writes for `v`.
-pub fn len(mut v: u64) -> usize {
+pub(super) fn len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
         v >>= 7;

@@ -7,13 +7,13 @@ use serde_json::{Value, json};
 
 use super::{code, fixture_copy, pap_at, stderr, stdout};
 
-pub const T0: &str = "2026-03-11T06:00:00Z";
+pub(crate) const T0: &str = "2026-03-11T06:00:00Z";
 
-pub struct Project {
+pub(crate) struct Project {
     pub dir: tempfile::TempDir,
 }
 
-pub struct Run {
+pub(crate) struct Run {
     pub code: i32,
     pub lines: Vec<Value>,
     pub stdout: String,
@@ -22,7 +22,7 @@ pub struct Run {
 
 impl Run {
     /// The line of `event_id` (the first, when an id occurs more than once).
-    pub fn event(&self, event_id: &str) -> &Value {
+    pub(crate) fn event(&self, event_id: &str) -> &Value {
         self.lines
             .iter()
             .find(|l| l["event_id"] == event_id)
@@ -30,7 +30,7 @@ impl Run {
     }
 
     /// The outcome entry of `trigger` on the line of `event_id`.
-    pub fn trigger(&self, event_id: &str, trigger: &str) -> &Value {
+    pub(crate) fn trigger(&self, event_id: &str, trigger: &str) -> &Value {
         let line = self.event(event_id);
         line["triggers"]
             .as_array()
@@ -38,7 +38,7 @@ impl Run {
             .unwrap_or_else(|| panic!("no {trigger} on {event_id}: {line}"))
     }
 
-    pub fn outcome(&self, event_id: &str, trigger: &str) -> String {
+    pub(crate) fn outcome(&self, event_id: &str, trigger: &str) -> String {
         self.trigger(event_id, trigger)["outcome"]
             .as_str()
             .unwrap()
@@ -47,37 +47,37 @@ impl Run {
 }
 
 impl Project {
-    pub fn new() -> Project {
+    pub(crate) fn new() -> Project {
         Project {
             dir: fixture_copy("dispatch"),
         }
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
     /// `pap --root ROOT` at the fake time `at`, with PAP_TEST_DIR = the root.
-    pub fn cmd(&self, at: &str) -> Command {
+    pub(crate) fn cmd(&self, at: &str) -> Command {
         let mut cmd = pap_at(self.root());
         cmd.env("PAP_NOW", at).env("PAP_TEST_DIR", self.root());
         cmd
     }
 
     /// Writes events as NDJSON into the project; returns the path.
-    pub fn events(&self, name: &str, events: &[Value]) -> PathBuf {
+    pub(crate) fn events(&self, name: &str, events: &[Value]) -> PathBuf {
         let text: String = events.iter().map(|e| format!("{e}\n")).collect();
         self.write(name, &text)
     }
 
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.root().join(name);
         std::fs::write(&path, text).expect("write events");
         path
     }
 
     /// `pap dispatch FILE --json EXTRA…` at `at`.
-    pub fn dispatch(&self, at: &str, file: &Path, extra: &[&str]) -> Run {
+    pub(crate) fn dispatch(&self, at: &str, file: &Path, extra: &[&str]) -> Run {
         let out = self
             .cmd(at)
             .arg("dispatch")
@@ -92,7 +92,7 @@ impl Project {
     /// Dispatches `test.approval.needed` event `id`; returns the invocation that awaits
     /// approval (trigger `t-approval`, a high-risk agent).
     #[allow(dead_code)]
-    pub fn awaiting(&self, id: &str) -> String {
+    pub(crate) fn awaiting(&self, id: &str) -> String {
         let file = self.events(
             &format!("{id}.ndjson"),
             &[ev(id, "test.approval.needed", json!({}))],
@@ -107,7 +107,7 @@ impl Project {
     }
 
     /// `pap invocations show ID --json`.
-    pub fn invocation(&self, id: &str) -> Value {
+    pub(crate) fn invocation(&self, id: &str) -> Value {
         let out = self
             .cmd(T0)
             .args(["invocations", "show", id, "--json"])
@@ -118,7 +118,7 @@ impl Project {
     }
 
     /// Every invocation, from `pap invocations --json`.
-    pub fn invocations(&self) -> Vec<Value> {
+    pub(crate) fn invocations(&self) -> Vec<Value> {
         let out = self
             .cmd(T0)
             .args(["invocations", "--json"])
@@ -129,7 +129,7 @@ impl Project {
     }
 }
 
-pub fn run_of(out: &Output) -> Run {
+pub(crate) fn run_of(out: &Output) -> Run {
     let text = stdout(out);
     Run {
         code: code(out),
@@ -139,14 +139,14 @@ pub fn run_of(out: &Output) -> Run {
     }
 }
 
-pub fn lines(text: &str) -> Vec<Value> {
+pub(crate) fn lines(text: &str) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
 }
 
 /// A PAP 0.2 event.
-pub fn ev(id: &str, kind: &str, data: Value) -> Value {
+pub(crate) fn ev(id: &str, kind: &str, data: Value) -> Value {
     json!({"pap_version": "0.2", "id": id, "type": kind, "source": "test",
            "time": "2026-03-11T05:59:00Z", "data": data})
 }
@@ -154,7 +154,7 @@ pub fn ev(id: &str, kind: &str, data: Value) -> Value {
 /// Three events of `test.filter.checked` that the fixture's `f-*` triggers tell apart: each
 /// operator holds for some and not for others (see `filter_semantics_every_row`).
 #[allow(dead_code)]
-pub fn filter_events() -> Vec<Value> {
+pub(crate) fn filter_events() -> Vec<Value> {
     vec![
         ev(
             "a",

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub path: String,
     /// Header names in lower case.
     pub headers: HashMap<String, String>,
@@ -19,7 +19,7 @@ pub struct Recorded {
 }
 
 #[derive(Debug, Clone)]
-pub struct Scripted {
+pub(crate) struct Scripted {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Value,
@@ -29,7 +29,7 @@ pub struct Scripted {
 }
 
 impl Scripted {
-    pub fn ok(body: Value) -> Scripted {
+    pub(crate) fn ok(body: Value) -> Scripted {
         Scripted {
             status: 200,
             headers: Vec::new(),
@@ -40,7 +40,7 @@ impl Scripted {
     }
 
     /// An answer whose body is `text` as is.
-    pub fn raw(status: u16, text: &str) -> Scripted {
+    pub(crate) fn raw(status: u16, text: &str) -> Scripted {
         Scripted {
             status,
             raw: Some(text.to_owned()),
@@ -48,31 +48,31 @@ impl Scripted {
         }
     }
 
-    pub fn status(status: u16, body: Value) -> Scripted {
+    pub(crate) fn status(status: u16, body: Value) -> Scripted {
         Scripted {
             status,
             ..Scripted::ok(body)
         }
     }
 
-    pub fn header(mut self, name: &str, value: &str) -> Scripted {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Scripted {
         self.headers.push((name.into(), value.into()));
         self
     }
 
-    pub fn delayed(mut self, delay: Duration) -> Scripted {
+    pub(crate) fn delayed(mut self, delay: Duration) -> Scripted {
         self.delay = delay;
         self
     }
 }
 
-pub struct FakeLlm {
+pub(crate) struct FakeLlm {
     pub url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
 }
 
 impl FakeLlm {
-    pub fn start(script: Vec<Scripted>) -> FakeLlm {
+    pub(crate) fn start(script: Vec<Scripted>) -> FakeLlm {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -88,7 +88,7 @@ impl FakeLlm {
         FakeLlm { url, requests }
     }
 
-    pub fn requests(&self) -> Vec<Recorded> {
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
 }
@@ -152,7 +152,7 @@ fn serve(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &Mutex<VecD
 
 // ---- the providers' shapes --------------------------------------------------------------
 
-pub fn anthropic_text(text: &str) -> Value {
+pub(crate) fn anthropic_text(text: &str) -> Value {
     json!({"id": "msg_final", "type": "message", "role": "assistant", "model": "claude-test",
            "content": [{"type": "text", "text": text}],
            "stop_reason": "end_turn", "stop_sequence": null,
@@ -160,7 +160,7 @@ pub fn anthropic_text(text: &str) -> Value {
 }
 
 /// `calls`: (id, tool name, input).
-pub fn anthropic_tool_use(calls: &[(&str, &str, Value)]) -> Value {
+pub(crate) fn anthropic_tool_use(calls: &[(&str, &str, Value)]) -> Value {
     let mut content = vec![json!({"type": "text", "text": "Let me check."})];
     content.extend(calls.iter().map(
         |(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input}),
@@ -170,7 +170,7 @@ pub fn anthropic_tool_use(calls: &[(&str, &str, Value)]) -> Value {
            "usage": {"input_tokens": 50, "output_tokens": 10}})
 }
 
-pub fn openai_text(text: &str) -> Value {
+pub(crate) fn openai_text(text: &str) -> Value {
     json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-test",
            "choices": [{"index": 0, "finish_reason": "stop",
                         "message": {"role": "assistant", "content": text}}],
@@ -178,7 +178,7 @@ pub fn openai_text(text: &str) -> Value {
 }
 
 /// `calls`: (id, tool name, arguments as the JSON string the API sends).
-pub fn openai_tool_calls(calls: &[(&str, &str, &str)]) -> Value {
+pub(crate) fn openai_tool_calls(calls: &[(&str, &str, &str)]) -> Value {
     let tool_calls: Vec<Value> = calls
         .iter()
         .map(|(id, name, args)| {

@@ -9,7 +9,7 @@ use super::dispatch::lines;
 use super::serve::{Project, Serve};
 
 /// A serve fixture project whose pap.yaml gains `extra` (a `listen:` section, say).
-pub fn project(extra: &str) -> Project {
+pub(crate) fn project(extra: &str) -> Project {
     let p = Project::new();
     let path = p.root().join("pap.yaml");
     let mut text = std::fs::read_to_string(&path).unwrap();
@@ -19,7 +19,7 @@ pub fn project(extra: &str) -> Project {
 }
 
 /// Starts `pap serve --listen 127.0.0.1:0 EXTRA…` and returns it with its URL (from the log).
-pub fn serve(p: &Project, extra: &[&str], env: &[(&str, &str)]) -> (Serve, String) {
+pub(crate) fn serve(p: &Project, extra: &[&str], env: &[(&str, &str)]) -> (Serve, String) {
     let mut args = vec!["--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut serve = p.serve_with(&args, env);
@@ -33,7 +33,7 @@ pub fn serve(p: &Project, extra: &[&str], env: &[(&str, &str)]) -> (Serve, Strin
 }
 
 /// The URL of the last `listening for HTTP` line of a serve log (human or JSON).
-pub fn listening_url(log: &str) -> Option<String> {
+pub(crate) fn listening_url(log: &str) -> Option<String> {
     let line = log
         .lines()
         .rev()
@@ -46,7 +46,7 @@ pub fn listening_url(log: &str) -> Option<String> {
 }
 
 /// curl, or a skip (a failure where CI requires it).
-pub fn curl_available() -> bool {
+pub(crate) fn curl_available() -> bool {
     super::required_tool(
         "curl",
         "PAP_TEST_REQUIRE_HTTP_CLIENTS",
@@ -57,7 +57,7 @@ pub fn curl_available() -> bool {
 
 /// What curl got.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     /// Lower-case names.
     pub headers: Vec<(String, String)>,
@@ -65,7 +65,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -73,17 +73,17 @@ impl Reply {
     }
 
     /// The body's NDJSON lines.
-    pub fn lines(&self) -> Vec<Value> {
+    pub(crate) fn lines(&self) -> Vec<Value> {
         lines(&self.body)
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 }
 
 /// Runs curl with `args` (a URL among them), the body from `body` when given.
-pub fn curl(args: &[&str], body: Option<&[u8]>) -> Reply {
+pub(crate) fn curl(args: &[&str], body: Option<&[u8]>) -> Reply {
     let dir = tempfile::tempdir().unwrap();
     let headers: PathBuf = dir.path().join("h");
     let out_body: PathBuf = dir.path().join("b");
@@ -120,7 +120,12 @@ pub fn curl(args: &[&str], body: Option<&[u8]>) -> Reply {
 /// [`post`], sent again while the answer is 429: a failed credential from this address
 /// (127.0.0.1, as every test request) makes the next attempts wait a moment. A 429 is not
 /// itself a failure, so asking again does not prolong the wait.
-pub fn post_once_allowed(url: &str, content_type: &str, body: &[u8], extra: &[&str]) -> Reply {
+pub(crate) fn post_once_allowed(
+    url: &str,
+    content_type: &str,
+    body: &[u8],
+    extra: &[&str],
+) -> Reply {
     let mut reply = None;
     super::serve::wait_until("the failed-attempt wait to pass", || {
         let r = post(url, content_type, body, extra);
@@ -132,7 +137,7 @@ pub fn post_once_allowed(url: &str, content_type: &str, body: &[u8], extra: &[&s
 }
 
 /// POSTs `body` to `url` with a content type.
-pub fn post(url: &str, content_type: &str, body: &[u8], extra: &[&str]) -> Reply {
+pub(crate) fn post(url: &str, content_type: &str, body: &[u8], extra: &[&str]) -> Reply {
     let ct = format!("content-type: {content_type}");
     let mut args = vec!["-X", "POST", "-H", ct.as_str()];
     args.extend_from_slice(extra);
@@ -142,7 +147,7 @@ pub fn post(url: &str, content_type: &str, body: &[u8], extra: &[&str]) -> Reply
 
 /// A trigger on `kind` whose high-severity events (`$.data.labels.severity`) provoke the
 /// serve fixture's `quick` agent.
-pub fn high_severity_trigger(p: &Project, id: &str, kind: &str) {
+pub(crate) fn high_severity_trigger(p: &Project, id: &str, kind: &str) {
     std::fs::write(
         p.root().join(format!("triggers/{id}.yaml")),
         format!(
@@ -153,7 +158,7 @@ pub fn high_severity_trigger(p: &Project, id: &str, kind: &str) {
 }
 
 /// A free loopback port (bound, read, released).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -162,7 +167,7 @@ pub fn free_port() -> u16 {
 }
 
 /// An argon2 hash of `password`, as `pap hash-password` prints it for pap.yaml.
-pub fn hash_password(password: &str) -> String {
+pub(crate) fn hash_password(password: &str) -> String {
     use std::io::Write as _;
     let mut child = super::pap()
         .arg("hash-password")
@@ -182,7 +187,7 @@ pub fn hash_password(password: &str) -> String {
 
 /// Logs in at the console of `url` with curl as `who`; returns the cookie jar (in `dir`) and
 /// the login's answer (a 303 with the session cookie).
-pub fn console_login(
+pub(crate) fn console_login(
     url: &str,
     dir: &std::path::Path,
     who: &str,

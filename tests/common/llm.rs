@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::dispatch::{Project, Run, T0, ev};
 
 /// Where `.ci/run` installs the reference MCP server.
-pub fn everything_server() -> Option<PathBuf> {
+pub(crate) fn everything_server() -> Option<PathBuf> {
     let path = std::env::var_os("PAP_TEST_MCP_EVERYTHING")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -37,7 +37,7 @@ pub fn everything_server() -> Option<PathBuf> {
 /// A project whose trigger `t-llm` sends `test.llm.asked` to the agent `a`, described by
 /// `agent` (YAML of the `agent:` mapping's body, indented by two spaces), with the
 /// `everything` MCP server when `mcp` is given.
-pub fn project(agent: &str, mcp: Option<&PathBuf>) -> Project {
+pub(crate) fn project(agent: &str, mcp: Option<&PathBuf>) -> Project {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path();
     std::fs::create_dir_all(root.join("agents")).unwrap();
@@ -65,7 +65,7 @@ pub fn project(agent: &str, mcp: Option<&PathBuf>) -> Project {
 
 /// Dispatches one `test.llm.asked` event with `data`, with `key` as the provider key
 /// (ANTHROPIC_API_KEY and OPENAI_API_KEY) unless `None`.
-pub fn dispatch(
+pub(crate) fn dispatch(
     p: &Project,
     id: &str,
     data: Value,

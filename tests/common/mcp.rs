@@ -24,7 +24,7 @@ fn missing(what: &str) {
 }
 
 /// `python3` with the `mcp` package, or a skip.
-pub fn python_sdk() -> Option<PathBuf> {
+pub(crate) fn python_sdk() -> Option<PathBuf> {
     let ok = Command::new("python3")
         .args(["-c", "import mcp.client.stdio, mcp.client.streamable_http"])
         .output()
@@ -37,7 +37,7 @@ pub fn python_sdk() -> Option<PathBuf> {
 }
 
 /// The MCP Inspector's CLI, where `.ci/run` puts it (or `PAP_TEST_MCP_INSPECTOR`).
-pub fn inspector() -> Option<PathBuf> {
+pub(crate) fn inspector() -> Option<PathBuf> {
     let path = std::env::var_os("PAP_TEST_MCP_INSPECTOR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -52,7 +52,7 @@ pub fn inspector() -> Option<PathBuf> {
 }
 
 /// How a client reaches pap: `pap --root ROOT mcp ARGS…` over stdio, or a URL and token.
-pub enum Server<'a> {
+pub(crate) enum Server<'a> {
     Stdio { root: &'a Path, args: &'a [&'a str] },
     Http { url: String, token: &'a str },
 }
@@ -79,13 +79,13 @@ impl Server<'_> {
 }
 
 /// A Python client session running a scenario, its output read line by line.
-pub struct PyClient {
+pub(crate) struct PyClient {
     child: Child,
     lines: mpsc::Receiver<Value>,
 }
 
 impl PyClient {
-    pub fn start(
+    pub(crate) fn start(
         client: &Path,
         scenario: &str,
         options: Value,
@@ -122,7 +122,7 @@ impl PyClient {
     }
 
     /// The next line whose `step` is `step` (earlier lines are dropped).
-    pub fn step(&mut self, step: &str) -> Value {
+    pub(crate) fn step(&mut self, step: &str) -> Value {
         let deadline = super::serve::patience();
         loop {
             match self.lines.recv_timeout(deadline) {
@@ -137,7 +137,7 @@ impl PyClient {
     }
 
     /// Waits for the client to finish; its exit status must be success.
-    pub fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "the Python MCP client failed: {status}");
     }
@@ -151,7 +151,7 @@ impl Drop for PyClient {
 }
 
 /// Runs a scenario to its end and returns its lines by step.
-pub fn run(
+pub(crate) fn run(
     client: &Path,
     scenario: &str,
     options: Value,
@@ -177,7 +177,7 @@ pub fn run(
 }
 
 /// The line of `step` among a scenario's lines.
-pub fn step<'a>(lines: &'a [Value], step: &str) -> &'a Value {
+pub(crate) fn step<'a>(lines: &'a [Value], step: &str) -> &'a Value {
     lines
         .iter()
         .find(|l| l["step"] == step)
@@ -185,7 +185,7 @@ pub fn step<'a>(lines: &'a [Value], step: &str) -> &'a Value {
 }
 
 /// `mcp-inspector --cli` against `pap mcp` (stdio) or a URL, with `args`; its stdout as JSON.
-pub fn inspect(inspector: &Path, server: &Server<'_>, args: &[&str]) -> Value {
+pub(crate) fn inspect(inspector: &Path, server: &Server<'_>, args: &[&str]) -> Value {
     let mut cmd = Command::new(inspector);
     cmd.arg("--cli");
     match server {
@@ -223,9 +223,9 @@ pub fn inspect(inspector: &Path, server: &Server<'_>, args: &[&str]) -> Value {
 }
 
 /// Waits up to [`super::serve::patience`] for `cond`.
-pub fn eventually(what: &str, cond: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, cond: impl FnMut() -> bool) {
     super::serve::wait_until(what, cond);
 }
 
 /// Short pause for "nothing arrives" windows.
-pub const QUIET: Duration = Duration::from_millis(1500);
+pub(crate) const QUIET: Duration = Duration::from_millis(1500);

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Instant;
 
 /// Peak resident memory of a process (`VmHWM`) in KiB, 0 where /proc cannot tell.
-pub fn peak_kib(pid: u32) -> u64 {
+pub(crate) fn peak_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -17,7 +17,7 @@ pub fn peak_kib(pid: u32) -> u64 {
 
 /// What one `fdatasync` of a 4 KiB append costs in `dir` right now, in ms: (median, p90) of
 /// 50. A figure that touches the disk means little without it.
-pub fn fsync_ms(dir: &Path) -> (f64, f64) {
+pub(crate) fn fsync_ms(dir: &Path) -> (f64, f64) {
     use std::io::Write;
     let path = dir.join(".fsync-probe");
     let mut file = std::fs::File::create(&path).expect("fsync probe");
@@ -46,7 +46,7 @@ pub fn fsync_ms(dir: &Path) -> (f64, f64) {
 /// the peak of the image it exec'd). Where tracing is not allowed, `ru_maxrss` it is, an upper
 /// bound. Signals the child gets are passed on to it; a stop signal would be passed on again
 /// at each group stop (the tests' commands get none).
-pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::Output, u64) {
+pub(crate) fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::Output, u64) {
     use std::io::Read;
     use std::process::Stdio;
     let mut child = traced(cmd.stdout(Stdio::piped()).stderr(Stdio::piped()));
@@ -70,7 +70,9 @@ pub fn output_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::O
 
 /// As [`output_with_peak_kib`], for a command whose output goes where `cmd` says (a
 /// benchmark's gigabytes of lines to /dev/null): its exit status and peak in KiB.
-pub fn status_with_peak_kib(cmd: &mut std::process::Command) -> (std::process::ExitStatus, u64) {
+pub(crate) fn status_with_peak_kib(
+    cmd: &mut std::process::Command,
+) -> (std::process::ExitStatus, u64) {
     wait_with_peak_kib(traced(cmd))
 }
 

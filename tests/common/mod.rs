@@ -4,20 +4,20 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub mod dispatch;
-pub mod fake_llm;
-pub mod http;
-pub mod llm;
-pub mod mcp;
-pub mod measure;
-pub mod notify;
-pub mod postgres;
-pub mod serve;
-pub mod shell_agent;
-pub mod webdriver;
+pub(crate) mod dispatch;
+pub(crate) mod fake_llm;
+pub(crate) mod http;
+pub(crate) mod llm;
+pub(crate) mod mcp;
+pub(crate) mod measure;
+pub(crate) mod notify;
+pub(crate) mod postgres;
+pub(crate) mod serve;
+pub(crate) mod shell_agent;
+pub(crate) mod webdriver;
 
 /// The `pap` binary cargo built for these tests.
-pub fn pap() -> Command {
+pub(crate) fn pap() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pap"));
     cmd.env_remove("PAP_ROOT")
         .env_remove("PAP_STATE")
@@ -26,7 +26,7 @@ pub fn pap() -> Command {
 }
 
 /// `pap --root ROOT`, ready for a subcommand.
-pub fn pap_at(root: &Path) -> Command {
+pub(crate) fn pap_at(root: &Path) -> Command {
     if on_postgres() {
         // A project a test wrote itself gets its database at its first command.
         on_database(root);
@@ -37,13 +37,13 @@ pub fn pap_at(root: &Path) -> Command {
 }
 
 /// Parses a command's stdout as one JSON document.
-pub fn json(out: &Output) -> serde_json::Value {
+pub(crate) fn json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&stdout(out))
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(out)))
 }
 
 /// The `status` of each invocation `pap invocations --json` listed in `out`, in its order.
-pub fn statuses(out: &Output) -> Vec<String> {
+pub(crate) fn statuses(out: &Output) -> Vec<String> {
     stdout(out)
         .lines()
         .map(|l| {
@@ -55,7 +55,7 @@ pub fn statuses(out: &Output) -> Vec<String> {
         .collect()
 }
 
-pub fn fixture(rel: &str) -> PathBuf {
+pub(crate) fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(rel)
@@ -66,7 +66,7 @@ pub fn fixture(rel: &str) -> PathBuf {
 /// With `PAP_TEST_STORE=postgres`, a project copied here keeps its state in a fresh database
 /// of the test PostgreSQL server (`store:` in its pap.yaml), so the same tests run the
 /// PostgreSQL store end to end (see tests/suite_on_postgres.rs).
-pub fn fixture_copy(rel: &str) -> tempfile::TempDir {
+pub(crate) fn fixture_copy(rel: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     copy_dir(&fixture(rel), dir.path());
     if on_postgres() {
@@ -90,11 +90,11 @@ fn on_database(root: &Path) {
 }
 
 /// Whether this run keeps projects' state in PostgreSQL (`PAP_TEST_STORE=postgres`).
-pub fn on_postgres() -> bool {
+pub(crate) fn on_postgres() -> bool {
     std::env::var("PAP_TEST_STORE").is_ok_and(|v| v == "postgres")
 }
 
-pub fn copy_dir(from: &Path, to: &Path) {
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create dir");
     for entry in std::fs::read_dir(from).expect("read fixture dir") {
         let entry = entry.expect("dir entry");
@@ -110,7 +110,7 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// Says on the terminal that a test skipped part of its work, and why. Written to stderr
 /// directly, not with `eprintln!`, so that `cargo test` shows it even though the test passes
 /// (the test harness captures only the print macros).
-pub fn skip_note(why: &str) {
+pub(crate) fn skip_note(why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "note: skipped: {why}");
 }
@@ -118,7 +118,7 @@ pub fn skip_note(why: &str) {
 /// `program` on PATH. When it is missing: a failure if `require_env` is set (CI sets it for
 /// what it installs), else `None` and a skip note saying what goes unchecked.
 #[allow(dead_code)]
-pub fn required_tool(program: &str, require_env: &str, unchecked: &str) -> Option<PathBuf> {
+pub(crate) fn required_tool(program: &str, require_env: &str, unchecked: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join(program))
@@ -134,21 +134,21 @@ pub fn required_tool(program: &str, require_env: &str, unchecked: &str) -> Optio
     found
 }
 
-pub fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-pub fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-pub fn code(out: &Output) -> i32 {
+pub(crate) fn code(out: &Output) -> i32 {
     out.status.code().expect("exited normally")
 }
 
 /// Swaps two names atomically (RENAME_EXCHANGE): a directory and a link change places with no
 /// moment where either name is missing.
-pub fn exchange(a: &Path, b: &Path) {
+pub(crate) fn exchange(a: &Path, b: &Path) {
     nix::fcntl::renameat2(
         nix::fcntl::AT_FDCWD,
         a,

@@ -8,16 +8,16 @@ use serde_json::{Value, json};
 
 use super::{code, fixture_copy, pap_at, stderr, stdout};
 
-pub const T0: &str = "2026-11-21T10:00:00Z";
+pub(crate) const T0: &str = "2026-11-21T10:00:00Z";
 
-pub struct NotifyProject {
+pub(crate) struct NotifyProject {
     pub dir: tempfile::TempDir,
     pub logs: tempfile::TempDir,
     pub now: String,
 }
 
 impl NotifyProject {
-    pub fn new() -> NotifyProject {
+    pub(crate) fn new() -> NotifyProject {
         NotifyProject {
             dir: fixture_copy("notify"),
             logs: tempfile::tempdir().unwrap(),
@@ -25,15 +25,15 @@ impl NotifyProject {
         }
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn log_dir(&self) -> PathBuf {
+    pub(crate) fn log_dir(&self) -> PathBuf {
         self.logs.path().to_path_buf()
     }
 
-    pub fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         let mut c = pap_at(self.root());
         c.env("PAP_TEST_DIR", self.logs.path())
             .env("PAP_NOW", &self.now);
@@ -41,7 +41,7 @@ impl NotifyProject {
     }
 
     /// Runs pap with `args`; panics with its output unless it exits with `expect`.
-    pub fn run(&self, args: &[&str], expect: i32) -> Output {
+    pub(crate) fn run(&self, args: &[&str], expect: i32) -> Output {
         let out = self.cmd().args(args).output().unwrap();
         assert_eq!(
             code(&out),
@@ -54,13 +54,13 @@ impl NotifyProject {
     }
 
     /// Dispatches one event of type `test.<agent>.fired` with `data`.
-    pub fn fire(&self, agent: &str, id: &str, data: Value) -> Output {
+    pub(crate) fn fire(&self, agent: &str, id: &str, data: Value) -> Output {
         let path = self.event_file(agent, id, data);
         let code = if self.expect_failure(&path) { 4 } else { 0 };
         self.run(&["dispatch", path.to_str().unwrap()], code)
     }
 
-    pub fn event_file(&self, agent: &str, id: &str, data: Value) -> PathBuf {
+    pub(crate) fn event_file(&self, agent: &str, id: &str, data: Value) -> PathBuf {
         let event = json!({
             "pap_version": "0.2",
             "id": id,
@@ -80,11 +80,11 @@ impl NotifyProject {
             .contains("\"fail\":true")
     }
 
-    pub fn inbox(&self) -> Vec<Value> {
+    pub(crate) fn inbox(&self) -> Vec<Value> {
         lines(&self.run(&["inbox", "--json"], 0))
     }
 
-    pub fn inbox_after(&self, after: u64, limit: usize) -> Vec<Value> {
+    pub(crate) fn inbox_after(&self, after: u64, limit: usize) -> Vec<Value> {
         lines(&self.run(
             &[
                 "inbox",
@@ -98,16 +98,16 @@ impl NotifyProject {
         ))
     }
 
-    pub fn notifications(&self) -> Vec<Value> {
+    pub(crate) fn notifications(&self) -> Vec<Value> {
         lines(&self.run(&["notifications", "--json"], 0))
     }
 
-    pub fn notification(&self, id: &str) -> Value {
+    pub(crate) fn notification(&self, id: &str) -> Value {
         super::json(&self.run(&["notifications", "show", id, "--json"], 0))
     }
 
     /// The one notification of `kind` whose metadata names `agent`.
-    pub fn notification_of(&self, agent: &str, kind: &str) -> Value {
+    pub(crate) fn notification_of(&self, agent: &str, kind: &str) -> Value {
         let all: Vec<Value> = self
             .notifications()
             .into_iter()
@@ -117,16 +117,16 @@ impl NotifyProject {
         all.into_iter().next().unwrap()
     }
 
-    pub fn invocations(&self) -> Vec<Value> {
+    pub(crate) fn invocations(&self) -> Vec<Value> {
         lines(&self.run(&["invocations", "--json"], 0))
     }
 
-    pub fn runs_log(&self) -> String {
+    pub(crate) fn runs_log(&self) -> String {
         std::fs::read_to_string(self.logs.path().join("runs.log")).unwrap_or_default()
     }
 }
 
-pub fn lines(out: &Output) -> Vec<Value> {
+pub(crate) fn lines(out: &Output) -> Vec<Value> {
     stdout(out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -134,7 +134,7 @@ pub fn lines(out: &Output) -> Vec<Value> {
 }
 
 /// The inbox messages of one notification.
-pub fn messages_of<'a>(inbox: &'a [Value], notification: &Value) -> Vec<&'a Value> {
+pub(crate) fn messages_of<'a>(inbox: &'a [Value], notification: &Value) -> Vec<&'a Value> {
     inbox
         .iter()
         .filter(|m| m["notification_id"] == notification["id"])

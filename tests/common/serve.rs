@@ -11,7 +11,7 @@ use super::{fixture_copy, pap_at, stdout};
 
 /// Generous: these wait for real processes on a shared machine, and return as soon as the
 /// condition holds. `PAP_TEST_PATIENCE` (seconds) raises it for full-size runs outside CI.
-pub fn patience() -> Duration {
+pub(crate) fn patience() -> Duration {
     let secs = std::env::var("PAP_TEST_PATIENCE")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -19,29 +19,29 @@ pub fn patience() -> Duration {
     Duration::from_secs(secs)
 }
 
-pub struct Project {
+pub(crate) struct Project {
     pub dir: tempfile::TempDir,
 }
 
 impl Project {
-    pub fn new() -> Project {
+    pub(crate) fn new() -> Project {
         Project {
             dir: fixture_copy("serve"),
         }
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn spool(&self) -> PathBuf {
+    pub(crate) fn spool(&self) -> PathBuf {
         self.root().join(".pap/spool")
     }
 
     /// `pap --root ROOT` with PAP_TEST_DIR set for the agents, and PAP_TEST_SLOW and
     /// PAP_TEST_SECONDS (which the slow and long agents' `model.env` pass on) at their
     /// defaults of 2 and 30 seconds.
-    pub fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         let mut cmd = pap_at(self.root());
         cmd.env("PAP_TEST_DIR", self.root())
             .env("PAP_TEST_SLOW", "2")
@@ -52,11 +52,11 @@ impl Project {
     }
 
     /// Starts `pap serve EXTRA…` with stderr (the log) in `serve.log`.
-    pub fn serve(&self, extra: &[&str]) -> Serve {
+    pub(crate) fn serve(&self, extra: &[&str]) -> Serve {
         self.serve_with(extra, &[])
     }
 
-    pub fn serve_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
+    pub(crate) fn serve_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let before = started_count(&self.root().join("serve.log"));
         let mut serve = self.spawn_serve(extra, env);
         // The log is shared by every serve of the project: wait for this one's line.
@@ -66,7 +66,7 @@ impl Project {
     }
 
     /// Starts `pap serve EXTRA…` like [`Project::serve_with`], without waiting for it.
-    pub fn spawn_serve(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
+    pub(crate) fn spawn_serve(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let log = self.root().join("serve.log");
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -86,7 +86,7 @@ impl Project {
     }
 
     /// Writes `text` under a temporary name, then renames it into the spool, as writers must.
-    pub fn drop_file(&self, name: &str, text: &str) {
+    pub(crate) fn drop_file(&self, name: &str, text: &str) {
         let spool = self.spool();
         std::fs::create_dir_all(&spool).unwrap();
         let tmp = spool.join(format!(".{name}.tmp"));
@@ -94,12 +94,12 @@ impl Project {
         std::fs::rename(&tmp, spool.join(name)).unwrap();
     }
 
-    pub fn drop_events(&self, name: &str, events: &[Value]) {
+    pub(crate) fn drop_events(&self, name: &str, events: &[Value]) {
         let text: String = events.iter().map(|e| format!("{e}\n")).collect();
         self.drop_file(name, &text);
     }
 
-    pub fn invocations(&self) -> Vec<Value> {
+    pub(crate) fn invocations(&self) -> Vec<Value> {
         let out = self.cmd().args(["invocations", "--json"]).output().unwrap();
         assert!(
             out.status.success(),
@@ -110,7 +110,7 @@ impl Project {
     }
 
     /// The status of invocation `id` (empty when there is none).
-    pub fn invocation_status(&self, id: &str) -> String {
+    pub(crate) fn invocation_status(&self, id: &str) -> String {
         self.invocations()
             .into_iter()
             .find(|i| i["id"] == id)
@@ -119,7 +119,7 @@ impl Project {
     }
 
     /// The invocations of `event_id`.
-    pub fn invocations_of(&self, event_id: &str) -> Vec<Value> {
+    pub(crate) fn invocations_of(&self, event_id: &str) -> Vec<Value> {
         self.invocations()
             .into_iter()
             .filter(|i| i["event_id"] == event_id)
@@ -127,7 +127,7 @@ impl Project {
     }
 
     /// Lines of runs.log (`start|end INVOCATION ATTEMPT`).
-    pub fn runs(&self) -> Vec<String> {
+    pub(crate) fn runs(&self) -> Vec<String> {
         std::fs::read_to_string(self.root().join("runs.log"))
             .unwrap_or_default()
             .lines()
@@ -137,7 +137,7 @@ impl Project {
 
     /// The files in spool dir `sub`, and in its directories as `DIR/NAME` (on PostgreSQL a
     /// node claims into `processing/NODE/`).
-    pub fn files_in(&self, sub: &str) -> Vec<String> {
+    pub(crate) fn files_in(&self, sub: &str) -> Vec<String> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(self.spool().join(sub))
             .into_iter()
@@ -162,33 +162,33 @@ impl Project {
     }
 }
 
-pub struct Serve {
+pub(crate) struct Serve {
     pub child: Child,
     pub log: PathBuf,
 }
 
 impl Serve {
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    pub fn wait_log(&self, needle: &str) {
+    pub(crate) fn wait_log(&self, needle: &str) {
         let log = self.log.clone();
         wait_until(&format!("`{needle}` in the serve log"), || {
             std::fs::read_to_string(&log).is_ok_and(|t| t.contains(needle))
         });
     }
 
-    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, sig: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).unwrap();
     }
 
     /// SIGTERM, then waits; returns the exit code and how long the exit took.
-    pub fn terminate(mut self) -> (i32, Duration) {
+    pub(crate) fn terminate(mut self) -> (i32, Duration) {
         let started = Instant::now();
         self.signal(nix::sys::signal::Signal::SIGTERM);
         let status = self.child.wait().unwrap();
@@ -196,13 +196,13 @@ impl Serve {
     }
 
     /// Waits for serve to exit (after a signal sent with [`Serve::signal`]).
-    pub fn wait_exit(mut self) -> i32 {
+    pub(crate) fn wait_exit(mut self) -> i32 {
         self.child.wait().unwrap().code().unwrap_or(-1)
     }
 
     /// Polls `cond` like [`wait_until`], but fails at once, with the end of serve's log, if
     /// serve exits meanwhile (a wait for a dead serve would only time out).
-    pub fn wait_while_alive(&mut self, what: &str, mut cond: impl FnMut() -> bool) {
+    pub(crate) fn wait_while_alive(&mut self, what: &str, mut cond: impl FnMut() -> bool) {
         let started = Instant::now();
         while !cond() {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -228,7 +228,7 @@ impl Serve {
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 
-    pub fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -249,7 +249,7 @@ fn started_count(log: &Path) -> usize {
 }
 
 /// Polls `cond` until it holds, failing the test after [`patience`].
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let started = Instant::now();
     while !cond() {
         assert!(

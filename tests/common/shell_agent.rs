@@ -7,7 +7,7 @@ use std::path::Path;
 /// `runs.log`) and trigger `restart` on `host.disk.full` for it. `agent_lines` and
 /// `restart_lines` are YAML lines (each indented by two, ending in a newline) added to the
 /// agent and to the trigger, such as `  concurrency: {limit: 1}\n`.
-pub fn project(
+pub(crate) fn project(
     agent_lines: &str,
     restart_lines: &str,
     script: impl FnOnce(&Path) -> String,
@@ -38,10 +38,10 @@ pub fn project(
 
 /// One line of a `runs.log` whose agent writes `KIND HOST N NS` (`start` or `end`, the event's
 /// host and number, the wall clock in ns).
-pub type HostLine = (String, String, u32, u128);
+pub(crate) type HostLine = (String, String, u32, u128);
 
 /// The lines of the project's `runs.log` (none before the first run), each split at spaces.
-pub fn log_fields(root: &Path) -> Vec<Vec<String>> {
+pub(crate) fn log_fields(root: &Path) -> Vec<Vec<String>> {
     std::fs::read_to_string(root.join("runs.log"))
         .unwrap_or_default()
         .lines()
@@ -50,7 +50,7 @@ pub fn log_fields(root: &Path) -> Vec<Vec<String>> {
 }
 
 /// The lines of the project's `runs.log`, as [`HostLine`]s.
-pub fn host_log(root: &Path) -> Vec<HostLine> {
+pub(crate) fn host_log(root: &Path) -> Vec<HostLine> {
     log_fields(root)
         .into_iter()
         .map(|p| {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::http::curl;
 use super::serve::wait_until;
 
-pub struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     base: String,
     session: String,
@@ -35,7 +35,7 @@ fn call(method: &str, url: &str, body: Option<&Value>) -> Value {
 
 /// Chromium and chromedriver, with curl to speak to the driver; or a skip (a failure where CI
 /// requires them).
-pub fn tools() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn tools() -> Option<(PathBuf, PathBuf)> {
     let why = "the console is not driven by a real browser";
     let chromium = super::required_tool("chromium", "PAP_TEST_REQUIRE_HTTP_CLIENTS", why)?;
     let driver = super::required_tool("chromedriver", "PAP_TEST_REQUIRE_HTTP_CLIENTS", why)?;
@@ -44,7 +44,7 @@ pub fn tools() -> Option<(PathBuf, PathBuf)> {
 
 impl Browser {
     /// Starts chromedriver and a headless Chromium session.
-    pub fn start(chromedriver: &Path, chromium: &Path) -> Browser {
+    pub(crate) fn start(chromedriver: &Path, chromium: &Path) -> Browser {
         let port = super::http::free_port();
         let driver = Command::new(chromedriver)
             .arg(format!("--port={port}"))
@@ -87,11 +87,11 @@ impl Browser {
         format!("{}/session/{}{rest}", self.base, self.session)
     }
 
-    pub fn go(&self, url: &str) {
+    pub(crate) fn go(&self, url: &str) {
         call("POST", &self.url("/url"), Some(&json!({"url": url})));
     }
 
-    pub fn current_url(&self) -> String {
+    pub(crate) fn current_url(&self) -> String {
         call("GET", &self.url("/url"), None)
             .as_str()
             .unwrap_or("")
@@ -99,7 +99,7 @@ impl Browser {
     }
 
     /// The element `css` selects (the first), or a failure.
-    pub fn find(&self, css: &str) -> String {
+    pub(crate) fn find(&self, css: &str) -> String {
         let v = call(
             "POST",
             &self.url("/element"),
@@ -113,7 +113,7 @@ impl Browser {
     }
 
     /// How many elements `css` selects.
-    pub fn count(&self, css: &str) -> usize {
+    pub(crate) fn count(&self, css: &str) -> usize {
         call(
             "POST",
             &self.url("/elements"),
@@ -123,7 +123,7 @@ impl Browser {
         .map_or(0, Vec::len)
     }
 
-    pub fn type_into(&self, css: &str, text: &str) {
+    pub(crate) fn type_into(&self, css: &str, text: &str) {
         let el = self.find(css);
         call(
             "POST",
@@ -132,12 +132,12 @@ impl Browser {
         );
     }
 
-    pub fn click(&self, css: &str) {
+    pub(crate) fn click(&self, css: &str) {
         let el = self.find(css);
         call("POST", &self.url(&format!("/element/{el}/click")), None);
     }
 
-    pub fn text(&self, css: &str) -> String {
+    pub(crate) fn text(&self, css: &str) -> String {
         let el = self.find(css);
         call("GET", &self.url(&format!("/element/{el}/text")), None)
             .as_str()
@@ -146,13 +146,13 @@ impl Browser {
     }
 
     /// Whether a JavaScript dialog (an `alert()`) is open.
-    pub fn alert_open(&self) -> bool {
+    pub(crate) fn alert_open(&self) -> bool {
         let r = curl(&[self.url("/alert/text").as_str()], None);
         r.status == 200
     }
 
     /// A PNG of the page, written to `path`.
-    pub fn screenshot(&self, path: &PathBuf) {
+    pub(crate) fn screenshot(&self, path: &PathBuf) {
         use base64::Engine as _;
         let v = call("GET", &self.url("/screenshot"), None);
         let png = base64::engine::general_purpose::STANDARD

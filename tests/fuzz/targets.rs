@@ -19,7 +19,7 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 /// Any JSON value, nested up to 8 deep, with a small key alphabet so paths meet members.
-pub fn json_value() -> impl Strategy<Value = Value> {
+pub(super) fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
@@ -146,7 +146,7 @@ fn mutated_seed(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
         .prop_map(move |(i, edits)| mutate(seeds.get(i).cloned().unwrap_or_default(), &edits))
 }
 
-pub fn event_bytes() -> impl Strategy<Value = Vec<u8>> {
+pub(super) fn event_bytes() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         vec(any::<u8>(), 0..512),
         // NDJSON, an array, or pretty-printed documents.
@@ -211,7 +211,7 @@ fn document() -> impl Strategy<Value = Value> {
     ]
 }
 
-pub fn path_and_document() -> impl Strategy<Value = Vec<u8>> {
+pub(super) fn path_and_document() -> impl Strategy<Value = Vec<u8>> {
     let path = (
         0u8..10,
         vec(0..SEGMENTS.len(), 0..7),
@@ -233,7 +233,7 @@ pub fn path_and_document() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-pub fn manifest_yaml() -> impl Strategy<Value = Vec<u8>> {
+pub(super) fn manifest_yaml() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         4 => mutated_seed("manifests"),
         1 => vec(
@@ -260,7 +260,7 @@ fn within(bound: Duration, started: Instant, what: &str) -> Result<(), String> {
 
 /// The event parser: whatever the bytes, every item comes out, no valid event has a control
 /// character in its identity, and the input is read in bounded time.
-pub fn check_events(bytes: &[u8]) -> Result<(), String> {
+pub(super) fn check_events(bytes: &[u8]) -> Result<(), String> {
     let started = Instant::now();
     let consumed = AtomicU64::new(0);
     let mut items: Vec<Item> = Vec::new();
@@ -288,7 +288,7 @@ static EVENTS_VALID: AtomicU64 = AtomicU64::new(0);
 static MANIFESTS_PARSED: AtomicU64 = AtomicU64::new(0);
 
 /// What the counters say about `target`.
-pub fn stats(target: &str) -> String {
+pub(super) fn stats(target: &str) -> String {
     let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
     match target {
         "jsonpath" => format!(
@@ -307,7 +307,7 @@ pub fn stats(target: &str) -> String {
 
 /// The evaluator: a path either does not parse or selects within its budget, and what it
 /// saw is described within bounds.
-pub fn check_jsonpath(bytes: &[u8]) -> Result<(), String> {
+pub(super) fn check_jsonpath(bytes: &[u8]) -> Result<(), String> {
     let text = String::from_utf8_lossy(bytes);
     let (path, doc) = text.split_once('\n').unwrap_or((&text, "null"));
     let doc: Value = serde_json::from_str(doc).unwrap_or(Value::Null);
@@ -344,7 +344,7 @@ const VALID_TRIGGER: &str =
 
 /// The loader: the YAML as a trigger, as an agent and as pap.yaml, each beside valid files;
 /// it loads (with or without diagnostics) in bounded time, and its report renders.
-pub fn check_manifests(bytes: &[u8]) -> Result<(), String> {
+pub(super) fn check_manifests(bytes: &[u8]) -> Result<(), String> {
     let started = Instant::now();
     for slot in ["triggers/x.yaml", "agents/x.yaml", "pap.yaml"] {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;

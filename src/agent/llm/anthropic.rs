@@ -5,28 +5,28 @@ use serde_json::{Map, Value, json};
 
 use super::chat::{MalformedReply, Reply, Stop, ToolCall, ToolDef, ToolResult};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
-pub const API_VERSION: &str = "2023-06-01";
+pub(super) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub(super) const API_VERSION: &str = "2023-06-01";
 /// Anthropic requires `max_tokens`; this is used when the manifest sets none.
-pub const DEFAULT_MAX_TOKENS: u32 = crate::manifest::compiled::ANTHROPIC_DEFAULT_MAX_TOKENS;
+pub(super) const DEFAULT_MAX_TOKENS: u32 = crate::manifest::compiled::ANTHROPIC_DEFAULT_MAX_TOKENS;
 
-pub fn url(base: &str) -> String {
+pub(super) fn url(base: &str) -> String {
     format!("{}/v1/messages", base.trim_end_matches('/'))
 }
 
 /// The conversation so far, in Anthropic's shape.
-pub struct Conversation {
+pub(super) struct Conversation {
     messages: Vec<Value>,
 }
 
 impl Conversation {
-    pub fn new(first_user_message: String) -> Conversation {
+    pub(super) fn new(first_user_message: String) -> Conversation {
         Conversation {
             messages: vec![json!({"role": "user", "content": first_user_message})],
         }
     }
 
-    pub fn request(
+    pub(super) fn request(
         &self,
         model: &str,
         max_tokens: Option<u32>,
@@ -61,7 +61,7 @@ impl Conversation {
     }
 
     /// Reads a reply and keeps the assistant message exactly as it came.
-    pub fn receive(&mut self, body: &Value) -> Result<Reply, MalformedReply> {
+    pub(super) fn receive(&mut self, body: &Value) -> Result<Reply, MalformedReply> {
         let content = body
             .get("content")
             .and_then(Value::as_array)
@@ -112,7 +112,7 @@ impl Conversation {
     /// One user message carrying every result, in the order of the calls.
     /// The tool results, with `riding` (notifications queued meanwhile: JP RFD 011) as a
     /// text block after them in the same user message.
-    pub fn answer(&mut self, results: &[ToolResult], riding: Option<&str>) {
+    pub(super) fn answer(&mut self, results: &[ToolResult], riding: Option<&str>) {
         let mut blocks: Vec<Value> = results
             .iter()
             .map(|r| {

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// A tool as offered to the model (only those the manifest lists and the server has).
 #[derive(Debug, Clone)]
-pub struct ToolDef {
+pub(super) struct ToolDef {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
@@ -14,7 +14,7 @@ pub struct ToolDef {
 
 /// A tool call the model asked for.
 #[derive(Debug, Clone)]
-pub struct ToolCall {
+pub(super) struct ToolCall {
     pub id: String,
     pub name: String,
     /// The arguments, or the raw text when the model sent something that is not a JSON object
@@ -24,7 +24,7 @@ pub struct ToolCall {
 
 /// What goes back to the model for one call.
 #[derive(Debug, Clone)]
-pub struct ToolResult {
+pub(super) struct ToolResult {
     pub call_id: String,
     pub content: String,
     pub is_error: bool,
@@ -32,7 +32,7 @@ pub struct ToolResult {
 
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Stop {
+pub(super) enum Stop {
     /// A final answer.
     EndTurn,
     ToolUse,
@@ -44,7 +44,7 @@ pub enum Stop {
 }
 
 impl Stop {
-    pub fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         match self {
             Stop::EndTurn => "end_turn".into(),
             Stop::ToolUse => "tool_use".into(),
@@ -59,13 +59,13 @@ impl Stop {
 /// the reply (clipped: it is untrusted and may be large).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{what}: {excerpt}")]
-pub struct MalformedReply {
+pub(super) struct MalformedReply {
     pub what: &'static str,
     pub excerpt: String,
 }
 
 impl MalformedReply {
-    pub fn new(what: &'static str, reply: &serde_json::Value) -> MalformedReply {
+    pub(super) fn new(what: &'static str, reply: &serde_json::Value) -> MalformedReply {
         MalformedReply {
             what,
             excerpt: crate::text::clip(&reply.to_string(), 200),
@@ -75,7 +75,7 @@ impl MalformedReply {
 
 /// One model turn.
 #[derive(Debug, Clone)]
-pub struct Reply {
+pub(super) struct Reply {
     pub text: String,
     pub calls: Vec<ToolCall>,
     pub stop: Stop,

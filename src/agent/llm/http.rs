@@ -16,7 +16,7 @@ const FIRST_PAUSE: Duration = Duration::from_millis(500);
 /// Error bodies are quoted in the reason up to this length.
 const BODY_QUOTE: usize = 300;
 
-pub struct Request<'a> {
+pub(super) struct Request<'a> {
     pub client: &'a reqwest::Client,
     pub url: String,
     pub headers: HeaderMap,
@@ -30,7 +30,7 @@ pub struct Request<'a> {
 /// another attempt could help: one the provider refused as unauthorised, forbidden, not
 /// found or malformed would be refused again (a wrong key, base URL or model).
 #[derive(Debug)]
-pub struct Failed {
+pub(super) struct Failed {
     pub why: String,
     pub permanent: bool,
 }
@@ -45,7 +45,7 @@ impl From<String> for Failed {
 }
 
 /// The parsed JSON body of a 2xx answer, and how long the request took.
-pub async fn post(req: Request<'_>) -> Result<(Value, Duration), Failed> {
+pub(super) async fn post(req: Request<'_>) -> Result<(Value, Duration), Failed> {
     let started = Instant::now();
     let mut pause = FIRST_PAUSE;
     let mut tries = 0;

@@ -24,7 +24,7 @@ use chat::{Reply, Stop};
 const TEXT_KEEP: usize = 4000;
 
 /// Runs one attempt. The transcript comes back whatever happened, for the invocation record.
-pub async fn attempt(
+pub(super) async fn attempt(
     rt: &Runtime,
     inv: &Invocation,
     agent: &Agent,

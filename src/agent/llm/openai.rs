@@ -6,13 +6,13 @@ use serde_json::{Map, Value, json};
 
 use super::chat::{MalformedReply, Reply, Stop, ToolCall, ToolDef, ToolResult};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(super) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-pub fn url(base: &str) -> String {
+pub(super) fn url(base: &str) -> String {
     format!("{}/chat/completions", base.trim_end_matches('/'))
 }
 
-pub struct Conversation {
+pub(super) struct Conversation {
     messages: Vec<Value>,
     /// OpenAI's own API wants `max_completion_tokens` (its reasoning models refuse
     /// `max_tokens`); local servers know only `max_tokens`.
@@ -20,7 +20,7 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    pub fn new(system: Option<&str>, first_user_message: String, official: bool) -> Self {
+    pub(super) fn new(system: Option<&str>, first_user_message: String, official: bool) -> Self {
         let mut messages = Vec::new();
         if let Some(system) = system.filter(|s| !s.is_empty()) {
             messages.push(json!({"role": "system", "content": system}));
@@ -29,7 +29,7 @@ impl Conversation {
         Conversation { messages, official }
     }
 
-    pub fn request(
+    pub(super) fn request(
         &self,
         model: &str,
         max_tokens: Option<u32>,
@@ -64,7 +64,7 @@ impl Conversation {
         Value::Object(body)
     }
 
-    pub fn receive(&mut self, body: &Value) -> Result<Reply, MalformedReply> {
+    pub(super) fn receive(&mut self, body: &Value) -> Result<Reply, MalformedReply> {
         let choice = body
             .get("choices")
             .and_then(|c| c.get(0))
@@ -147,7 +147,7 @@ impl Conversation {
     /// its text.
     /// The tool results, then `riding` (notifications queued meanwhile: JP RFD 011) as a
     /// user message: tool messages must directly follow the call they answer.
-    pub fn answer(&mut self, results: &[ToolResult], riding: Option<&str>) {
+    pub(super) fn answer(&mut self, results: &[ToolResult], riding: Option<&str>) {
         for r in results {
             let content = if r.is_error {
                 format!("ERROR: {}", r.content)

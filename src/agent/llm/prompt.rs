@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::manifest::compiled::OutputSpec;
 
-pub struct Context<'a> {
+pub(super) struct Context<'a> {
     pub trigger: &'a str,
     pub invocation: &'a str,
     pub attempt: u32,
@@ -19,7 +19,7 @@ pub struct Context<'a> {
     pub output: &'a OutputSpec,
 }
 
-pub fn first_message(c: &Context) -> String {
+pub(super) fn first_message(c: &Context) -> String {
     let event = serde_json::to_string_pretty(c.event)
         .expect("JSON")
         .replace('<', "\\u003c");

@@ -29,7 +29,7 @@ struct Offered {
     validator: Option<jsonschema::Validator>,
 }
 
-pub struct Session {
+pub(super) struct Session {
     mcp: Option<mcp::Session>,
     defs: Vec<ToolDef>,
     offered: HashMap<String, Offered>,
@@ -37,7 +37,7 @@ pub struct Session {
 
 impl Session {
     /// Connects the servers the manifest's tools name and finds each listed tool on its server.
-    pub async fn open(
+    pub(super) async fn open(
         rt: &Runtime,
         agent: &Agent,
         inv: &Invocation,
@@ -74,13 +74,13 @@ impl Session {
         }
     }
 
-    pub fn offered(&self) -> &[ToolDef] {
+    pub(super) fn offered(&self) -> &[ToolDef] {
         &self.defs
     }
 
     /// Makes every call of one model turn concurrently. Results come back in the order of the
     /// calls. `Err` when a server failed (not a tool): that fails the attempt.
-    pub async fn call_all(
+    pub(super) async fn call_all(
         &self,
         rt: &Runtime,
         inv: &Invocation,
@@ -240,7 +240,7 @@ impl Session {
         ))
     }
 
-    pub async fn close(&mut self) {
+    pub(super) async fn close(&mut self) {
         if let Some(mcp) = self.mcp.as_mut() {
             mcp.shutdown().await;
         }

@@ -26,7 +26,7 @@ use base64::Engine as _;
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
-pub use super::principals::{Caller, MIN_TOKEN_LEN};
+pub(super) use super::principals::{Caller, MIN_TOKEN_LEN};
 use super::principals::{Principals, Secret, digest};
 use super::swap::Swap;
 
@@ -39,7 +39,7 @@ const MAX_TRACKED: usize = 10_000;
 
 /// Why credentials were not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
+pub(super) enum AuthError {
     #[error("the credentials are not valid")]
     Invalid,
     #[error("the Authorization header is malformed (use `Bearer TOKEN` or `Basic …`)")]
@@ -55,7 +55,7 @@ struct Failures {
     last: Option<Instant>,
 }
 
-pub struct Auth {
+pub(super) struct Auth {
     principals: Swap<Principals>,
     /// Verified when a login names nobody, so that it takes as long as a real check.
     dummy_hash: String,
@@ -65,7 +65,7 @@ pub struct Auth {
 }
 
 impl Auth {
-    pub fn new(principals: Principals) -> Result<Auth, String> {
+    pub(super) fn new(principals: Principals) -> Result<Auth, String> {
         Ok(Auth {
             principals: Swap::new(principals),
             dummy_hash: hash_password(&crate::serve::http::console_token())?,
@@ -75,17 +75,21 @@ impl Auth {
     }
 
     /// The principals in force now.
-    pub fn principals(&self) -> Arc<Principals> {
+    pub(super) fn principals(&self) -> Arc<Principals> {
         self.principals.load()
     }
 
     /// Puts `principals` in force from the next request on; returns the set it replaced.
-    pub fn replace(&self, principals: Principals) -> Arc<Principals> {
+    pub(super) fn replace(&self, principals: Principals) -> Arc<Principals> {
         self.principals.store(principals)
     }
 
     /// The caller of a request with these headers, from `peer`. No credentials: anonymous.
-    pub async fn identify(&self, headers: &HeaderMap, peer: IpAddr) -> Result<Caller, AuthError> {
+    pub(super) async fn identify(
+        &self,
+        headers: &HeaderMap,
+        peer: IpAddr,
+    ) -> Result<Caller, AuthError> {
         let Some(value) = headers.get(http::header::AUTHORIZATION) else {
             return Ok(self.principals().anonymous());
         };
@@ -120,7 +124,12 @@ impl Auth {
     }
 
     /// A login (the console's form): a principal's name and its password or token.
-    pub async fn login(&self, name: &str, secret: &str, peer: IpAddr) -> Result<Caller, AuthError> {
+    pub(super) async fn login(
+        &self,
+        name: &str,
+        secret: &str,
+        peer: IpAddr,
+    ) -> Result<Caller, AuthError> {
         if let Some(wait) = self.too_soon(peer) {
             return Err(AuthError::TooSoon(wait));
         }
@@ -164,7 +173,7 @@ impl Auth {
     }
 
     /// How long `peer` must still wait after its last failure, if at all.
-    pub fn too_soon(&self, peer: IpAddr) -> Option<Duration> {
+    pub(super) fn too_soon(&self, peer: IpAddr) -> Option<Duration> {
         let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let f = failures.get(&peer)?;
         let elapsed = f.last?.elapsed();
@@ -176,7 +185,7 @@ impl Auth {
             .filter(|d| !d.is_zero())
     }
 
-    pub fn note_failure(&self, peer: IpAddr) {
+    pub(super) fn note_failure(&self, peer: IpAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if failures.len() >= MAX_TRACKED {
             failures.retain(|_, f| f.last.is_some_and(|at| at.elapsed() < FAILURE_MEMORY));
@@ -192,7 +201,7 @@ impl Auth {
         f.last = Some(Instant::now());
     }
 
-    pub fn forget_failures(&self, peer: IpAddr) {
+    pub(super) fn forget_failures(&self, peer: IpAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         failures.remove(&peer);
     }

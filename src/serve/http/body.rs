@@ -22,23 +22,23 @@ use crate::event::strict::Strict;
 use crate::event::{self, Event, Invalid, Origin};
 
 /// Where events of a request body are said to come from.
-pub const SOURCE: &str = "request";
+pub(super) const SOURCE: &str = "request";
 
 /// One event of a body, valid or not, with its position.
-pub struct Parsed {
+pub(super) struct Parsed {
     pub input: Location,
     pub event: Result<Event, Invalid>,
 }
 
 /// Why a body was not read as events at all.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BodyError {
+pub(super) enum BodyError {
     /// 415: a content type pap does not take.
     Unsupported(String),
 }
 
 /// The events of a body.
-pub fn parse(
+pub(super) fn parse(
     headers: &HeaderMap,
     body: &[u8],
     max_event_bytes: u64,

@@ -11,7 +11,11 @@ use crate::event::strict::Strict;
 use crate::event::{self, Event, Invalid, Origin};
 
 /// The event of a binary-mode request.
-pub fn binary(headers: &HeaderMap, body: &[u8], max_event_bytes: u64) -> Result<Event, Invalid> {
+pub(super) fn binary(
+    headers: &HeaderMap,
+    body: &[u8],
+    max_event_bytes: u64,
+) -> Result<Event, Invalid> {
     let mut map = Map::new();
     for (name, value) in headers {
         let Some(attr) = name.as_str().strip_prefix("ce-") else {

@@ -21,7 +21,7 @@ const MAX_BYTES: u64 = 4096;
 
 /// What the file holds, and so how strictly it is guarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     /// A secret: group may read, nobody else.
     Token,
     /// No secret, but whoever can change it owns the principal.
@@ -47,7 +47,7 @@ impl Kind {
 
 /// The one line `path` holds, checked as said above; the error names the file and what to
 /// change, never the content.
-pub fn read(path: &Path, kind: Kind) -> Result<String, String> {
+pub(super) fn read(path: &Path, kind: Kind) -> Result<String, String> {
     let key = kind.key();
     let shown = path.display();
     let mut file = regular_file::open(path, Links::Follow)

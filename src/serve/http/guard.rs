@@ -79,13 +79,13 @@ fn parse_entry(text: &str) -> (String, Option<u16>) {
 
 /// Why a request was refused before anything else looked at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(super) enum Refusal {
     Host(String),
     Origin(String),
 }
 
 impl Refusal {
-    pub fn message(&self) -> String {
+    pub(super) fn message(&self) -> String {
         match self {
             Refusal::Host(h) => format!(
                 "Host `{}` is not served here (listen.allowed_hosts)",
@@ -101,7 +101,7 @@ impl Refusal {
 
 /// Checks `Host` always, and for a request that may change state (any request when
 /// `strict`), `Origin` (which must be this server, `https` when `tls`) and `Sec-Fetch-Site`.
-pub fn check(
+pub(super) fn check(
     hosts: &Hosts,
     method: &Method,
     headers: &HeaderMap,

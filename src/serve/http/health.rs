@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{App, ConnInfo, reply};
 use crate::manifest::compiled_listen::Scope;
 
-pub async fn healthz() -> Response {
+pub(super) async fn healthz() -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
@@ -24,7 +24,7 @@ pub async fn healthz() -> Response {
 /// probe never gathers the status report, which is `GET /status`). A failing sink or a late
 /// approval makes pap *need attention* (`healthy: false` in the report), not unready: taking
 /// it out of a load balancer would not help either.
-pub async fn readyz(State(app): State<App>) -> Response {
+pub(super) async fn readyz(State(app): State<App>) -> Response {
     if app.decider.stopping() {
         return reply::unavailable("pap serve is stopping", 5);
     }
@@ -55,7 +55,7 @@ pub async fn readyz(State(app): State<App>) -> Response {
 /// `GET /status` (the `read` scope): the report of `pap status --json`, the same object. 200
 /// whenever it was gathered (whether pap is healthy is in the body, `healthy`); 503 when the
 /// store cannot be read. Its cost does not grow with the queue (see `status_report`).
-pub async fn status(
+pub(super) async fn status(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
     headers: HeaderMap,
@@ -82,7 +82,7 @@ pub async fn status(
 }
 
 /// `GET /metrics` (the `metrics` scope): OpenMetrics text.
-pub async fn metrics(
+pub(super) async fn metrics(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
     headers: HeaderMap,

@@ -26,7 +26,7 @@ use crate::serve::decider::Refused;
 /// Bodies larger than this are parsed on the blocking pool, off the async workers.
 const PARSE_INLINE_MAX: usize = 64 * 1024;
 
-pub async fn post_events(
+pub(super) async fn post_events(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
     headers: HeaderMap,
@@ -63,7 +63,7 @@ pub async fn post_events(
 
 /// Runs `work` (parsing a body of `size` bytes) here when small, else on the blocking pool,
 /// off the async workers. `None` when it panicked.
-pub async fn off_thread_if_large<T: Send + 'static>(
+pub(super) async fn off_thread_if_large<T: Send + 'static>(
     size: usize,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
@@ -74,7 +74,7 @@ pub async fn off_thread_if_large<T: Send + 'static>(
 }
 
 /// Decides `parsed` and answers with one line per event (or the refusal).
-pub async fn answer(
+pub(super) async fn answer(
     app: &App,
     caller: &super::auth::Caller,
     route: &str,
@@ -160,13 +160,13 @@ fn refusal(refused: Refused) -> Response {
 
 /// How many request bodies are read and parsed at once, at most: with bodies of up to
 /// `listen.max_body_bytes`, this bounds what bodies take in memory whoever sends them.
-pub const BODIES_AT_ONCE: usize = 32;
+pub(super) const BODIES_AT_ONCE: usize = 32;
 
 /// The body of a request that brings events, with its place among the bodies being read
 /// (held until the body is parsed). Refused at once while serve stops (before it is read),
 /// with 503 when no place frees within the read timeout, else read whole within the size and
 /// time limits.
-pub async fn accept_body(
+pub(super) async fn accept_body(
     app: &App,
     headers: &HeaderMap,
     body: Body,
@@ -190,7 +190,7 @@ pub async fn accept_body(
 }
 
 /// The whole body, bounded in size and in time.
-pub async fn read_body(
+pub(super) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     max_bytes: u64,

@@ -36,7 +36,7 @@ impl Limits {
 
 /// The TLS acceptor for a reload: the files read again while TLS stays on; while it is on
 /// but no longer configured (that waits for a restart), the one in force; none while off.
-pub fn tls_again(
+pub(super) fn tls_again(
     config: &ListenConfig,
     root: &Path,
     running: Option<&TlsAcceptor>,

@@ -18,7 +18,7 @@ use crate::storage::pages::{self as paging, InvocationFilter, Page};
 const MOST: usize = 500;
 
 #[derive(Deserialize)]
-pub struct Paging {
+pub(super) struct Paging {
     #[serde(default)]
     after: Option<String>,
     #[serde(default)]
@@ -33,7 +33,7 @@ impl Paging {
     }
 }
 
-pub async fn approvals(
+pub(super) async fn approvals(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
     headers: HeaderMap,
@@ -57,7 +57,7 @@ pub async fn approvals(
     )
 }
 
-pub async fn invocations(
+pub(super) async fn invocations(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
     headers: HeaderMap,

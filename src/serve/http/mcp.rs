@@ -32,7 +32,7 @@ const USEFUL: [Scope; 3] = [Scope::Read, Scope::Ingest, Scope::Approve];
 
 /// The MCP sessions on the listener: rmcp's, and who opened each.
 #[derive(Clone, Default)]
-pub struct Sessions {
+pub(super) struct Sessions {
     owners: Owners,
     manager: Arc<LocalSessionManager>,
 }
@@ -40,7 +40,11 @@ pub struct Sessions {
 impl Sessions {
     /// Ends the sessions whose owner `principals` no longer know, or that may no longer use
     /// `/mcp`; returns how many. Their open streams close once rmcp has let them go.
-    pub fn end_unknown(&self, principals: &Principals, rt: &tokio::runtime::Handle) -> usize {
+    pub(super) fn end_unknown(
+        &self,
+        principals: &Principals,
+        rt: &tokio::runtime::Handle,
+    ) -> usize {
         let ended = self.owners.end_unknown(principals);
         let n = ended.len();
         let manager = self.manager.clone();
@@ -115,7 +119,7 @@ impl Owners {
 }
 
 /// The route, with its authentication.
-pub fn routes(app: &App, stop: CancellationToken) -> Router<App> {
+pub(super) fn routes(app: &App, stop: CancellationToken) -> Router<App> {
     let project = app.project.clone();
     let decider = app.decider.clone();
     let store = app.store.clone();

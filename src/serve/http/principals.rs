@@ -17,11 +17,11 @@ use super::credential_file::{self, Kind};
 use crate::manifest::compiled_listen::{Credential, ListenConfig, Scope};
 
 /// Shortest token accepted: anything shorter can be guessed.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(super) const MIN_TOKEN_LEN: usize = 16;
 
 /// A digest of a principal's credential: a session opened with a credential that is no
 /// longer the principal's ends. Derived from the secret, so never logged nor shown.
-pub type Fingerprint = [u8; 32];
+pub(super) type Fingerprint = [u8; 32];
 
 /// Who made a request: a named principal, or anonymous.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub(super) struct Known {
 }
 
 impl Known {
-    pub fn caller(&self) -> Caller {
+    pub(super) fn caller(&self) -> Caller {
         Caller {
             name: Some(self.name.clone()),
             scopes: self.scopes.clone(),
@@ -68,7 +68,7 @@ impl Known {
 
 /// Why a set of principals cannot be put in force.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResolveError {
+pub(super) enum ResolveError {
     #[error(
         "principal `{principal}`: the environment variable {var} that holds its token is not set"
     )]
@@ -102,7 +102,7 @@ pub struct Changes {
     pub anonymous: bool,
 }
 
-pub struct Principals {
+pub(super) struct Principals {
     known: Vec<Known>,
     anonymous: Vec<Scope>,
 }
@@ -122,7 +122,7 @@ fn fingerprint(kind: &[u8], material: &[u8]) -> Fingerprint {
 impl Principals {
     /// The principals of `config`, their tokens read through `env` (serve's environment) or
     /// from their files (paths relative to `root`). Any that cannot be had refuses the set.
-    pub fn resolve(
+    pub(super) fn resolve(
         config: &ListenConfig,
         root: &Path,
         env: impl Fn(&str) -> Option<String>,
@@ -196,11 +196,11 @@ impl Principals {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.known.is_empty()
     }
 
-    pub fn anonymous(&self) -> Caller {
+    pub(super) fn anonymous(&self) -> Caller {
         Caller {
             name: None,
             scopes: self.anonymous.clone(),
@@ -230,7 +230,7 @@ impl Principals {
     /// `caller` as this set knows it now: the same principal with the same credential (with
     /// its scopes of now), or anonymous; `None` when the principal is gone or its credential
     /// changed.
-    pub fn current(&self, caller: &Caller) -> Option<Caller> {
+    pub(super) fn current(&self, caller: &Caller) -> Option<Caller> {
         let Some(name) = &caller.name else {
             return Some(self.anonymous());
         };
@@ -240,7 +240,7 @@ impl Principals {
     }
 
     /// What changed from `before` to this set.
-    pub fn changes_from(&self, before: &Principals) -> Changes {
+    pub(super) fn changes_from(&self, before: &Principals) -> Changes {
         let mut changes = Changes {
             anonymous: self.anonymous != before.anonymous,
             ..Changes::default()
@@ -269,7 +269,7 @@ pub(super) mod tests {
     use crate::manifest::compiled_listen::Principal;
     use std::os::unix::fs::PermissionsExt;
 
-    pub fn principal(name: &str, credential: Credential, scopes: &[Scope]) -> Principal {
+    pub(crate) fn principal(name: &str, credential: Credential, scopes: &[Scope]) -> Principal {
         Principal {
             name: name.into(),
             credential,

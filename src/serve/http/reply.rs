@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 /// `{"error": message}` with `status`.
-pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let body = json!({ "error": message.into() }).to_string();
     (
         status,
@@ -17,7 +17,7 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// 503 with `Retry-After`: nothing of the request was recorded; send it again later.
-pub fn unavailable(message: impl Into<String>, retry_after_secs: u32) -> Response {
+pub(super) fn unavailable(message: impl Into<String>, retry_after_secs: u32) -> Response {
     let mut r = error(StatusCode::SERVICE_UNAVAILABLE, message);
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
@@ -25,7 +25,7 @@ pub fn unavailable(message: impl Into<String>, retry_after_secs: u32) -> Respons
 }
 
 /// 401 with a `WWW-Authenticate` challenge.
-pub fn unauthorized(message: impl Into<String>) -> Response {
+pub(super) fn unauthorized(message: impl Into<String>) -> Response {
     let mut r = error(StatusCode::UNAUTHORIZED, message);
     r.headers_mut().insert(
         header::WWW_AUTHENTICATE,
@@ -35,7 +35,7 @@ pub fn unauthorized(message: impl Into<String>) -> Response {
 }
 
 /// 408 for a client too slow to send its body; the connection is closed after it.
-pub fn too_slow(message: impl Into<String>) -> Response {
+pub(super) fn too_slow(message: impl Into<String>) -> Response {
     let mut r = error(StatusCode::REQUEST_TIMEOUT, message);
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -43,7 +43,7 @@ pub fn too_slow(message: impl Into<String>) -> Response {
 }
 
 /// 429 with `Retry-After` (whole seconds, rounded up): too many failed attempts.
-pub fn too_many(message: impl Into<String>, wait: std::time::Duration) -> Response {
+pub(super) fn too_many(message: impl Into<String>, wait: std::time::Duration) -> Response {
     let mut r = error(StatusCode::TOO_MANY_REQUESTS, message);
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     r.headers_mut()

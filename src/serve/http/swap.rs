@@ -5,20 +5,20 @@
 
 use std::sync::{Arc, RwLock};
 
-pub struct Swap<T>(RwLock<Arc<T>>);
+pub(super) struct Swap<T>(RwLock<Arc<T>>);
 
 impl<T> Swap<T> {
-    pub fn new(value: T) -> Swap<T> {
+    pub(super) fn new(value: T) -> Swap<T> {
         Swap(RwLock::new(Arc::new(value)))
     }
 
     /// The value in force now.
-    pub fn load(&self) -> Arc<T> {
+    pub(super) fn load(&self) -> Arc<T> {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Puts `value` in force for every request from now on; returns the one it replaced.
-    pub fn store(&self, value: T) -> Arc<T> {
+    pub(super) fn store(&self, value: T) -> Arc<T> {
         let mut current = self.0.write().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut *current, Arc::new(value))
     }

@@ -13,7 +13,7 @@ use crate::manifest::compiled_listen::TlsFiles;
 
 /// A TLS acceptor for `files` (paths relative to `root` unless absolute): TLS 1.2 and 1.3,
 /// HTTP/1.1 announced by ALPN.
-pub fn acceptor(files: &TlsFiles, root: &Path) -> anyhow::Result<TlsAcceptor> {
+pub(super) fn acceptor(files: &TlsFiles, root: &Path) -> anyhow::Result<TlsAcceptor> {
     let cert_path = root.join(&files.cert);
     let key_path = root.join(&files.key);
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)

@@ -25,7 +25,7 @@ use crate::event::strict::Strict;
 use crate::event::{self, Invalid, Origin};
 use crate::manifest::compiled_listen::Scope;
 
-pub async fn post_webhook(
+pub(super) async fn post_webhook(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
     OriginalUri(uri): OriginalUri,

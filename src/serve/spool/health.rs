@@ -14,7 +14,7 @@ use crate::serve::conditions::{Condition, Conditions};
 const FIRST: Duration = Duration::from_secs(1);
 const LONGEST: Duration = Duration::from_secs(30);
 
-pub struct Health {
+pub(crate) struct Health {
     conditions: Arc<Conditions>,
     trouble: Option<Trouble>,
 }
@@ -28,7 +28,7 @@ struct Trouble {
 }
 
 impl Health {
-    pub fn new(conditions: Arc<Conditions>) -> Health {
+    pub(crate) fn new(conditions: Arc<Conditions>) -> Health {
         Health {
             conditions,
             trouble: None,
@@ -37,17 +37,17 @@ impl Health {
 
     /// Whether to use the spool now: always while it is sound, at the backoff's pace while
     /// it is not.
-    pub fn due(&self, now: Instant) -> bool {
+    pub(crate) fn due(&self, now: Instant) -> bool {
         self.trouble.as_ref().is_none_or(|t| now >= t.retry_at)
     }
 
     /// What is wrong with the spool, while something is.
-    pub fn problem(&self) -> Option<&str> {
+    pub(crate) fn problem(&self) -> Option<&str> {
         self.trouble.as_ref().map(|t| t.message.as_str())
     }
 
     /// The spool failed with `e`; `since` is serve's clock (RFC 3339), for the condition.
-    pub fn failed(&mut self, e: &SpoolError, now: Instant, since: &str) {
+    pub(crate) fn failed(&mut self, e: &SpoolError, now: Instant, since: &str) {
         let message = format!(
             "spool files are not taken: {e}; serve looks again with a backoff (HTTP events are still decided)"
         );
@@ -74,7 +74,7 @@ impl Health {
     }
 
     /// The spool is sound: whether that ends a problem (then logged, the condition cleared).
-    pub fn sound(&mut self, now: Instant) -> bool {
+    pub(crate) fn sound(&mut self, now: Instant) -> bool {
         let Some(t) = self.trouble.take() else {
             return false;
         };

@@ -19,7 +19,7 @@ use nix::unistd::UnlinkatFlags;
 
 /// What a name in a directory is, its final link not followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     File,
     Dir,
     Link,
@@ -28,7 +28,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn of(st: &FileStat) -> Kind {
+    pub(super) fn of(st: &FileStat) -> Kind {
         match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
             SFlag::S_IFREG => Kind::File,
             SFlag::S_IFDIR => Kind::Dir,
@@ -48,7 +48,7 @@ impl Kind {
 }
 
 /// What stands where the name of a held directory should: for a message.
-pub fn describe(parent: &Held, name: &str) -> String {
+pub(super) fn describe(parent: &Held, name: &str) -> String {
     match parent.stat(name) {
         Ok(Some(st)) => match Kind::of(&st) {
             Kind::Link => match nix::fcntl::readlinkat(parent.fd(), name) {
@@ -66,7 +66,7 @@ pub fn describe(parent: &Held, name: &str) -> String {
 
 /// Whether the name of a held directory still leads to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Still {
+pub(super) enum Still {
     Same,
     Missing,
     /// Another directory (moved there, or made anew).
@@ -75,7 +75,7 @@ pub enum Still {
     NotDir,
 }
 
-pub struct Held {
+pub(super) struct Held {
     fd: OwnedFd,
     /// Device and inode, to tell whether a name still leads here.
     id: (u64, u64),
@@ -85,7 +85,7 @@ pub struct Held {
 
 /// Why a directory could not be held.
 #[derive(Debug)]
-pub enum OpenError {
+pub(super) enum OpenError {
     /// The name is a link, or not a directory: serve never follows one.
     NotDir,
     Io(io::Error),
@@ -93,7 +93,7 @@ pub enum OpenError {
 
 impl Held {
     /// The directory at `path`, which must not itself be a link (the caller resolved it).
-    pub fn open(path: &Path) -> Result<Held, OpenError> {
+    pub(super) fn open(path: &Path) -> Result<Held, OpenError> {
         let fd = nix::fcntl::open(path, dir_flags(), Mode::empty()).map_err(open_error)?;
         Held::from_fd(fd, path.to_path_buf())
     }
@@ -101,7 +101,7 @@ impl Held {
     /// Directory `name` in this one, created first when `create` and missing (one that
     /// exists is accepted: several nodes may create it at the same moment). A link there is
     /// never followed: [`OpenError::NotDir`].
-    pub fn sub(&self, name: &str, create: bool) -> Result<Held, OpenError> {
+    pub(super) fn sub(&self, name: &str, create: bool) -> Result<Held, OpenError> {
         if create {
             let mode = Mode::S_IRWXU | Mode::S_IRWXG | Mode::S_IRWXO;
             match nix::sys::stat::mkdirat(self.fd(), name, mode) {
@@ -123,12 +123,12 @@ impl Held {
         })
     }
 
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// Whether `name` in `parent` is still this directory.
-    pub fn still_at(&self, parent: &Held, name: &str) -> io::Result<Still> {
+    pub(super) fn still_at(&self, parent: &Held, name: &str) -> io::Result<Still> {
         Ok(match parent.stat(name)? {
             None => Still::Missing,
             Some(st) if Kind::of(&st) != Kind::Dir => Still::NotDir,
@@ -138,13 +138,13 @@ impl Held {
     }
 
     /// Whether `path` (resolved, links followed) still leads to this directory.
-    pub fn is_at(&self, path: &Path) -> bool {
+    pub(super) fn is_at(&self, path: &Path) -> bool {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == self.id)
     }
 
     /// `name`'s status, its final link not followed; `None` when there is no such name.
-    pub fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<FileStat>> {
+    pub(super) fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<FileStat>> {
         match nix::sys::stat::fstatat(self.fd(), name.as_ref(), AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(st)),
             Err(Errno::ENOENT) => Ok(None),
@@ -153,7 +153,7 @@ impl Held {
     }
 
     /// The entries (not `.` and `..`) and what each is, links not followed.
-    pub fn entries(&self) -> io::Result<Vec<(OsString, Kind)>> {
+    pub(super) fn entries(&self) -> io::Result<Vec<(OsString, Kind)>> {
         // A descriptor of its own: reading moves a descriptor's position, and this one's is
         // shared by nothing.
         let mut dir = nix::dir::Dir::openat(self.fd(), ".", dir_flags(), Mode::empty())?;
@@ -178,17 +178,17 @@ impl Held {
     }
 
     /// Regular file `name` opened for reading, never through a link nor blocking on a FIFO.
-    pub fn open_file(&self, name: &str) -> io::Result<File> {
+    pub(super) fn open_file(&self, name: &str) -> io::Result<File> {
         crate::regular_file::open_at(self.fd(), name)
     }
 
     /// Moves `name` to `to`'s `new_name` (replacing a file there, as a rename does).
-    pub fn rename(&self, name: &str, to: &Held, new_name: &str) -> io::Result<()> {
+    pub(super) fn rename(&self, name: &str, to: &Held, new_name: &str) -> io::Result<()> {
         Ok(nix::fcntl::renameat(self.fd(), name, to.fd(), new_name)?)
     }
 
     /// Removes `name` (a link itself, never what it points to; never a directory).
-    pub fn unlink(&self, name: &str) -> io::Result<()> {
+    pub(super) fn unlink(&self, name: &str) -> io::Result<()> {
         Ok(nix::unistd::unlinkat(
             self.fd(),
             name,
@@ -197,7 +197,7 @@ impl Held {
     }
 
     /// Removes directory `name` if it is empty.
-    pub fn rmdir(&self, name: &str) -> io::Result<()> {
+    pub(super) fn rmdir(&self, name: &str) -> io::Result<()> {
         Ok(nix::unistd::unlinkat(
             self.fd(),
             name,
@@ -206,7 +206,7 @@ impl Held {
     }
 
     /// Writes `name` whole: under `name.tmp` first, then renamed, so a reader never sees half.
-    pub fn write_whole(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+    pub(super) fn write_whole(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let tmp = format!("{name}.tmp");
         let flags = OFlag::O_WRONLY
             | OFlag::O_CREAT
@@ -221,7 +221,7 @@ impl Held {
 }
 
 /// When a file was last modified, from its status.
-pub fn modified(st: &FileStat) -> SystemTime {
+pub(super) fn modified(st: &FileStat) -> SystemTime {
     SystemTime::UNIX_EPOCH
         + Duration::new(
             u64::try_from(st.st_mtime).unwrap_or(0),

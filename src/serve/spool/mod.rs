@@ -19,10 +19,10 @@
 //! removed its empty `processing/NODE/`) is created again. The spool directory itself may be
 //! a link (a spool on another disk): it is resolved once, at start.
 
-pub mod health;
+pub(super) mod health;
 mod held;
 mod names;
-pub mod settle;
+pub(super) mod settle;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -34,14 +34,14 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-pub use health::Health;
+pub(super) use health::Health;
 use held::{Held, Kind, OpenError, Still};
 use names::{free_name, pap_wrote};
-pub use names::{is_event_file, node_dir};
+pub(super) use names::{is_event_file, node_dir};
 
 /// Why the spool cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum SpoolError {
+pub(super) enum SpoolError {
     /// One of the spool's directories is a link, or not a directory.
     #[error(
         "{} is {what}: serve never follows a link inside the spool, nor files anything through \
@@ -77,15 +77,15 @@ impl SpoolError {
 
 /// A file this process claimed: a name in its `processing/` directory.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Claimed(String);
+pub(super) struct Claimed(String);
 
 impl Claimed {
-    pub fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         &self.0
     }
 }
 
-pub struct Spool {
+pub(super) struct Spool {
     /// The spool directory, links resolved at start.
     pub dir: PathBuf,
     root: Held,
@@ -101,7 +101,7 @@ pub struct Spool {
 
 /// A bad event (or the whole file, when it could not be read) and why.
 #[derive(Debug, Clone)]
-pub struct Problem {
+pub(super) struct Problem {
     /// `NAME:LINE`, `NAME[INDEX]`, or `NAME` for the file itself.
     pub input: String,
     pub id: Option<String>,
@@ -112,7 +112,7 @@ impl Spool {
     /// The spool in `dir`, its directories created when missing; `node` is this node's id
     /// on a shared store. `dir` may be a link (resolved now, once, and logged); one of the
     /// directories in it that is a link is an error naming it.
-    pub fn open(dir: &Path, node: Option<&str>) -> Result<Spool, SpoolError> {
+    pub(super) fn open(dir: &Path, node: Option<&str>) -> Result<Spool, SpoolError> {
         let linked = std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink());
         if !linked {
             std::fs::create_dir_all(dir).map_err(|e| SpoolError::io("creating", dir, e))?;
@@ -159,7 +159,7 @@ impl Spool {
     /// and `failed/`, none followed if a link. One that went missing is created again, and
     /// another directory put in one's place is taken (each logged); a link, or anything but a
     /// directory, is an error, and nothing is done through it.
-    pub fn check(&mut self) -> Result<(), SpoolError> {
+    pub(super) fn check(&mut self) -> Result<(), SpoolError> {
         if !self.root.is_at(&self.dir) {
             return Err(SpoolError::Moved {
                 path: self.dir.clone(),
@@ -185,7 +185,7 @@ impl Spool {
     /// `*.ndjson`, not hidden, not `*.tmp` (writers write under such a name, then rename).
     /// Anything else (a link, a FIFO, a directory, another extension, a name that is not
     /// UTF-8) is never opened nor followed, and logged once.
-    pub fn ready(&self, limit: usize) -> Result<Vec<String>, SpoolError> {
+    pub(super) fn ready(&self, limit: usize) -> Result<Vec<String>, SpoolError> {
         let mut found = Vec::new();
         let entries = self
             .root
@@ -225,14 +225,14 @@ impl Spool {
     }
 
     /// Whether ready file `name` may be claimed now (see [`settle`]).
-    pub fn readiness(&self, name: &str, renamed: bool, wait: Duration) -> settle::Readiness {
+    pub(super) fn readiness(&self, name: &str, renamed: bool, wait: Duration) -> settle::Readiness {
         settle::readiness(self.root.fd(), name, renamed, wait)
     }
 
     /// Files a crash left claimed: this node's, and on a shared store those an earlier
     /// release left in `processing/` itself (taken into this node's directory first, so no
     /// other node resumes them too).
-    pub fn leftovers(&self) -> Result<Vec<Claimed>, SpoolError> {
+    pub(super) fn leftovers(&self) -> Result<Vec<Claimed>, SpoolError> {
         let mut found: Vec<Claimed> = files_in(self.claims())?.into_iter().map(Claimed).collect();
         if self.node.is_some() {
             found.extend(self.take_over(&self.processing_root)?);
@@ -245,7 +245,7 @@ impl Spool {
     /// node (by its directory's name, see [`node_dir`]) is still heard from. Each file is
     /// taken with a rename, so two nodes adopting at once never both take one; a link in
     /// `processing/` is never followed. Returns the files now this node's to dispatch.
-    pub fn adopt(&self, alive: &dyn Fn(&str) -> bool) -> Result<Vec<Claimed>, SpoolError> {
+    pub(super) fn adopt(&self, alive: &dyn Fn(&str) -> bool) -> Result<Vec<Claimed>, SpoolError> {
         let Some((own, _)) = &self.node else {
             return Ok(Vec::new());
         };
@@ -292,7 +292,7 @@ impl Spool {
 
     /// Moves ready file `name` into this node's `processing/`; `None` when it is gone (its
     /// writer removed it, or another node claimed it).
-    pub fn claim(&mut self, name: &str) -> Result<Option<Claimed>, SpoolError> {
+    pub(super) fn claim(&mut self, name: &str) -> Result<Option<Claimed>, SpoolError> {
         let claim = |spool: &Spool| moved(&spool.root, name, spool.claims(), name);
         let done = match claim(self) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -311,19 +311,19 @@ impl Spool {
     }
 
     /// Claimed file `c` opened for reading: a regular file, never through a link.
-    pub fn open_claimed(&self, c: &Claimed) -> io::Result<File> {
+    pub(super) fn open_claimed(&self, c: &Claimed) -> io::Result<File> {
         self.claims().open_file(&c.0)
     }
 
     /// Puts a claimed file back among the ready ones (nothing of it was decided).
-    pub fn unclaim(&self, c: &Claimed) -> io::Result<()> {
+    pub(super) fn unclaim(&self, c: &Claimed) -> io::Result<()> {
         self.claims().rename(&c.0, &self.root, &c.0)
     }
 
     /// Why claimed file `c` is not wholly read, if it grew while (or after) it was read: its
     /// writer was still writing. What was read is decided; the rest is not, so the file goes
     /// to `failed/`, never to `done/` with lines unread.
-    pub fn grew_after_read(&self, c: &Claimed, read: u64) -> Option<String> {
+    pub(super) fn grew_after_read(&self, c: &Claimed, read: u64) -> Option<String> {
         let now = self.claims().stat(&c.0).ok()??.st_size;
         let now = u64::try_from(now).unwrap_or(0);
         (now > read).then(|| {
@@ -339,7 +339,7 @@ impl Spool {
     /// problems to `failed/` beside `NAME.error.json`. The error file is written first, so a
     /// crash in between leaves the file in `processing/` to be dispatched again. Where it
     /// went, or `None` when it was gone (on a shared spool, another node took it over).
-    pub fn finish(
+    pub(super) fn finish(
         &self,
         c: &Claimed,
         valid: usize,
@@ -385,7 +385,7 @@ impl Spool {
     /// Deletes what pap filed in `done/` longer than `retention` ago: regular files (not
     /// followed if a link) whose names pap writes; anything else there is left alone.
     /// Returns how many.
-    pub fn sweep_done(&self, retention: Duration) -> Result<usize, SpoolError> {
+    pub(super) fn sweep_done(&self, retention: Duration) -> Result<usize, SpoolError> {
         let cutoff = SystemTime::now() - retention;
         let entries = self
             .done

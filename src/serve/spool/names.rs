@@ -6,7 +6,7 @@ use std::io;
 
 use super::held::Held;
 
-pub fn is_event_file(name: &str) -> bool {
+pub(crate) fn is_event_file(name: &str) -> bool {
     !name.starts_with('.')
         && !name.ends_with(".tmp")
         && (name.ends_with(".json") || name.ends_with(".ndjson"))
@@ -14,7 +14,7 @@ pub fn is_event_file(name: &str) -> bool {
 
 /// The directory name of node `id` under `processing/`: the id itself when it is a safe
 /// file name, else its hex.
-pub fn node_dir(id: &str) -> String {
+pub(crate) fn node_dir(id: &str) -> String {
     let safe = !id.is_empty()
         && !id.starts_with('.')
         && id
@@ -30,7 +30,7 @@ pub fn node_dir(id: &str) -> String {
 /// Whether pap could have filed a file of this name: an event file's name, followed by any
 /// number of `.N` (a second file of a name, [`free_name`], taken over from another node and
 /// filed again).
-pub fn pap_wrote(name: &str) -> bool {
+pub(super) fn pap_wrote(name: &str) -> bool {
     let mut base = name;
     while let Some((head, n)) = base.rsplit_once('.')
         && !n.is_empty()
@@ -43,7 +43,7 @@ pub fn pap_wrote(name: &str) -> bool {
 
 /// `name`, or `name.N` for the first free N when `dir` holds that name already (writers may
 /// reuse names).
-pub fn free_name(dir: &Held, name: &str) -> io::Result<String> {
+pub(super) fn free_name(dir: &Held, name: &str) -> io::Result<String> {
     if dir.stat(name)?.is_none() {
         return Ok(name.to_owned());
     }

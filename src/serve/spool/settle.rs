@@ -11,7 +11,7 @@ use nix::fcntl::AtFlags;
 
 /// Whether a ready file may be claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Readiness {
+pub(crate) enum Readiness {
     Now,
     /// Look again after this long.
     After(Duration),
@@ -20,7 +20,12 @@ pub enum Readiness {
 /// File `name` in the directory held by `dir`. `renamed`: file-system events said the file
 /// arrived by a rename. Otherwise the file must be unmodified for `settle` (by its mtime, on
 /// the real clock: the file system's) and have no writer.
-pub fn readiness(dir: BorrowedFd<'_>, name: &str, renamed: bool, settle: Duration) -> Readiness {
+pub(crate) fn readiness(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    renamed: bool,
+    settle: Duration,
+) -> Readiness {
     if renamed {
         return Readiness::Now;
     }
@@ -45,7 +50,7 @@ pub fn readiness(dir: BorrowedFd<'_>, name: &str, renamed: bool, settle: Duratio
 /// Linux refuses a read lease (`F_SETLEASE`) on such a file with EAGAIN. `None` when leases
 /// cannot tell (another owner without CAP_LEASE, a file system without leases): then the
 /// settle time alone decides.
-pub fn has_writer(dir: BorrowedFd<'_>, name: &str) -> Option<bool> {
+pub(crate) fn has_writer(dir: BorrowedFd<'_>, name: &str) -> Option<bool> {
     let file = crate::regular_file::open_at(dir, name).ok()?;
     let fd = file.as_raw_fd();
     // SAFETY: fcntl on a descriptor this function owns, with integer arguments only.

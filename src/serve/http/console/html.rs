@@ -8,27 +8,27 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// No inline script or style, nothing from elsewhere, no framing, forms only to here.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+pub(super) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// `text` safe inside HTML text and quoted attribute values.
-pub fn esc(text: &str) -> String {
+pub(super) fn esc(text: &str) -> String {
     crate::text::markup(text)
 }
 
 /// A query-string value (percent-encoded).
-pub fn url_part(text: &str) -> String {
+pub(super) fn url_part(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 /// Who is looking, for the header.
-pub struct Header<'a> {
+pub(super) struct Header<'a> {
     pub who: Option<&'a str>,
     /// The session's CSRF token, when logged in (for the logout form).
     pub csrf: Option<&'a str>,
 }
 
 /// A whole page: the navigation, `title`, and `body` (already HTML).
-pub fn page(title: &str, header: &Header<'_>, body: &str) -> Response {
+pub(super) fn page(title: &str, header: &Header<'_>, body: &str) -> Response {
     let mut o = String::with_capacity(body.len() + 2048);
     let _ = write!(
         o,
@@ -67,7 +67,7 @@ pub fn page(title: &str, header: &Header<'_>, body: &str) -> Response {
 }
 
 /// An HTML answer with the console's security headers.
-pub fn with_headers(status: StatusCode, html: String) -> Response {
+pub(super) fn with_headers(status: StatusCode, html: String) -> Response {
     let mut r = (status, html).into_response();
     let h = r.headers_mut();
     h.insert(
@@ -82,7 +82,7 @@ pub fn with_headers(status: StatusCode, html: String) -> Response {
 }
 
 /// Pretty JSON, escaped, in a `<pre>`.
-pub fn json_block(value: &serde_json::Value) -> String {
+pub(super) fn json_block(value: &serde_json::Value) -> String {
     format!(
         "<pre class=\"json\">{}</pre>",
         esc(&serde_json::to_string_pretty(value).unwrap_or_default())

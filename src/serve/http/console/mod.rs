@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
-pub use session::Sessions;
+pub(super) use session::Sessions;
 
 use super::auth::Caller;
 use super::{App, ConnInfo};
@@ -30,7 +30,7 @@ use crate::agent::answer::{self, Answering};
 use crate::manifest::compiled_listen::Scope;
 use html::{Header, esc, page, url_part, with_headers};
 
-pub fn routes() -> Router<App> {
+pub(super) fn routes() -> Router<App> {
     Router::new()
         .route("/", get(inbox))
         .route("/inbox/stream", get(inbox_stream))
@@ -49,7 +49,7 @@ pub fn routes() -> Router<App> {
 /// Reads a console request's body whole, within the form size limit and the read timeout,
 /// before any handler sees it: a client trickling a form cannot hold a connection longer
 /// than `listen.read_timeout`, whoever it is.
-pub async fn bounded_form(
+pub(super) async fn bounded_form(
     State(app): State<App>,
     request: axum::extract::Request,
     next: axum::middleware::Next,

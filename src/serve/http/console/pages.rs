@@ -15,7 +15,7 @@ use crate::storage::{self, Storage};
 use crate::storage::pages as paging;
 
 /// Rows a list shows at most.
-pub const LIST_MAX: usize = 200;
+pub(super) const LIST_MAX: usize = 200;
 
 fn time(ms: i64) -> String {
     esc(&rfc3339_ms(ms))
@@ -27,7 +27,7 @@ fn status_badge(status: &str) -> String {
 
 /// The inbox: the latest messages, newest first; `data-after` tells the script where to
 /// follow on from (server-sent events).
-pub fn inbox(store: &dyn Storage) -> storage::Result<String> {
+pub(super) fn inbox(store: &dyn Storage) -> storage::Result<String> {
     let (messages, last) = store.read(|r| {
         let last = r.inbox_last()?;
         let from = last.saturating_sub(LIST_MAX as u64);
@@ -65,7 +65,7 @@ fn author(m: &crate::domain::InboxMessage) -> String {
 }
 
 /// One inbox message as the stream sends it (the script builds its element from text).
-pub fn inbox_json(m: &crate::domain::InboxMessage) -> Value {
+pub(super) fn inbox_json(m: &crate::domain::InboxMessage) -> Value {
     json!({
         "id": m.id,
         "ts": rfc3339_ms(m.ts),
@@ -79,7 +79,7 @@ pub fn inbox_json(m: &crate::domain::InboxMessage) -> Value {
 /// Approvals waiting, oldest first, a page after `after` (a cursor's sequence number), each
 /// with its event data, agent, effective risk and the ATP request's actions as buttons (for a
 /// viewer who may approve); how many wait in all comes from the store's counts.
-pub fn approvals(
+pub(super) fn approvals(
     store: &dyn Storage,
     project: &Project,
     csrf: Option<&str>,
@@ -199,10 +199,10 @@ fn clipped(data: &Value) -> Value {
 /// Bytes of an event's data a list page shows.
 const DATA_SHOWN: usize = 16 * 1024;
 
-pub use crate::storage::pages::InvocationFilter;
+pub(super) use crate::storage::pages::InvocationFilter;
 
 /// Invocations `filter` keeps, newest first, a page before `before`.
-pub fn invocations(
+pub(super) fn invocations(
     store: &dyn Storage,
     filter: &InvocationFilter,
     now: i64,
@@ -268,7 +268,11 @@ pub fn invocations(
 }
 
 /// One invocation: its fields, the event, the output, and each attempt with its transcript.
-pub fn invocation(store: &dyn Storage, id: &str, now: i64) -> storage::Result<Option<String>> {
+pub(super) fn invocation(
+    store: &dyn Storage,
+    id: &str,
+    now: i64,
+) -> storage::Result<Option<String>> {
     let Some(i) = store.read(|r| r.invocation(id))? else {
         return Ok(None);
     };
@@ -329,7 +333,7 @@ pub fn invocation(store: &dyn Storage, id: &str, now: i64) -> storage::Result<Op
     Ok(Some(o))
 }
 
-pub fn audit(store: &dyn Storage) -> storage::Result<String> {
+pub(super) fn audit(store: &dyn Storage) -> storage::Result<String> {
     let (entries, total) = store.read(|r| r.audit(Some(LIST_MAX)))?;
     let mut o = format!(
         "<p class=\"hint\">{total} entries; the latest {} shown, newest first.</p>\
@@ -360,7 +364,7 @@ pub fn audit(store: &dyn Storage) -> storage::Result<String> {
 }
 
 /// What is loaded: triggers, agents and schedules, with their latest invocations.
-pub fn manifests(
+pub(super) fn manifests(
     store: &dyn Storage,
     project: &Project,
     recent: &crate::serve::recent::RecentDecisions,

@@ -16,14 +16,14 @@ use subtle::ConstantTimeEq;
 
 use crate::serve::http::principals::{Caller, Principals};
 
-pub const COOKIE: &str = "pap_session";
+pub(super) const COOKIE: &str = "pap_session";
 /// How long a login lasts.
-pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+pub(super) const LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// Sessions kept at most.
 const MAX_SESSIONS: usize = 10_000;
 
 #[derive(Clone)]
-pub struct Session {
+pub(crate) struct Session {
     pub caller: Caller,
     /// Every form of this session carries it; a post without it is refused.
     pub csrf: String,
@@ -31,18 +31,18 @@ pub struct Session {
 }
 
 #[derive(Default)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     by_token: Mutex<HashMap<String, Session>>,
 }
 
 /// 32 random bytes as hex.
-pub fn random_token() -> String {
+pub(super) fn random_token() -> String {
     crate::serve::http::console_token()
 }
 
 impl Sessions {
     /// A new session for `caller`; returns its cookie token.
-    pub fn start(&self, caller: Caller) -> String {
+    pub(crate) fn start(&self, caller: Caller) -> String {
         let token = random_token();
         let mut map = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, s| s.started.elapsed() < LIFETIME);
@@ -67,7 +67,7 @@ impl Sessions {
 
     /// The live session of a request's cookie, its caller as `principals` know it now. A
     /// session whose principal is gone, or changed its credential, ends here.
-    pub fn of(&self, headers: &HeaderMap, principals: &Principals) -> Option<Session> {
+    pub(crate) fn of(&self, headers: &HeaderMap, principals: &Principals) -> Option<Session> {
         let token = cookie(headers, COOKIE)?;
         let mut map = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
         let s = map.get(&token).filter(|s| s.started.elapsed() < LIFETIME)?;
@@ -85,7 +85,7 @@ impl Sessions {
 
     /// Ends every session `principals` no longer know (see [`Sessions::of`]); returns how
     /// many ended, by principal.
-    pub fn end_unknown(&self, principals: &Principals) -> BTreeMap<String, usize> {
+    pub(crate) fn end_unknown(&self, principals: &Principals) -> BTreeMap<String, usize> {
         let mut ended = BTreeMap::new();
         let mut map = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, s| {
@@ -98,7 +98,7 @@ impl Sessions {
         ended
     }
 
-    pub fn end(&self, headers: &HeaderMap) {
+    pub(crate) fn end(&self, headers: &HeaderMap) {
         if let Some(token) = cookie(headers, COOKIE) {
             let mut map = self.by_token.lock().unwrap_or_else(|p| p.into_inner());
             map.remove(&token);
@@ -108,14 +108,14 @@ impl Sessions {
 
 impl Session {
     /// Whether `presented` is this session's CSRF token (compared in constant time).
-    pub fn csrf_ok(&self, presented: &str) -> bool {
+    pub(crate) fn csrf_ok(&self, presented: &str) -> bool {
         presented.len() == self.csrf.len()
             && bool::from(presented.as_bytes().ct_eq(self.csrf.as_bytes()))
     }
 }
 
 /// The `Set-Cookie` value that starts (or, with an empty token, ends) a session.
-pub fn set_cookie(token: &str, secure: bool) -> String {
+pub(super) fn set_cookie(token: &str, secure: bool) -> String {
     let max_age = if token.is_empty() {
         0
     } else {

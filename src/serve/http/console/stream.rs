@@ -20,7 +20,7 @@ use crate::serve::http::App;
 const BATCH: usize = 100;
 
 /// The stream of messages after `after`, while `still` holds (asked before each look).
-pub fn messages(
+pub(super) fn messages(
     app: App,
     after: u64,
     still: impl Fn() -> bool + Send + 'static,
