@@ -15,6 +15,10 @@
 //!
 //! Run: `cargo bench --bench http_ingest` (`PAP_BENCH_HTTP_EVENTS`, default 20,000 per part).
 
+// A harness around pap reads the system's time to set the clock of what it runs (clippy.toml
+// keeps the product to the injected clock).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "common/bench_project.rs"]
 mod bench_project;
 #[path = "../tests/common/measure.rs"]

@@ -9,6 +9,10 @@
 //!
 //! Run: `cargo bench --bench llm` (builds the release binary).
 
+// A harness around pap reads the system's time to set the clock of what it runs (clippy.toml
+// keeps the product to the injected clock).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../tests/common/fake_llm.rs"]
 #[allow(dead_code)]
 mod fake_llm;

@@ -11,6 +11,11 @@
 //! since that would let a decided event be decided again or a claim be stored "until 2099".
 //! A person testing rules for another moment uses `pap dispatch --dry-run --at TIME`, which
 //! writes nothing.
+//!
+//! The only module that reads the system's time for a decision: `clippy.toml` refuses
+//! `SystemTime::now` and `jiff::Timestamp::now` elsewhere, and the few places that mean the
+//! system's own time (a file's age, the offset to a database's clock) allow it and say why.
+#![allow(clippy::disallowed_methods)]
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,14 +24,14 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 /// The environment variable that switches on the fake clock (for tests and rule testing).
-pub const FAKE_NOW_ENV: &str = "PAP_NOW";
+pub(crate) const FAKE_NOW_ENV: &str = "PAP_NOW";
 /// With [`FAKE_NOW_ENV`], makes the clock run instead of standing still: this many times as
 /// fast as the wall clock, from `PAP_NOW` at the wall-clock moment [`CLOCK_EPOCH_ENV`]. A soak
 /// test crosses a month of TTLs and retentions in an hour with it, every process it starts
 /// reading the same time (test builds only, as `PAP_NOW`).
-pub const CLOCK_SPEED_ENV: &str = "PAP_CLOCK_SPEED";
+pub(crate) const CLOCK_SPEED_ENV: &str = "PAP_CLOCK_SPEED";
 /// The wall-clock moment (RFC 3339) at which a running test clock reads `PAP_NOW`.
-pub const CLOCK_EPOCH_ENV: &str = "PAP_CLOCK_EPOCH";
+pub(crate) const CLOCK_EPOCH_ENV: &str = "PAP_CLOCK_EPOCH";
 
 #[derive(Debug, Clone)]
 pub enum Clock {
@@ -139,7 +144,7 @@ impl Clock {
 /// RFC 3339 in UTC with millisecond precision, the form every stored and printed time takes.
 /// When `ms` happens, for a sentence: `at 2026-…Z`, or `never (past the year 9999)` for a
 /// moment a duration pushed past what a timestamp can say (a debounce of 10^15 seconds).
-pub fn at_or_never(ms: i64) -> String {
+pub(crate) fn at_or_never(ms: i64) -> String {
     match Timestamp::from_millisecond(ms) {
         Ok(ts) => format!("at {ts:.3}"),
         Err(_) if ms > 0 => "never (past the year 9999)".into(),
@@ -147,7 +152,7 @@ pub fn at_or_never(ms: i64) -> String {
     }
 }
 
-pub fn rfc3339_ms(ms: i64) -> String {
+pub(crate) fn rfc3339_ms(ms: i64) -> String {
     match Timestamp::from_millisecond(ms) {
         Ok(ts) => format!("{ts:.3}"),
         Err(_) => ms.to_string(),

@@ -40,7 +40,7 @@ impl fmt::Display for TypeProblem {
 }
 
 /// Checks an event type. With `wildcards`, a segment may be exactly `*`.
-pub fn check(s: &str, wildcards: bool) -> Result<(), TypeProblem> {
+pub(crate) fn check(s: &str, wildcards: bool) -> Result<(), TypeProblem> {
     if s.chars().any(char::is_whitespace) {
         return Err(TypeProblem::Whitespace);
     }
@@ -65,7 +65,7 @@ pub fn check(s: &str, wildcards: bool) -> Result<(), TypeProblem> {
 const CHANGE_WORDS: &[&str] = &["changed", "updated", "incremented"];
 
 /// The change word the last segment uses, if any (`price.changed`, `value_updated`).
-pub fn change_word(s: &str) -> Option<&'static str> {
+pub(crate) fn change_word(s: &str) -> Option<&'static str> {
     let condition = s.rsplit('.').next()?;
     condition.split(['_', '-']).find_map(|word| {
         CHANGE_WORDS

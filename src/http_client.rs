@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The process's client (cheap to clone: it is a handle).
-pub fn shared() -> reqwest::Client {
+pub(crate) fn shared() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
@@ -26,7 +26,7 @@ pub fn shared() -> reqwest::Client {
 /// An error with its causes (`error sending request: client error (Connect): tcp connect
 /// error: Connection refused`), each said once: a cause whose text its parent already
 /// carries is left out.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -5,7 +5,7 @@
 /// Why a value cannot be expanded. The value itself is never quoted: it may hold a secret
 /// next to the reference.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExpandError {
+pub(crate) enum ExpandError {
     #[error("`${{` without a closing `}}`")]
     Unclosed,
     #[error("`${{{0}}}` does not name an environment variable")]
@@ -17,12 +17,12 @@ pub enum ExpandError {
 }
 
 /// Checks the syntax without looking anything up.
-pub fn check(value: &str) -> Result<(), ExpandError> {
+pub(crate) fn check(value: &str) -> Result<(), ExpandError> {
     expand(value, |_| Some(String::new())).map(|_| ())
 }
 
 /// The names `value` refers to with `${NAME}`, in order (none when its syntax is wrong).
-pub fn names(value: &str) -> Vec<String> {
+pub(crate) fn names(value: &str) -> Vec<String> {
     let found = std::cell::RefCell::new(Vec::new());
     let _ = expand(value, |name| {
         found.borrow_mut().push(name.to_owned());
@@ -33,7 +33,10 @@ pub fn names(value: &str) -> Vec<String> {
 
 /// Expands `${NAME}` with `lookup`; `$$` is a literal `$`. A name `lookup` does not know is an
 /// error naming it (the value is never echoed, it may be a secret's neighbour).
-pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+pub(crate) fn expand(
+    value: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(i) = rest.find('$') {

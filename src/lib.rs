@@ -1,46 +1,52 @@
 //! pap: a dispatcher for the Provoke the Agent Protocol (PAP 0.2).
 //!
-//! The binary is a thin shell over [`run`]; every command lives in [`cmd`].
+//! The binary is a thin shell over [`run`]; every command lives in `cmd`.
+//!
+//! The public modules are the ones something outside this crate uses: the binaries, the
+//! integration tests and the benchmarks (which drive pap as a user does, and reach inside only
+//! to build fixtures or check a store). Every other module is private, and its items are
+//! `pub(crate)` at most (`unreachable_pub` holds it). The layers inside the crate are held by
+//! `tests/architecture.rs`, and the crates under `crates/` by cargo (see ARCHITECTURE.md).
 
-pub mod adapter;
+mod adapter;
 pub mod agent;
 pub mod allocator;
-pub mod chat;
+mod chat;
 pub mod cli;
-pub mod clock;
-pub mod cmd;
+mod clock;
+mod cmd;
 pub mod composition;
 pub mod database_url;
 pub mod diagnostics;
-pub mod dispatcher;
+mod dispatcher;
 pub mod domain;
 pub mod error_text;
 pub mod event;
-pub mod event_type;
-pub mod http_client;
-pub mod interpolate;
+mod event_type;
+mod http_client;
+mod interpolate;
 pub mod jsonpath;
-pub mod liveness;
+mod liveness;
 pub mod manifest;
-pub mod mcp_server;
-pub mod notify;
+mod mcp_server;
+mod notify;
 pub mod panic_report;
 pub mod pgstore;
-pub mod pipeline;
-pub mod program;
-pub mod regular_file;
-pub mod rule_test;
-pub mod schedule;
-pub mod secrets;
+mod pipeline;
+mod program;
+mod regular_file;
+mod rule_test;
+mod schedule;
+mod secrets;
 pub mod serve;
 pub mod stages;
-pub mod status_report;
+mod status_report;
 pub mod storage;
 pub mod store;
-pub mod template;
+mod template;
 pub mod term;
-pub mod text;
-pub mod ui_status;
-pub mod views;
+mod text;
+mod ui_status;
+mod views;
 
 pub use cmd::run;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// Where `program` would be run from, or why it would not run.
-pub fn locate(program: &str, root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn locate(program: &str, root: &Path) -> Result<PathBuf, String> {
     if program.contains('/') {
         let path = if Path::new(program).is_absolute() {
             PathBuf::from(program)
@@ -27,7 +27,7 @@ pub fn locate(program: &str, root: &Path) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("`{program}` is not on PATH"))
 }
 
-pub fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// Whether a final symbolic link may be followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Links {
+pub(crate) enum Links {
     /// The caller already vetted where links lead (manifest discovery).
     Follow,
     /// A link is refused (`ELOOP`, reported as [`is_not_regular`]).
@@ -21,7 +21,7 @@ pub enum Links {
 
 /// `path` opened for reading, or an error; a FIFO, socket, device, directory (or, with
 /// [`Links::Refuse`], a link) is an error for which [`is_not_regular`] holds.
-pub fn open(path: &Path, links: Links) -> io::Result<File> {
+pub(crate) fn open(path: &Path, links: Links) -> io::Result<File> {
     let mut flags = nix::libc::O_NONBLOCK;
     if links == Links::Refuse {
         flags |= nix::libc::O_NOFOLLOW;
@@ -39,7 +39,7 @@ pub fn open(path: &Path, links: Links) -> io::Result<File> {
 
 /// Regular file `name` in the directory held by `dir`, opened for reading relative to that
 /// descriptor, as [`open`] with [`Links::Refuse`] (the spool's held directories).
-pub fn open_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<File> {
+pub(crate) fn open_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<File> {
     use nix::fcntl::OFlag;
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     match nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::empty()) {
@@ -64,7 +64,7 @@ fn not_regular() -> io::Error {
 const NOT_REGULAR: &str = "not a regular file (a link, FIFO, socket, device or directory)";
 
 /// Whether `open` refused the path for not being a regular file.
-pub fn is_not_regular(e: &io::Error) -> bool {
+pub(crate) fn is_not_regular(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::InvalidInput && e.to_string() == NOT_REGULAR
 }
 

@@ -18,20 +18,20 @@ use serde_json::{Value, json};
 use crate::manifest::compiled::Schedule;
 
 /// How late a fire may be seen and still count as on time.
-pub const LATE_TOLERANCE_MS: i64 = 60_000;
+pub(crate) const LATE_TOLERANCE_MS: i64 = 60_000;
 /// Bound on the fires counted after a long stop, so a per-minute schedule stopped for years
 /// does not take long to plan.
 const COUNT_LIMIT: usize = 1_000_000;
 
 /// The fire times strictly after `after`, at most `n`.
-pub fn next_fires(s: &Schedule, after: Timestamp, n: usize) -> Vec<Zoned> {
+pub(crate) fn next_fires(s: &Schedule, after: Timestamp, n: usize) -> Vec<Zoned> {
     let start = after.to_zoned(s.timezone.clone());
     s.cron.iter_after(start).take(n).collect()
 }
 
 /// What to do at `now`, given the last fire time recorded.
 #[derive(Debug, Default, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Fire times to emit, oldest first.
     pub fire: Vec<Timestamp>,
     /// Fires missed and skipped (not caught up).
@@ -39,7 +39,7 @@ pub struct Plan {
 }
 
 /// Fires in `(last, now]`: the on-time ones plus the latest `catch_up` missed ones.
-pub fn plan(s: &Schedule, last: Timestamp, now: Timestamp) -> Plan {
+pub(crate) fn plan(s: &Schedule, last: Timestamp, now: Timestamp) -> Plan {
     let on_time_from = now.as_millisecond() - LATE_TOLERANCE_MS;
     let mut missed: VecDeque<Timestamp> = VecDeque::new();
     let mut missed_total = 0usize;
@@ -74,7 +74,7 @@ pub fn plan(s: &Schedule, last: Timestamp, now: Timestamp) -> Plan {
 
 /// The event of one fire. Its id comes from the schedule id and the fire time, so a restart
 /// (or a second look at the same fire) yields the same id, which idempotency then absorbs.
-pub fn event(s: &Schedule, at: Timestamp) -> Value {
+pub(crate) fn event(s: &Schedule, at: Timestamp) -> Value {
     json!({
         "pap_version": "0.2",
         "id": event_id(&s.id, at),
@@ -85,7 +85,7 @@ pub fn event(s: &Schedule, at: Timestamp) -> Value {
     })
 }
 
-pub fn event_id(schedule: &str, at: Timestamp) -> String {
+pub(crate) fn event_id(schedule: &str, at: Timestamp) -> String {
     format!("sch_{schedule}_{}", at.strftime("%Y%m%dT%H%M%SZ"))
 }
 

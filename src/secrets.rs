@@ -18,10 +18,10 @@ use crate::manifest::compiled::{Agent, Config, McpServerSpec, ModelSpec};
 use crate::manifest::compiled_notify::SinkTarget;
 
 /// Shorter values are not redacted: they would match ordinary text.
-pub const MIN_SECRET_BYTES: usize = 8;
+pub(crate) const MIN_SECRET_BYTES: usize = 8;
 
 /// Whether a variable's name says it holds a secret (KEY, TOKEN, SECRET, PASS, AUTH).
-pub fn looks_secret(name: &str) -> bool {
+pub(crate) fn looks_secret(name: &str) -> bool {
     let name = name.to_ascii_uppercase();
     ["KEY", "TOKEN", "SECRET", "PASS", "AUTH"]
         .iter()

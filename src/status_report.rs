@@ -15,13 +15,13 @@ use crate::storage::scan::{Next, Only, Order, QueueCounts, Scan, past_half};
 use crate::storage::{self, Storage};
 
 /// Queued work this long past its due time is overdue (nothing is taking it).
-pub const OVERDUE_AFTER_MS: i64 = 5 * 60 * 1000;
+pub(crate) const OVERDUE_AFTER_MS: i64 = 5 * 60 * 1000;
 
 /// At most this many approvals are listed.
-pub const APPROVALS_LISTED: usize = 20;
+pub(crate) const APPROVALS_LISTED: usize = 20;
 
 #[derive(Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub healthy: bool,
     /// What needs a person, one sentence each.
     pub attention: Vec<String>,
@@ -38,7 +38,7 @@ pub struct Report {
 }
 
 #[derive(Debug, Serialize)]
-pub struct NodeState {
+pub(crate) struct NodeState {
     pub id: String,
     pub host: String,
     pub pid: u32,
@@ -51,7 +51,7 @@ pub struct NodeState {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ServeState {
+pub(crate) struct ServeState {
     pub pid: u32,
     pub since: String,
     /// The HTTP listener's URL, when serve listens.
@@ -61,7 +61,7 @@ pub struct ServeState {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Approval {
+pub(crate) struct Approval {
     pub id: String,
     pub short_id: String,
     pub agent: String,
@@ -73,7 +73,7 @@ pub struct Approval {
 }
 
 #[derive(Debug, Default, Serialize)]
-pub struct SinkHealth {
+pub(crate) struct SinkHealth {
     pub sink: String,
     pub failed: usize,
     pub retrying: usize,
@@ -81,7 +81,7 @@ pub struct SinkHealth {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ScheduleState {
+pub(crate) struct ScheduleState {
     pub id: String,
     pub enabled: bool,
     pub last_fire: Option<String>,
@@ -89,7 +89,7 @@ pub struct ScheduleState {
 }
 
 #[derive(Debug, Serialize)]
-pub struct StoreState {
+pub(crate) struct StoreState {
     /// `redb`, or `postgresql`.
     pub kind: &'static str,
     /// The redb file, or the database URL without its password.
@@ -102,7 +102,7 @@ pub struct StoreState {
     pub tables: Vec<crate::storage::space::TableSize>,
 }
 
-pub fn gather(
+pub(crate) fn gather(
     store: &dyn Storage,
     state_dir: &Path,
     project: Option<&crate::manifest::Project>,
@@ -257,7 +257,7 @@ pub fn gather(
 /// How many of the newest notifications the sink health looks at, at most: a delivery older
 /// than that does not say whether a sink fails now, and the look stays bounded however many
 /// notifications the store keeps.
-pub const SINK_HEALTH_LOOK: usize = 2_000;
+pub(crate) const SINK_HEALTH_LOOK: usize = 2_000;
 
 /// Sinks that are failing now: those whose latest deliveries (since their last one that was
 /// sent) failed for good or are being retried, among the newest [`SINK_HEALTH_LOOK`]
@@ -326,7 +326,7 @@ fn sink_health(
 
 /// The report's `queue`: each status not yet ended, as of now, with its count (a status
 /// without invocations is left out).
-pub fn queue_map(c: &QueueCounts) -> BTreeMap<&'static str, u64> {
+pub(crate) fn queue_map(c: &QueueCounts) -> BTreeMap<&'static str, u64> {
     [
         (Status::AwaitingApproval, c.waiting()),
         (Status::Expired, c.expired_unrecorded),

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 /// Names a template may use besides `event.…`.
-pub const NAMES: &[&str] = &[
+pub(crate) const NAMES: &[&str] = &[
     "invocation_id",
     "trigger",
     "agent",
@@ -32,7 +32,7 @@ pub struct Scheme {
 }
 
 /// Notification content, sessions and deduplication keys.
-pub const NOTIFY: Scheme = Scheme {
+pub(crate) const NOTIFY: Scheme = Scheme {
     names: NAMES,
     roots: &["event"],
 };

@@ -13,7 +13,7 @@ use crate::serve::conditions::Shown;
 use crate::storage::Storage;
 
 #[derive(Debug, Serialize)]
-pub struct UiStatus {
+pub(crate) struct UiStatus {
     pub ui: Ui,
     /// The store can be read, and its newest inbox id (the chat's watermark).
     pub store: StoreHealth,
@@ -25,7 +25,7 @@ pub struct UiStatus {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Ui {
+pub(crate) struct Ui {
     /// The chat's resources and tools can be used now: the store answers. (The document's
     /// `agentStatus.ui.ready`.)
     pub ready: bool,
@@ -37,14 +37,14 @@ pub struct Ui {
 }
 
 #[derive(Debug, Serialize)]
-pub struct StoreHealth {
+pub(crate) struct StoreHealth {
     pub readable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inbox_last_id: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ServeHealth {
+pub(crate) struct ServeHealth {
     pub pid: u32,
     pub since: String,
     pub listen: Option<String>,
@@ -53,7 +53,7 @@ pub struct ServeHealth {
 }
 
 /// The status as of `now`, of `store` and of a serve on `state_dir` (when the store has one).
-pub fn gather(store: &dyn Storage, state_dir: Option<&Path>, now: i64) -> UiStatus {
+pub(crate) fn gather(store: &dyn Storage, state_dir: Option<&Path>, now: i64) -> UiStatus {
     let read = store.read(|r| r.inbox_last());
     let serve = state_dir
         .and_then(crate::serve::control::running)

@@ -10,7 +10,7 @@ use crate::domain::Invocation;
 
 /// The public JSON of an invocation (`--json` rows, contract section 5); `detail` adds the
 /// attempt history and the event.
-pub fn invocation(inv: &Invocation, detail: bool) -> Value {
+pub(crate) fn invocation(inv: &Invocation, detail: bool) -> Value {
     let opt_time = |t: Option<i64>| t.map(rfc3339_ms);
     let mut v = json!({
         "id": inv.id,
@@ -66,7 +66,7 @@ pub fn invocation(inv: &Invocation, detail: bool) -> Value {
 
 /// The PAP idempotency key of the invocation's (event, trigger) pair, in hex (contract
 /// section 3); internal notification turns have none.
-pub fn idempotency_key(inv: &Invocation) -> Option<String> {
+pub(crate) fn idempotency_key(inv: &Invocation) -> Option<String> {
     (!inv.internal).then(|| {
         let key = crate::stages::idempotency::key(&inv.event_id, &inv.trigger);
         crate::stages::idempotency::hex(&key)

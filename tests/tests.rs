@@ -6,6 +6,10 @@
 //! `storage_model` stays a binary of its own: it has its own harness, and it starts itself
 //! again as the crash child.
 
+// A harness around pap reads the system's time to set the clock of what it runs (clippy.toml
+// keeps the product to the injected clock).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 mod agent_lifetime;
@@ -64,3 +68,4 @@ mod suite_on_postgres;
 mod supervisor_lease;
 mod syncs;
 mod typed_ids;
+mod workspace;

@@ -15,7 +15,7 @@
 //! What comes out is checked as any event is (`event::validate`): a mapping is a convenience,
 //! never a way around validation.
 
-pub mod presets;
+pub(crate) mod presets;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -24,13 +24,13 @@ use crate::jsonpath::JsonPath;
 use crate::template::{Scheme, Template};
 
 /// What adapter templates may refer to.
-pub const SCHEME: Scheme = Scheme {
+pub(crate) const SCHEME: Scheme = Scheme {
     names: &[],
     roots: &["item", "body"],
 };
 
 /// Where adapter routes live: `/v1/ingest/NAME`.
-pub const PATH_PREFIX: &str = "/v1/ingest/";
+pub(crate) const PATH_PREFIX: &str = "/v1/ingest/";
 
 /// One value of an event field.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -149,7 +149,7 @@ pub struct MapError {
 }
 
 /// `$.a.b` → ["a", "b"]: the only form `each` takes (a plain path of names).
-pub fn parse_each(text: &str) -> Result<Vec<String>, String> {
+pub(crate) fn parse_each(text: &str) -> Result<Vec<String>, String> {
     let rest = text
         .strip_prefix("$.")
         .ok_or("`each` is a plain path of names from the body, like `$.alerts`")?;

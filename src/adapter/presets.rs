@@ -10,7 +10,7 @@
 //! Go's zero time, which never counts.
 
 /// Prometheus Alertmanager, webhook format version 4.
-pub const ALERTMANAGER: &str = r#"
+pub(crate) const ALERTMANAGER: &str = r#"
 name: alertmanager
 path: /v1/ingest/alertmanager
 each: $.alerts
@@ -36,7 +36,7 @@ event:
 "#;
 
 /// Grafana unified alerting's webhook contact point (format version 1).
-pub const GRAFANA: &str = r#"
+pub(crate) const GRAFANA: &str = r#"
 name: grafana
 path: /v1/ingest/grafana
 each: $.alerts
@@ -66,4 +66,4 @@ event:
 "#;
 
 /// Every preset, by name.
-pub const ALL: &[(&str, &str)] = &[("alertmanager", ALERTMANAGER), ("grafana", GRAFANA)];
+pub(crate) const ALL: &[(&str, &str)] = &[("alertmanager", ALERTMANAGER), ("grafana", GRAFANA)];

@@ -5,12 +5,12 @@
 //! - `post`: appending a post, with its event and its delivery to a session's agent;
 //! - `view`: the spec's message shape and the `ui://chat/inbox` body.
 
-pub mod post;
-pub mod view;
+pub(crate) mod post;
+pub(crate) mod view;
 
 /// The type of the event a human's post becomes (the reserved `pap.` prefix: only pap
 /// emits it).
-pub const HUMAN_POSTED: &str = "pap.chat.human.posted";
+pub(crate) const HUMAN_POSTED: &str = "pap.chat.human.posted";
 
 /// The `source` of that event.
-pub const SOURCE: &str = "pap://chat";
+pub(crate) const SOURCE: &str = "pap://chat";

@@ -15,7 +15,7 @@ use crate::event::{Event, Origin};
 use crate::storage::{self, WriteTx};
 
 /// The longest post, in bytes: a chat message, not a document.
-pub const MAX_CONTENT_BYTES: usize = 32 * 1024;
+pub(crate) const MAX_CONTENT_BYTES: usize = 32 * 1024;
 /// The throttle window human posts are counted in.
 const WINDOW_MS: i64 = 60_000;
 /// The throttle row that counts human posts (a name no trigger can have: trigger ids have
@@ -24,13 +24,13 @@ const RATE_ROW: (&str, &str) = ("pap chat", "human posts");
 
 /// `chat.human.post` or `chat.assistant.post`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Author {
+pub(crate) enum Author {
     User,
     Assistant,
 }
 
 impl Author {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Author::User => "user",
             Author::Assistant => "assistant",
@@ -39,7 +39,7 @@ impl Author {
 }
 
 #[derive(Clone)]
-pub struct Post<'a> {
+pub(crate) struct Post<'a> {
     pub author: Author,
     pub content: &'a str,
     pub mime: &'a str,
@@ -49,14 +49,14 @@ pub struct Post<'a> {
 }
 
 /// Limits a post is checked against.
-pub struct Limits {
+pub(crate) struct Limits {
     pub max_posts_per_minute: u32,
     pub max_event_bytes: u64,
 }
 
 /// What a post became.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Posted {
+pub(crate) struct Posted {
     pub id: u64,
     pub ts: i64,
     /// The event a human's post became (it waits in the outbox to be decided).
@@ -66,7 +66,7 @@ pub struct Posted {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum PostError {
+pub(crate) enum PostError {
     #[error("content is empty")]
     Empty,
     #[error("content is {0} bytes; a post holds at most {MAX_CONTENT_BYTES}")]
@@ -97,7 +97,7 @@ pub enum PostError {
 
 /// Appends `post` at `now`. `owner` is the process that will decide the event at once
 /// (serve skips outbox entries whose owner is alive); `None` leaves it to serve.
-pub fn post(
+pub(crate) fn post(
     tx: &mut dyn WriteTx,
     limits: &Limits,
     post: Post<'_>,
@@ -170,12 +170,12 @@ pub fn post(
 
 /// An agent queue entry for inbox post `id` (queue entries are otherwise notification ids,
 /// which never start with this).
-pub fn queued_post(id: u64) -> String {
+pub(crate) fn queued_post(id: u64) -> String {
     format!("post:{id}")
 }
 
 /// The inbox id of a queue entry made by [`queued_post`].
-pub fn queued_post_id(entry: &str) -> Option<u64> {
+pub(crate) fn queued_post_id(entry: &str) -> Option<u64> {
     entry.strip_prefix("post:")?.parse().ok()
 }
 

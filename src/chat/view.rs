@@ -11,7 +11,7 @@ use crate::storage::ReadTx;
 
 /// One message as of `now`. `n` is the notification a system or narration entry shows, for
 /// its live status and approval state.
-pub fn message(msg: &InboxMessage, n: Option<&Notification>, now: i64) -> Value {
+pub(crate) fn message(msg: &InboxMessage, n: Option<&Notification>, now: i64) -> Value {
     let mut v = json!({
         "id": msg.id.to_string(),
         "ts": rfc3339_ms(msg.ts),
@@ -51,7 +51,11 @@ pub fn message(msg: &InboxMessage, n: Option<&Notification>, now: i64) -> Value 
 
 /// [`message`] as of `now`, with the notification a system or narration entry shows read
 /// from `r` (a post has none).
-pub fn message_read(r: &dyn ReadTx, msg: &InboxMessage, now: i64) -> crate::storage::Result<Value> {
+pub(crate) fn message_read(
+    r: &dyn ReadTx,
+    msg: &InboxMessage,
+    now: i64,
+) -> crate::storage::Result<Value> {
     let n = match msg.is_post() {
         true => None,
         false => r
@@ -64,7 +68,7 @@ pub fn message_read(r: &dyn ReadTx, msg: &InboxMessage, now: i64) -> crate::stor
 /// The `ui://chat/inbox` body (or a session's): the messages and the watermark to read on
 /// from. `last_id` is the newest id in the whole inbox, so a client that saw nothing new in
 /// a filtered view still moves its watermark.
-pub fn body(messages: Vec<Value>, last_id: u64) -> Value {
+pub(crate) fn body(messages: Vec<Value>, last_id: u64) -> Value {
     json!({"last_id": last_id.to_string(), "messages": messages})
 }
 
@@ -72,14 +76,14 @@ pub fn body(messages: Vec<Value>, last_id: u64) -> Value {
 /// put in the inbox yet, as the message it will be: `id` null, `escalation: "due"`. Views
 /// list these under `escalations_due`, beside the messages, so the append-only stream and its
 /// watermark stay as they are.
-pub fn due(n: &Notification, now: i64) -> Value {
+pub(crate) fn due(n: &Notification, now: i64) -> Value {
     let mut v = message(&crate::notify::due::entry(n), Some(n), now);
     crate::notify::due::mark(&mut v, n);
     v
 }
 
 /// The due escalations of the inbox (or of `session`'s thread) as of `now`, at most `limit`.
-pub fn escalations_due(
+pub(crate) fn escalations_due(
     r: &dyn ReadTx,
     session: Option<&str>,
     now: i64,

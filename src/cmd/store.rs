@@ -105,7 +105,7 @@ fn compact(place: &crate::composition::Place, json: bool) -> anyhow::Result<Outc
     }
     let holder = crate::serve::lock::Holder {
         pid: std::process::id(),
-        started_at: format!("{:.0}", jiff::Timestamp::now()),
+        started_at: format!("{:.0}", crate::clock::Clock::from_env()?.now()),
         root: dir.to_path_buf(),
         command: Some("pap store compact".into()),
     };

@@ -5,7 +5,7 @@
 mod queued;
 mod render;
 mod settle;
-pub mod stop;
+pub(crate) mod stop;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -19,14 +19,14 @@ use crate::pipeline::report::EventReport;
 use crate::pipeline::{Decided, Fired, Options, Pipeline, Prepared};
 use crate::stages::Outcome;
 use crate::storage::{self, WriteTx};
-pub use render::Format;
-pub use stop::Stop;
+pub(crate) use render::Format;
+pub(crate) use stop::Stop;
 
 /// How many events one transaction decides at most. Larger groups amortise the commit (an
 /// fsync, and the copy of every B-tree page the group touched); a slow producer still gets a
 /// commit per event, since a group never waits for more input. The events themselves are
 /// dropped as they are decided; a group holds only its report lines until the commit.
-pub const GROUP_MAX: usize = 32_768;
+pub(crate) const GROUP_MAX: usize = 32_768;
 
 /// What one group's reports may weigh at most, in [`Pending::weight`]s: the reports wait in
 /// memory for the commit, so this bounds what a group holds whatever the events match. About
@@ -34,7 +34,7 @@ pub const GROUP_MAX: usize = 32_768;
 /// trigger. A group counted only in events held 32,768 events of 40 triggers each, 650 MB;
 /// twice this weight kept 1M decisions about 12 MB above `store_cache` + 64 MB, at a tenth
 /// less CPU.
-pub const GROUP_WEIGHT_MAX: usize = 16_384;
+pub(crate) const GROUP_WEIGHT_MAX: usize = 16_384;
 
 /// An event waiting to be decided, with where it came from.
 #[derive(Clone)]
@@ -63,7 +63,7 @@ impl Pending {
 
 /// Counts for the summary and the exit status.
 #[derive(Debug, Default, Clone)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub events: usize,
     pub invalid: usize,
     pub no_match: usize,
@@ -73,7 +73,7 @@ pub struct Tally {
 }
 
 /// Runs a print so that a progress bar on the terminal is hidden meanwhile.
-pub type Suspend = Box<dyn Fn(&mut dyn FnMut()) + Send>;
+pub(crate) type Suspend = Box<dyn Fn(&mut dyn FnMut()) + Send>;
 
 /// Formats and writes report lines on its own thread, so the thread deciding events spends
 /// its time on decisions (on a stream, formatting is a fifth of the work).
@@ -155,7 +155,7 @@ async fn grace_over(stop: &mut Option<Stop>) {
     }
 }
 
-pub struct Dispatcher<'a> {
+pub(crate) struct Dispatcher<'a> {
     pipeline: Pipeline<'a>,
     runtime: Runtime,
     rt: &'a tokio::runtime::Runtime,
@@ -182,13 +182,13 @@ pub struct Dispatcher<'a> {
 }
 
 /// What [`Dispatcher::observe`] calls.
-pub struct Observer<'a> {
+pub(crate) struct Observer<'a> {
     pub decided: Box<dyn Fn(&EventReport) + 'a>,
     pub committed: Box<dyn Fn(std::time::Duration) + 'a>,
 }
 
 impl<'a> Dispatcher<'a> {
-    pub fn new(
+    pub(crate) fn new(
         runtime: &'a Runtime,
         options: Options,
         rt: &'a tokio::runtime::Runtime,
@@ -216,27 +216,27 @@ impl<'a> Dispatcher<'a> {
 
     /// Stops starting runs once `stop` is asked for, and ends running ones at its deadline
     /// (they go back to the queue).
-    pub fn stop_on(&mut self, stop: Stop) {
+    pub(crate) fn stop_on(&mut self, stop: Stop) {
         self.stop = Some(stop);
     }
 
     /// The stop a signal asked for, if any.
-    pub fn stopped(&self) -> Option<stop::Stopped> {
+    pub(crate) fn stopped(&self) -> Option<stop::Stopped> {
         self.stop.as_ref().and_then(Stop::requested)
     }
 
     /// Tells `observer` of every event decided and every commit made.
-    pub fn observe(&mut self, observer: Observer<'a>) {
+    pub(crate) fn observe(&mut self, observer: Observer<'a>) {
         self.observer = Some(observer);
     }
 
     /// Leaves the purge of expired claims to the caller (see `purge_inline`).
-    pub fn leave_purge_to_caller(&mut self) {
+    pub(crate) fn leave_purge_to_caller(&mut self) {
         self.purge_inline = false;
     }
 
     /// Hands the invocations each group creates to `run` instead of running them here.
-    pub fn defer_runs(&mut self, run: impl Fn(Vec<String>) + 'a) {
+    pub(crate) fn defer_runs(&mut self, run: impl Fn(Vec<String>) + 'a) {
         self.defer = Some(Box::new(run));
     }
 
@@ -244,7 +244,7 @@ impl<'a> Dispatcher<'a> {
     /// sends them back to the thread that parsed them: freeing memory on the thread that
     /// allocated it is several times cheaper (mimalloc), and this thread is the one that
     /// bounds a stream's rate.
-    pub fn recycle_events(&mut self, take: impl FnMut(serde_json::Value) + 'a) {
+    pub(crate) fn recycle_events(&mut self, take: impl FnMut(serde_json::Value) + 'a) {
         self.recycle = Some(Box::new(take));
     }
 
@@ -253,7 +253,7 @@ impl<'a> Dispatcher<'a> {
     }
 
     /// Expires approvals past their deadline and dispatches the failure events.
-    pub fn expire_approvals(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn expire_approvals(&mut self) -> anyhow::Result<()> {
         if self.options().dry_run {
             return Ok(());
         }
@@ -277,7 +277,7 @@ impl<'a> Dispatcher<'a> {
 
     /// Fires the trailing debounces that are due: their invocations run as decided ones do
     /// (handed to serve's worker, or run here). Returns what fired, for the log.
-    pub fn fire_debounced(&mut self) -> anyhow::Result<Vec<Fired>> {
+    pub(crate) fn fire_debounced(&mut self) -> anyhow::Result<Vec<Fired>> {
         if self.options().dry_run {
             return Ok(Vec::new());
         }
@@ -314,7 +314,7 @@ impl<'a> Dispatcher<'a> {
     }
 
     /// Dispatches events an invocation emitted (they are in the outbox already).
-    pub fn dispatch_emitted(&mut self, events: Vec<Event>) -> anyhow::Result<()> {
+    pub(crate) fn dispatch_emitted(&mut self, events: Vec<Event>) -> anyhow::Result<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -333,7 +333,10 @@ impl<'a> Dispatcher<'a> {
     /// Decides one group in one transaction, runs what it invoked, prints its lines, then
     /// does the same for whatever those runs emitted. The group is pulled inside the
     /// transaction, so a caller can hand over events as they arrive.
-    pub fn process(&mut self, group: impl IntoIterator<Item = Pending>) -> anyhow::Result<()> {
+    pub(crate) fn process(
+        &mut self,
+        group: impl IntoIterator<Item = Pending>,
+    ) -> anyhow::Result<()> {
         let mut decided = self.commit(group)?;
         let to_run: Vec<String> = decided
             .iter()
@@ -633,7 +636,7 @@ impl<'a> Dispatcher<'a> {
     /// still decided and committed, and the exit code still says how the runs went.
     /// Flushes what is printed and ends with the summary line (human format), unless
     /// `summary` is false.
-    pub fn finish(&mut self, summary: bool) -> anyhow::Result<()> {
+    pub(crate) fn finish(&mut self, summary: bool) -> anyhow::Result<()> {
         let written = self.printer.finish().and_then(|mut out| {
             if let Some(text) = summary
                 .then(|| self.format.summary(&self.tally, self.options()))

@@ -10,7 +10,7 @@ use crate::stages::Outcome;
 impl Dispatcher<'_> {
     /// Decides `group` in one durable transaction; returns one report per event, in order,
     /// and the invocations to run.
-    pub fn decide_queued(
+    pub(crate) fn decide_queued(
         &mut self,
         group: Vec<Pending>,
     ) -> anyhow::Result<(Vec<EventReport>, Vec<String>)> {

@@ -10,7 +10,7 @@ use crate::stages::Outcome;
 use crate::term::Paint;
 
 #[derive(Debug, Clone, Copy)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Human(Paint),
     /// `pap serve`: each event becomes a tracing span with one log event per trigger.
@@ -18,7 +18,7 @@ pub enum Format {
 }
 
 impl Format {
-    pub fn line(&self, r: &EventReport, out: &mut String) {
+    pub(crate) fn line(&self, r: &EventReport, out: &mut String) {
         match self {
             Format::Json => {
                 out.push_str(&serde_json::to_string(r).expect("reports serialise"));
@@ -33,7 +33,7 @@ impl Format {
         }
     }
 
-    pub fn summary(&self, t: &Tally, options: Options) -> Option<String> {
+    pub(crate) fn summary(&self, t: &Tally, options: Options) -> Option<String> {
         let Format::Human(p) = self else {
             return None;
         };

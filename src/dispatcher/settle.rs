@@ -17,7 +17,7 @@ const ROUNDS: usize = 4;
 impl Dispatcher<'_> {
     /// Runs waiting internal turns, then the timers once. Nothing under `--dry-run`; under
     /// `--no-run` only the timers (an approval request still reaches its sinks).
-    pub fn settle_notifications(&mut self) -> anyhow::Result<Pumped> {
+    pub(crate) fn settle_notifications(&mut self) -> anyhow::Result<Pumped> {
         let options = self.options();
         if options.dry_run {
             return Ok(Pumped::default());

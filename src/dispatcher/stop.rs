@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 /// The stop a signal asked for.
 #[derive(Debug, Clone, Copy)]
-pub struct Stopped {
+pub(crate) struct Stopped {
     pub signal: &'static str,
     /// 128 + the signal's number: what the shell reports for a process the signal ended.
     pub exit_code: u8,
@@ -17,13 +17,16 @@ pub struct Stopped {
 }
 
 #[derive(Clone)]
-pub struct Stop {
+pub(crate) struct Stop {
     rx: watch::Receiver<Option<Stopped>>,
 }
 
 impl Stop {
     /// Listens for SIGINT and SIGTERM on `rt` from now on.
-    pub fn on_signals(rt: &tokio::runtime::Runtime, grace: Duration) -> anyhow::Result<Stop> {
+    pub(crate) fn on_signals(
+        rt: &tokio::runtime::Runtime,
+        grace: Duration,
+    ) -> anyhow::Result<Stop> {
         use tokio::signal::unix::{SignalKind, signal};
         let (tx, rx) = watch::channel(None);
         let _entered = rt.enter();
@@ -61,12 +64,12 @@ impl Stop {
     }
 
     /// The stop asked for, if any.
-    pub fn requested(&self) -> Option<Stopped> {
+    pub(crate) fn requested(&self) -> Option<Stopped> {
         *self.rx.borrow()
     }
 
     /// Resolves once a stop was asked for and its grace period is over.
-    pub async fn grace_over(&mut self) {
+    pub(crate) async fn grace_over(&mut self) {
         loop {
             let deadline = self.rx.borrow_and_update().map(|s| s.deadline);
             let changed = match deadline {

@@ -8,7 +8,7 @@ use crate::manifest::compiled_listen::Scope;
 
 /// What a tool or resource needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// Resources, `chat_read_since`, the invocation and audit views.
     Read,
     /// `chat.human.post`, `chat.assistant.post`, `inbox_ack` (they change the inbox) and
@@ -29,7 +29,7 @@ impl Need {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Who {
+pub(crate) struct Who {
     /// The principal's name (the local user over stdio); `None` for an anonymous HTTP caller.
     pub name: Option<String>,
     pub scopes: Vec<Scope>,
@@ -39,7 +39,7 @@ pub struct Who {
 
 impl Who {
     /// The local user of a stdio server.
-    pub fn local(user: &str, approvers: Option<&[String]>) -> Who {
+    pub(crate) fn local(user: &str, approvers: Option<&[String]>) -> Who {
         let refused = approvers.filter(|a| !a.iter().any(|n| n == user)).map(|a| {
             format!(
                 "`{user}` is not in chat.approvers ({}) in pap.yaml",
@@ -54,7 +54,7 @@ impl Who {
     }
 
     /// An HTTP caller.
-    pub fn caller(name: Option<String>, scopes: Vec<Scope>) -> Who {
+    pub(crate) fn caller(name: Option<String>, scopes: Vec<Scope>) -> Who {
         Who {
             name,
             scopes,
@@ -63,12 +63,12 @@ impl Who {
     }
 
     /// The name posts and answers are recorded under.
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         self.name.as_deref().unwrap_or("anonymous")
     }
 
     /// Whether this caller may do `need`; the refusal says what is missing.
-    pub fn require(&self, need: Need) -> Result<(), McpError> {
+    pub(crate) fn require(&self, need: Need) -> Result<(), McpError> {
         if need == Need::Approve {
             if let Some(why) = &self.approve_refused {
                 return Err(McpError::invalid_request(

@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::{PapMcp, Shared};
 
-pub type Service = StreamableHttpService<PapMcp, LocalSessionManager>;
+pub(crate) type Service = StreamableHttpService<PapMcp, LocalSessionManager>;
 
 /// The service, its sessions kept by `sessions` (which serve also uses to end those of a
 /// principal a reload removed); cancelling `stop` ends its open streams (serve's shutdown).
-pub fn service(
+pub(crate) fn service(
     shared: Arc<Shared>,
     sessions: Arc<LocalSessionManager>,
     stop: CancellationToken,

@@ -23,13 +23,13 @@
 mod access;
 mod approval;
 mod forward;
-pub mod http;
+pub(crate) mod http;
 mod resources;
-pub mod stdio;
+pub(crate) mod stdio;
 mod stdio_lines;
 mod tools;
 mod views;
-pub mod watch;
+pub(crate) mod watch;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +44,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
-pub use access::Who;
+pub(crate) use access::Who;
 
 use crate::clock::Clock;
 use crate::domain::PostedBy;
@@ -53,7 +53,7 @@ use crate::storage::Storage;
 
 /// What became of a post's event once committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handoff {
+pub(crate) enum Handoff {
     /// A running serve was told and decides it now.
     Told,
     /// No serve runs for this state dir: the event waits in the outbox for the next one.
@@ -61,7 +61,7 @@ pub enum Handoff {
 }
 
 /// What every session of one server shares.
-pub struct Shared {
+pub(crate) struct Shared {
     pub store: Arc<dyn Storage>,
     /// The project as loaded now (serve replaces it on a reload).
     pub project: Box<dyn Fn() -> Arc<Project> + Send + Sync>,
@@ -80,7 +80,7 @@ pub struct Shared {
 
 /// One MCP session's handler (rmcp makes one per HTTP session; stdio has one).
 #[derive(Clone)]
-pub struct PapMcp {
+pub(crate) struct PapMcp {
     shared: Arc<Shared>,
     session: Arc<Session>,
 }
@@ -106,12 +106,12 @@ struct Session {
 
 impl PapMcp {
     /// A stdio session acting as `who`.
-    pub fn local(shared: Arc<Shared>, who: Who) -> PapMcp {
+    pub(crate) fn local(shared: Arc<Shared>, who: Who) -> PapMcp {
         PapMcp::new(shared, Some(who), false)
     }
 
     /// An HTTP session: its caller comes with each request (see `http`).
-    pub fn remote(shared: Arc<Shared>) -> PapMcp {
+    pub(crate) fn remote(shared: Arc<Shared>) -> PapMcp {
         PapMcp::new(shared, None, true)
     }
 

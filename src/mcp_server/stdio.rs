@@ -33,11 +33,11 @@ use super::stdio_lines::{Got, Lines, MAX_LINE, is_request_id};
 const QUEUED: usize = 64;
 
 /// The transport on this process's stdin and stdout.
-pub fn transport() -> Stdio<tokio::io::Stdin> {
+pub(crate) fn transport() -> Stdio<tokio::io::Stdin> {
     Stdio::new(tokio::io::stdin(), tokio::io::stdout())
 }
 
-pub struct Stdio<R> {
+pub(crate) struct Stdio<R> {
     lines: Lines<R>,
     out: Option<mpsc::Sender<Out>>,
     /// Errors to write before the next line is read.
@@ -52,7 +52,7 @@ struct Out {
 
 impl<R: AsyncRead + Unpin + Send> Stdio<R> {
     /// Starts the writer task (on the current runtime).
-    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(read: R, write: W) -> Stdio<R> {
+    pub(crate) fn new<W: AsyncWrite + Unpin + Send + 'static>(read: R, write: W) -> Stdio<R> {
         let (out, queue) = mpsc::channel(QUEUED);
         tokio::spawn(write_lines(write, queue));
         Stdio {

@@ -36,7 +36,7 @@ use crate::domain::InboxMessage;
 use crate::storage::{Change, Storage, inbox_mark, notification_mark};
 
 /// How often the mark files are looked at: well inside the second a subscriber may wait.
-pub const LOOK_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(100);
 /// Messages read per look at most; the next look goes on from there.
 const READ_AT_ONCE: usize = 512;
 /// Deadlines read per look at most; the next look goes on from the last one read.
@@ -44,7 +44,7 @@ const DEADLINES_AT_ONCE: usize = 512;
 
 /// One change, as broadcast to every session's forwarder.
 #[derive(Debug, Clone)]
-pub enum Update {
+pub(crate) enum Update {
     /// A message appended to the inbox.
     Message(Arc<InboxMessage>),
     /// Notification `id` changed as of now: its delivery deadline passed (ANP 6.2), or it is
@@ -60,7 +60,7 @@ pub enum Update {
 }
 
 /// Where the watcher broadcasts.
-pub type Changes = broadcast::Sender<Update>;
+pub(crate) type Changes = broadcast::Sender<Update>;
 
 /// What the watcher reads in the store, off the async runtime.
 async fn read<T: Send + 'static>(
@@ -109,7 +109,7 @@ struct Watcher {
 /// Starts the watcher of the state in `state_dir` on the current tokio runtime, on `clock`
 /// (a test's fake clock moves to the next deadline when the watcher waits for it). It stops
 /// when every sender is dropped.
-pub fn start(store: Arc<dyn Storage>, state_dir: &Path, clock: Clock) -> Changes {
+pub(crate) fn start(store: Arc<dyn Storage>, state_dir: &Path, clock: Clock) -> Changes {
     let (changes, _) = broadcast::channel(1024);
     let weak = changes.downgrade();
     let inbox_file = inbox_mark::inbox_mark_path(state_dir);
@@ -347,7 +347,10 @@ type Window = (
     HashMap<String, u64>,
 );
 
-pub fn window_at(r: &dyn crate::storage::ReadTx, last: u64) -> crate::storage::Result<Window> {
+pub(crate) fn window_at(
+    r: &dyn crate::storage::ReadTx,
+    last: u64,
+) -> crate::storage::Result<Window> {
     let after = last.saturating_sub(INBOX_WINDOW);
     let msgs = r.inbox_after(after, INBOX_WINDOW as usize, &|m| !m.is_post())?;
     let mut prints = HashMap::new();
@@ -364,7 +367,7 @@ pub fn window_at(r: &dyn crate::storage::ReadTx, last: u64) -> crate::storage::R
 
 /// What a session saw of the inbox's window when it subscribed to a view of it: each
 /// notification's fingerprint and thread.
-pub fn baseline(r: &dyn crate::storage::ReadTx) -> crate::storage::Result<Baseline> {
+pub(crate) fn baseline(r: &dyn crate::storage::ReadTx) -> crate::storage::Result<Baseline> {
     let (window, prints) = window_at(r, r.inbox_last()?)?;
     Ok(window
         .into_iter()
@@ -376,7 +379,7 @@ pub fn baseline(r: &dyn crate::storage::ReadTx) -> crate::storage::Result<Baseli
 }
 
 /// A session's [`baseline`]: notification → (fingerprint, thread).
-pub type Baseline = HashMap<String, (u64, Option<String>)>;
+pub(crate) type Baseline = HashMap<String, (u64, Option<String>)>;
 
 /// The inbox mark file's id; `None` when it is missing or being replaced.
 fn read_mark(path: &Path) -> Option<u64> {

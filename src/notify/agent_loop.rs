@@ -33,7 +33,7 @@ fn owed_key(agent: &str) -> String {
 }
 
 /// Whether a tool loop of `agent` runs at `now`.
-pub fn running(tx: &mut dyn WriteTx, agent: &str, now: i64) -> storage::Result<bool> {
+pub(crate) fn running(tx: &mut dyn WriteTx, agent: &str, now: i64) -> storage::Result<bool> {
     Ok(tx
         .schedule_last(&until_key(agent))?
         .is_some_and(|until| until > now))
@@ -41,7 +41,7 @@ pub fn running(tx: &mut dyn WriteTx, agent: &str, now: i64) -> storage::Result<b
 
 /// A tool loop of `agent` runs until at least `until` (an attempt started, or its lease was
 /// renewed).
-pub fn opened(tx: &mut dyn WriteTx, agent: &str, until: i64) -> storage::Result<()> {
+pub(crate) fn opened(tx: &mut dyn WriteTx, agent: &str, until: i64) -> storage::Result<()> {
     let key = until_key(agent);
     if tx.schedule_last(&key)?.is_none_or(|known| known < until) {
         tx.set_schedule_last(&key, until)?;
@@ -51,7 +51,7 @@ pub fn opened(tx: &mut dyn WriteTx, agent: &str, until: i64) -> storage::Result<
 
 /// A critical notification was queued for `agent` while its loop ran: if the loop ends
 /// without taking it, the end forces a turn at `depth`.
-pub fn owe(tx: &mut dyn WriteTx, agent: &str, depth: u32) -> storage::Result<()> {
+pub(crate) fn owe(tx: &mut dyn WriteTx, agent: &str, depth: u32) -> storage::Result<()> {
     let key = owed_key(agent);
     let wanted = i64::from(depth).saturating_add(1);
     if tx.schedule_last(&key)?.is_none_or(|owed| owed < wanted) {
@@ -64,7 +64,7 @@ pub fn owe(tx: &mut dyn WriteTx, agent: &str, depth: u32) -> storage::Result<()>
 /// A critical notification it did not take forces the agent's turn now. When two loops of
 /// one agent run at once, the first to end says none runs: a critical notification arriving
 /// before the other renews its lease gets a forced turn, as with no loop.
-pub fn closed(
+pub(crate) fn closed(
     tx: &mut dyn WriteTx,
     project: &Project,
     agent: &str,

@@ -10,10 +10,10 @@ use crate::manifest::Project;
 use crate::storage::{self, WriteTx};
 
 /// ATP `version` this implements.
-pub const VERSION: &str = "1.0";
+pub(crate) const VERSION: &str = "1.0";
 
 /// The ATP notification asking whether `inv` may run.
-pub fn request(project: &Project, inv: &Invocation, description: &str, now: i64) -> Value {
+pub(crate) fn request(project: &Project, inv: &Invocation, description: &str, now: i64) -> Value {
     let agent = project.agent(&inv.agent);
     let mut flags: Vec<&str> = agent
         .map(|a| a.flags.iter().map(|f| f.as_str()).collect())
@@ -88,7 +88,7 @@ pub fn request(project: &Project, inv: &Invocation, description: &str, now: i64)
 /// Records the answer to the approval request `notification` (in the transaction that
 /// approves, rejects or expires the invocation). A human answer also means the human saw it:
 /// the request becomes DELIVERED.
-pub fn record_answer(
+pub(crate) fn record_answer(
     tx: &mut dyn WriteTx,
     notification: &str,
     answer: Answer,
@@ -130,7 +130,7 @@ pub fn record_answer(
 /// Closes the approval request `notification` unanswered (`reason`: `expired` or
 /// `cancelled`), in the transaction that ends its invocation: nobody can answer it any more,
 /// and no ATP response is invented for it.
-pub fn close_unanswered(
+pub(crate) fn close_unanswered(
     tx: &mut dyn WriteTx,
     notification: &str,
     reason: &str,
@@ -150,7 +150,7 @@ pub fn close_unanswered(
 }
 
 /// A UUID version 4 (RFC 9562) from the operating system's random source.
-pub fn uuid_v4() -> String {
+pub(crate) fn uuid_v4() -> String {
     let mut b = [0u8; 16];
     // Without randomness the process cannot make a unique id: nothing sensible to fall back on.
     getrandom::fill(&mut b).expect("the OS random source");
@@ -169,7 +169,7 @@ pub fn uuid_v4() -> String {
 
 /// An ATP response message, checked field by field.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Response {
+pub(crate) struct Response {
     pub notification_id: String,
     pub action_id: String,
     pub responded_at: String,
@@ -179,7 +179,7 @@ pub struct Response {
 
 /// Parses and checks a response message (ATP "Response Message Structure"). Every problem is
 /// named with its field.
-pub fn parse_response(v: &Value) -> Result<Response, String> {
+pub(crate) fn parse_response(v: &Value) -> Result<Response, String> {
     let obj = v.as_object().ok_or("an ATP response is a JSON object")?;
     let string = |field: &str| -> Result<String, String> {
         match obj.get(field) {

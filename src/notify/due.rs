@@ -14,7 +14,7 @@ use crate::domain::{Address, Handler, InboxMessage, Notification, NotifyStatus, 
 use crate::storage::{self, ReadTx};
 
 /// The most timer jobs one look reads (sinks' jobs share the index with the watchdog's).
-pub const SCAN_JOBS: usize = 10_000;
+pub(crate) const SCAN_JOBS: usize = 10_000;
 
 /// What a due escalation's watchdog job is called: `watchdog:<notification id>`.
 fn notification_of(job: &str) -> Option<&str> {
@@ -24,7 +24,7 @@ fn notification_of(job: &str) -> Option<&str> {
 /// The notifications whose escalation is due at `now` and not recorded, deadline first, at
 /// most `limit`, each as of `now` (status `escalated`, handler `system`, target `user`, as
 /// the watchdog will record it). `keep` filters them (a session's view).
-pub fn escalations_due(
+pub(crate) fn escalations_due(
     r: &dyn ReadTx,
     now: i64,
     limit: usize,
@@ -52,7 +52,7 @@ pub fn escalations_due(
 }
 
 /// `n` as the watchdog will record it, when its escalation is due at `now` and not recorded.
-pub fn as_escalated(mut n: Notification, now: i64) -> Option<Notification> {
+pub(crate) fn as_escalated(mut n: Notification, now: i64) -> Option<Notification> {
     if n.status == NotifyStatus::Escalated || n.status_at(now) != NotifyStatus::Escalated {
         return None;
     }
@@ -66,7 +66,7 @@ pub fn as_escalated(mut n: Notification, now: i64) -> Option<Notification> {
 
 /// The inbox entry the watchdog will append for `n` (its id is not known yet: 0), stamped at
 /// the deadline that passed.
-pub fn entry(n: &Notification) -> InboxMessage {
+pub(crate) fn entry(n: &Notification) -> InboxMessage {
     InboxMessage {
         id: 0,
         ts: n.delivery_deadline.unwrap_or(n.updated_at),
@@ -92,7 +92,7 @@ pub fn entry(n: &Notification) -> InboxMessage {
 
 /// Marks a view of a due escalation: no inbox id yet, the status it has as of now and the one
 /// recorded, and when it fell due.
-pub fn mark(view: &mut Value, n: &Notification) {
+pub(crate) fn mark(view: &mut Value, n: &Notification) {
     view["id"] = Value::Null;
     view["escalation"] = json!("due");
     view["recorded_status"] = json!(NotifyStatus::Dispatched.as_str());
@@ -100,7 +100,7 @@ pub fn mark(view: &mut Value, n: &Notification) {
 }
 
 /// `pap inbox --json`'s line for a due escalation.
-pub fn inbox_line(n: &Notification, now: i64) -> Value {
+pub(crate) fn inbox_line(n: &Notification, now: i64) -> Value {
     let mut v = super::inbox::view(&entry(n), Some(n), now);
     mark(&mut v, n);
     v

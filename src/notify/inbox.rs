@@ -10,7 +10,7 @@ use crate::storage::{self, WriteTx};
 
 /// What `pap inbox ack` did with one id.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Acked {
+pub(crate) enum Acked {
     Delivered { notification: String },
     Already { notification: String },
 }
@@ -18,7 +18,12 @@ pub enum Acked {
 /// The human acknowledges inbox message `message`: its notification becomes DELIVERED
 /// (through LOCKED, under the lease it has now). Acknowledging a delivered one again is a
 /// no-op; a FAILED one cannot change.
-pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage::Result<Acked> {
+pub(crate) fn ack(
+    tx: &mut dyn WriteTx,
+    message: u64,
+    user: &str,
+    now: i64,
+) -> storage::Result<Acked> {
     let msg = tx
         .inbox_message(message)?
         .ok_or_else(|| storage::Error::Conflict(format!("no inbox message {message}")))?;
@@ -70,7 +75,7 @@ pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage:
 /// One inbox line as `pap inbox --json` prints it: the message joined with the live status of
 /// its notification, as of `now` (an approval request past its deadline shows `expired` before
 /// any writer records it, as `pap invocations` shows the invocation).
-pub fn view(msg: &InboxMessage, n: Option<&Notification>, now: i64) -> Value {
+pub(crate) fn view(msg: &InboxMessage, n: Option<&Notification>, now: i64) -> Value {
     let mut v = json!({
         "id": msg.id,
         "notification_id": msg.notification_id,
@@ -131,7 +136,7 @@ fn approval_state(n: Option<&Notification>, atp: &Value, now: i64) -> Value {
 }
 
 /// A notification as `pap notifications show --json` prints it.
-pub fn notification_view(n: &Notification) -> Value {
+pub(crate) fn notification_view(n: &Notification) -> Value {
     let mut v = serde_json::to_value(n).expect("serialisable");
     if let Some(at) = v["closed"]["at"].as_i64() {
         v["closed"]["at"] = json!(rfc3339_ms(at));

@@ -9,7 +9,7 @@ use crate::domain::{Notification, NotifyStatus, Transition};
 
 /// Why a transition was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("{id}: stale lease {given} (the current lease is {current}); the action is rejected")]
     StaleLease {
         id: String,
@@ -27,7 +27,7 @@ pub enum Refused {
 }
 
 /// ANP 5.1: PENDING → DISPATCHED → LOCKED → (DELIVERED | ESCALATED → (DELIVERED | FAILED) | FAILED).
-pub fn allowed(from: NotifyStatus, to: NotifyStatus) -> bool {
+pub(crate) fn allowed(from: NotifyStatus, to: NotifyStatus) -> bool {
     use NotifyStatus::*;
     matches!(
         (from, to),
@@ -42,7 +42,7 @@ pub fn allowed(from: NotifyStatus, to: NotifyStatus) -> bool {
 }
 
 /// Moves `n` to `to` if `lease` is its current lease and the edge is allowed.
-pub fn transition(
+pub(crate) fn transition(
     n: &mut Notification,
     lease: u64,
     to: NotifyStatus,
@@ -73,7 +73,7 @@ pub fn transition(
 
 /// Walks `n` along several transitions (e.g. DISPATCHED → LOCKED → DELIVERED) under one
 /// lease; nothing changes unless every step is allowed.
-pub fn walk(
+pub(crate) fn walk(
     n: &mut Notification,
     lease: u64,
     steps: &[NotifyStatus],
@@ -97,7 +97,7 @@ pub fn walk(
 /// Ends `n` in DELIVERED or FAILED from where it is: DISPATCHED passes through LOCKED,
 /// LOCKED and ESCALATED go straight there. The one way acknowledgements, answers and sinks
 /// finish a notification.
-pub fn finish(
+pub(crate) fn finish(
     n: &mut Notification,
     lease: u64,
     to: NotifyStatus,
@@ -114,7 +114,12 @@ pub fn finish(
 
 /// The watchdog's claim (ANP 6.2): LOCKED under a new lease, one above the old, with `by` as
 /// owner. Anyone still acting with the old lease is refused from now on.
-pub fn take_over(n: &mut Notification, lease: u64, by: &str, now: i64) -> Result<u64, Refused> {
+pub(crate) fn take_over(
+    n: &mut Notification,
+    lease: u64,
+    by: &str,
+    now: i64,
+) -> Result<u64, Refused> {
     check(n, lease)?;
     if !allowed(n.status, NotifyStatus::Locked) {
         return Err(Refused::NotAllowed {
@@ -140,7 +145,7 @@ pub fn take_over(n: &mut Notification, lease: u64, by: &str, now: i64) -> Result
 }
 
 /// Records a refused action in the trail (the audit of who was fenced off, and when).
-pub fn record_refusal(n: &mut Notification, lease: u64, by: &str, why: &Refused, now: i64) {
+pub(crate) fn record_refusal(n: &mut Notification, lease: u64, by: &str, why: &Refused, now: i64) {
     n.history.push(Transition {
         at: now,
         from: Some(n.status),
@@ -152,7 +157,7 @@ pub fn record_refusal(n: &mut Notification, lease: u64, by: &str, why: &Refused,
 }
 
 /// Whether `lease` may act on `n` at all: not final, and the current lease.
-pub fn check(n: &Notification, lease: u64) -> Result<(), Refused> {
+pub(crate) fn check(n: &Notification, lease: u64) -> Result<(), Refused> {
     if n.status.is_terminal() {
         return Err(Refused::Terminal {
             id: n.id.clone(),

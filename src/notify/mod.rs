@@ -19,15 +19,15 @@
 //! - `atp`: approval requests and responses as ATP messages;
 //! - `template`: `{placeholder}` templates from manifests.
 
-pub mod agent_loop;
-pub mod atp;
-pub mod due;
-pub mod inbox;
-pub mod ledger;
-pub mod outcome;
-pub mod produce;
-pub mod pump;
-pub mod queue;
-pub mod reply;
-pub mod sinks;
-pub mod tool_filter;
+pub(crate) mod agent_loop;
+pub(crate) mod atp;
+pub(crate) mod due;
+pub(crate) mod inbox;
+pub(crate) mod ledger;
+pub(crate) mod outcome;
+pub(crate) mod produce;
+pub(crate) mod pump;
+pub(crate) mod queue;
+pub(crate) mod reply;
+pub(crate) mod sinks;
+pub(crate) mod tool_filter;

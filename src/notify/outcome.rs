@@ -14,7 +14,7 @@ use crate::storage::{self, WriteTx};
 /// The notification of an invocation's outcome, written in the transaction that records the
 /// outcome. An internal turn's outcome is the fate of what it handled (see `reply`), not a
 /// notification of its own.
-pub fn invocation_outcome(
+pub(crate) fn invocation_outcome(
     tx: &mut dyn WriteTx,
     project: &Project,
     inv: &Invocation,
@@ -38,7 +38,7 @@ pub fn invocation_outcome(
 
 /// The approval request of an invocation awaiting approval: always shown to a human (target
 /// user, handler system), carrying the ATP notification object.
-pub fn approval_request(
+pub(crate) fn approval_request(
     tx: &mut dyn WriteTx,
     project: &Project,
     inv: &Invocation,
@@ -58,7 +58,7 @@ pub fn approval_request(
 
 /// ANP 6.1: the user is made aware of every call of an EXTERNAL tool. Written before the call
 /// is made. A call made in an internal turn goes to the user directly (6.1.2 point 5).
-pub fn external_call(
+pub(crate) fn external_call(
     tx: &mut dyn WriteTx,
     project: &Project,
     inv: &Invocation,
@@ -94,7 +94,7 @@ pub fn external_call(
 /// An agent's budget is used up (a pap extension): a person is told once while the message
 /// waits unacknowledged; a stream of refused decisions adds nothing to the inbox until it is
 /// acknowledged (keyed by agent, as ANP 7.1 deduplication keys are).
-pub fn budget_exceeded(
+pub(crate) fn budget_exceeded(
     tx: &mut dyn WriteTx,
     project: &Project,
     agent: &crate::manifest::compiled::Agent,

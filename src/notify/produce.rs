@@ -18,7 +18,7 @@ use crate::storage::{self, Sequence, WriteTx};
 
 /// A notification before it has an id.
 #[derive(Debug, Clone)]
-pub struct Draft {
+pub(crate) struct Draft {
     pub kind: String,
     pub level: Level,
     pub content: String,
@@ -38,7 +38,7 @@ pub struct Draft {
 
 /// Records `draft` (or folds it into an undelivered notification with the same key) and
 /// routes it. Returns the notification's id.
-pub fn produce(
+pub(crate) fn produce(
     tx: &mut dyn WriteTx,
     project: &Project,
     draft: Draft,
@@ -236,7 +236,7 @@ fn escalate_unroutable(
 /// ANP 6.2 from step 3: take ownership (lease + 1), strip the handler to system, promote the
 /// target to user, mark ESCALATED and put it in the inbox. The inbox append is part of the
 /// same transaction, so it cannot fail on its own: FAILED comes from the sinks.
-pub fn escalate(
+pub(crate) fn escalate(
     tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
@@ -268,7 +268,7 @@ pub fn escalate(
 /// Appends an inbox message for `n` (its content, or `narration` by an agent) and schedules
 /// it on every sink that wants it. ANP 2.1: a session that is no longer open sends it to the
 /// user's scope instead.
-pub fn append_to_inbox(
+pub(crate) fn append_to_inbox(
     tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,
@@ -424,7 +424,7 @@ fn new_turn(
 }
 
 /// What an invocation's prompt shows of `n`.
-pub fn carried(n: &Notification, handle: bool, inbox_mark: u64) -> Carried {
+pub(crate) fn carried(n: &Notification, handle: bool, inbox_mark: u64) -> Carried {
     Carried {
         id: n.id.clone(),
         kind: n.kind.clone(),
@@ -447,21 +447,21 @@ pub fn carried(n: &Notification, handle: bool, inbox_mark: u64) -> Carried {
     }
 }
 
-pub fn watchdog_job(id: &str) -> String {
+pub(crate) fn watchdog_job(id: &str) -> String {
     format!("watchdog:{id}")
 }
 
-pub fn sink_job(sink: &str, id: &str, message: u64) -> String {
+pub(crate) fn sink_job(sink: &str, id: &str, message: u64) -> String {
     format!("sink:{sink}:{id}:{message}")
 }
 
-pub fn millis(d: Duration) -> i64 {
+pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A refused transition inside pap's own bookkeeping is a bug or a race lost; it aborts
 /// the transaction rather than writing a half-routed notification.
-pub fn conflict(r: Refused) -> storage::Error {
+pub(crate) fn conflict(r: Refused) -> storage::Error {
     storage::Error::Conflict(r.to_string())
 }
 

@@ -21,7 +21,7 @@ const CLAIM_SLACK_MS: i64 = 30_000;
 
 /// What a pass did, for logs and tests.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Pumped {
+pub(crate) struct Pumped {
     pub escalated: usize,
     pub sent: usize,
     pub send_failures: usize,
@@ -36,7 +36,7 @@ struct Claimed {
 }
 
 /// Runs the watchdog and the sink deliveries due at `now`.
-pub async fn pump(
+pub(crate) async fn pump(
     store: Arc<dyn Storage>,
     project: Arc<Project>,
     now: i64,

@@ -14,7 +14,7 @@ use crate::storage::{self, ReadTx, WriteTx};
 /// Drains `inv.agent`'s queue into `inv.notifications`, in the transaction that starts the
 /// attempt. Notifications targeted at the agent become DELIVERED with `inv` as their
 /// carrier; the others (ambient awareness of what the user was shown) keep their status.
-pub fn deliver_at_start(
+pub(crate) fn deliver_at_start(
     tx: &mut dyn WriteTx,
     project: &Project,
     inv: &mut Invocation,
@@ -29,7 +29,7 @@ pub fn deliver_at_start(
 /// loop, to ride on the loop's next request, with the tool responses. A critical
 /// notification that forced a turn of its own (no loop ran when it came) is left in the
 /// queue for that turn.
-pub fn deliver_mid_loop(
+pub(crate) fn deliver_mid_loop(
     tx: &mut dyn WriteTx,
     project: &Project,
     inv_id: &str,
@@ -136,7 +136,7 @@ fn take(
 /// A critical notification targeted at the agent started a turn of its own (JP RFD 011),
 /// which takes it from the queue: a running loop leaves it there. One queued while a loop
 /// ran forced no turn, and rides on that loop (`agent_loop`).
-pub fn forces_own_turn(n: &Notification) -> bool {
+pub(crate) fn forces_own_turn(n: &Notification) -> bool {
     n.level == Level::Critical
         && n.routing.target == Party::Agent
         && n.routing.handler == Handler::System
@@ -146,7 +146,7 @@ pub fn forces_own_turn(n: &Notification) -> bool {
 
 /// Whether a running loop of `agent` has anything to take: a post, or a notification that
 /// does not wait for its own turn (a read, so most rounds write nothing).
-pub fn worth_taking_mid_loop(r: &dyn ReadTx, agent: &str) -> storage::Result<bool> {
+pub(crate) fn worth_taking_mid_loop(r: &dyn ReadTx, agent: &str) -> storage::Result<bool> {
     for id in r.queue_peek(agent)? {
         if crate::chat::post::queued_post_id(&id).is_some() {
             return Ok(true);
@@ -187,7 +187,7 @@ fn user_post(tx: &mut dyn WriteTx, id: u64) -> storage::Result<Option<Carried>> 
 
 /// ANP "seen by the user": a human acknowledged `n`, which an agent was already told of;
 /// that agent hears it at its next turn (or the next request of a running loop).
-pub fn tell_acknowledged(tx: &mut dyn WriteTx, n: &Notification) -> storage::Result<()> {
+pub(crate) fn tell_acknowledged(tx: &mut dyn WriteTx, n: &Notification) -> storage::Result<()> {
     if let Some(told) = &n.told {
         tx.queue_push(&told.agent, &n.id)?;
     }
@@ -196,7 +196,7 @@ pub fn tell_acknowledged(tx: &mut dyn WriteTx, n: &Notification) -> storage::Res
 
 /// The `<pap_notifications>` block of an LLM prompt: JP RFD 011's markdown, grouped by level
 /// (most severe first), each line with its id.
-pub fn prompt_block(carried: &[Carried]) -> Vec<String> {
+pub(crate) fn prompt_block(carried: &[Carried]) -> Vec<String> {
     if carried.is_empty() {
         return Vec::new();
     }

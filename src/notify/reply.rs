@@ -16,14 +16,14 @@ use crate::manifest::Project;
 use crate::storage::{self, WriteTx};
 
 #[derive(Debug, Default, PartialEq)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub narration: Option<String>,
     /// Explicit acknowledgements; `None`: implied by a narration.
     pub acknowledged: Option<Vec<(String, u64)>>,
 }
 
 /// Reads a reply from an agent's output.
-pub fn parse(output: &Value) -> Reply {
+pub(crate) fn parse(output: &Value) -> Reply {
     match output {
         Value::String(s) => Reply {
             narration: Some(s.trim().to_owned()).filter(|s| !s.is_empty()),
@@ -54,7 +54,7 @@ pub fn parse(output: &Value) -> Reply {
 
 /// Settles every notification `turn` handled, in the transaction that ends the turn.
 /// `output` is the turn's output, or why it failed.
-pub fn turn_ended(
+pub(crate) fn turn_ended(
     tx: &mut dyn WriteTx,
     project: &Project,
     turn: &Invocation,

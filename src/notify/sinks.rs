@@ -15,7 +15,7 @@ use crate::interpolate;
 use crate::manifest::compiled_notify::{SinkSpec, SinkTarget, WebhookFormat};
 
 /// Sends one inbox message (as `pap inbox --json` shows it) to `sink`.
-pub async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<(), String> {
+pub(crate) async fn deliver(sink: &SinkSpec, root: &Path, message: &Value) -> Result<(), String> {
     match &sink.target {
         SinkTarget::Webhook {
             url,
@@ -112,7 +112,7 @@ async fn webhook(
 
 /// The body for each webhook format. `anp` is the inbox message with a one-line `text`
 /// beside it, which is also what a Slack incoming webhook shows.
-pub fn body(format: WebhookFormat, topic: Option<&str>, message: &Value) -> Value {
+pub(crate) fn body(format: WebhookFormat, topic: Option<&str>, message: &Value) -> Value {
     let level = message["level"].as_str().unwrap_or("info");
     let kind = message["kind"].as_str().unwrap_or("");
     let content = message["content"].as_str().unwrap_or("");

@@ -12,7 +12,7 @@ use crate::storage::{self, WriteTx};
 
 /// Whether `n`, taken from `receiver`'s queue, is held back by its tool's switch; if so its
 /// history says why (naming the tool and the manifest field), and it is not delivered.
-pub fn held_back(
+pub(crate) fn held_back(
     tx: &mut dyn WriteTx,
     project: &Project,
     n: &mut Notification,

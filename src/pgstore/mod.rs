@@ -222,6 +222,9 @@ impl PgStore {
             }
             *measured = Some(std::time::Instant::now());
         }
+        // The offset is between this host's clock and the database's: the system's time is
+        // the one measured.
+        #[allow(clippy::disallowed_methods)]
         let local = || jiff::Timestamp::now().as_millisecond();
         let before = local();
         let found = conn.conn().client.query_one(

@@ -13,12 +13,12 @@ use crate::stages::idempotency;
 use crate::storage::{self, WriteTx};
 
 /// How many due fires one call takes at most (the rest wait for the next call).
-pub const FIRE_BATCH: usize = 256;
+pub(crate) const FIRE_BATCH: usize = 256;
 
 /// One fire: which trigger and burst, the event it used, and what was decided (`None` when
 /// the trigger no longer has a trailing debounce, or the stored event no longer reads).
 #[derive(Debug)]
-pub struct Fired {
+pub(crate) struct Fired {
     pub trigger: String,
     pub key: String,
     pub event_id: String,
@@ -30,7 +30,11 @@ pub struct Fired {
 impl Pipeline<'_> {
     /// Fires the trailing debounces due at or before `now`: each goes through the stages
     /// after debounce (throttle, risk) with the burst's last event.
-    pub fn fire_debounced(&self, tx: &mut dyn WriteTx, now: i64) -> storage::Result<Vec<Fired>> {
+    pub(crate) fn fire_debounced(
+        &self,
+        tx: &mut dyn WriteTx,
+        now: i64,
+    ) -> storage::Result<Vec<Fired>> {
         let mut fired = Vec::new();
         for (trigger_id, key) in tx.debounce_due(now, FIRE_BATCH)? {
             let Some(mut state) = tx.debounce_state(&trigger_id, &key)? else {

@@ -18,7 +18,7 @@ fn hex_prefix(parts: &[&[u8]], chars: usize) -> String {
 /// Starting with the time makes ids sort by creation, so the invocation table grows at its
 /// end: with random ids every new record rewrote a page somewhere in the table, a tenth of a
 /// stream's time.
-pub fn invocation(key: &[u8; 32], decided_at: i64) -> String {
+pub(crate) fn invocation(key: &[u8; 32], decided_at: i64) -> String {
     let time = (decided_at.max(0) as u64) & 0xffff_ffff_ffff;
     let mut id = String::with_capacity(36);
     id.push_str("inv_");
@@ -30,7 +30,7 @@ pub fn invocation(key: &[u8; 32], decided_at: i64) -> String {
 /// A retry of invocation `original` (`pap invocations retry`): the same form as
 /// [`invocation`], from the original's id and the retry's place in the invocation sequence,
 /// so two retries of one invocation never share an id.
-pub fn retry(original: &str, seq: u64, decided_at: i64) -> String {
+pub(crate) fn retry(original: &str, seq: u64, decided_at: i64) -> String {
     let time = (decided_at.max(0) as u64) & 0xffff_ffff_ffff;
     let mut id = String::with_capacity(36);
     id.push_str("inv_");
@@ -42,10 +42,10 @@ pub fn retry(original: &str, seq: u64, decided_at: i64) -> String {
     id
 }
 
-pub use crate::domain::short_id::TURN_PREFIX;
+pub(crate) use crate::domain::short_id::TURN_PREFIX;
 
 /// An internal turn started for notification `notification` (the `n`th turn it caused).
-pub fn turn(notification: &str, n: u64) -> String {
+pub(crate) fn turn(notification: &str, n: u64) -> String {
     format!(
         "{TURN_PREFIX}{}",
         hex_prefix(&[b"turn", notification.as_bytes(), &n.to_le_bytes()], 24)
@@ -53,7 +53,7 @@ pub fn turn(notification: &str, n: u64) -> String {
 }
 
 /// The completion (`complete`) or failure (`failure`) event of an invocation.
-pub fn outcome_event(invocation_id: &str, which: &str) -> String {
+pub(crate) fn outcome_event(invocation_id: &str, which: &str) -> String {
     format!(
         "evt_{}",
         hex_prefix(&[invocation_id.as_bytes(), which.as_bytes()], 24)
@@ -61,7 +61,7 @@ pub fn outcome_event(invocation_id: &str, which: &str) -> String {
 }
 
 /// The `n`th follow-up event an invocation's agent emitted.
-pub fn follow_up_event(invocation_id: &str, n: usize) -> String {
+pub(crate) fn follow_up_event(invocation_id: &str, n: usize) -> String {
     format!(
         "evt_{}",
         hex_prefix(&[invocation_id.as_bytes(), b"emits", &n.to_le_bytes()], 24)

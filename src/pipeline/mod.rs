@@ -3,10 +3,10 @@
 //! audit) is written in the caller's transaction, so it commits (or not) as one.
 
 mod fire;
-pub mod ids;
+pub(crate) mod ids;
 mod prelock;
 mod prepare;
-pub mod report;
+pub(crate) mod report;
 mod trigger_index;
 
 use crate::event::Event;
@@ -22,13 +22,13 @@ use crate::stages::{
     Outcome, Reason, Verdict, budget, cascade, debounce, idempotency, risk, throttle,
 };
 use crate::storage::{self, Claimed, RowRef, Sequence, WriteTx};
-pub use fire::{FIRE_BATCH, Fired};
-pub use prepare::{Considered, Prepared};
+pub(crate) use fire::Fired;
+pub(crate) use prepare::{Considered, Prepared};
 use report::{EventReport, Explain, StageExplain, TriggerReport};
-pub use trigger_index::TriggerIndex;
+pub(crate) use trigger_index::TriggerIndex;
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Record invocations as `queued` instead of running them.
     pub no_run: bool,
     /// Decide in an aborted transaction: report what would happen, keep nothing.
@@ -40,7 +40,7 @@ pub struct Options {
     pub leave_blocked: bool,
 }
 
-pub struct Pipeline<'p> {
+pub(crate) struct Pipeline<'p> {
     pub project: &'p Project,
     index: TriggerIndex,
     pub options: Options,
@@ -51,13 +51,13 @@ pub struct Pipeline<'p> {
 
 /// One event decided: its report line, and the invocations this process should now run.
 #[derive(Debug)]
-pub struct Decided {
+pub(crate) struct Decided {
     pub report: EventReport,
     pub to_run: Vec<String>,
 }
 
 impl<'p> Pipeline<'p> {
-    pub fn new(project: &'p Project, options: Options) -> Pipeline<'p> {
+    pub(crate) fn new(project: &'p Project, options: Options) -> Pipeline<'p> {
         let names = project
             .triggers
             .iter()
@@ -79,7 +79,7 @@ impl<'p> Pipeline<'p> {
     /// Decides `event` at `now` (ms) inside `tx`; `prepared` is [`Pipeline::prepare`]'s
     /// result for it (computed here when the caller has none). The event's id, type and
     /// `triggered_by` move into the report; its body is handed back for the caller to free.
-    pub fn decide(
+    pub(crate) fn decide(
         &self,
         tx: &mut dyn WriteTx,
         event: Event,
@@ -508,7 +508,7 @@ fn note(
 
 /// The concurrency keys an invocation of `trigger` runs under (a pap extension): the
 /// trigger's and its agent's, each with the value its `key` selects in the event.
-pub fn concurrency_slots(
+pub(crate) fn concurrency_slots(
     trigger: &Trigger,
     agent: &crate::manifest::compiled::Agent,
     event: &serde_json::Value,
@@ -534,7 +534,7 @@ pub fn concurrency_slots(
 /// Brings `slots`' limits to what the manifests say now: a limit raised or lowered after a
 /// decision applies to the invocations already waiting. (A key whose `concurrency` was
 /// removed keeps its last limit for them.)
-pub fn refresh_limits(project: &Project, slots: &mut [crate::domain::ConcurrencySlot]) {
+pub(crate) fn refresh_limits(project: &Project, slots: &mut [crate::domain::ConcurrencySlot]) {
     for slot in slots {
         let limit = match slot.scope.split_once(':') {
             Some(("trigger", id)) => project
@@ -556,7 +556,7 @@ pub fn refresh_limits(project: &Project, slots: &mut [crate::domain::Concurrency
 /// Tells the store the limit of every concurrency key as the manifests say now, so that the
 /// invocations already waiting are admitted under it (`pap serve` at its start and at each
 /// reload; otherwise a raised limit would let more start only once one of them started).
-pub fn relimit_waiting(project: &Project, tx: &mut dyn WriteTx) -> storage::Result<()> {
+pub(crate) fn relimit_waiting(project: &Project, tx: &mut dyn WriteTx) -> storage::Result<()> {
     let scoped = project
         .triggers
         .iter()
@@ -576,7 +576,7 @@ pub fn relimit_waiting(project: &Project, tx: &mut dyn WriteTx) -> storage::Resu
 }
 
 /// An audit line for `inv`.
-pub fn audit_entry(
+pub(crate) fn audit_entry(
     inv: &Invocation,
     now: i64,
     action: &str,
@@ -597,6 +597,6 @@ pub fn audit_entry(
 }
 
 /// Whether `risk` (as stored) is audited: medium and high (PAP 0.2 section 5).
-pub fn audited(risk: &str) -> bool {
+pub(crate) fn audited(risk: &str) -> bool {
     matches!(risk, "medium" | "high")
 }

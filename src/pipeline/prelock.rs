@@ -12,7 +12,7 @@ impl Pipeline<'_> {
     /// Adds to `names` the lock names the decision of an event prepared as `prepared` may
     /// take: its idempotency claims, throttle windows, debounce keys, and its agents'
     /// budgets. A superset is harmless (a lock no stage wanted only serialises).
-    pub fn lock_names(&self, prepared: &Prepared, names: &mut Vec<String>) {
+    pub(crate) fn lock_names(&self, prepared: &Prepared, names: &mut Vec<String>) {
         for c in &prepared.triggers {
             let Some(key) = &c.key else {
                 // Filtered out (or disabled): decided without the store.

@@ -33,7 +33,7 @@ pub struct Considered {
 
 impl Pipeline<'_> {
     /// Everything about `event` that needs no store, in project order of its triggers.
-    pub fn prepare(&self, event: &Event) -> Prepared {
+    pub(crate) fn prepare(&self, event: &Event) -> Prepared {
         let triggers = self
             .index
             .matching(self.project, &event.kind)

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 
 use crate::manifest::Project;
 
-pub struct TriggerIndex {
+pub(crate) struct TriggerIndex {
     exact: HashMap<String, Vec<usize>>,
     wildcard: Vec<usize>,
 }
 
 impl TriggerIndex {
-    pub fn new(project: &Project) -> TriggerIndex {
+    pub(crate) fn new(project: &Project) -> TriggerIndex {
         let mut exact: HashMap<String, Vec<usize>> = HashMap::new();
         let mut wildcard = Vec::new();
         for (i, t) in project.triggers.iter().enumerate() {
@@ -29,7 +29,7 @@ impl TriggerIndex {
 
     /// Indexes into `project.triggers` of every trigger (enabled or not) matching `kind`,
     /// in project order.
-    pub fn matching(&self, project: &Project, kind: &str) -> Vec<usize> {
+    pub(crate) fn matching(&self, project: &Project, kind: &str) -> Vec<usize> {
         let mut found: Vec<usize> = self.exact.get(kind).cloned().unwrap_or_default();
         found.extend(
             self.wildcard

@@ -19,24 +19,24 @@ use crate::path;
 
 /// The folder `pap test` and `pap lint` look in by default, under the project root. Not
 /// `tests/`, which a Rust or Python project around the manifests may already use.
-pub const DEFAULT_DIR: &str = "rule-tests";
+pub(crate) const DEFAULT_DIR: &str = "rule-tests";
 
 /// The simulated clock's start when a case names none.
-pub const DEFAULT_START: &str = "2026-01-01T00:00:00Z";
+pub(crate) const DEFAULT_START: &str = "2026-01-01T00:00:00Z";
 
 /// 10000-01-01T00:00:00Z: the simulated clock stays before it.
 const MAX_TIME_MS: i64 = 253_402_300_800_000;
 
 /// A test file ready to run.
 #[derive(Debug, Clone)]
-pub struct Suite {
+pub(crate) struct Suite {
     /// As diagnostics name it: relative to the project root.
     pub file: String,
     pub cases: Vec<Case>,
 }
 
 #[derive(Debug, Clone)]
-pub struct Case {
+pub(crate) struct Case {
     pub name: String,
     pub line: u32,
     /// The simulated time of `at: +0s` (ms since the epoch).
@@ -47,7 +47,7 @@ pub struct Case {
 }
 
 #[derive(Debug, Clone)]
-pub struct Step {
+pub(crate) struct Step {
     /// The offset from the case's start (ms) and as written (`+90s`).
     pub at_ms: i64,
     pub at: String,
@@ -61,7 +61,7 @@ pub struct Step {
 }
 
 #[derive(Debug, Clone)]
-pub struct Expect {
+pub(crate) struct Expect {
     pub trigger: String,
     pub outcome: ExpectedOutcome,
     pub reason: Option<String>,
@@ -70,7 +70,7 @@ pub struct Expect {
 }
 
 /// What the checks need to know of the project.
-pub struct ProjectFacts<'a> {
+pub(crate) struct ProjectFacts<'a> {
     pub root: &'a Path,
     /// Every trigger id; `None` when the project did not load (then ids are not checked).
     pub trigger_ids: Option<Vec<&'a str>>,
@@ -78,7 +78,7 @@ pub struct ProjectFacts<'a> {
 }
 
 /// The JSON Schema of rule test files, as `pap schema rule-test` prints it.
-pub fn schema() -> &'static Value {
+pub(crate) fn schema() -> &'static Value {
     static SCHEMA: OnceLock<Value> = OnceLock::new();
     SCHEMA.get_or_init(|| {
         serde_json::to_value(schemars::schema_for!(RuleTestFile)).expect("schemas serialise")
@@ -87,7 +87,7 @@ pub fn schema() -> &'static Value {
 
 /// Reads and checks the rule test file at `path`. The suite is `None` when any error was
 /// found: a test file with a mistake in it must not run half its cases and pass.
-pub fn load(
+pub(crate) fn load(
     path: &Path,
     project: &ProjectFacts,
     diags: &mut Vec<Diagnostic>,
@@ -456,7 +456,7 @@ fn compile_expectations(
 }
 
 /// An offset from a case's start: `+90s`, `90s`, `+1h30m` (ms).
-pub fn parse_offset(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_offset(text: &str) -> Result<i64, String> {
     let body = text.strip_prefix('+').unwrap_or(text);
     if body.starts_with('-') {
         return Err("offsets count forward from `start`".to_string());
@@ -466,7 +466,7 @@ pub fn parse_offset(text: &str) -> Result<i64, String> {
 }
 
 /// A strict RFC 3339 time (ms since the epoch).
-pub fn parse_time(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_time(text: &str) -> Result<i64, String> {
     crate::event::rfc3339::check(text)?;
     let at: jiff::Timestamp = text.parse().map_err(|e| format!("{e}"))?;
     Ok(at.as_millisecond())

@@ -4,10 +4,10 @@
 //! each decision, not the process clock, so it exists in release builds without letting
 //! anything else move time (see `crate::clock`).
 
-pub mod load;
-pub mod raw;
-pub mod render;
-pub mod run;
+pub(crate) mod load;
+pub(crate) mod raw;
+pub(crate) mod render;
+pub(crate) mod run;
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,7 @@ use crate::manifest::discover::{self, Rules};
 /// Test files found, and paths that looked like test files but were refused (a FIFO, a link
 /// out of the project), each with why.
 #[derive(Debug, Default)]
-pub struct Found {
+pub(crate) struct Found {
     pub files: Vec<PathBuf>,
     pub refused: Vec<(PathBuf, String)>,
 }
@@ -24,7 +24,7 @@ pub struct Found {
 /// The test files named by `paths` (files, or folders searched for `*.yaml`/`*.yml`), or
 /// those under `<root>/rule-tests/` when none are named; sorted, each once. A named path
 /// that does not exist is an error.
-pub fn find(root: &Path, paths: &[PathBuf]) -> Result<Found, String> {
+pub(crate) fn find(root: &Path, paths: &[PathBuf]) -> Result<Found, String> {
     let rules = Rules {
         root,
         follow_outside: false,

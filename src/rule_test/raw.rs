@@ -14,7 +14,7 @@ use crate::stages::Outcome;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[schemars(title = "pap rule tests")]
-pub struct RuleTestFile {
+pub(crate) struct RuleTestFile {
     /// The cases of this file, run in order, each on its own empty state.
     #[schemars(length(min = 1))]
     pub cases: Vec<Case>,
@@ -23,7 +23,7 @@ pub struct RuleTestFile {
 /// One scenario: events at offsets from a start time, and what each should decide.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Case {
+pub(crate) struct Case {
     /// What the case shows, as the test report names it.
     pub name: String,
     /// The simulated clock's time at `at: +0s` (RFC 3339). Default 2026-01-01T00:00:00Z.
@@ -41,7 +41,7 @@ pub struct Case {
 /// One event of a case and the outcomes expected for it.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Step {
+pub(crate) struct Step {
     /// When the event is decided, as an offset from the case's `start`: `+0s`, `+90s`,
     /// `+1h30m`. Default `+0s`.
     #[serde(default)]
@@ -65,14 +65,14 @@ pub struct Step {
 /// An outcome, or an outcome with a substring its reason must contain.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum Expectation {
+pub(crate) enum Expectation {
     Outcome(ExpectedOutcome),
     Detailed(DetailedExpectation),
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct DetailedExpectation {
+pub(crate) struct DetailedExpectation {
     pub outcome: ExpectedOutcome,
     /// A substring the decision's reason must contain.
     #[serde(default)]
@@ -84,13 +84,13 @@ pub struct DetailedExpectation {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ExpectedResult {
+pub(crate) enum ExpectedResult {
     Succeeded,
     Failed,
 }
 
 impl ExpectedResult {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ExpectedResult::Succeeded => "succeeded",
             ExpectedResult::Failed => "failed",
@@ -103,7 +103,7 @@ impl ExpectedResult {
 /// would run (`pap test` does not run agents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ExpectedOutcome {
+pub(crate) enum ExpectedOutcome {
     Invoked,
     Filtered,
     Duplicate,
@@ -118,7 +118,7 @@ pub enum ExpectedOutcome {
 
 impl ExpectedOutcome {
     /// The decision this names (`None` for `unmatched`: no decision at all).
-    pub fn outcome(self) -> Option<Outcome> {
+    pub(crate) fn outcome(self) -> Option<Outcome> {
         Some(match self {
             ExpectedOutcome::Invoked => Outcome::Invoked,
             ExpectedOutcome::Filtered => Outcome::Filtered,
@@ -134,27 +134,27 @@ impl ExpectedOutcome {
     }
 
     /// As the decisions' own names are written (`pap dispatch --json`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.outcome().map_or("unmatched", Outcome::as_str)
     }
 }
 
 impl Expectation {
-    pub fn outcome(&self) -> ExpectedOutcome {
+    pub(crate) fn outcome(&self) -> ExpectedOutcome {
         match self {
             Expectation::Outcome(o) => *o,
             Expectation::Detailed(d) => d.outcome,
         }
     }
 
-    pub fn reason(&self) -> Option<&str> {
+    pub(crate) fn reason(&self) -> Option<&str> {
         match self {
             Expectation::Outcome(_) => None,
             Expectation::Detailed(d) => d.reason.as_deref(),
         }
     }
 
-    pub fn result(&self) -> Option<ExpectedResult> {
+    pub(crate) fn result(&self) -> Option<ExpectedResult> {
         match self {
             Expectation::Outcome(_) => None,
             Expectation::Detailed(d) => d.result,

@@ -15,13 +15,13 @@ use crate::term::{Paint, for_humans};
 /// What `--coverage` found missing: triggers no case's event was decided by, and conditions
 /// no case saw hold or fail.
 #[derive(Debug, Clone, Default)]
-pub struct Gaps {
+pub(crate) struct Gaps {
     pub triggers: Vec<(String, String)>,
     pub conditions: Vec<ConditionGap>,
 }
 
 #[derive(Debug, Clone)]
-pub struct ConditionGap {
+pub(crate) struct ConditionGap {
     pub trigger: String,
     pub file: String,
     /// The condition's place in the filter, from 1.
@@ -33,7 +33,7 @@ pub struct ConditionGap {
 
 impl Gaps {
     /// Each gap as (the manifest it is in, a sentence), for the human and GitHub formats.
-    pub fn sentences(&self) -> Vec<(&str, String)> {
+    pub(crate) fn sentences(&self) -> Vec<(&str, String)> {
         let triggers = self.triggers.iter().map(|(trigger, file)| {
             (
                 file.as_str(),
@@ -52,7 +52,7 @@ impl Gaps {
         triggers.chain(conditions).collect()
     }
 
-    pub fn of(project: &Project, coverage: &Coverage) -> Gaps {
+    pub(crate) fn of(project: &Project, coverage: &Coverage) -> Gaps {
         let mut gaps = Gaps::default();
         for (i, trigger) in project.triggers.iter().enumerate() {
             if !trigger.enabled {
@@ -81,14 +81,14 @@ impl Gaps {
     }
 }
 
-pub struct Totals {
+pub(crate) struct Totals {
     pub passed: usize,
     pub failed: usize,
     pub elapsed: Duration,
 }
 
 impl Totals {
-    pub fn of(results: &[CaseResult], elapsed: Duration) -> Totals {
+    pub(crate) fn of(results: &[CaseResult], elapsed: Duration) -> Totals {
         let passed = results.iter().filter(|r| r.passed()).count();
         Totals {
             passed,
@@ -98,7 +98,12 @@ impl Totals {
     }
 }
 
-pub fn human(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>, paint: Paint) -> String {
+pub(crate) fn human(
+    results: &[CaseResult],
+    totals: &Totals,
+    gaps: Option<&Gaps>,
+    paint: Paint,
+) -> String {
     let mut out = String::new();
     let mut file = None;
     for r in results {
@@ -159,7 +164,7 @@ fn coverage_text(gaps: &Gaps) -> String {
     out
 }
 
-pub fn json(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> String {
+pub(crate) fn json(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> String {
     let cases: Vec<Value> = results
         .iter()
         .map(|r| {
@@ -206,7 +211,7 @@ pub fn json(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> Str
 }
 
 /// The JSON report of a run that could not start: the problems, no cases.
-pub fn json_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
+pub(crate) fn json_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
     let errors: Vec<Value> = problems
         .iter()
         .map(crate::diagnostics::diagnostic_json)
@@ -218,7 +223,7 @@ pub fn json_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
 }
 
 /// The JUnit report of a run that could not start: one case in error, naming each problem.
-pub fn junit_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
+pub(crate) fn junit_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
     let detail: Vec<String> = problems
         .iter()
         .map(|d| {
@@ -237,7 +242,7 @@ pub fn junit_errored(problems: &[crate::diagnostics::Diagnostic]) -> String {
 
 /// JUnit XML: one `<testsuite>` per test file, one `<testcase>` per case, a `<failure>` per
 /// expectation that did not hold. Valid against Jenkins' `junit-10.xsd`.
-pub fn junit(results: &[CaseResult], totals: &Totals) -> String {
+pub(crate) fn junit(results: &[CaseResult], totals: &Totals) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
@@ -296,7 +301,7 @@ pub fn junit(results: &[CaseResult], totals: &Totals) -> String {
 
 /// GitHub Actions workflow commands: an error annotation on each failing expectation's line,
 /// then a notice with the totals.
-pub fn github(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> String {
+pub(crate) fn github(results: &[CaseResult], totals: &Totals, gaps: Option<&Gaps>) -> String {
     let mut out = String::new();
     for r in results {
         for f in &r.failures {

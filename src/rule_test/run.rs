@@ -17,7 +17,7 @@ use crate::storage::{self, Storage};
 
 /// How one case went.
 #[derive(Debug, Clone)]
-pub struct CaseResult {
+pub(crate) struct CaseResult {
     pub file: String,
     pub name: String,
     pub line: u32,
@@ -26,14 +26,14 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.failures.is_empty()
     }
 }
 
 /// One expectation that did not hold, with the value seen.
 #[derive(Debug, Clone)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// The step, counted from 1, and its offset as written.
     pub step: usize,
     pub at: String,
@@ -49,7 +49,7 @@ pub struct Failure {
 
 impl Failure {
     /// `event 2 (+90s), trigger energy: expected throttled, saw invoked`.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         if self.event_id.is_empty() {
             return format!(
                 "step {} (at {}), trailing debounce of trigger `{}`: expected {}, saw {}",
@@ -66,14 +66,14 @@ impl Failure {
 /// What the cases exercised, for `--coverage`: per trigger (project order), whether any event
 /// was decided by it, and per filter condition whether it was seen holding and failing.
 #[derive(Debug, Clone)]
-pub struct Coverage {
+pub(crate) struct Coverage {
     pub decided: Vec<bool>,
     /// `(held, failed)` per condition of each trigger.
     pub conditions: Vec<Vec<(bool, bool)>>,
 }
 
 impl Coverage {
-    pub fn new(project: &Project) -> Coverage {
+    pub(crate) fn new(project: &Project) -> Coverage {
         Coverage {
             decided: vec![false; project.triggers.len()],
             conditions: project
@@ -104,10 +104,10 @@ impl Coverage {
 
 /// A fresh, empty store for one case (the caller picks the kind: `pap test` keeps each in
 /// memory).
-pub type FreshStore<'a> = &'a dyn Fn() -> storage::Result<Arc<dyn Storage>>;
+pub(crate) type FreshStore<'a> = &'a dyn Fn() -> storage::Result<Arc<dyn Storage>>;
 
 /// Runs every case of `suite`, each on its own store from `fresh_store`.
-pub fn run_suite(
+pub(crate) fn run_suite(
     project: &Arc<Project>,
     suite: &Suite,
     coverage: &mut Coverage,

@@ -445,6 +445,8 @@ fn want_path(store: &Path) -> PathBuf {
 
 /// A few milliseconds of spread, so waiting processes do not retry in lockstep.
 fn jitter() -> Duration {
+    // Noise for the spread, not a time.
+    #[allow(clippy::disallowed_methods)]
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());

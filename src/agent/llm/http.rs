@@ -138,6 +138,9 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
     }
     let when = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
+    // An HTTP date is on the provider's wall clock, which the system's follows; the injected
+    // clock (fast or fake in tests) would misread it.
+    #[allow(clippy::disallowed_methods)]
     let now = jiff::Timestamp::now();
     Some(Duration::try_from(when.duration_since(now)).unwrap_or(Duration::ZERO))
 }

@@ -450,7 +450,7 @@ pub(super) fn manifests(
         "</tbody></table><h2>Schedules</h2><table><thead><tr><th>schedule</th><th>cron</th>\
          <th>event type</th><th>last fire</th><th>next fire</th></tr></thead><tbody>",
     );
-    let at = jiff::Timestamp::from_millisecond(now).unwrap_or_else(|_| jiff::Timestamp::now());
+    let at = jiff::Timestamp::from_millisecond(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     for s in &project.schedules {
         let last_fire = store.read(|r| r.schedule_last(&s.id))?;
         let next = crate::schedule::next_fires(s, at, 1)

@@ -1,0 +1,118 @@
+//! The crate graph, from `cargo metadata`: every crate of the workspace has its place in
+//! [`LAYERS`] (the order ARCHITECTURE.md gives, lowest first), and none depends on a crate at
+//! or above its own place. Dev-dependencies may reach further (a crate's tests may use a real
+//! store above it), so they are not held to it.
+
+use serde_json::Value;
+
+/// The workspace's crates, from the ground up.
+const LAYERS: &[&str] = &["pap-supervise", "pap"];
+
+fn metadata() -> Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON")
+}
+
+/// (crate, the workspace crates it depends on, dev-dependencies left out).
+fn graph(meta: &Value) -> Vec<(String, Vec<String>)> {
+    let members: Vec<String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].as_str() != Some("dev"))
+                .map(|d| d["name"].as_str().unwrap().to_owned())
+                .filter(|name| members.contains(name))
+                .collect();
+            (p["name"].as_str().unwrap().to_owned(), deps)
+        })
+        .collect()
+}
+
+fn place(name: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| *l == name)
+}
+
+/// The edges that break the order: a crate on one at or above its place, or one not placed.
+fn upward(graph: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (name, deps) in graph {
+        let Some(at) = place(name) else {
+            wrong.push(format!(
+                "{name} has no place in LAYERS (tests/workspace.rs): put it there and in ARCHITECTURE.md"
+            ));
+            continue;
+        };
+        for dep in deps {
+            match place(dep) {
+                Some(below) if below < at => {}
+                _ => wrong.push(format!(
+                    "{name} depends on {dep}, which is not below it (LAYERS in tests/workspace.rs)"
+                )),
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn no_crate_depends_on_one_above_it() {
+    let graph = graph(&metadata());
+    assert!(
+        graph.len() >= LAYERS.len(),
+        "cargo metadata listed {} crates: {graph:?}",
+        graph.len()
+    );
+    let wrong = upward(&graph);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn every_layer_is_a_crate_of_the_workspace() {
+    let graph = graph(&metadata());
+    for layer in LAYERS {
+        assert!(
+            graph.iter().any(|(name, _)| name == layer),
+            "{layer} is in LAYERS but not in the workspace"
+        );
+    }
+}
+
+#[test]
+fn an_upward_edge_is_caught() {
+    let graph = vec![
+        ("pap".to_owned(), vec!["pap-supervise".to_owned()]),
+        ("pap-supervise".to_owned(), vec!["pap".to_owned()]),
+        ("pap-unplaced".to_owned(), vec![]),
+    ];
+    let wrong = upward(&graph);
+    assert_eq!(wrong.len(), 2, "{wrong:?}");
+    assert!(wrong[0].contains("pap-supervise depends on pap"));
+    assert!(wrong[1].contains("pap-unplaced has no place"));
+}
