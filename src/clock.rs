@@ -24,13 +24,16 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 /// The environment variable that switches on the fake clock (for tests and rule testing).
+#[cfg(feature = "test-clock")]
 pub(crate) const FAKE_NOW_ENV: &str = "PAP_NOW";
 /// With [`FAKE_NOW_ENV`], makes the clock run instead of standing still: this many times as
 /// fast as the wall clock, from `PAP_NOW` at the wall-clock moment [`CLOCK_EPOCH_ENV`]. A soak
 /// test crosses a month of TTLs and retentions in an hour with it, every process it starts
 /// reading the same time (test builds only, as `PAP_NOW`).
+#[cfg(feature = "test-clock")]
 pub(crate) const CLOCK_SPEED_ENV: &str = "PAP_CLOCK_SPEED";
 /// The wall-clock moment (RFC 3339) at which a running test clock reads `PAP_NOW`.
+#[cfg(feature = "test-clock")]
 pub(crate) const CLOCK_EPOCH_ENV: &str = "PAP_CLOCK_EPOCH";
 
 #[derive(Debug, Clone)]

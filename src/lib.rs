@@ -25,7 +25,7 @@ pub mod event;
 mod event_type;
 mod http_client;
 mod interpolate;
-pub mod jsonpath;
+pub use pap_jsonpath as jsonpath;
 mod liveness;
 pub mod manifest;
 mod mcp_server;
