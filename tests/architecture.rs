@@ -7,7 +7,8 @@
 //! top (the command line, the commands, the composition root) from below it (`TOP`), and any
 //! reference to a concrete store from outside the composition root and the store commands
 //! (`STORES`). These are the `use` rules issue 32 found broken, fixed; the rules between
-//! crates (JSONPath below the stages; `pap-supervise` on std and nix only) are cargo's to hold
+//! crates (the domain at the ground, JSONPath below the stages, `pap-supervise` on std and nix
+//! only) are cargo's to hold
 //! (`tests/workspace.rs`). A file's
 //! `#[cfg(test)] mod tests` is not read: unit tests may use the real store below them.
 
@@ -16,11 +17,6 @@ use std::path::{Path, PathBuf};
 
 /// (the module that may not name, the module it may not name, why).
 const FORBIDDEN: &[(&str, &str, &str)] = &[
-    (
-        "domain",
-        "pipeline",
-        "the domain is below the pipeline: ids' shapes live in domain::short_id",
-    ),
     (
         "serve",
         "cli",

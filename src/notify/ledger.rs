@@ -177,41 +177,10 @@ pub(crate) fn check(n: &Notification, lease: u64) -> Result<(), Refused> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::domain::{Level, Routing};
     use NotifyStatus::*;
 
     pub(crate) fn sample(status: NotifyStatus) -> Notification {
-        Notification {
-            id: "ntf_1".into(),
-            seq: 1,
-            kind: "invocation.failed".into(),
-            level: Level::Error,
-            content: "x".into(),
-            deduplication_key: None,
-            metadata: Default::default(),
-            routing: Routing::default(),
-            user: "u".into(),
-            session: None,
-            agent: None,
-            agent_instructions: None,
-            status,
-            owner_lease: 1,
-            owner: "system".into(),
-            created_at: 0,
-            updated_at: 0,
-            ack_at: None,
-            delivery_deadline: None,
-            inbox: vec![],
-            turn: None,
-            delivered_with: None,
-            forced_turn: None,
-            told: None,
-            sinks: vec![],
-            atp: None,
-            answer: None,
-            closed: None,
-            history: vec![],
-        }
+        Notification::for_tests(status)
     }
 
     #[test]

@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// ANP 5.1 states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", value(rename_all = "snake_case"))]
 pub enum NotifyStatus {
     /// Made, not yet handed to its handler.
     Pending,
@@ -209,6 +210,42 @@ pub struct Transition {
 }
 
 impl Notification {
+    /// A notification `ntf_1` in `status`, every optional part empty (tests).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn for_tests(status: NotifyStatus) -> Notification {
+        Notification {
+            id: "ntf_1".into(),
+            seq: 1,
+            kind: "invocation.failed".into(),
+            level: Level::Error,
+            content: "x".into(),
+            deduplication_key: None,
+            metadata: Default::default(),
+            routing: Routing::default(),
+            user: "u".into(),
+            session: None,
+            agent: None,
+            agent_instructions: None,
+            status,
+            owner_lease: 1,
+            owner: "system".into(),
+            created_at: 0,
+            updated_at: 0,
+            ack_at: None,
+            delivery_deadline: None,
+            inbox: vec![],
+            turn: None,
+            delivered_with: None,
+            forced_turn: None,
+            told: None,
+            sinks: vec![],
+            atp: None,
+            answer: None,
+            closed: None,
+            history: vec![],
+        }
+    }
+
     /// The id of the ATP approval request it carries, if it carries one.
     /// Whether the purge may remove it at `cutoff` (see `serve::purge`): nothing changed it
     /// since before the cutoff, and nothing in pap will act on it any more: a terminal
@@ -288,7 +325,7 @@ pub struct SinkDelivery {
 
 impl SinkDelivery {
     /// A delivery to `sink` in `state`, after one attempt (unit tests).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     pub fn for_tests(sink: &str, state: SinkState) -> SinkDelivery {
         SinkDelivery {
             sink: sink.into(),
@@ -367,8 +404,8 @@ impl InboxMessage {
     }
 
     /// A bare message for unit tests: `author` wrote `content`, every optional part empty.
-    #[cfg(test)]
-    pub(crate) fn for_tests(author: &str, notification_id: &str, content: &str) -> InboxMessage {
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn for_tests(author: &str, notification_id: &str, content: &str) -> InboxMessage {
         InboxMessage {
             id: 0,
             ts: 0,

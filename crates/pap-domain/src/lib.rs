@@ -1,7 +1,7 @@
 //! The records that mean something to a user, apart from how they are stored: invocations
 //! and their attempts, decisions (claims and ledger rows), notifications and the inbox, the
 //! audit log, leases. A store persists them behind the storage interface
-//! (`crate::storage`); the layers above use them without knowing the storage.
+//! (`pap::storage`); the layers above use them without knowing the storage.
 
 pub mod audit;
 pub mod budget;
@@ -10,6 +10,7 @@ pub mod decision;
 pub mod invocation;
 pub mod lease;
 pub mod lifecycle;
+pub mod liveness;
 pub mod notification;
 pub mod short_id;
 

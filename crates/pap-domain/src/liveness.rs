@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::domain::lease::{HolderFacts, Holding, holding};
-use crate::domain::{Lease, Runner};
+use crate::lease::{HolderFacts, Holding, holding};
+use crate::{Lease, Runner};
 
 /// This process's start time, read once: every invocation a dispatch decides records it.
 fn own_start() -> Option<u64> {
@@ -26,7 +26,7 @@ fn own_start() -> Option<u64> {
 /// This node: the kernel's boot id (a new one at every boot), or the host name where there
 /// is none; on a shared store, followed by `:` and a digest of the state dir (see
 /// [`scope_to_state`]). Read once.
-pub(crate) fn this_node() -> &'static str {
+pub fn this_node() -> &'static str {
     SCOPED.get().copied().unwrap_or_else(boot)
 }
 
@@ -48,24 +48,31 @@ static SCOPED: OnceLock<&'static str> = OnceLock::new();
 /// state dir on the same host could see a dead holder but not its agent, which may still be
 /// dying, so it waits for the lease to lapse instead. Called when such a store opens, before
 /// any lease is written; the first state dir wins.
-pub(crate) fn scope_to_state(state_dir: &std::path::Path) {
+pub fn scope_to_state(state_dir: &std::path::Path) {
     let dir = state_dir
         .canonicalize()
         .unwrap_or_else(|_| state_dir.to_path_buf());
     let digest = <sha2::Sha256 as sha2::Digest>::digest(dir.to_string_lossy().as_bytes());
-    let scoped = format!("{}:{}", boot(), crate::text::hex(&digest[..4]));
+    let scoped = format!(
+        "{}:{}",
+        boot(),
+        digest[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
     let _ = SCOPED.set(Box::leak(scoped.into_boxed_str()));
 }
 
 /// Looks up, once, what leases name this process by (its node, its start time), so that the
 /// first decisions of a long-lived process do not read /proc inside their transactions.
-pub(crate) fn warm_up() {
+pub fn warm_up() {
     let _ = this_node();
     let _ = own_start();
 }
 
 /// What this process knows of lease holders: itself, and the processes of its node.
-pub(crate) struct ThisProcess;
+pub struct ThisProcess;
 
 impl HolderFacts for ThisProcess {
     fn node(&self) -> &str {
@@ -98,7 +105,7 @@ impl Lease {
 }
 
 /// Where an invocation's lease leaves this process, as of `now`.
-pub(crate) fn holding_now(lease: Option<&Lease>, now: i64) -> Holding {
+pub fn holding_now(lease: Option<&Lease>, now: i64) -> Holding {
     holding(lease, now, &ThisProcess)
 }
 
@@ -213,7 +220,7 @@ impl Runner {
 }
 
 /// Linux: how many live (not zombie) processes are in process group `pgid`, from /proc.
-pub(crate) fn group_members(pgid: u32) -> usize {
+pub fn group_members(pgid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0;
     };

@@ -7,9 +7,10 @@ use serde_json::Value;
 
 /// Contract section 5: `awaiting_approval → queued → running → succeeded | failed`, or
 /// `awaiting_approval → rejected | expired`; an operator may cancel any unfinished one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", value(rename_all = "snake_case"))]
 pub enum Status {
     /// A high-risk run waits for a person's answer (`pap approve`, `pap reject`).
     AwaitingApproval,
@@ -200,8 +201,8 @@ impl Invocation {
     }
 
     /// A bare invocation for unit tests: every optional part empty, no attempt yet.
-    #[cfg(test)]
-    pub(crate) fn for_tests(id: &str, status: Status) -> Invocation {
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn for_tests(id: &str, status: Status) -> Invocation {
         let provocation = Provocation {
             id: id.into(),
             seq: 1,
