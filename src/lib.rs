@@ -41,7 +41,7 @@ mod secrets;
 pub mod serve;
 pub mod stages;
 mod status_report;
-pub mod storage;
+pub use pap_storage as storage;
 pub mod store;
 mod template;
 pub mod term;

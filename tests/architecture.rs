@@ -7,8 +7,8 @@
 //! top (the command line, the commands, the composition root) from below it (`TOP`), and any
 //! reference to a concrete store from outside the composition root and the store commands
 //! (`STORES`). These are the `use` rules issue 32 found broken, fixed; the rules between
-//! crates (the domain at the ground, JSONPath below the stages, `pap-supervise` on std and nix
-//! only) are cargo's to hold
+//! crates (the domain at the ground, the storage interface naming no store, JSONPath below
+//! the stages, `pap-supervise` on std and nix only) are cargo's to hold
 //! (`tests/workspace.rs`). A file's
 //! `#[cfg(test)] mod tests` is not read: unit tests may use the real store below them.
 
@@ -21,16 +21,6 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
         "serve",
         "cli",
         "serve does not know the command line: the CLI maps its flags onto serve's types",
-    ),
-    (
-        "storage",
-        "store",
-        "the interface names no implementation: the composition root opens the redb store",
-    ),
-    (
-        "storage",
-        "pgstore",
-        "the interface names no implementation: the composition root opens the PostgreSQL store, and runs the contract suite against each",
     ),
     (
         "manifest",

@@ -6,7 +6,13 @@
 use serde_json::Value;
 
 /// The workspace's crates, from the ground up.
-const LAYERS: &[&str] = &["pap-domain", "pap-jsonpath", "pap-supervise", "pap"];
+const LAYERS: &[&str] = &[
+    "pap-domain",
+    "pap-jsonpath",
+    "pap-storage",
+    "pap-supervise",
+    "pap",
+];
 
 fn metadata() -> Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

@@ -321,7 +321,7 @@ mod tests {
     }
 
     fn queued(id: &str, level: Level) -> Notification {
-        let mut n = crate::notify::ledger::tests::sample(NotifyStatus::Pending);
+        let mut n = crate::domain::Notification::for_tests(NotifyStatus::Pending);
         n.id = id.into();
         n.level = level;
         n.routing.target = Party::Agent;

@@ -88,7 +88,7 @@ mod tests {
     }
 
     fn call(tool: &str, agent: &str) -> Notification {
-        let mut n = crate::notify::ledger::tests::sample(NotifyStatus::Dispatched);
+        let mut n = crate::domain::Notification::for_tests(NotifyStatus::Dispatched);
         n.kind = "tool.external_call".into();
         n.routing.target = Party::User;
         n.metadata = json!({"agent": agent, "tool": tool, "server": "s"})

@@ -117,7 +117,7 @@ mod tests {
                         (2, NotifyStatus::Delivered, Some(SinkState::Sent)),
                         (3, NotifyStatus::Dispatched, None),
                     ] {
-                        let mut n = crate::notify::ledger::tests::sample(status);
+                        let mut n = crate::domain::Notification::for_tests(status);
                         n.id = format!("ntf_{seq}");
                         n.seq = seq;
                         n.sinks = sink

@@ -9,7 +9,7 @@ use super::*;
 use crate::domain::{Lease, Runner, Status};
 
 /// One behaviour of the contract, checked on a fresh, empty store.
-pub(crate) struct Check {
+pub struct Check {
     pub name: &'static str,
     pub run: fn(&dyn Storage) -> Result<()>,
 }
@@ -25,7 +25,7 @@ pub(super) use checks;
 /// Every check of the contract, for the composition root to run against every store (a new
 /// store must pass them all unchanged), and the copy between two stores in
 /// [`a_copy_keeps_the_whole_state`].
-pub(crate) fn all() -> impl Iterator<Item = &'static Check> {
+pub fn all() -> impl Iterator<Item = &'static Check> {
     CHECKS
         .iter()
         .chain(super::contract_purge::CHECKS)
@@ -683,7 +683,7 @@ fn the_outbox_and_the_audit_log_keep_order(s: &dyn Storage) -> Result<()> {
 fn notification_counts_follow_every_write(s: &dyn Storage) -> Result<()> {
     use crate::domain::{NotifyStatus, SinkDelivery, SinkState};
     let delivery = |state| SinkDelivery::for_tests("pager", state);
-    let mut n = crate::notify::ledger::tests::sample(NotifyStatus::Pending);
+    let mut n = crate::domain::Notification::for_tests(NotifyStatus::Pending);
     n.id = "ntf_1".into();
     n.seq = 1;
     s.write(|tx| {
@@ -715,7 +715,8 @@ fn notifications_read_newest_first_stop_where_asked(s: &dyn Storage) -> Result<(
     s.write(|tx| {
         // More than a PostgreSQL page, so the scan goes on across pages.
         for seq in 1..=300u64 {
-            let mut n = crate::notify::ledger::tests::sample(crate::domain::NotifyStatus::Pending);
+            let mut n =
+                crate::domain::Notification::for_tests(crate::domain::NotifyStatus::Pending);
             n.id = format!("ntf_{seq}");
             n.seq = seq;
             tx.put_notification(&n)?;
@@ -974,7 +975,7 @@ fn populate(s: &dyn Storage) -> Result<()> {
             actor: None,
             detail: None,
         })?;
-        let mut n = crate::notify::ledger::tests::sample(crate::domain::NotifyStatus::Pending);
+        let mut n = crate::domain::Notification::for_tests(crate::domain::NotifyStatus::Pending);
         n.seq = tx.next(Sequence::Notification)?;
         tx.put_notification(&n)?;
         tx.set_dedup("dk", &n.id)?;
@@ -1004,7 +1005,7 @@ fn exported(s: &dyn Storage) -> Result<Vec<String>> {
 /// `pap store copy` from `from` (empty) to `to` (empty), of any two stores: the copy exports
 /// exactly what the original does, and goes on where the original stopped (claims live,
 /// sequences past what was issued). `what` names the pair in a failure.
-pub(crate) fn a_copy_keeps_the_whole_state(from: &dyn Storage, to: &dyn Storage, what: &str) {
+pub fn a_copy_keeps_the_whole_state(from: &dyn Storage, to: &dyn Storage, what: &str) {
     populate(from).unwrap_or_else(|e| panic!("{what}: {e}"));
     let original = exported(from).expect("export");
     assert!(original.len() >= 20, "{original:#?}");
@@ -1098,7 +1099,7 @@ fn a_shared_store_measures_its_clock(s: &dyn Storage) -> Result<()> {
 }
 
 fn a_shared_store_tells_listeners_of_freed_work_and_inbox_appends(s: &dyn Storage) -> Result<()> {
-    use crate::storage::Change;
+    use crate::Change;
     use std::time::{Duration, Instant};
     let (heard, hears) = std::sync::mpsc::channel();
     let listening = s.listen(Box::new(move |c| {

@@ -1,7 +1,7 @@
 //! The storage interface: what the engine needs from a store, in the domain's terms.
 //!
 //! Everything above the store (decisions, runs, notifications, commands) reaches the state
-//! through these traits and knows nothing of how it is kept. `crate::store` (one redb file) is
+//! through these traits and knows nothing of how it is kept. `pap::store` (one redb file) is
 //! the first implementation and the only code that knows redb; a PostgreSQL store implements
 //! the same traits. The behaviour every implementation must have is pinned by the contract
 //! suite in `contract` (run against each implementation) and by the model-based test in
@@ -17,11 +17,11 @@
 //! lease is gone ([`WriteTx::check_lease`]).
 
 pub mod concurrency;
-#[cfg(test)]
-pub(crate) mod contract;
-#[cfg(test)]
+#[cfg(any(test, feature = "contract"))]
+pub mod contract;
+#[cfg(any(test, feature = "contract"))]
 mod contract_purge;
-#[cfg(test)]
+#[cfg(any(test, feature = "contract"))]
 mod contract_reads;
 pub mod cursor;
 mod error;
@@ -37,6 +37,8 @@ pub mod transfer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use pap_domain as domain;
 
 use crate::domain::{
     AuditEntry, Claim, DebounceState, InboxMessage, Invocation, LedgerRow, Notification,
@@ -106,11 +108,11 @@ pub const INLINE_PURGE: usize = 64;
 /// reader that should look only when there is something new (see [`Storage::stamp`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Stamp {
-    pub(crate) modified: std::time::SystemTime,
-    pub(crate) len: u64,
-    pub(crate) inode: u64,
+    pub modified: std::time::SystemTime,
+    pub len: u64,
+    pub inode: u64,
     /// Taken within [`Stamp::SETTLING`] of a change: never trusted to be the same.
-    pub(crate) recent: bool,
+    pub recent: bool,
 }
 
 impl Stamp {

@@ -70,7 +70,7 @@ fn finished_invocations_past_the_cutoff_go_with_their_events_and_the_rest_stay(
 
 fn settled_notifications_past_the_cutoff_go_with_their_keys(s: &dyn Storage) -> Result<()> {
     let note = |id: &str, seq: u64, status: NotifyStatus, key: &str| {
-        let mut n = crate::notify::ledger::tests::sample(status);
+        let mut n = crate::domain::Notification::for_tests(status);
         (n.id, n.seq, n.created_at, n.updated_at) = (id.into(), seq, 10, 20);
         n.deduplication_key = Some(key.into());
         n.delivery_deadline = None;
