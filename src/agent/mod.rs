@@ -8,6 +8,7 @@
 pub mod answer;
 pub mod approvals;
 pub mod command;
+pub(crate) mod control;
 pub mod emit;
 pub mod groups;
 mod llm;

@@ -6,14 +6,10 @@ use std::time::Duration;
 use anyhow::bail;
 
 use super::{Outcome, approve, context, typed_ids};
+use crate::agent::control as invocation;
 use crate::cli::{CancelArgs, Cli, RetryArgs};
-use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{Invocation, Lease, Runner, Status};
-use crate::manifest::compiled_notify::OutcomeKind;
-use crate::pipeline::{audit_entry, ids};
 use crate::serve::control;
-use crate::stages::{Verdict, risk, throttle};
-use crate::storage::{self, Sequence, WriteTx};
 
 pub(super) fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
@@ -41,60 +37,13 @@ pub(super) fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     let serve = control::running(&state_dir);
     let run_here = serve.is_none() && !args.no_run;
     let project = runtime.project.clone();
-    let again = runtime.store.write(|tx| {
-        let old = tx
-            .invocation(&id)?
-            .ok_or_else(|| conflict(format!("no invocation {id} in this state dir")))?;
-        old.check_retryable().map_err(|e| conflict(e.to_string()))?;
-        let agent = project.agent(&old.agent).ok_or_else(|| {
-            conflict(format!(
-                "agent {} of {id} is no longer in the project, so it cannot run again",
-                old.agent
-            ))
-        })?;
-        let awaits = matches!(risk::check(agent), Verdict::Stop(..));
-        let timeout =
-            i64::try_from(project.config.approval_timeout.as_millis()).unwrap_or(i64::MAX);
-        let deadline = awaits.then(|| now.saturating_add(timeout));
-        let seq = tx.next(Sequence::Invocation)?;
-        let mut again = old
-            .retry(
-                ids::retry(&old.id, seq, now),
-                seq,
-                agent.effective_risk.as_str(),
-                agent.retry.max_attempts,
-                deadline,
-                now,
-            )
-            .map_err(|e| conflict(e.to_string()))?;
-        if awaits {
-            again.approval_request = Some(crate::notify::outcome::approval_request(
-                tx, &project, &again, now,
-            )?);
-        } else if run_here {
-            // Held by this process, so a serve starting meanwhile leaves it alone.
-            again.lease = Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS));
-        }
-        // The retry counts in its trigger's window, but an operator's explicit retry is
-        // never refused by it.
-        if let Some(trigger) = project.trigger(&again.trigger) {
-            for (index, t) in trigger.throttles.iter().enumerate() {
-                let key = throttle::window_key(t, &again.event);
-                let bucket = throttle::bucket(&trigger.id, index);
-                tx.throttle_record(&bucket, &key, now, throttle::window_ms(t))?;
-            }
-        }
-        tx.insert_invocation(&again)?;
-        // Operator actions are audited at every risk level.
-        tx.audit(audit_entry(
-            &again,
-            now,
-            "retried",
-            Some(by.clone()),
-            Some(format!("retry of {}", old.id)),
-        ))?;
-        Ok(again)
-    })?;
+    let again = runtime
+        .store
+        .write(|tx| invocation::retry(tx, &project, &id, &by, now, run_here))?;
+    let again = match again {
+        Ok(again) => again,
+        Err(refused) => bail!("{refused}"),
+    };
     let new = again.id.clone();
     if again.status == Status::AwaitingApproval {
         // The short form, as listings show it, to type next.
@@ -169,8 +118,8 @@ pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
         let mut cancelled: Vec<(Invocation, Option<Lease>)> = Vec::new();
         let mut refused = Vec::new();
         for id in &ids {
-            match cancel_in_tx(tx, &project, id, &reason, &by, now, grace_ms)? {
-                Ok(done) => cancelled.push(done),
+            match invocation::cancel(tx, &project, id, &reason, &by, now, grace_ms)? {
+                Ok(done) => cancelled.push((done.invocation, done.lease)),
                 Err(why) => refused.push(why),
             }
         }
@@ -247,54 +196,6 @@ pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Cancels `id` inside `tx`: the cancelled invocation and the lease it had (whose runner
-/// must now be stopped), or why it cannot be cancelled.
-fn cancel_in_tx(
-    tx: &mut dyn WriteTx,
-    project: &crate::manifest::Project,
-    id: &str,
-    reason: &str,
-    by: &str,
-    now: i64,
-    grace_ms: i64,
-) -> storage::Result<Result<(Invocation, Option<Lease>), String>> {
-    let Some(mut inv) = tx.invocation(id)? else {
-        return Ok(Err(format!("no invocation {id} in this state dir")));
-    };
-    if inv.internal {
-        return Ok(Err(format!(
-            "{id} is an internal notification turn; it ends with its notifications"
-        )));
-    }
-    let lease = (inv.status == Status::Running)
-        .then(|| inv.lease.clone())
-        .flatten();
-    if let Err(e) = inv.cancel(reason, now) {
-        return Ok(Err(e.to_string()));
-    }
-    // Its processes get `grace` to stop, then SIGKILL and up to 5 s to go: until then it
-    // keeps its concurrency slots, so the next run of its key cannot start beside it.
-    if lease.is_some() && !inv.concurrency.is_empty() {
-        inv.stopping_until = Some(now.saturating_add(grace_ms).saturating_add(STOP_SLACK_MS));
-    }
-    if let Some(request) = &inv.approval_request {
-        crate::notify::atp::close_unanswered(tx, request, "cancelled", now)?;
-    }
-    tx.audit(audit_entry(
-        &inv,
-        now,
-        "cancelled",
-        Some(by.to_owned()),
-        Some(reason.to_owned()),
-    ))?;
-    tx.put_invocation(&inv)?;
-    crate::notify::outcome::invocation_outcome(tx, project, &inv, OutcomeKind::Cancelled, now)?;
-    Ok(Ok((inv, lease)))
-}
-
-/// Beyond the grace period: the wait for a SIGKILLed group to go, and a margin.
-const STOP_SLACK_MS: i64 = 10_000;
-
 /// Stops a running agent's process group: SIGTERM, then SIGKILL once `grace` has passed.
 /// Returns whether a process of it was running.
 fn stop_group(group: &Runner, grace: Duration) -> bool {
@@ -306,8 +207,4 @@ fn stop_group(group: &Runner, grace: Duration) -> bool {
         group.wait_group_gone(Duration::from_secs(5));
     }
     true
-}
-
-fn conflict(why: String) -> storage::Error {
-    storage::Error::Conflict(why)
 }
