@@ -122,3 +122,38 @@ fn an_upward_edge_is_caught() {
     assert!(wrong[0].contains("pap-supervise depends on pap"));
     assert!(wrong[1].contains("pap-unplaced has no place"));
 }
+
+/// ARCHITECTURE.md gives the same order as [`LAYERS`], and every file or folder it names in
+/// backticks exists: the map must match the house.
+#[test]
+fn the_architecture_document_matches_the_workspace() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let order = LAYERS
+        .iter()
+        .map(|l| format!("`{l}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        doc.contains(&format!("The order, lowest first: {order}.")),
+        "ARCHITECTURE.md does not give the order {order}"
+    );
+    let mut missing = Vec::new();
+    for quoted in doc.split('`').skip(1).step_by(2) {
+        let is_path = (quoted.starts_with("src/")
+            || quoted.starts_with("crates/")
+            || quoted.starts_with("tests/"))
+            && !quoted.contains(' ');
+        // A module's file named from src/ (`serve/decider.rs`).
+        let is_module_file = quoted.ends_with(".rs") && !quoted.contains(' ') && !is_path;
+        if (is_path && !root.join(quoted).exists())
+            || (is_module_file && !root.join("src").join(quoted).exists())
+        {
+            missing.push(quoted.to_owned());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names what is not there: {missing:?}"
+    );
+}
