@@ -6,7 +6,7 @@ use crate::common;
 
 use common::dispatch::ev;
 use common::postgres::use_database;
-use common::serve::{Project, wait_until};
+use common::serve::Project;
 use serde_json::json;
 
 #[test]
@@ -21,7 +21,7 @@ fn serve_waits_out_an_outage_and_loses_nothing() {
         "before.ndjson",
         &[ev("o1", "test.plain.happened", json!({}))],
     );
-    wait_until("o1 ran", || p.runs().len() == 2);
+    serve.wait_for("o1 ran", || p.runs().len() == 2);
     server.stop().expect("stop PostgreSQL");
     p.drop_events(
         "during.ndjson",
@@ -51,7 +51,7 @@ fn serve_waits_out_an_outage_and_loses_nothing() {
         String::from_utf8_lossy(&out.stderr)
     );
     server.start().expect("start PostgreSQL");
-    wait_until("o2 ran after the outage", || p.runs().len() == 4);
+    serve.wait_for("o2 ran after the outage", || p.runs().len() == 4);
     serve.wait_log("the database is back: deciding again");
     assert_eq!(p.invocations().len(), 2, "o1 and o2, each decided once");
     assert_eq!(serve.terminate().0, 0);

@@ -176,6 +176,19 @@ impl Serve {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// As [`wait_until`], and a timeout shows serve's log (the why of a hang).
+    pub(crate) fn wait_for(&self, what: &str, mut cond: impl FnMut() -> bool) {
+        let started = Instant::now();
+        while !cond() {
+            assert!(
+                started.elapsed() < patience(),
+                "timed out waiting for {what}; serve's log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub(crate) fn wait_log(&self, needle: &str) {
         let log = self.log.clone();
         wait_until(&format!("`{needle}` in the serve log"), || {
