@@ -47,8 +47,7 @@ pub(super) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<Outcome> {
         Ok(serve::Opened {
             clock: composition::clock_for(&*store)?,
             store,
-            url_from_env: std::env::var(composition::DATABASE_URL_ENV)
-                .is_ok_and(|url| !url.is_empty()),
+            url_from_env: place.database_from_env,
         })
     })?;
     Ok(Outcome::Success)

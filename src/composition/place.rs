@@ -15,6 +15,8 @@ pub struct Place {
     pub state_dir: PathBuf,
     /// `None`: the redb file in the state dir.
     pub database: Option<DatabaseUrl>,
+    /// `PAP_DATABASE_URL` named the database (pap.yaml's `store:` then does not count).
+    pub database_from_env: bool,
     /// The redb file's page cache in bytes, for a process that writes it (`store_cache`; a
     /// database has its own).
     pub cache_bytes: u64,
@@ -26,6 +28,7 @@ impl Place {
         Place {
             state_dir,
             database: None,
+            database_from_env: false,
             cache_bytes: DEFAULT_STORE_CACHE,
         }
     }
@@ -53,6 +56,7 @@ impl Place {
         })?;
         Ok(Place {
             database: Some(database),
+            database_from_env: origin == Origin::Environment,
             ..Place::file(state_dir)
         })
     }
