@@ -24,8 +24,8 @@
 //! (`pg_total_relation_size`, as `pap status` shows it) and there is no live figure.
 //!
 //! Every `PAP_SOAK_INTERVAL` seconds (default 5) it samples:
-//! - serve's RSS (`VmRSS`): the lowest of its readings every 250 ms in the interval, the
-//!   floor a leak raises (allocator churn comes and goes above it);
+//! - serve's RSS (`VmRSS`): the median of its readings every 250 ms in the interval, the
+//!   level a leak raises (allocator churn passes above it, a thread exiting below it);
 //! - the state file's size, and the live data: the sum of the tables' page bytes from redb's
 //!   table statistics (`pap status --json`, `store.tables`), the same way at every sample;
 //! - the decision latency of the interval's HTTP posts (request to answer: the answer comes
@@ -37,12 +37,16 @@
 //! It writes `soak.csv`, `soak.svg` and `tables.csv` (each table's bytes at each sample) to
 //! `PAP_SOAK_OUT` (default `target/soak`), then
 //! asserts over the last two thirds of the samples, printing each figure with its margin:
-//! - the least-squares slope of RSS under 1 MB a minute and of the file size under 1% a
-//!   minute;
+//! - the least-squares slope of RSS under 1 MB a minute;
+//! - the live data flat: the median of the steady part's second half at most 20% above its
+//!   first half's. A purge that stopped would more than double it between the halves of
+//!   CI's run (the live data grows about 3.9 MB/min there before the first retention
+//!   passes); the load's own bursts move it by up to ±11% (runs catching up after a disk
+//!   stall);
 //! - the file within 1.5× its live data. redb doubles a file under 4 GiB when it grows and
 //!   has no setting for it (redb#652), so a file can sit up to 2× above data that stopped just
 //!   past its last size. Over 1.5× the run says so on an `over` line, and fails only if the
-//!   file grew in the steady part or exceeds redb's one doubling of the peak live data;
+//!   file grew by more than one redb doubling over its size when the steady part began;
 //! - each interval's p99 at most 3× the p99 of the first steady interval the disk left
 //!   alone (the least stalled one when it stalled in all). The disk by itself can stall a sync (the probe measures it), and every post
 //!   answered meanwhile waits for it: an interval over the bound by no more than its disk

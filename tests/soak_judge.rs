@@ -94,14 +94,27 @@ fn one_doubling_at_the_last_sample_holds() {
 
 #[test]
 fn live_data_that_keeps_growing_fails() {
-    // A purge that fell behind: the live data grows with the ingest.
+    // A purge at three quarters of the pace CI's load needs: it leaves a quarter of the
+    // 3.9 MB/min the live data grows by before the first retention passes (0.16 MB a
+    // sample) over the 2.2 MB the steady part begins with: +26% between the halves.
     let mut s = flat();
     for (i, x) in s.iter_mut().enumerate() {
-        x.live_mb = 2.0 + 0.1 * i as f64;
+        x.live_mb = 2.2 + 0.16 * (i as f64 - 4.0);
     }
     let v = judged(&s);
     assert!(!v.ok);
     line(&v, "FAIL", "live data");
+}
+
+#[test]
+fn a_burst_of_runs_after_a_disk_stall_holds() {
+    // A 2-minute run here (stop 42): the disk stalled a sync for 170-650 ms from 40 to 80 s,
+    // runs held up caught up at 90-100 s (16.9 runs/s against 13.6), and the rows they left
+    // raised the live data's second half 11.1% over a steady state. The old +10% bound
+    // failed it.
+    let v = judged(&fixture("burst-after-stall.csv"));
+    assert!(v.ok, "{}", v.lines.join("\n"));
+    line(&v, "ok", "live data");
 }
 
 #[test]

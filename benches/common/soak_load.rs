@@ -27,6 +27,9 @@ pub(crate) struct Settings {
     pub postgres: bool,
     /// Serve nodes sharing the store (`PAP_SOAK_NODES`, PostgreSQL only).
     pub nodes: usize,
+    /// The project's `store_cache` (`PAP_SOAK_STORE_CACHE`, e.g. `1MiB`): how much of serve's
+    /// RSS is redb's page cache. `None`: pap's default.
+    pub store_cache: Option<String>,
 }
 
 impl Settings {
@@ -51,6 +54,7 @@ impl Settings {
                 Ok(other) => panic!("PAP_SOAK_STORE={other:?}: expected redb or postgres"),
             },
             nodes: var("PAP_SOAK_NODES", 1),
+            store_cache: std::env::var("PAP_SOAK_STORE_CACHE").ok(),
             out: PathBuf::from(var(
                 "PAP_SOAK_OUT",
                 concat!(env!("CARGO_MANIFEST_DIR"), "/target/soak").to_string(),
@@ -143,10 +147,14 @@ impl Shared {
     }
 }
 
-fn write_project(root: &Path, retention: Option<&str>) {
+fn write_project(root: &Path, retention: Option<&str>, store_cache: Option<&str>) {
     std::fs::create_dir_all(root.join("triggers")).unwrap();
     std::fs::create_dir_all(root.join("agents")).unwrap();
-    let mut config = String::from("pap_version: \"0.2\"\nserve:\n  max_concurrent: 8\n");
+    let mut config = String::from("pap_version: \"0.2\"\n");
+    if let Some(bytes) = store_cache {
+        config.push_str(&format!("store_cache: {bytes}\n"));
+    }
+    config.push_str("serve:\n  max_concurrent: 8\n");
     if let Some(r) = retention {
         // The ledger keeps at least twice the 24 h TTL, notifications twice the approval
         // timeout: pap raises a shorter setting to those.
@@ -284,7 +292,11 @@ fn every(
 pub(crate) fn run(settings: &Settings) -> Vec<Sample> {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path().to_path_buf();
-    write_project(&root, settings.retention.as_deref());
+    write_project(
+        &root,
+        settings.retention.as_deref(),
+        settings.store_cache.as_deref(),
+    );
     assert!(
         settings.nodes >= 1 && (settings.postgres || settings.nodes == 1),
         "PAP_SOAK_NODES={}: one node on redb, one or more on PostgreSQL",
@@ -462,19 +474,24 @@ pub(crate) fn run(settings: &Settings) -> Vec<Sample> {
     let mut last_at = Instant::now();
     let mut next = load_started + interval;
     while load_started.elapsed() < Duration::from_secs(settings.seconds) {
-        // RSS read every 250 ms; the interval keeps its lowest reading, the floor a leak
-        // raises. Allocator churn comes and goes above it (a 2 MB swing for half a minute
-        // made a 2-minute run's slope read +1.8 MB/min with nothing leaking).
-        let mut rss_floor = f64::INFINITY;
+        // RSS read every 250 ms; the interval keeps the median of its readings, which a leak
+        // raises and a passing excursion does not, either way. Allocator churn goes above the
+        // level (a 2 MB swing for half a minute), and it dips below it for moments (the
+        // blocking pool's threads come and go, 15 to 17 in one run, each with its stack and
+        // heap pages). The lowest reading, used until stop 41, caught those dips: a run here
+        // read +1.2 MB/min (CI's +1.96) while a 2 s watch of its `RssAnon` stayed within
+        // ±0.5 MB of one level from 40 s on.
+        let mut readings = Vec::new();
         loop {
-            let rss: f64 = serves.iter().map(|c| rss_mb(c.id())).sum();
-            rss_floor = rss_floor.min(rss);
+            readings.push(serves.iter().map(|c| rss_mb(c.id())).sum::<f64>());
             let left = next.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
             std::thread::sleep(left.min(Duration::from_millis(250)));
         }
+        readings.sort_by(f64::total_cmp);
+        let rss_level = readings[readings.len() / 2];
         next += interval;
         let now = Instant::now();
         let mut lat: Vec<f64> = {
@@ -501,7 +518,7 @@ pub(crate) fn run(settings: &Settings) -> Vec<Sample> {
         let sample = Sample {
             t: load_started.elapsed().as_secs_f64(),
             // Every node's, added up: a leak in any shows in the slope.
-            rss_mb: rss_floor,
+            rss_mb: rss_level,
             file_mb: file,
             live_mb: live,
             p50_ms: pct(0.5),
