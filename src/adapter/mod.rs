@@ -43,7 +43,9 @@ impl Expr {
     /// A JSONPath when `text` starts with `$`, else a template.
     pub fn parse(text: &str) -> Result<Expr, String> {
         if text.starts_with('$') {
-            JsonPath::parse(text).map(Expr::Path)
+            JsonPath::parse(text)
+                .map(Expr::Path)
+                .map_err(|e| e.to_string())
         } else {
             Template::parse_in(text, &SCHEME).map(Expr::Template)
         }

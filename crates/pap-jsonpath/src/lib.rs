@@ -62,14 +62,37 @@ enum Step {
     Index(i64),
 }
 
+/// Why a query is not valid JSONPath, in words a person can act on (the parser's own
+/// explanation, or the RFC 9535 rule it breaks); shown after "is not valid JSONPath: ".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    reason: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+impl From<String> for ParseError {
+    fn from(reason: String) -> ParseError {
+        ParseError { reason }
+    }
+}
+
 impl JsonPath {
     /// Parses a query; the error is the parser's own explanation.
-    pub fn parse(text: &str) -> Result<JsonPath, String> {
+    pub fn parse(text: &str) -> Result<JsonPath, ParseError> {
         // The RFC forbids leading and trailing whitespace; the parser tolerates some of it.
         if text.trim() != text {
-            return Err("leading or trailing whitespace is not allowed".to_string());
+            return Err(ParseError::from(
+                "leading or trailing whitespace is not allowed".to_string(),
+            ));
         }
-        let query = parse_json_path(text).map_err(|e| explain(&e.to_string()))?;
+        let query = parse_json_path(text).map_err(|e| ParseError::from(explain(&e.to_string())))?;
         typecheck::check(&query)?;
         Ok(JsonPath {
             text: text.to_string(),
@@ -256,7 +279,7 @@ mod tests {
         assert_eq!(p.select(&event).unwrap(), vec![&json!("NO1")]);
         assert!(p.select(&json!({})).unwrap().is_empty());
         assert_eq!(
-            JsonPath::parse("$.data[").unwrap_err(),
+            JsonPath::parse("$.data[").unwrap_err().to_string(),
             "expected selector at character 8"
         );
         assert!(JsonPath::parse("data.region").is_err());
