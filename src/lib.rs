@@ -16,7 +16,7 @@ pub mod cli;
 mod clock;
 mod cmd;
 pub mod composition;
-pub mod database_url;
+pub use pap_database_url as database_url;
 pub mod diagnostics;
 mod dispatcher;
 pub use pap_domain as domain;
@@ -30,8 +30,8 @@ pub use pap_jsonpath as jsonpath;
 pub mod manifest;
 mod mcp_server;
 mod notify;
-pub mod panic_report;
-pub mod pgstore;
+pub use pap_store_postgres as pgstore;
+pub use pap_text::panic_report;
 mod pipeline;
 mod program;
 mod regular_file;
@@ -42,11 +42,14 @@ pub mod serve;
 pub mod stages;
 mod status_report;
 pub use pap_storage as storage;
-pub mod store;
+pub use pap_store_redb as store;
 mod template;
-pub mod term;
-mod text;
+pub use pap_text::term;
+use pap_text::text;
 mod ui_status;
 mod views;
+
+// `crate::say!` and `crate::out!` across the crate, as before they moved to pap-text.
+use pap_text::{out, say};
 
 pub use cmd::run;

@@ -32,11 +32,6 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
         "storage",
         "the clock is below the store: composition::clock_for gives a process its store's clock",
     ),
-    (
-        "database_url",
-        "pgstore",
-        "the URL's parser is a leaf under the manifest and the PostgreSQL store",
-    ),
 ];
 
 /// The top of the program: the command line (`cli`), the commands (`cmd`) and the composition

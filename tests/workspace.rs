@@ -7,9 +7,13 @@ use serde_json::Value;
 
 /// The workspace's crates, from the ground up.
 const LAYERS: &[&str] = &[
+    "pap-text",
     "pap-domain",
     "pap-jsonpath",
+    "pap-database-url",
     "pap-storage",
+    "pap-store-redb",
+    "pap-store-postgres",
     "pap-supervise",
     "pap",
 ];

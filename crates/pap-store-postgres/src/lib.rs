@@ -1,6 +1,7 @@
-//! The state on PostgreSQL: the second implementation of `crate::storage`, for several
+//! The state on PostgreSQL: the second implementation of `pap_storage`, for several
 //! `pap serve` nodes sharing one set of decisions (and for teams that keep their state in
-//! PostgreSQL anyway). The only module that imports the PostgreSQL driver.
+//! PostgreSQL anyway). The only crate that imports the PostgreSQL driver; the composition
+//! root (`pap`'s `composition`) opens it, from the URL `pap-database-url` reads.
 //!
 //! The driver is `postgres`, the blocking face of `tokio-postgres`: the engine's units of
 //! work are synchronous closures run on plain or `spawn_blocking` threads, and each needs one
@@ -30,11 +31,11 @@ mod write_retention;
 
 use std::path::{Path, PathBuf};
 
-use crate::domain::Status;
-use crate::storage::{Commit, Error, ReadTx, Result, Stamp, Storage, WriteTx};
+use pap_domain::Status;
+use pap_storage::{Commit, Error, ReadTx, Result, Stamp, Storage, WriteTx};
 use session::Session;
 
-pub use crate::database_url::{DatabaseUrl, Origin};
+pub use pap_database_url::{DatabaseUrl, Origin};
 
 /// What goes wrong inside this module, before it becomes a `storage::Error`.
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +180,7 @@ impl PgStore {
         // library's own unit tests, where stores of many state dirs share one process and
         // the contract tests give leases their node explicitly.
         if !cfg!(test) {
-            crate::liveness::scope_to_state(state_dir);
+            pap_domain::liveness::scope_to_state(state_dir);
         }
         let pool = pool::Pool::new(url, POOL_SIZE).map_err(|e| e.into_storage(&url.shown))?;
         outside_async(|| {
@@ -366,10 +367,10 @@ impl PgStore {
             .commit()
             .map_err(|e| (retry::Conflict::of(&e), storage_error(&self.shown, e)))?;
         if let Some(mark) = appended {
-            crate::storage::inbox_mark::write(&self.state_dir, mark);
+            pap_storage::inbox_mark::write(&self.state_dir, mark);
         }
         if changed {
-            crate::storage::notification_mark::write(&self.state_dir);
+            pap_storage::notification_mark::write(&self.state_dir);
         }
         Ok(())
     }
@@ -434,12 +435,12 @@ impl Storage for PgStore {
 
     fn export(
         &self,
-        each: &mut dyn FnMut(crate::storage::transfer::Item) -> Result<()>,
+        each: &mut dyn FnMut(pap_storage::transfer::Item) -> Result<()>,
     ) -> Result<()> {
         self.read_session(|r| r.export(each))
     }
 
-    fn import(&self, items: &[crate::storage::transfer::Item]) -> Result<()> {
+    fn import(&self, items: &[pap_storage::transfer::Item]) -> Result<()> {
         self.write_session(&mut |w| w.import(items))
     }
 
@@ -447,7 +448,7 @@ impl Storage for PgStore {
         self.read_session(|r| transfer::holds_nothing(&r.s))
     }
 
-    fn table_sizes(&self) -> Result<Vec<crate::storage::space::TableSize>> {
+    fn table_sizes(&self) -> Result<Vec<pap_storage::space::TableSize>> {
         self.read_session(|r| {
             // reltuples is -1 for a table never analysed: then it is shown as 0.
             let rows = r.s.query(
@@ -461,7 +462,7 @@ impl Storage for PgStore {
             )?;
             Ok(rows
                 .iter()
-                .map(|r| crate::storage::space::TableSize {
+                .map(|r| pap_storage::space::TableSize {
                     name: r.get(0),
                     rows: session::unsigned(r.get(1)),
                     bytes: session::unsigned(r.get(2)),
@@ -479,8 +480,8 @@ impl Storage for PgStore {
 
     fn listen(
         &self,
-        on: Box<dyn Fn(crate::storage::Change) + Send>,
-    ) -> Option<crate::storage::Listening> {
+        on: Box<dyn Fn(pap_storage::Change) + Send>,
+    ) -> Option<pap_storage::Listening> {
         match listen::start(self.pool.dialer(), on) {
             Ok(listening) => Some(Box::new(listening)),
             Err(e) => {
@@ -490,7 +491,7 @@ impl Storage for PgStore {
         }
     }
 
-    fn heartbeat(&self, node: &crate::storage::Node) -> Result<()> {
+    fn heartbeat(&self, node: &pap_storage::Node) -> Result<()> {
         self.write_session(&mut |w| {
             w.s.execute(
                 "INSERT INTO pap_nodes (node_id, host, pid, version, started_at, last_seen, listen) \
@@ -518,7 +519,7 @@ impl Storage for PgStore {
         })
     }
 
-    fn nodes(&self) -> Result<Vec<crate::storage::Node>> {
+    fn nodes(&self) -> Result<Vec<pap_storage::Node>> {
         self.read_session(|r| {
             Ok(r.s
                 .query(
@@ -527,7 +528,7 @@ impl Storage for PgStore {
                     &[],
                 )?
                 .iter()
-                .map(|row| crate::storage::Node {
+                .map(|row| pap_storage::Node {
                     id: row.get(0),
                     host: row.get(1),
                     pid: u32::try_from(row.get::<_, i32>(2)).unwrap_or(0),
@@ -558,5 +559,7 @@ impl Storage for PgStore {
     }
 }
 
-#[cfg(any(test, feature = "test-clock"))]
+/// A PostgreSQL server for tests, started on loopback (the `testing` feature: the suite's
+/// builds turn it on, release builds never have it).
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;

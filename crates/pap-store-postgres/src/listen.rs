@@ -19,7 +19,7 @@ use std::time::Duration;
 use postgres::fallible_iterator::FallibleIterator;
 
 use super::pool::Dialer;
-use crate::storage::Change;
+use pap_storage::Change;
 
 /// The channels, as the notifying commits name them.
 pub(super) const WORK_CHANNEL: &str = "pap_work";

@@ -5,8 +5,8 @@
 use serde_json::json;
 
 use super::PgStore;
-use crate::domain::{ConcurrencySlot, Invocation, Status};
-use crate::storage::Storage;
+use pap_domain::{ConcurrencySlot, Invocation, Status};
+use pap_storage::Storage;
 
 /// An invocation under key `key` (of limit `limit`) of trigger `t`, as schema 2 stored it.
 fn stored(id: &str, seq: i64, status: Status, key: &str, limit: u32) -> (Invocation, String) {
@@ -68,7 +68,7 @@ fn a_schema_2_database_with_waiters_admits_them_at_their_keys_pace_once_migrated
     let Some(server) = super::testing::server_or_skip("the migration of concurrency keys") else {
         return;
     };
-    let url = crate::database_url::parse(&server.database(), super::Origin::Environment, &|_| None)
+    let url = pap_database_url::parse(&server.database(), super::Origin::Environment, &|_| None)
         .expect("test URL");
     let pool = super::pool::Pool::new(&url, 1).expect("pool");
     let mut client = pool.connect().expect("connection");

@@ -11,7 +11,7 @@ use postgres::{Client, NoTls, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::PgError;
-use crate::database_url::{DatabaseUrl, Tls};
+use pap_database_url::{DatabaseUrl, Tls};
 
 /// A connection and the statements prepared on it (a statement is prepared once per
 /// connection, so a hot transaction pays one round trip per statement, not two).

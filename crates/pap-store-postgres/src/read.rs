@@ -2,9 +2,9 @@
 //! shares with it.
 
 use super::session::{Session, signed, unsigned};
-use crate::domain::{AuditEntry, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry};
-use crate::storage::scan::{Next, Only, Order, QueueCounts, Scan};
-use crate::storage::{ReadTx, Result};
+use pap_domain::{AuditEntry, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry};
+use pap_storage::scan::{Next, Only, Order, QueueCounts, Scan};
+use pap_storage::{ReadTx, Result};
 
 pub(super) struct PgRead<'c> {
     pub(super) s: Session<'c>,
@@ -104,7 +104,7 @@ fn listed<T: serde::de::DeserializeOwned>(
             page = next.into_iter();
         }
     });
-    crate::storage::keep_last(rows, keep, last)
+    pap_storage::keep_last(rows, keep, last)
 }
 
 const LIST_INVOCATIONS: &str = "SELECT seq, id, record::text FROM pap_invocations \
@@ -347,9 +347,9 @@ impl ReadTx for PgRead<'_> {
         listed(&self.s, "notification", LIST_NOTIFICATIONS, keep, last)
     }
 
-    fn notification_counts(&self) -> Result<crate::storage::scan::NotifyCounts> {
+    fn notification_counts(&self) -> Result<pap_storage::scan::NotifyCounts> {
         // Counted in the database, one aggregate each: no notification reaches pap.
-        let mut counts = crate::storage::scan::NotifyCounts::default();
+        let mut counts = pap_storage::scan::NotifyCounts::default();
         for row in self.s.query(
             "SELECT record->>'status', count(*) FROM pap_notifications GROUP BY 1",
             &[],

@@ -84,7 +84,7 @@ mod tests {
             assert!(pause(30) < Duration::from_secs(1));
         }
         let total: Duration = (1..TRIES).map(|_| MAX_PAUSE).sum();
-        assert!(total < Duration::from_secs(crate::domain::lease::HOLD_MARGIN_MS as u64 / 1000));
+        assert!(total < Duration::from_secs(pap_domain::lease::HOLD_MARGIN_MS as u64 / 1000));
     }
 
     #[test]
@@ -100,20 +100,18 @@ mod tests {
     fn a_unit_rolled_back_for_a_deadlock_runs_again_and_commits_once() {
         use std::sync::atomic::{AtomicU32, Ordering};
         use std::sync::{Arc, Barrier};
-        let Some(server) =
-            crate::pgstore::testing::server_or_skip("running again after a deadlock")
-        else {
+        let Some(server) = crate::testing::server_or_skip("running again after a deadlock") else {
             return;
         };
-        let url = crate::database_url::parse(
+        let url = pap_database_url::parse(
             &server.migrated_database(),
-            crate::database_url::Origin::Environment,
+            pap_database_url::Origin::Environment,
             &|_| None,
         )
         .expect("test URL");
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn crate::storage::Storage> =
-            Arc::new(crate::pgstore::PgStore::open(&url, dir.path()).expect("store"));
+        let store: Arc<dyn pap_storage::Storage> =
+            Arc::new(crate::PgStore::open(&url, dir.path()).expect("store"));
         let met = Arc::new(Barrier::new(2));
         let runs = Arc::new(AtomicU32::new(0));
         let side = |first: &'static str, second: &'static str| {

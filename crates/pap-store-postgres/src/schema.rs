@@ -32,7 +32,7 @@ pub struct Migration {
     pub phase: Phase,
     /// What the SQL cannot do alone, run after it in the same transaction with the engine's
     /// own code (so that what it derives is derived as every write derives it).
-    then: Option<fn(&super::write::PgWrite) -> crate::storage::Result<()>>,
+    then: Option<fn(&super::write::PgWrite) -> pap_storage::Result<()>>,
 }
 
 pub const MIGRATIONS: &[Migration] = &[

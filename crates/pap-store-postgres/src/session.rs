@@ -9,7 +9,7 @@ use postgres::types::ToSql;
 use postgres::{Row, Statement, Transaction};
 use serde::de::DeserializeOwned;
 
-use crate::storage::{Error, Result};
+use pap_storage::{Error, Result};
 
 pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 

@@ -27,11 +27,30 @@ pub struct TestServer {
     durable: bool,
 }
 
-static SERVER: OnceLock<Result<TestServer, String>> = OnceLock::new();
+/// Why there is no test server (PostgreSQL's binaries missing, `initdb` or `pg_ctl`
+/// failing), or why a command on it failed: the words a skip note or a failure shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError(String);
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+impl From<String> for ServerError {
+    fn from(why: String) -> ServerError {
+        ServerError(why)
+    }
+}
+
+static SERVER: OnceLock<Result<TestServer, ServerError>> = OnceLock::new();
 static NEXT_DB: AtomicU32 = AtomicU32::new(1);
 
 /// The server of this test process, started on first use; `Err` says why there is none.
-pub fn server() -> Result<&'static TestServer, String> {
+pub fn server() -> Result<&'static TestServer, ServerError> {
     SERVER.get_or_init(start).as_ref().map_err(Clone::clone)
 }
 
@@ -48,7 +67,7 @@ pub fn server_or_skip(unchecked: &str) -> Option<&'static TestServer> {
 }
 
 /// A missing server: a failure under `PAP_TEST_REQUIRE_POSTGRES`, else a skip note.
-fn skip_or_fail(unchecked: &str, why: &str) {
+fn skip_or_fail(unchecked: &str, why: &ServerError) {
     assert!(
         std::env::var_os(REQUIRE_ENV).is_none(),
         "PostgreSQL is required ({REQUIRE_ENV} is set) but cannot start: {why}"
@@ -76,7 +95,7 @@ impl TestServer {
     /// A new database with this pap's schema migrated in.
     pub fn migrated_database(&self) -> String {
         let url = self.database();
-        let parsed = crate::database_url::parse(&url, super::Origin::Environment, &|_| None)
+        let parsed = pap_database_url::parse(&url, super::Origin::Environment, &|_| None)
             .expect("test URL parses");
         super::PgStore::migrate(&parsed, "test").expect("migrating the test database");
         url
@@ -92,7 +111,7 @@ impl TestServer {
     }
 
     /// Runs SQL through `psql` as the superuser, for what tests do to the server itself.
-    pub fn psql(&self, database: &str, sql: &str) -> Result<String, String> {
+    pub fn psql(&self, database: &str, sql: &str) -> Result<String, ServerError> {
         let out = Command::new(self.bin.join("psql"))
             .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1"])
             .arg("-h")
@@ -110,27 +129,27 @@ impl TestServer {
             .output()
             .map_err(|e| format!("psql: {e}"))?;
         if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
     /// Stops the server (`pg_ctl stop -m fast`: connections are cut, as in an outage).
-    pub fn stop(&self) -> Result<(), String> {
+    pub fn stop(&self) -> Result<(), ServerError> {
         self.pg_ctl(&["stop", "-m", "fast"])
     }
 
     /// Starts the server again after [`TestServer::stop`].
-    pub fn start(&self) -> Result<(), String> {
+    pub fn start(&self) -> Result<(), ServerError> {
         self.pg_ctl(&["start"])
     }
 
     /// Restarts the server (`pg_ctl restart -m immediate`: as after a crash).
-    pub fn restart(&self) -> Result<(), String> {
+    pub fn restart(&self) -> Result<(), ServerError> {
         self.pg_ctl(&["restart", "-m", "immediate"])
     }
 
-    fn pg_ctl(&self, action: &[&str]) -> Result<(), String> {
+    fn pg_ctl(&self, action: &[&str]) -> Result<(), ServerError> {
         let data = self.dir.join("data");
         let log = self.dir.join("log");
         let speed = if self.durable {
@@ -180,7 +199,7 @@ impl TestServer {
     }
 }
 
-fn run(mut c: Command, what: &str) -> Result<(), String> {
+fn run(mut c: Command, what: &str) -> Result<(), ServerError> {
     let out = c.output().map_err(|e| format!("{what}: {e}"))?;
     if out.status.success() {
         Ok(())
@@ -189,12 +208,13 @@ fn run(mut c: Command, what: &str) -> Result<(), String> {
             "{what} failed: {}{}",
             String::from_utf8_lossy(&out.stderr),
             String::from_utf8_lossy(&out.stdout)
-        ))
+        )
+        .into())
     }
 }
 
 /// The directory of the newest PostgreSQL's binaries (`PAP_TEST_PG_BIN` overrides).
-fn binaries() -> Result<PathBuf, String> {
+fn binaries() -> Result<PathBuf, ServerError> {
     if let Some(dir) = std::env::var_os("PAP_TEST_PG_BIN") {
         return Ok(PathBuf::from(dir));
     }
@@ -211,11 +231,11 @@ fn binaries() -> Result<PathBuf, String> {
     versions
         .pop()
         .map(|(_, bin)| bin)
-        .ok_or_else(|| "no initdb under /usr/lib/postgresql/*/bin".to_owned())
+        .ok_or_else(|| ServerError::from("no initdb under /usr/lib/postgresql/*/bin".to_owned()))
 }
 
 /// Who runs the server: nobody else unless this process is root.
-fn server_user() -> Result<Option<(u32, u32)>, String> {
+fn server_user() -> Result<Option<(u32, u32)>, ServerError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
@@ -233,7 +253,8 @@ fn server_user() -> Result<Option<(u32, u32)>, String> {
         "running as root, and none of the users {} exists to run PostgreSQL as \
          (initdb refuses root; .ci/run creates pap-test)",
         names.join(", ")
-    ))
+    )
+    .into())
 }
 
 /// A server of this test's own, for a test that stops or restarts it (an outage, a crash):
@@ -276,7 +297,7 @@ impl Drop for PrivateServer {
 
 /// A server of its own with fsync on, as a production server runs, for benchmarks: stopped
 /// and removed by [`TestServer::remove`].
-pub fn start_durable() -> Result<TestServer, String> {
+pub fn start_durable() -> Result<TestServer, ServerError> {
     let server = new_server(true)?;
     if let Err(e) = initdb_and_start(&server) {
         let _ = std::fs::remove_dir_all(&server.dir);
@@ -293,7 +314,7 @@ impl TestServer {
     }
 }
 
-fn new_server(durable: bool) -> Result<TestServer, String> {
+fn new_server(durable: bool) -> Result<TestServer, ServerError> {
     let bin = binaries()?;
     let run_as = server_user()?;
     let dir = tempfile::Builder::new()
@@ -318,7 +339,7 @@ fn new_server(durable: bool) -> Result<TestServer, String> {
     })
 }
 
-fn start() -> Result<TestServer, String> {
+fn start() -> Result<TestServer, ServerError> {
     let server = new_server(false)?;
     let started = initdb_and_start(&server);
     if let Err(e) = started {
@@ -329,7 +350,7 @@ fn start() -> Result<TestServer, String> {
     Ok(server)
 }
 
-fn initdb_and_start(server: &TestServer) -> Result<(), String> {
+fn initdb_and_start(server: &TestServer) -> Result<(), ServerError> {
     let data = server.dir.join("data").display().to_string();
     run(
         server.command(

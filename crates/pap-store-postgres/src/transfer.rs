@@ -5,8 +5,8 @@
 use super::read::PgRead;
 use super::session::{Session, encode, signed, unsigned};
 use super::write::PgWrite;
-use crate::storage::transfer::{Counters, Item};
-use crate::storage::{Result, WriteTx};
+use pap_storage::transfer::{Counters, Item};
+use pap_storage::{Result, WriteTx};
 
 impl PgRead<'_> {
     pub(super) fn export(&self, each: &mut dyn FnMut(Item) -> Result<()>) -> Result<()> {
@@ -20,7 +20,7 @@ impl PgRead<'_> {
             |r| {
                 each(Item::Ledger {
                     row: unsigned(r.get(0)),
-                    decision: crate::domain::LedgerRow {
+                    decision: pap_domain::LedgerRow {
                         event_id: r.get(1),
                         trigger: r.get(2),
                         kind: r.get(3),
@@ -37,7 +37,7 @@ impl PgRead<'_> {
             |r| {
                 let key: &[u8] = r.get(0);
                 let Ok(key) = <[u8; 32]>::try_from(key) else {
-                    return Err(crate::storage::Error::Corrupt {
+                    return Err(pap_storage::Error::Corrupt {
                         path: s.location().into(),
                         message: "an idempotency key is not 32 bytes".into(),
                     });
@@ -217,7 +217,7 @@ impl PgWrite<'_> {
         match item {
             Item::Ledger { row, decision } => {
                 // The sequence moves with the counters, last.
-                self.record_decision(*row, crate::storage::RowRef::from(decision))?;
+                self.record_decision(*row, pap_storage::RowRef::from(decision))?;
             }
             Item::Claim {
                 key,

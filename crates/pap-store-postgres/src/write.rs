@@ -42,11 +42,11 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 
 use super::session::{Session, encode, signed, unsigned};
-use crate::domain::budget::TokenUse;
-use crate::domain::{AuditEntry, Claim, DebounceState, Invocation, Runner, Status};
-use crate::storage::concurrency::{Entry, due_of, state_of};
-use crate::storage::purge::{DebounceCursor, Purged};
-use crate::storage::{Claimed, Error, Result, RowRef, Sequence, WriteTx};
+use pap_domain::budget::TokenUse;
+use pap_domain::{AuditEntry, Claim, DebounceState, Invocation, Runner, Status};
+use pap_storage::concurrency::{Entry, due_of, state_of};
+use pap_storage::purge::{DebounceCursor, Purged};
+use pap_storage::{Claimed, Error, Result, RowRef, Sequence, WriteTx};
 
 pub(super) struct PgWrite<'c> {
     pub(super) s: Session<'c>,
@@ -73,7 +73,7 @@ impl<'c> PgWrite<'c> {
 
     /// Serialises this transaction with every other that locks `key`, until it ends.
     pub(super) fn lock(&self, kind: &str, parts: &[&str]) -> Result<()> {
-        let key = crate::storage::lock_name(kind, parts);
+        let key = pap_storage::lock_name(kind, parts);
         if self.locked.borrow().contains(&key) {
             return Ok(());
         }
@@ -300,7 +300,7 @@ impl WriteTx for PgWrite<'_> {
         now: i64,
         window_ms: i64,
     ) -> Result<()> {
-        let times = crate::storage::window_with(self.throttle_times(trigger, key)?, now, window_ms);
+        let times = pap_storage::window_with(self.throttle_times(trigger, key)?, now, window_ms);
         self.s.execute(
             "INSERT INTO pap_throttle (trigger_id, window_key, times) VALUES ($1, $2, $3) \
              ON CONFLICT (trigger_id, window_key) DO UPDATE SET times = EXCLUDED.times",
@@ -478,7 +478,7 @@ impl WriteTx for PgWrite<'_> {
         event: &serde_json::Value,
         owner: Option<&Runner>,
     ) -> Result<()> {
-        let entry = encode(&crate::domain::OutboxEntry {
+        let entry = encode(&pap_domain::OutboxEntry {
             owner: owner.cloned(),
             event: event.clone(),
         });
@@ -509,12 +509,12 @@ impl WriteTx for PgWrite<'_> {
         Ok(())
     }
 
-    fn notification(&mut self, id: &str) -> Result<Option<crate::domain::Notification>> {
+    fn notification(&mut self, id: &str) -> Result<Option<pap_domain::Notification>> {
         // Locked to the commit, as an invocation is: ANP's lease compare-and-swap.
         super::read::notification_in(&self.s, id, true)
     }
 
-    fn put_notification(&mut self, n: &crate::domain::Notification) -> Result<()> {
+    fn put_notification(&mut self, n: &pap_domain::Notification) -> Result<()> {
         self.notifications_changed = true;
         self.notify_put(n)
     }
@@ -539,7 +539,7 @@ impl WriteTx for PgWrite<'_> {
         self.jobs_take_due(now, max)
     }
 
-    fn inbox_append(&mut self, msg: crate::domain::InboxMessage) -> Result<u64> {
+    fn inbox_append(&mut self, msg: pap_domain::InboxMessage) -> Result<u64> {
         self.inbox_push(msg)
     }
 
@@ -547,7 +547,7 @@ impl WriteTx for PgWrite<'_> {
         self.inbox_counter()
     }
 
-    fn inbox_message(&mut self, id: u64) -> Result<Option<crate::domain::InboxMessage>> {
+    fn inbox_message(&mut self, id: u64) -> Result<Option<pap_domain::InboxMessage>> {
         super::read::inbox_message_in(&self.s, id)
     }
 

@@ -12,11 +12,11 @@
 
 use super::session::{signed, unsigned};
 use super::write::PgWrite;
-use crate::domain::Invocation;
-use crate::storage::concurrency::{
+use pap_domain::Invocation;
+use pap_storage::concurrency::{
     Entry, Holders, KeyIndex, KeyState, blocking, due_of, refresh, state_of,
 };
-use crate::storage::{Error, Result};
+use pap_storage::{Error, Result};
 
 /// Due work for a read: queued invocations without keys and running ones, by
 /// `pap_invocations.work_at`, and the waiters every key admits, by their entries. Each part

@@ -3,8 +3,8 @@
 
 use super::session::{encode, signed, unsigned};
 use super::write::PgWrite;
-use crate::domain::{InboxMessage, Notification};
-use crate::storage::Result;
+use pap_domain::{InboxMessage, Notification};
+use pap_storage::Result;
 
 impl PgWrite<'_> {
     pub(super) fn notify_put(&self, n: &Notification) -> Result<()> {

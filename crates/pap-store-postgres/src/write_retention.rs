@@ -5,9 +5,9 @@
 
 use super::session::{signed, unsigned};
 use super::write::{PgWrite, limit};
-use crate::domain::{Invocation, Notification};
-use crate::storage::Result;
-use crate::storage::purge::{DebounceCursor, Purged};
+use pap_domain::{Invocation, Notification};
+use pap_storage::Result;
+use pap_storage::purge::{DebounceCursor, Purged};
 
 /// The result of a step that deletes the oldest rows up to the first young one: a row of
 /// (rows deleted, whether a young row stopped it).

@@ -55,7 +55,7 @@ pub(super) fn unpack(bytes: &[u8]) -> Option<String> {
         (rest.len() == len).then(|| {
             let mut id = String::with_capacity(prefix.len() + len * 2);
             id.push_str(prefix);
-            crate::text::push_hex(&mut id, rest);
+            pap_text::text::push_hex(&mut id, rest);
             id
         })
     };

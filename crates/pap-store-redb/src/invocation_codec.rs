@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::varint;
-use crate::domain::Carried;
-use crate::domain::{ApprovalDecision, Attempt, ConcurrencySlot, Invocation, Lease, Status};
+use pap_domain::Carried;
+use pap_domain::{ApprovalDecision, Attempt, ConcurrencySlot, Invocation, Lease, Status};
 
 const VERSION: u8 = 1;
 
@@ -302,7 +302,7 @@ mod tests {
             approval_request: Some("n1".into()),
             next_attempt_at: None,
             lease: Some(Lease {
-                holder: crate::domain::Runner {
+                holder: pap_domain::Runner {
                     pid: 7,
                     since: 3,
                     started: Some(9),

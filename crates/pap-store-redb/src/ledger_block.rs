@@ -17,7 +17,7 @@
 //! is read the same way (a duplicate within one transaction reads its original's row).
 
 use super::{id_codec, varint};
-use crate::domain::LedgerRow;
+use pap_domain::LedgerRow;
 
 /// Rows per block: small enough that reading one row reads little, large enough that the
 /// per-insert cost of redb vanishes.
@@ -82,7 +82,7 @@ impl Builder {
 
     /// Appends a row; refused (the block unchanged) if its offsets would no longer fit in
     /// `u32`, which only a row of gigabytes can cause.
-    pub(super) fn push(&mut self, row: crate::storage::RowRef) -> Result<(), Malformed> {
+    pub(super) fn push(&mut self, row: pap_storage::RowRef) -> Result<(), Malformed> {
         let invocation = row.invocation_id.map(id_codec::pack).unwrap_or_default();
         let code;
         let outcome = match OUTCOMES.iter().position(|o| *o == row.outcome) {

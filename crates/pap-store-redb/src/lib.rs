@@ -1,4 +1,6 @@
-//! The durable state, in one redb file (`<state>/state.redb`). The only module that imports redb.
+//! pap's store on one machine: the durable state in one redb file (`<state>/state.redb`),
+//! behind the storage interface (`pap-storage`). The only crate that imports redb; the
+//! composition root (`pap`'s `composition`) opens it.
 //!
 //! redb allows one writing process at a time. A pap process opens the file once and keeps it
 //! between transactions, never forcing a commit's syncs on anyone else; a process that needs
@@ -40,10 +42,10 @@ use redb::{Database, DatabaseError};
 
 use handle::{Open, Shared};
 
-pub use crate::domain::*;
-pub use crate::storage::{Claimed, Error, Result, RowRef, Stamp};
 pub use check::CheckReport;
 pub use handle::release_all;
+pub use pap_domain::*;
+pub use pap_storage::{Claimed, Error, Result, RowRef, Stamp};
 pub use tx::{Reader, Tx};
 pub use tx_notify::NotifyReader;
 
@@ -56,7 +58,7 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 /// (its memory would grow with the store). At 16 MiB a 150,000-row `pap invocations --json`
 /// peaked at 64 MB and took as long as at 4 MiB (47 MB), in a debug build. So it stays fixed
 /// whatever `store_cache` says (a writer's cache is that setting, see
-/// [`crate::storage::DEFAULT_STORE_CACHE`]), and only a smaller `store_cache` lowers it.
+/// [`pap_storage::DEFAULT_STORE_CACHE`]), and only a smaller `store_cache` lowers it.
 const READER_CACHE_BYTES: usize = 4 * 1024 * 1024;
 
 enum Backing {
@@ -64,7 +66,7 @@ enum Backing {
     Memory,
 }
 
-pub use crate::storage::inbox_mark::{INBOX_MARK_FILE, inbox_mark_path};
+pub use pap_storage::inbox_mark::{INBOX_MARK_FILE, inbox_mark_path};
 
 /// A handle on the store: one per process (see the module's comment on how it is shared).
 pub struct Store {
@@ -91,7 +93,7 @@ impl Store {
     /// The store in `state_dir`, created (with its directory) if missing, schema checked,
     /// with the default page cache.
     pub fn open(state_dir: &Path) -> Result<Store> {
-        Store::open_with_cache(state_dir, crate::storage::DEFAULT_STORE_CACHE)
+        Store::open_with_cache(state_dir, pap_storage::DEFAULT_STORE_CACHE)
     }
 
     /// As [`Store::open`], with a page cache of `cache_bytes` when writing.
@@ -158,9 +160,9 @@ impl Store {
     }
 
     /// An empty store in memory, as the engine holds one (its modules' unit tests: they test
-    /// against the real store, and the store is below them).
-    #[cfg(test)]
-    pub fn memory_for_tests() -> std::sync::Arc<dyn crate::storage::Storage> {
+    /// against the real store, and the store is below them; the `test-support` feature).
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn memory_for_tests() -> std::sync::Arc<dyn pap_storage::Storage> {
         std::sync::Arc::new(Store::in_memory().expect("a store in memory"))
     }
 
@@ -200,7 +202,7 @@ impl Store {
             lock_timeout,
             told_waiting: AtomicBool::new(false),
             scratch: None,
-            cache_bytes: usize::try_from(crate::storage::DEFAULT_STORE_CACHE).unwrap_or(usize::MAX),
+            cache_bytes: usize::try_from(pap_storage::DEFAULT_STORE_CACHE).unwrap_or(usize::MAX),
         }
     }
 
@@ -275,10 +277,10 @@ impl Store {
             if let Backing::File(file) = &self.backing {
                 let dir = file.parent().unwrap_or(Path::new("."));
                 if let Some(mark) = appended {
-                    crate::storage::inbox_mark::write(dir, mark);
+                    pap_storage::inbox_mark::write(dir, mark);
                 }
                 if changed {
-                    crate::storage::notification_mark::write(dir);
+                    pap_storage::notification_mark::write(dir);
                 }
             }
             let n = self.shared.committed.fetch_add(1, SeqCst) + 1;
@@ -410,7 +412,7 @@ impl Store {
                     if waited > Duration::from_secs(2)
                         && !self.told_waiting.swap(true, Ordering::Relaxed)
                     {
-                        crate::say!(
+                        pap_text::say!(
                             "pap: waiting for the state store {} (in use by another pap process)",
                             path.display()
                         );
@@ -482,14 +484,14 @@ fn redb_err(path: &Path, e: impl Into<redb::Error>) -> Error {
 fn damaged(path: &Path, what: String) -> Error {
     Error::Damaged {
         path: path.to_path_buf(),
-        what: crate::text::clip(&what, 300),
+        what: pap_text::text::clip(&what, 300),
     }
 }
 
 /// redb may panic on a damaged file: that is an error about the file, not a bug in pap. A
 /// panic anywhere else (pap's own code inside a transaction) is a bug and unwinds as one.
 fn quietly<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
-    crate::panic_report::quietly(f).map_err(|caught| {
+    pap_text::panic_report::quietly(f).map_err(|caught| {
         if !caught.inside("/redb-") {
             caught.resume();
         }

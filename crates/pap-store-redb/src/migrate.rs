@@ -55,7 +55,7 @@ pub(super) fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::Store;
     use redb::ReadableDatabase;
 
     /// The checked-in format-6 store with work behind concurrency keys (see
@@ -66,8 +66,9 @@ mod tests {
     fn a_format_6_store_keeps_only_admitted_waiters_as_due_work() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::copy(
+            // The workspace's fixtures, which `tests/store_format.rs` upgrades too.
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures/store/format-6-concurrency.redb"),
+                .join("../../tests/fixtures/store/format-6-concurrency.redb"),
             dir.path().join("state.redb"),
         )
         .unwrap();
@@ -83,7 +84,7 @@ mod tests {
         // Format 9's notification counts, built from the fixture's notifications.
         let counts = store.read(|r| r.notification_counts()).unwrap();
         let stored = store
-            .read(|r| crate::storage::ReadTx::notifications(r, &|_| true, None))
+            .read(|r| pap_storage::ReadTx::notifications(r, &|_| true, None))
             .unwrap()
             .1;
         assert_eq!(counts.by_status.values().sum::<u64>(), stored as u64);
@@ -104,7 +105,7 @@ mod tests {
     /// file by dropping them, it is migrated at its next open, and its counts come back.
     #[test]
     fn a_format_8_store_gets_its_notification_counts() {
-        use crate::domain::{NotifyStatus, SinkDelivery, SinkState};
+        use pap_domain::{NotifyStatus, SinkDelivery, SinkState};
         use redb::ReadableTable;
         let dir = tempfile::tempdir().unwrap();
         let counted = |store: &Store| store.read(|r| r.notification_counts()).unwrap();
@@ -117,7 +118,7 @@ mod tests {
                         (2, NotifyStatus::Delivered, Some(SinkState::Sent)),
                         (3, NotifyStatus::Dispatched, None),
                     ] {
-                        let mut n = crate::domain::Notification::for_tests(status);
+                        let mut n = pap_domain::Notification::for_tests(status);
                         n.id = format!("ntf_{seq}");
                         n.seq = seq;
                         n.sinks = sink
@@ -161,8 +162,8 @@ mod tests {
     /// dropping them, it is migrated at its next open, and its counts and pages come back.
     #[test]
     fn a_format_7_store_gets_its_read_indexes() {
-        use crate::domain::{Invocation, Status};
-        use crate::storage::scan::{Next, Only, Scan};
+        use pap_domain::{Invocation, Status};
+        use pap_storage::scan::{Next, Only, Scan};
         use redb::ReadableTable;
         let dir = tempfile::tempdir().unwrap();
         {
@@ -209,7 +210,7 @@ mod tests {
         let (counts, awaiting, all) = store
             .read(|r| {
                 let counts = r.queue_counts(0, -1)?;
-                let seqs = |only| -> crate::storage::Result<Vec<u64>> {
+                let seqs = |only| -> pap_storage::Result<Vec<u64>> {
                     let mut out = Vec::new();
                     let scan = Scan {
                         only,

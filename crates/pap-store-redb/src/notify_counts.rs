@@ -10,8 +10,8 @@ use redb::ReadableTable;
 
 use super::tx::{Reader, Tx};
 use super::{Result, redb_err};
-use crate::domain::{Notification, SinkState};
-use crate::storage::scan::NotifyCounts;
+use pap_domain::{Notification, SinkState};
+use pap_storage::scan::NotifyCounts;
 
 const STATUS_PREFIX: &str = "notify.count.";
 const FAILING_PREFIX: &str = "notify.failing.";

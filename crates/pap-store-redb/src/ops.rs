@@ -1,15 +1,15 @@
-//! The redb store as an implementation of the storage interface (`crate::storage`): each
+//! The redb store as an implementation of the storage interface (`pap_storage`): each
 //! operation is the transaction's own method of that name.
 
 use std::path::PathBuf;
 
 use super::{Reader, Store, Tx};
-use crate::domain::{
+use pap_domain::{
     AuditEntry, DebounceState, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry,
     Runner,
 };
-use crate::storage::purge::{DebounceCursor, Purged};
-use crate::storage::{Claimed, Commit, ReadTx, Result, RowRef, Sequence, Stamp, Storage, WriteTx};
+use pap_storage::purge::{DebounceCursor, Purged};
+use pap_storage::{Claimed, Commit, ReadTx, Result, RowRef, Sequence, Stamp, Storage, WriteTx};
 
 impl Storage for Store {
     fn write_dyn(
@@ -27,7 +27,7 @@ impl Storage for Store {
         Store::read(self, |r| f(r))
     }
 
-    fn table_sizes(&self) -> Result<Vec<crate::storage::space::TableSize>> {
+    fn table_sizes(&self) -> Result<Vec<pap_storage::space::TableSize>> {
         Store::table_sizes(self)
     }
 
@@ -41,12 +41,12 @@ impl Storage for Store {
 
     fn export(
         &self,
-        each: &mut dyn FnMut(crate::storage::transfer::Item) -> Result<()>,
+        each: &mut dyn FnMut(pap_storage::transfer::Item) -> Result<()>,
     ) -> Result<()> {
         self.export_items(each)
     }
 
-    fn import(&self, items: &[crate::storage::transfer::Item]) -> Result<()> {
+    fn import(&self, items: &[pap_storage::transfer::Item]) -> Result<()> {
         self.import_items(items)
     }
 
@@ -97,14 +97,10 @@ impl WriteTx for Tx<'_> {
     ) -> Result<()> {
         Tx::throttle_record(self, trigger, key, now, window_ms)
     }
-    fn token_uses(&self, agent: &str) -> Result<Vec<crate::domain::budget::TokenUse>> {
+    fn token_uses(&self, agent: &str) -> Result<Vec<pap_domain::budget::TokenUse>> {
         Tx::token_uses(self, agent)
     }
-    fn set_token_uses(
-        &mut self,
-        agent: &str,
-        uses: &[crate::domain::budget::TokenUse],
-    ) -> Result<()> {
+    fn set_token_uses(&mut self, agent: &str, uses: &[pap_domain::budget::TokenUse]) -> Result<()> {
         Tx::set_token_uses(self, agent, uses)
     }
     fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
@@ -235,7 +231,7 @@ impl WriteTx for Tx<'_> {
         &mut self,
         now: i64,
         limit: usize,
-        batch: &mut crate::storage::purge::ClaimBatch,
+        batch: &mut pap_storage::purge::ClaimBatch,
     ) -> Result<Purged> {
         Tx::purge_claims_batched(self, now, limit, batch)
     }
@@ -293,8 +289,8 @@ impl ReadTx for Reader {
     }
     fn scan_invocations(
         &self,
-        scan: &crate::storage::scan::Scan,
-        each: &mut dyn FnMut(Invocation) -> Result<crate::storage::scan::Next>,
+        scan: &pap_storage::scan::Scan,
+        each: &mut dyn FnMut(Invocation) -> Result<pap_storage::scan::Next>,
     ) -> Result<()> {
         Reader::scan_invocations(self, scan, each)
     }
@@ -302,7 +298,7 @@ impl ReadTx for Reader {
         &self,
         now: i64,
         overdue_before: i64,
-    ) -> Result<crate::storage::scan::QueueCounts> {
+    ) -> Result<pap_storage::scan::QueueCounts> {
         Reader::queue_counts(self, now, overdue_before)
     }
     fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
@@ -333,21 +329,21 @@ impl ReadTx for Reader {
     ) -> Result<(Vec<Notification>, usize)> {
         self.notify.notifications(keep, last)
     }
-    fn notification_counts(&self) -> Result<crate::storage::scan::NotifyCounts> {
+    fn notification_counts(&self) -> Result<pap_storage::scan::NotifyCounts> {
         Reader::notification_counts(self)
     }
     fn scan_notifications(
         &self,
-        order: crate::storage::scan::Order,
+        order: pap_storage::scan::Order,
         after: Option<u64>,
-        each: &mut dyn FnMut(Notification) -> Result<crate::storage::scan::Next>,
+        each: &mut dyn FnMut(Notification) -> Result<pap_storage::scan::Next>,
     ) -> Result<()> {
         self.notify.scan(order, after, each)
     }
     fn scan_audit(
         &self,
         after: u64,
-        each: &mut dyn FnMut(AuditEntry) -> Result<crate::storage::scan::Next>,
+        each: &mut dyn FnMut(AuditEntry) -> Result<pap_storage::scan::Next>,
     ) -> Result<()> {
         Reader::scan_audit(self, after, each)
     }

@@ -7,8 +7,8 @@ use redb::{ReadableTable, ReadableTableMetadata};
 
 use super::tx::{Reader, Tx, decode_invocation, unpack_id};
 use super::{Result, id_codec, redb_err};
-use crate::domain::{Invocation, Status};
-use crate::storage::scan::{self, Next, Only, Order, QueueCounts, Scan};
+use pap_domain::{Invocation, Status};
+use pap_storage::scan::{self, Next, Only, Order, QueueCounts, Scan};
 
 /// Every status, so a rebuild sets each counter (a status without invocations to 0).
 use super::invocation_codec::STATUSES;
@@ -103,7 +103,7 @@ impl Reader {
         Ok(found.map_or(0, |v| v.value()))
     }
 
-    /// See [`crate::storage::ReadTx::queue_counts`]: lengths, counters, and key-only passes
+    /// See [`pap_storage::ReadTx::queue_counts`]: lengths, counters, and key-only passes
     /// over the awaiting and due-work indexes (no record is decoded).
     pub fn queue_counts(&self, now: i64, overdue_before: i64) -> Result<QueueCounts> {
         let e = |e| redb_err(&self.path, e);
@@ -141,7 +141,7 @@ impl Reader {
         Ok(c)
     }
 
-    /// See [`crate::storage::ReadTx::scan_invocations`].
+    /// See [`pap_storage::ReadTx::scan_invocations`].
     pub fn scan_invocations(
         &self,
         scan: &Scan,

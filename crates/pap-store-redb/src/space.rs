@@ -13,7 +13,7 @@ use redb::{ReadableTableMetadata, TableDefinition, TableError, TableHandle};
 
 use super::tables::*;
 use super::{Error, Result, Store, redb_err};
-use crate::storage::space::{Compacted, TableSize};
+use pap_storage::space::{Compacted, TableSize};
 
 impl Store {
     /// Each table with its rows and the bytes of its pages, largest first.

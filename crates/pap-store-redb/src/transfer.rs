@@ -6,8 +6,8 @@ use super::ledger_block::{Block, Builder};
 use super::tables::*;
 use super::tx::{Reader, Tx, decode, malformed};
 use super::{Result, Store, redb_err};
-use crate::storage::transfer::{Counters, Item};
-use crate::storage::{RowRef, WriteTx};
+use pap_storage::transfer::{Counters, Item};
+use pap_storage::{RowRef, WriteTx};
 
 impl Store {
     /// Every item of the state, from one snapshot.

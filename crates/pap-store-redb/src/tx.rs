@@ -15,8 +15,8 @@ use super::tables::*;
 use super::tx_claims::Decisions;
 use super::tx_notify::{NotifyReader, NotifyTables};
 use super::{Error, Result, redb_err};
-use crate::domain::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
-use crate::storage::concurrency::{Entry, due_of, state_of};
+use pap_domain::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
+use pap_storage::concurrency::{Entry, due_of, state_of};
 
 pub struct Tx<'t> {
     pub(super) path: PathBuf,
@@ -163,7 +163,7 @@ impl<'t> Tx<'t> {
         now: i64,
         window_ms: i64,
     ) -> Result<()> {
-        let times = crate::storage::window_with(self.throttle_times(trigger, key)?, now, window_ms);
+        let times = pap_storage::window_with(self.throttle_times(trigger, key)?, now, window_ms);
         let bytes: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
         self.throttle
             .insert((trigger, key), bytes.as_slice())
@@ -582,7 +582,7 @@ impl Reader {
     pub fn scan_audit(
         &self,
         after: u64,
-        each: &mut dyn FnMut(AuditEntry) -> Result<crate::storage::scan::Next>,
+        each: &mut dyn FnMut(AuditEntry) -> Result<pap_storage::scan::Next>,
     ) -> Result<()> {
         let rows = self
             .audit
@@ -591,7 +591,7 @@ impl Reader {
         for row in rows {
             let (_, bytes) = row.map_err(|e| redb_err(&self.path, e))?;
             let entry: AuditEntry = decode(&self.path, bytes.value())?;
-            if each(entry)? == crate::storage::scan::Next::Stop {
+            if each(entry)? == pap_storage::scan::Next::Stop {
                 break;
             }
         }

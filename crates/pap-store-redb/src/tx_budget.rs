@@ -7,7 +7,7 @@ use redb::ReadableTable;
 use super::tables::BUDGET_TOKENS;
 use super::tx::{Tx, decode, encode};
 use super::{Result, redb_err};
-use crate::domain::budget::TokenUse;
+use pap_domain::budget::TokenUse;
 
 impl Tx<'_> {
     pub fn token_uses(&self, agent: &str) -> Result<Vec<TokenUse>> {

@@ -10,9 +10,9 @@
 use super::ledger_block::{Block, Builder};
 use super::tx::{Tx, malformed};
 use super::{Error, Result, redb_err};
-use crate::domain::{Claim, LedgerRow};
-use crate::storage::purge::{ClaimBatch, Purged};
-use crate::storage::{Claimed, RowRef};
+use pap_domain::{Claim, LedgerRow};
+use pap_storage::purge::{ClaimBatch, Purged};
+use pap_storage::{Claimed, RowRef};
 use redb::ReadableTable;
 #[cfg(test)]
 use redb::ReadableTableMetadata;
@@ -309,7 +309,7 @@ impl Tx<'_> {
         Ok(Purged::of(removed, went_through, limit))
     }
 
-    /// See [`crate::storage::WriteTx::purge_claims_batched`]: a step either gathers up to
+    /// See [`pap_storage::WriteTx::purge_claims_batched`]: a step either gathers up to
     /// [`GATHER_ENTRIES`] due expiry-index entries into `batch` (reads only), or, once the
     /// batch is full or nothing more is due, removes up to `limit` of its keys in key order
     /// (each still expired), and with its last keys the entries they came from.
@@ -393,13 +393,13 @@ impl Tx<'_> {
         })
     }
 
-    /// See [`crate::storage::WriteTx::purge_throttle`].
+    /// See [`pap_storage::WriteTx::purge_throttle`].
     pub fn purge_throttle(
         &mut self,
         cutoff: i64,
-        after: Option<&crate::storage::purge::DebounceCursor>,
+        after: Option<&pap_storage::purge::DebounceCursor>,
         limit: usize,
-    ) -> Result<(Purged, Option<crate::storage::purge::DebounceCursor>)> {
+    ) -> Result<(Purged, Option<pap_storage::purge::DebounceCursor>)> {
         use std::ops::Bound;
         let mut stale: Vec<(String, String)> = Vec::new();
         let (mut scanned, mut last) = (0, None);
@@ -482,8 +482,8 @@ impl Tx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
-    use crate::store::ledger_block::BLOCK_ROWS;
+    use crate::Store;
+    use crate::ledger_block::BLOCK_ROWS;
 
     fn key(i: u32) -> [u8; 32] {
         let mut key = [0u8; 32];

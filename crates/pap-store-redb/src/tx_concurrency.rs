@@ -11,9 +11,9 @@ use super::id_codec;
 use super::tables::{CONC_HOLDERS, CONC_KEYS, CONC_WAITERS, CONCURRENCY_6};
 use super::tx::Tx;
 use super::{Error, Result, redb_err};
-use crate::domain::Invocation;
-pub(super) use crate::storage::concurrency::state_of;
-use crate::storage::concurrency::{
+use pap_domain::Invocation;
+pub(super) use pap_storage::concurrency::state_of;
+use pap_storage::concurrency::{
     self, Change, Entry, Holders, KeyIndex, KeyState, blocking, due_of, refresh,
 };
 

@@ -8,8 +8,8 @@ use redb::ReadableTable;
 use super::tables::{DEBOUNCE, DEBOUNCE_DUE};
 use super::tx::{Tx, decode, encode};
 use super::{Result, redb_err};
-use crate::domain::DebounceState;
-use crate::storage::purge::{DebounceCursor, Purged};
+use pap_domain::DebounceState;
+use pap_storage::purge::{DebounceCursor, Purged};
 
 impl Tx<'_> {
     pub fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>> {

@@ -7,7 +7,7 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransactio
 use super::tables::*;
 use super::tx::{Reader, Tx, decode, encode};
 use super::{Result, redb_err};
-use crate::domain::{InboxMessage, Notification};
+use pap_domain::{InboxMessage, Notification};
 
 pub(super) struct NotifyTables<'t> {
     pub(super) notifications: Table<'t, &'static str, &'static [u8]>,
@@ -298,17 +298,17 @@ impl NotifyReader {
                 let (_, id) = row.map_err(|e| redb_err(path, e))?;
                 Ok(id.value().to_owned())
             });
-        crate::storage::keep_last(ids.map(|id| self.notification(&id?)), keep, last)
+        pap_storage::keep_last(ids.map(|id| self.notification(&id?)), keep, last)
     }
 
     /// Notifications in `order` after number `after`, until `each` says stop.
     pub fn scan(
         &self,
-        order: crate::storage::scan::Order,
+        order: pap_storage::scan::Order,
         after: Option<u64>,
-        each: &mut dyn FnMut(Notification) -> Result<crate::storage::scan::Next>,
+        each: &mut dyn FnMut(Notification) -> Result<pap_storage::scan::Next>,
     ) -> Result<()> {
-        use crate::storage::scan::{Next, Order};
+        use pap_storage::scan::{Next, Order};
         let path = &self.path;
         let rows = match (order, after) {
             (Order::Oldest, None) => self.order.range(0..),

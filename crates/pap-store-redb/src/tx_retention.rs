@@ -9,8 +9,8 @@ use redb::ReadableTable;
 use super::invocation_codec::EventRef;
 use super::tx::{Tx, decode, decode_invocation, unpack_id};
 use super::{Result, redb_err};
-use crate::domain::{AuditEntry, InboxMessage, Notification, Status};
-use crate::storage::purge::Purged;
+use pap_domain::{AuditEntry, InboxMessage, Notification, Status};
+use pap_storage::purge::Purged;
 
 /// An invocation the step removes.
 struct Gone {
@@ -21,7 +21,7 @@ struct Gone {
 }
 
 impl Tx<'_> {
-    /// See [`crate::storage::WriteTx::purge_invocations`].
+    /// See [`pap_storage::WriteTx::purge_invocations`].
     pub fn purge_invocations(
         &mut self,
         cutoff: i64,
@@ -102,7 +102,7 @@ impl Tx<'_> {
         Ok(false)
     }
 
-    /// See [`crate::storage::WriteTx::purge_notifications`].
+    /// See [`pap_storage::WriteTx::purge_notifications`].
     pub fn purge_notifications(
         &mut self,
         cutoff: i64,
@@ -168,7 +168,7 @@ impl Tx<'_> {
         Ok(Purged::walked(gone.len(), scanned, limit, young, last))
     }
 
-    /// See [`crate::storage::WriteTx::purge_inbox`].
+    /// See [`pap_storage::WriteTx::purge_inbox`].
     pub fn purge_inbox(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         let path = self.path().to_path_buf();
         let t = self.notify_tables()?;
@@ -177,7 +177,7 @@ impl Tx<'_> {
         })
     }
 
-    /// See [`crate::storage::WriteTx::purge_audit`].
+    /// See [`pap_storage::WriteTx::purge_audit`].
     pub fn purge_audit(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
         let path = self.path().to_path_buf();
         purge_oldest(&mut self.audit, cutoff, limit, &path, |bytes| {

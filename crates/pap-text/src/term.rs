@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use anstyle::{AnsiColor, Effects, Style};
 
 /// `--color`: when human output is coloured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ColorChoice {
     /// On a terminal, unless NO_COLOR is set.
     #[default]

@@ -2,7 +2,7 @@
 
 /// `text` with the password of every URL in it (`scheme://user:password@host`) replaced by
 /// `***`: for quoting a line of a user's file on a terminal or in CI logs.
-pub(crate) fn hide_url_passwords(text: &str) -> std::borrow::Cow<'_, str> {
+pub fn hide_url_passwords(text: &str) -> std::borrow::Cow<'_, str> {
     static USERINFO: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r#"([A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:"']*):[^\s"']*@"#)
             .expect("valid pattern")
@@ -11,7 +11,7 @@ pub(crate) fn hide_url_passwords(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `text` up to `max` characters; a cut is marked with `…`.
-pub(crate) fn clip(text: &str, max: usize) -> String {
+pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
         Some((cut, _)) => format!("{}…", &text[..cut]),
@@ -21,7 +21,7 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 /// Like [`clip`], but never inside a run of characters without a space (it goes on to the end
 /// of that run, up to 1,024 characters more). Redaction matches whole secret values: a key cut
 /// in two by a clip made before redaction would leave its first part in plain sight.
-pub(crate) fn clip_whole(text: &str, max: usize) -> String {
+pub fn clip_whole(text: &str, max: usize) -> String {
     let Some((cut, _)) = text.char_indices().nth(max) else {
         return text.to_owned();
     };
@@ -47,7 +47,7 @@ pub(crate) fn clip_whole(text: &str, max: usize) -> String {
 
 /// Lower-case hex of `bytes`, appended to `out` (ids and keys are minted per decision, so
 /// this avoids a `format!` per byte).
-pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     out.reserve(bytes.len() * 2);
     for b in bytes {
@@ -57,7 +57,7 @@ pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
 }
 
 /// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     let mut out = String::new();
     push_hex(&mut out, bytes);
     out
@@ -65,7 +65,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// Text for an XML or HTML attribute or element (JUnit reports, the web console). Characters XML 1.0 cannot carry at all (most
 /// control characters) become U+FFFD, so a name from a test file cannot break the document.
-pub(crate) fn markup(text: &str) -> String {
+pub fn markup(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
