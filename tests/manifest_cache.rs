@@ -1,4 +1,4 @@
-//! The compiled-project cache (`<state>/project.cache`, see `src/manifest/cache.rs`) through
+//! The compiled-project cache (`<state>/project.cache`, see `crates/pap-engine/src/manifest/cache.rs`) through
 //! the real binary: a cached project decides exactly as a fresh load, any change of a
 //! manifest is seen at once (by content, not by time), and a damaged cache file is only a
 //! miss.

@@ -15,7 +15,7 @@ use crate::manifest::file_ctx::{FileCtx, HelpExt};
 use crate::manifest::loader::{display_name, read_yaml};
 use crate::manifest::schema_check;
 use crate::manifest::yaml_tree::PathSeg;
-use crate::path;
+use pap_engine::path;
 
 /// The folder `pap test` and `pap lint` look in by default, under the project root. Not
 /// `tests/`, which a Rust or Python project around the manifests may already use.

@@ -1,0 +1,112 @@
+//! Trailing debounces firing: once a burst has been quiet for its period, one invocation is
+//! made with the burst's last event. `pap serve` calls this on its clock (and `pap test` on
+//! its simulated one); the pending fire is taken and the invocation decided in the caller's
+//! transaction, so a fire happens once even across a crash or a restart.
+
+use std::sync::Arc;
+
+use super::Pipeline;
+use super::report::TriggerReport;
+use crate::event::{self, Event, Origin};
+use crate::manifest::raw::DebounceMode;
+use crate::stages::idempotency;
+use crate::storage::{self, WriteTx};
+
+/// How many due fires one call takes at most (the rest wait for the next call).
+pub(crate) const FIRE_BATCH: usize = 256;
+
+/// One fire: which trigger and burst, the event it used, and what was decided (`None` when
+/// the trigger no longer has a trailing debounce, or the stored event no longer reads).
+#[derive(Debug)]
+pub struct Fired {
+    pub trigger: String,
+    pub key: String,
+    pub event_id: String,
+    pub decided: Option<TriggerReport>,
+    /// Why nothing was decided.
+    pub dropped: Option<String>,
+}
+
+impl Pipeline<'_> {
+    /// Fires the trailing debounces due at or before `now`: each goes through the stages
+    /// after debounce (throttle, risk) with the burst's last event.
+    pub fn fire_debounced(&self, tx: &mut dyn WriteTx, now: i64) -> storage::Result<Vec<Fired>> {
+        let mut fired = Vec::new();
+        for (trigger_id, key) in tx.debounce_due(now, FIRE_BATCH)? {
+            let Some(mut state) = tx.debounce_state(&trigger_id, &key)? else {
+                continue;
+            };
+            let Some(pending) = state.pending.take() else {
+                continue;
+            };
+            // Taken in this transaction: whatever happens next, it does not fire again.
+            tx.debounce_put(&trigger_id, &key, &state)?;
+            let event_id = pending.event["id"].as_str().unwrap_or_default().to_owned();
+            let mut fire = Fired {
+                trigger: trigger_id.clone(),
+                key,
+                event_id,
+                decided: None,
+                dropped: None,
+            };
+            let index = self.project.triggers.iter().position(|t| {
+                t.id == trigger_id
+                    && t.enabled
+                    && t.debounce
+                        .as_ref()
+                        .is_some_and(|d| d.mode == DebounceMode::Trailing)
+            });
+            let Some(index) = index else {
+                fire.dropped =
+                    Some("the trigger no longer has an enabled trailing debounce".to_owned());
+                fired.push(fire);
+                continue;
+            };
+            // Checked when it was decided; `Dispatcher` lets a completion event's type pass.
+            let encoded = pending.event.to_string().len();
+            match event::validate(pending.event, encoded, u64::MAX, Origin::Dispatcher) {
+                Ok(event) => fire.decided = Some(self.decide_fire(tx, &event, index, now)?),
+                Err(bad) => fire.dropped = Some(format!("its event is not valid: {}", bad.reason)),
+            }
+            fired.push(fire);
+        }
+        Ok(fired)
+    }
+
+    fn decide_fire(
+        &self,
+        tx: &mut dyn WriteTx,
+        event: &Event,
+        index: usize,
+        now: i64,
+    ) -> storage::Result<TriggerReport> {
+        let trigger = &self.project.triggers[index];
+        let depth = Some(self.depth_of(tx, event)?);
+        let key = idempotency::key(&event.id, &trigger.id);
+        let mut explain = None;
+        let (outcome, reason, invocation_id, held) = self.decide_rest(
+            tx,
+            event,
+            index,
+            Vec::new(),
+            &key,
+            &depth,
+            now,
+            &mut explain,
+        )?;
+        let (trigger_name, agent_name) = &self.names[index];
+        Ok(TriggerReport {
+            trigger: Arc::clone(trigger_name),
+            agent: Arc::clone(agent_name),
+            outcome,
+            reason,
+            invocation_id,
+            risk: self.project.agents[trigger.agent].effective_risk.as_str(),
+            result: None,
+            attempts: None,
+            emitted: None,
+            explain: None,
+            held,
+        })
+    }
+}

@@ -1,0 +1,602 @@
+//! The decision pipeline: for one event, every matching trigger goes through the stages in
+//! PAP 0.2 order, and the whole decision (claims, throttle records, invocations, ledger,
+//! audit) is written in the caller's transaction, so it commits (or not) as one.
+
+mod fire;
+pub(crate) mod ids;
+mod prelock;
+mod prepare;
+pub mod report;
+mod trigger_index;
+
+use crate::event::Event;
+use crate::event::input::Location;
+use crate::manifest::Project;
+use std::sync::Arc;
+
+use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{AuditEntry, Invocation, Lease, Provocation};
+use crate::manifest::compiled::{RiskLevel, Trigger};
+use crate::stages::cascade::Depth;
+use crate::stages::{
+    Outcome, Reason, Verdict, budget, cascade, debounce, idempotency, risk, throttle,
+};
+use crate::storage::{self, Claimed, RowRef, Sequence, WriteTx};
+pub(crate) use fire::Fired;
+pub(crate) use prepare::{Considered, Prepared};
+use report::{EventReport, Explain, StageExplain, TriggerReport};
+pub(crate) use trigger_index::TriggerIndex;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Record invocations as `queued` instead of running them.
+    pub no_run: bool,
+    /// Decide in an aborted transaction: report what would happen, keep nothing.
+    pub dry_run: bool,
+    pub explain: bool,
+    /// Leave an invocation whose concurrency key has no room at the decision in the queue,
+    /// unheld, instead of holding it to run now (`pap serve`: its worker takes it once the
+    /// key admits it, rather than trying it in vain and giving it back).
+    pub leave_blocked: bool,
+}
+
+pub struct Pipeline<'p> {
+    pub project: &'p Project,
+    index: TriggerIndex,
+    pub options: Options,
+    /// Each trigger's id and its agent's id, shared by every report line instead of copied
+    /// into each.
+    names: Vec<(Arc<str>, Arc<str>)>,
+}
+
+/// One event decided: its report line, and the invocations this process should now run.
+#[derive(Debug)]
+pub struct Decided {
+    pub report: EventReport,
+    pub to_run: Vec<String>,
+}
+
+impl<'p> Pipeline<'p> {
+    pub fn new(project: &'p Project, options: Options) -> Pipeline<'p> {
+        let names = project
+            .triggers
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str().into(),
+                    project.agents[t.agent].id.as_str().into(),
+                )
+            })
+            .collect();
+        Pipeline {
+            project,
+            index: TriggerIndex::new(project),
+            options,
+            names,
+        }
+    }
+
+    /// Decides `event` at `now` (ms) inside `tx`; `prepared` is [`Pipeline::prepare`]'s
+    /// result for it (computed here when the caller has none). The event's id, type and
+    /// `triggered_by` move into the report; its body is handed back for the caller to free.
+    pub fn decide(
+        &self,
+        tx: &mut dyn WriteTx,
+        event: Event,
+        prepared: Option<Prepared>,
+        input: Location,
+        now: i64,
+    ) -> storage::Result<(Decided, serde_json::Value)> {
+        let prepared = prepared.unwrap_or_else(|| self.prepare(&event));
+        let mut report = EventReport {
+            event_id: None,
+            kind: None,
+            status: "no_match",
+            depth: None,
+            triggers: Vec::with_capacity(prepared.triggers.len()),
+            error: None,
+            input,
+            triggered_by: None,
+        };
+        let mut to_run = Vec::new();
+        // The depth needs a store read; only events that reach the cascade stage pay for it.
+        let mut depth: Option<Depth> = None;
+        for considered in prepared.triggers {
+            let trigger = &self.project.triggers[considered.index];
+            if !trigger.enabled {
+                if self.options.explain {
+                    report.triggers.push(self.disabled(considered.index));
+                }
+                continue;
+            }
+            report.status = "dispatched";
+            let decided = self.decide_trigger(tx, &event, considered, now, &mut depth)?;
+            if decided.outcome == Outcome::Invoked && decided.held && !self.options.dry_run {
+                to_run.extend(decided.invocation_id.clone());
+            }
+            report.triggers.push(decided);
+        }
+        if report.status == "dispatched" {
+            let depth = match &depth {
+                Some(d) => d.clone(),
+                None => self.depth_of(tx, &event)?,
+            };
+            report.depth = Some(depth.value());
+        }
+        if self.options.dry_run {
+            for t in &mut report.triggers {
+                t.invocation_id = None;
+            }
+        }
+        report.event_id = Some(event.id);
+        report.kind = Some(event.kind);
+        report.triggered_by = event.triggered_by;
+        Ok((Decided { report, to_run }, event.value))
+    }
+
+    fn depth_of(&self, tx: &dyn WriteTx, event: &Event) -> storage::Result<Depth> {
+        let parent_depth = match &event.triggered_by {
+            Some(parent) => tx.invocation(parent)?.map(|inv| inv.depth),
+            None => None,
+        };
+        Ok(Depth::of(event.triggered_by.as_deref(), parent_depth))
+    }
+
+    fn decide_trigger(
+        &self,
+        tx: &mut dyn WriteTx,
+        event: &Event,
+        considered: Considered,
+        now: i64,
+        depth: &mut Option<Depth>,
+    ) -> storage::Result<TriggerReport> {
+        let considered_index = considered.index;
+        let trigger = &self.project.triggers[considered_index];
+        let agent = &self.project.agents[trigger.agent];
+        let config = &self.project.config;
+        let mut explain = self.options.explain.then(|| Explain {
+            file: trigger.file.clone(),
+            ..Explain::default()
+        });
+        // filter (evaluated in `prepare`)
+        let mut verdict = considered.filter;
+        if let Some(ex) = explain.as_mut() {
+            ex.conditions = considered.conditions;
+        }
+        note(&mut explain, "filter", &verdict, || {
+            format!("{} condition(s) hold", trigger.filter.len())
+        });
+
+        // idempotency (a filtered trigger has no key: it never gets this far)
+        let key = match considered.key {
+            Some(key) => key,
+            None if verdict == Verdict::Continue => idempotency::key(&event.id, &trigger.id),
+            None => [0; 32],
+        };
+        // The row number of this decision in the ledger, once the key is claimed.
+        let mut ledger_row = None;
+        // The key the claim was taken under: PAP's, or the pair's own after a collision.
+        // Invocation ids derive from it, so two colliding pairs never share an id.
+        let mut claimed_key = key;
+        if verdict == Verdict::Continue {
+            let ttl = i64::try_from(config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+            let expires_at = now.saturating_add(ttl);
+            let mut claimed = tx.claim(&key, now, expires_at)?;
+            if let Claimed::Live(claim) = &claimed
+                && claim.is_for_another_pair(&event.id, &trigger.id)
+            {
+                let own = idempotency::pair_key(&event.id, &trigger.id);
+                claimed = tx.claim(&own, now, expires_at)?;
+                claimed_key = own;
+                if matches!(claimed, Claimed::New { .. }) {
+                    tx.extend_claim(&key, expires_at)?;
+                }
+            }
+            match claimed {
+                Claimed::New { row } => ledger_row = Some(row),
+                Claimed::Live(claim) => verdict = idempotency::check(Some(&claim)),
+            }
+            note(&mut explain, "idempotency", &verdict, || {
+                format!("new key {}", idempotency::hex(&key))
+            });
+            if let (Verdict::Stop(..), Some(ex)) = (&verdict, explain.as_mut())
+                && let Some(last) = ex.stages.last_mut()
+            {
+                // A duplicate's reason names the first decision; --explain adds the key.
+                last.note = format!("{} (key {})", last.note, idempotency::hex(&key));
+            }
+        }
+
+        // cascade
+        if verdict == Verdict::Continue {
+            if depth.is_none() {
+                *depth = Some(self.depth_of(tx, event)?);
+            }
+            let d = depth.as_ref().expect("just set");
+            verdict = cascade::check(d, config.max_cascade_depth, config.unknown_triggered_by);
+            note(&mut explain, "cascade", &verdict, || {
+                format!(
+                    "depth {} below max_cascade_depth {}",
+                    d.value(),
+                    config.max_cascade_depth
+                )
+            });
+        }
+
+        // debounce (a pap extension)
+        if verdict == Verdict::Continue
+            && let Some(d) = &trigger.debounce
+        {
+            let key = considered
+                .debounce_key
+                .unwrap_or_else(|| debounce::window_key(d, &event.value));
+            let state = tx.debounce_state(&trigger.id, &key)?;
+            let (decided, next) = debounce::check(d, &key, state.as_ref(), &event.value, now);
+            tx.debounce_put(&trigger.id, &key, &next)?;
+            verdict = decided;
+            note(&mut explain, "debounce", &verdict, || {
+                "the first event of a burst".to_string()
+            });
+        }
+
+        let (outcome, reason, invocation_id, held) = if verdict == Verdict::Continue {
+            self.decide_rest(
+                tx,
+                event,
+                considered_index,
+                considered.window_keys,
+                &claimed_key,
+                depth,
+                now,
+                &mut explain,
+            )?
+        } else {
+            let Verdict::Stop(outcome, reason) = verdict else {
+                unreachable!("checked above")
+            };
+            (outcome, Some(reason), None, false)
+        };
+        if let Some(row) = ledger_row {
+            tx.record_decision(
+                row,
+                RowRef {
+                    event_id: &event.id,
+                    trigger: &trigger.id,
+                    kind: &event.kind,
+                    depth: depth.as_ref().map_or(0, Depth::value),
+                    outcome: outcome.as_str(),
+                    invocation_id: invocation_id.as_deref(),
+                    decided_at: now,
+                },
+            )?;
+        }
+
+        let (trigger_name, agent_name) = &self.names[considered_index];
+        Ok(TriggerReport {
+            trigger: trigger_name.clone(),
+            agent: agent_name.clone(),
+            outcome,
+            reason,
+            invocation_id,
+            risk: agent.effective_risk.as_str(),
+            result: None,
+            attempts: None,
+            emitted: None,
+            explain,
+            held,
+        })
+    }
+
+    /// The stages after debounce (throttle, risk) and what they decide: the invocation, when
+    /// one is made, and whether this process holds it to run it. A trailing debounce's fire
+    /// starts here too (see `fire`).
+    #[allow(clippy::too_many_arguments)]
+    fn decide_rest(
+        &self,
+        tx: &mut dyn WriteTx,
+        event: &Event,
+        index: usize,
+        window_keys: Vec<String>,
+        claimed_key: &[u8; 32],
+        depth: &Option<Depth>,
+        now: i64,
+        explain: &mut Option<Explain>,
+    ) -> storage::Result<(Outcome, Option<Reason>, Option<String>, bool)> {
+        let trigger = &self.project.triggers[index];
+        let agent = &self.project.agents[trigger.agent];
+        // throttle: room is needed in every window
+        let mut verdict = Verdict::Continue;
+        let mut buckets = Vec::new();
+        if !trigger.throttles.is_empty() {
+            let mut keys = window_keys.into_iter();
+            let mut decided = Verdict::Continue;
+            let mut used_in = Vec::new();
+            for (index, t) in trigger.throttles.iter().enumerate() {
+                let key = keys
+                    .next()
+                    .unwrap_or_else(|| throttle::window_key(t, &event.value));
+                let bucket = throttle::bucket(&trigger.id, index);
+                let times = tx.throttle_times(&bucket, &key)?;
+                decided = throttle::stricter(decided, throttle::check(t, &key, &times, now));
+                if explain.is_some() {
+                    let window = throttle::window_ms(t);
+                    let used = times
+                        .iter()
+                        .filter(|x| throttle::counts(**x, now, window))
+                        .count();
+                    used_in.push(throttle::usage(used, t.max_per_window, t.window));
+                }
+                buckets.push((bucket.into_owned(), key, throttle::window_ms(t)));
+            }
+            verdict = decided;
+            note(explain, "throttle", &verdict, || used_in.join("; "));
+        }
+
+        // budget (a pap extension)
+        if verdict == Verdict::Continue
+            && let Some(b) = &agent.budget
+        {
+            let times = if b.invocations_per_day.is_some() {
+                tx.throttle_times(&budget::bucket(&agent.id), "")?
+            } else {
+                Vec::new()
+            };
+            let tokens = if b.tokens_per_day.is_some() {
+                tx.token_uses(&agent.id)?
+            } else {
+                Vec::new()
+            };
+            verdict = budget::check(b, &agent.id, &times, &tokens, now);
+            note(explain, "budget", &verdict, || {
+                "within the agent's budget for the last 24h".to_string()
+            });
+            if let Verdict::Stop(_, why) = &verdict {
+                crate::notify::outcome::budget_exceeded(
+                    tx,
+                    self.project,
+                    agent,
+                    &trigger.id,
+                    event,
+                    &why.to_string(),
+                    now,
+                )?;
+            }
+        }
+
+        // risk
+        if verdict == Verdict::Continue {
+            verdict = risk::check(agent);
+            note(explain, "risk", &verdict, || {
+                format!("effective risk {}", agent.effective_risk.as_str())
+            });
+        }
+
+        let (outcome, reason) = match verdict {
+            Verdict::Stop(outcome, reason) => (outcome, Some(reason)),
+            Verdict::Continue if self.options.no_run => (Outcome::Queued, None),
+            Verdict::Continue => (Outcome::Invoked, None),
+        };
+
+        let creates_invocation = matches!(
+            outcome,
+            Outcome::Invoked | Outcome::Queued | Outcome::AwaitingApproval
+        );
+        let mut invocation_id = None;
+        let mut held = false;
+        if creates_invocation {
+            let id = ids::invocation(claimed_key, now);
+            for (bucket, key, window_ms) in &buckets {
+                tx.throttle_record(bucket, key, now, *window_ms)?;
+            }
+            if agent
+                .budget
+                .is_some_and(|b| b.invocations_per_day.is_some())
+            {
+                let bucket = budget::bucket(&agent.id);
+                tx.throttle_record(&bucket, "", now, crate::domain::budget::DAY_MS)?;
+            }
+            let mut inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
+            if outcome == Outcome::AwaitingApproval {
+                inv.approval_request = Some(crate::notify::outcome::approval_request(
+                    tx,
+                    self.project,
+                    &inv,
+                    now,
+                )?);
+            }
+            held = inv.lease.is_some();
+            tx.insert_invocation(&inv)?;
+            if agent.effective_risk >= RiskLevel::Medium {
+                tx.audit(audit_entry(
+                    &inv,
+                    now,
+                    "decided",
+                    None,
+                    Some(outcome.as_str().into()),
+                ))?;
+            }
+            invocation_id = Some(id);
+        }
+        Ok((outcome, reason, invocation_id, held))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_invocation(
+        &self,
+        tx: &mut dyn WriteTx,
+        id: &str,
+        event: &Event,
+        trigger: &Trigger,
+        outcome: Outcome,
+        depth: &Option<Depth>,
+        now: i64,
+    ) -> storage::Result<Invocation> {
+        let agent = &self.project.agents[trigger.agent];
+        let awaiting = outcome == Outcome::AwaitingApproval;
+        let timeout =
+            i64::try_from(self.project.config.approval_timeout.as_millis()).unwrap_or(i64::MAX);
+        let provocation = Provocation {
+            id: id.to_owned(),
+            seq: tx.next(Sequence::Invocation)?,
+            trigger: trigger.id.clone(),
+            agent: agent.id.clone(),
+            event: event.value.clone(),
+            event_id: event.id.clone(),
+            event_type: event.kind.clone(),
+            depth: depth.as_ref().map_or(0, Depth::value),
+            risk: agent.effective_risk.as_str().to_owned(),
+            max_attempts: agent.retry.max_attempts,
+        };
+        let deadline = awaiting.then(|| now.saturating_add(timeout));
+        let mut inv = Invocation::new(provocation, deadline, now);
+        inv.concurrency = concurrency_slots(trigger, agent, &event.value);
+        // Held from the decision on by the process that will run it, so a `pap serve`
+        // watching the queue does not start it too; `--no-run` leaves it to serve, and so
+        // does `leave_blocked` one that waits for its keys (the gate reads their holders and
+        // first waiters only).
+        let blocked = || -> storage::Result<bool> {
+            Ok(self.options.leave_blocked
+                && !inv.concurrency.is_empty()
+                && tx.concurrency_block(&inv, now)?.is_some())
+        };
+        if !awaiting && !self.options.no_run && !blocked()? {
+            inv.lease = Some(Lease::mine(tx.issue_lease_token()?, now, HOLD_MARGIN_MS));
+        }
+        Ok(inv)
+    }
+
+    fn disabled(&self, index: usize) -> TriggerReport {
+        let trigger = &self.project.triggers[index];
+        let agent = &self.project.agents[trigger.agent];
+        TriggerReport {
+            trigger: self.names[index].0.clone(),
+            agent: self.names[index].1.clone(),
+            outcome: Outcome::Disabled,
+            reason: Some("the trigger has `enabled: false`".into()),
+            invocation_id: None,
+            risk: agent.effective_risk.as_str(),
+            result: None,
+            attempts: None,
+            emitted: None,
+            explain: Some(Explain {
+                file: trigger.file.clone(),
+                ..Explain::default()
+            }),
+            held: false,
+        }
+    }
+}
+
+fn note(
+    explain: &mut Option<Explain>,
+    stage: &'static str,
+    verdict: &Verdict,
+    ok: impl FnOnce() -> String,
+) {
+    if let Some(ex) = explain.as_mut() {
+        let (passed, note) = match verdict {
+            Verdict::Continue => (true, ok()),
+            Verdict::Stop(_, why) => (false, why.to_string()),
+        };
+        ex.stages.push(StageExplain {
+            stage,
+            passed,
+            note,
+        });
+    }
+}
+
+/// The concurrency keys an invocation of `trigger` runs under (a pap extension): the
+/// trigger's and its agent's, each with the value its `key` selects in the event.
+pub(crate) fn concurrency_slots(
+    trigger: &Trigger,
+    agent: &crate::manifest::compiled::Agent,
+    event: &serde_json::Value,
+) -> Vec<crate::domain::ConcurrencySlot> {
+    // Most triggers have none: nothing is allocated for them on the decision path.
+    let scoped = [
+        ("trigger", trigger.id.as_str(), trigger.concurrency.as_ref()),
+        ("agent", agent.id.as_str(), agent.concurrency.as_ref()),
+    ];
+    scoped
+        .into_iter()
+        .filter_map(|(kind, id, c)| {
+            let c = c?;
+            Some(crate::domain::ConcurrencySlot {
+                scope: format!("{kind}:{id}"),
+                key: throttle::key_of(c.key.as_ref(), event),
+                limit: c.limit,
+            })
+        })
+        .collect()
+}
+
+/// Brings `slots`' limits to what the manifests say now: a limit raised or lowered after a
+/// decision applies to the invocations already waiting. (A key whose `concurrency` was
+/// removed keeps its last limit for them.)
+pub(crate) fn refresh_limits(project: &Project, slots: &mut [crate::domain::ConcurrencySlot]) {
+    for slot in slots {
+        let limit = match slot.scope.split_once(':') {
+            Some(("trigger", id)) => project
+                .trigger(id)
+                .and_then(|t| t.concurrency.as_ref())
+                .map(|c| c.limit),
+            Some(("agent", id)) => project
+                .agent(id)
+                .and_then(|a| a.concurrency.as_ref())
+                .map(|c| c.limit),
+            _ => None,
+        };
+        if let Some(limit) = limit {
+            slot.limit = limit;
+        }
+    }
+}
+
+/// Tells the store the limit of every concurrency key as the manifests say now, so that the
+/// invocations already waiting are admitted under it (`pap serve` at its start and at each
+/// reload; otherwise a raised limit would let more start only once one of them started).
+pub fn relimit_waiting(project: &Project, tx: &mut dyn WriteTx) -> storage::Result<()> {
+    let scoped = project
+        .triggers
+        .iter()
+        .map(|t| ("trigger", &t.id, t.concurrency.as_ref()))
+        .chain(
+            project
+                .agents
+                .iter()
+                .map(|a| ("agent", &a.id, a.concurrency.as_ref())),
+        );
+    for (kind, id, c) in scoped {
+        if let Some(c) = c {
+            tx.relimit_concurrency(&format!("{kind}:{id}"), c.limit)?;
+        }
+    }
+    Ok(())
+}
+
+/// An audit line for `inv`.
+pub(crate) fn audit_entry(
+    inv: &Invocation,
+    now: i64,
+    action: &str,
+    actor: Option<String>,
+    detail: Option<String>,
+) -> AuditEntry {
+    AuditEntry {
+        seq: 0,
+        at: now,
+        invocation_id: inv.id.clone(),
+        trigger: inv.trigger.clone(),
+        agent: inv.agent.clone(),
+        risk: inv.risk.clone(),
+        action: action.to_owned(),
+        actor,
+        detail,
+    }
+}
+
+/// Whether `risk` (as stored) is audited: medium and high (PAP 0.2 section 5).
+pub(crate) fn audited(risk: &str) -> bool {
+    matches!(risk, "medium" | "high")
+}
