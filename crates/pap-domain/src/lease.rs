@@ -34,7 +34,7 @@ use super::invocation::Runner;
 pub const HOLD_MARGIN_MS: i64 = 60_000;
 
 /// How long past its expiry a lease of another node still binds.
-pub const TAKEOVER_GRACE_MS: i64 = 30_000;
+pub(crate) const TAKEOVER_GRACE_MS: i64 = 30_000;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Lease {
@@ -102,7 +102,7 @@ impl Lease {
 
 impl Lease {
     /// How long past its expiry the lease binds a holder that may still be alive.
-    pub fn takeover_grace(&self) -> i64 {
+    pub(crate) fn takeover_grace(&self) -> i64 {
         if self.grace_ms > 0 {
             self.grace_ms
         } else {

@@ -153,7 +153,7 @@ impl Runner {
     /// Whether a process of the group this names (process group id = `pid`) still runs. The
     /// group is not this one when a different process now has its leader's pid: while any
     /// member of a group lives, the system gives nobody its id as a pid.
-    pub fn group_alive(&self) -> bool {
+    pub(crate) fn group_alive(&self) -> bool {
         if self.pid <= 1 || self.leader_was_replaced() {
             return false;
         }

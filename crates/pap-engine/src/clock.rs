@@ -95,11 +95,6 @@ impl Clock {
         Ok(Clock::System)
     }
 
-    /// Whether this build lets `PAP_NOW` replace the clock (only test builds do).
-    pub const fn honours_env() -> bool {
-        cfg!(feature = "test-clock")
-    }
-
     pub fn fake(at: Timestamp) -> Clock {
         Clock::Fake(Arc::new(Mutex::new(at)))
     }

@@ -114,10 +114,6 @@ impl TypePattern {
         &self.text
     }
 
-    pub fn has_wildcard(&self) -> bool {
-        self.segments.iter().any(Option::is_none)
-    }
-
     /// Whether an event type matches: same number of segments, literals equal.
     pub fn matches(&self, event_type: &str) -> bool {
         let mut parts = event_type.split('.');

@@ -30,7 +30,7 @@ pub(crate) fn looks_secret(name: &str) -> bool {
 
 /// Replaces known secret values. Without secrets every call is a no-op that copies nothing.
 #[derive(Default)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     matcher: Option<AhoCorasick>,
     replacements: Vec<String>,
 }
@@ -45,7 +45,7 @@ impl std::fmt::Debug for Redactor {
 impl Redactor {
     /// From `(label, value)` pairs; values under [`MIN_SECRET_BYTES`] are left out. When two
     /// labels have the same value, the first one names it.
-    pub fn new(secrets: impl IntoIterator<Item = (String, String)>) -> Redactor {
+    pub(crate) fn new(secrets: impl IntoIterator<Item = (String, String)>) -> Redactor {
         let mut by_form: BTreeMap<String, String> = BTreeMap::new();
         for (label, value) in secrets {
             if value.len() < MIN_SECRET_BYTES {
@@ -83,7 +83,7 @@ impl Redactor {
     /// - the password of a URL (`https://user:pass@host`), and every `${NAME}` in a sink's
     ///   URL (a Slack webhook URL is itself the secret);
     /// - the variables named in `secrets:`.
-    pub fn for_project(
+    pub(crate) fn for_project(
         config: &Config,
         agents: &[Agent],
         lookup: &dyn Fn(&str) -> Option<String>,
@@ -130,38 +130,27 @@ impl Redactor {
         Redactor::new(s.found)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.matcher.is_none()
     }
 
     /// `text` with every secret replaced; borrowed when there was none.
-    pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
         match &self.matcher {
             Some(m) if m.is_match(text) => Cow::Owned(m.replace_all(text, &self.replacements)),
             _ => Cow::Borrowed(text),
         }
     }
 
-    /// Bytes that need not be UTF-8 (a program's raw output), likewise.
-    pub fn bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
-        match &self.matcher {
-            Some(m) if m.is_match(bytes) => {
-                let with: Vec<&[u8]> = self.replacements.iter().map(|r| r.as_bytes()).collect();
-                Cow::Owned(m.replace_all_bytes(bytes, &with))
-            }
-            _ => Cow::Borrowed(bytes),
-        }
-    }
-
     /// Redacts `text` in place.
-    pub fn string(&self, text: &mut String) {
+    pub(crate) fn string(&self, text: &mut String) {
         if let Cow::Owned(clean) = self.text(text) {
             *text = clean;
         }
     }
 
     /// Redacts every string of a JSON value in place, object keys included.
-    pub fn value(&self, value: &mut Value) {
+    pub(crate) fn value(&self, value: &mut Value) {
         if self.is_empty() {
             return;
         }
@@ -466,8 +455,6 @@ mod tests {
         assert!(!text.contains("sk-test"), "{text}");
         assert_eq!(v["a"][0], "[REDACTED:API_KEY]");
         assert_eq!(v["[REDACTED:API_KEY]"]["b"], "x[REDACTED:API_KEY]y");
-        let bytes = r.bytes(format!("raw {KEY}").as_bytes()).into_owned();
-        assert_eq!(bytes, b"raw [REDACTED:API_KEY]");
     }
 
     #[test]

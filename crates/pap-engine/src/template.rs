@@ -24,7 +24,7 @@ pub(crate) const NAMES: &[&str] = &[
 ];
 
 /// What a kind of template may refer to.
-pub struct Scheme {
+pub(crate) struct Scheme {
     /// Plain names (`{agent}`).
     pub names: &'static [&'static str],
     /// Roots of dotted paths (`{event.data.x}` has the root `event`).
@@ -57,7 +57,7 @@ impl Template {
     }
 
     /// Parses `text` for `scheme`; `{{` and `}}` are literal braces.
-    pub fn parse_in(text: &str, scheme: &Scheme) -> Result<Template, String> {
+    pub(crate) fn parse_in(text: &str, scheme: &Scheme) -> Result<Template, String> {
         let mut parts = Vec::new();
         let mut literal = String::new();
         let mut chars = text.char_indices().peekable();
@@ -106,7 +106,7 @@ impl Template {
     }
 
     /// As [`Template::render`], with `root` giving the value each path root stands for.
-    pub fn render_roots<'v>(
+    pub(crate) fn render_roots<'v>(
         &self,
         lookup: impl Fn(&str) -> Option<String>,
         root: impl Fn(&str) -> Option<&'v Value>,

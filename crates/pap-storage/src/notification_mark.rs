@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-pub const NOTIFICATIONS_MARK_FILE: &str = "notifications.mark";
+pub(crate) const NOTIFICATIONS_MARK_FILE: &str = "notifications.mark";
 
 /// The notifications mark file of the state in `state_dir`.
 pub fn notifications_mark_path(state_dir: &Path) -> PathBuf {

@@ -144,7 +144,7 @@ pub fn tally(counts: &mut Copied, item: &Item) {
 }
 
 /// How many items one import transaction takes.
-pub const IMPORT_BATCH: usize = 2_000;
+pub(crate) const IMPORT_BATCH: usize = 2_000;
 
 /// What a copy moved, by kind, in export order.
 pub type Copied = Vec<(&'static str, u64)>;

@@ -17,7 +17,7 @@ use pap_database_url::{DatabaseUrl, Tls};
 /// connection, so a hot transaction pays one round trip per statement, not two).
 pub(super) struct Conn {
     pub client: Client,
-    pub statements: HashMap<&'static str, Statement>,
+    pub(crate) statements: HashMap<&'static str, Statement>,
 }
 
 #[derive(Clone)]

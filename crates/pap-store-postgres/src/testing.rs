@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The environment variable CI sets: PostgreSQL missing is then a failure, not a skip.
-pub const REQUIRE_ENV: &str = "PAP_TEST_REQUIRE_POSTGRES";
+pub(crate) const REQUIRE_ENV: &str = "PAP_TEST_REQUIRE_POSTGRES";
 
 #[derive(Clone)]
 pub struct TestServer {

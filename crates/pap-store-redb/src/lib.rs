@@ -51,7 +51,7 @@ pub use tx_notify::NotifyReader;
 
 /// How long to wait for another process to release the store, unless `PAP_LOCK_TIMEOUT`
 /// (seconds) says otherwise.
-pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The page cache of a process that only reads (`pap status`, the listings): they read
 /// each page about once, so a large cache would only keep every page a long listing touched

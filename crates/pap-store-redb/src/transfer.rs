@@ -11,7 +11,7 @@ use pap_storage::{RowRef, WriteTx};
 
 impl Store {
     /// Every item of the state, from one snapshot.
-    pub fn export_items(&self, each: &mut dyn FnMut(Item) -> Result<()>) -> Result<()> {
+    pub(crate) fn export_items(&self, each: &mut dyn FnMut(Item) -> Result<()>) -> Result<()> {
         self.sync_pending();
         let path = self.path();
         self.with_reader(|open| {
@@ -53,7 +53,7 @@ impl Store {
     }
 
     /// Imports a batch of items in one transaction.
-    pub fn import_items(&self, items: &[Item]) -> Result<()> {
+    pub(crate) fn import_items(&self, items: &[Item]) -> Result<()> {
         self.write(|tx| {
             let mut ledger: Option<Builder> = None;
             for item in items {

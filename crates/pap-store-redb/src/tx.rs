@@ -115,7 +115,7 @@ impl<'t> Tx<'t> {
     }
 
     /// The next value of a counter (1, 2, …).
-    pub fn next_seq(&mut self, counter: &str) -> Result<u64> {
+    pub(crate) fn next_seq(&mut self, counter: &str) -> Result<u64> {
         let next = self
             .meta
             .get(counter)

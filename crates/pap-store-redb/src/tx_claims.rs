@@ -134,7 +134,7 @@ impl Tx<'_> {
     }
 
     /// The live claim on `key` at `now`, without claiming (an expired one reads as absent).
-    pub fn live_claim(&self, key: &[u8; 32], now: i64) -> Result<Option<Claim>> {
+    pub(crate) fn live_claim(&self, key: &[u8; 32], now: i64) -> Result<Option<Claim>> {
         let found = self
             .claims
             .get(key)
@@ -171,7 +171,7 @@ impl Tx<'_> {
     }
 
     /// Records a decision as ledger row `row`, which [`Tx::claim`] just handed out.
-    pub fn put_ledger(&mut self, row: u64, decision: RowRef) -> Result<()> {
+    pub(crate) fn put_ledger(&mut self, row: u64, decision: RowRef) -> Result<()> {
         let next = self.next_row()?;
         if row != next {
             // A claim would point at another decision's row: refuse rather than mislead.

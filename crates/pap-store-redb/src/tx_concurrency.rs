@@ -359,7 +359,7 @@ impl<'t> Tx<'t> {
 
     /// Admits `key`'s waiters under `limit` (the manifests changed), if that limit is not the
     /// one they were admitted under.
-    pub fn relimit_key(&mut self, key: &str, limit: u32) -> Result<()> {
+    pub(crate) fn relimit_key(&mut self, key: &str, limit: u32) -> Result<()> {
         self.with_index(|tx, ix| {
             let e = |e| tx.conc_err(e);
             if ix
@@ -376,7 +376,7 @@ impl<'t> Tx<'t> {
 
     /// The keys with waiters under `scope` (`trigger:ID` or `agent:ID`), and the limit they
     /// were last admitted under.
-    pub fn concurrency_keys(&mut self, scope: &str) -> Result<Vec<(String, u32)>> {
+    pub(crate) fn concurrency_keys(&mut self, scope: &str) -> Result<Vec<(String, u32)>> {
         let from = format!("{scope}\u{1f}");
         let to = format!("{scope}\u{20}");
         self.with_index(|tx, ix| {

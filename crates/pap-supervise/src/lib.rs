@@ -44,7 +44,7 @@ pub const SUBCOMMAND: &str = "__supervise";
 pub const MISSING: &str = "err-missing ";
 
 /// The supervisor's own small binary, installed beside `pap` (`src/bin/pap-supervise.rs`).
-pub const BINARY: &str = "pap-supervise";
+pub(crate) const BINARY: &str = "pap-supervise";
 
 /// How to start a supervisor: the executable, and whether it needs [`SUBCOMMAND`] first.
 #[derive(Debug, Clone)]

@@ -47,12 +47,6 @@ impl Paint {
         }
     }
 
-    pub fn for_stderr() -> Paint {
-        Paint {
-            on: colored(std::io::stderr().is_terminal()),
-        }
-    }
-
     fn paint(&self, style: Style, text: &str) -> String {
         if self.on {
             format!("{}{text}{}", style.render(), style.render_reset())

@@ -10,7 +10,7 @@ use super::end_in_tx;
 
 /// Expires every invocation whose approval deadline is at or before `now`; returns the
 /// failure events to dispatch.
-pub fn expire_due(
+pub(crate) fn expire_due(
     tx: &mut dyn WriteTx,
     project: &Project,
     now: i64,

@@ -30,10 +30,10 @@ pub struct Spec<'a> {
     pub env: Vec<(String, String)>,
     /// Whether the program also gets pap's own environment. Without it, it gets only
     /// [`base_env`] plus `env`.
-    pub inherit_env: bool,
+    pub(crate) inherit_env: bool,
     pub timeout: Duration,
     /// Most stdout bytes accepted; more fails the attempt.
-    pub max_output: usize,
+    pub(crate) max_output: usize,
     /// Called with the program's process group (its leader's pid and start time; `since`
     /// 0) before the program starts, to record it.
     pub started: Option<OnStart<'a>>,
@@ -44,7 +44,7 @@ pub struct Spec<'a> {
 
 /// Records a program's process group before the program starts; `false` when the program
 /// must not start after all (its invocation was cancelled meanwhile).
-pub type OnStart<'a> = Box<dyn FnOnce(&Runner) -> bool + Send + 'a>;
+pub(crate) type OnStart<'a> = Box<dyn FnOnce(&Runner) -> bool + Send + 'a>;
 
 /// Keeps this many bytes of stderr, the end of it, for the failure reason.
 const STDERR_TAIL: usize = 4096;
@@ -54,7 +54,7 @@ const STDERR_TAIL: usize = 4096;
 pub struct Failed {
     pub reason: String,
     /// The program does not exist or may not be run: trying again cannot help.
-    pub cannot_start: bool,
+    pub(crate) cannot_start: bool,
 }
 
 impl From<String> for Failed {
@@ -233,7 +233,7 @@ pub async fn run(mut spec: Spec<'_>) -> Result<Vec<u8>, Failed> {
 
 /// What a child that does not inherit pap's environment (where the API keys are) still gets
 /// from it: `PATH` and the locale (`LANG`, `LANGUAGE`, `LC_*`).
-pub fn base_env() -> Vec<(OsString, OsString)> {
+pub(crate) fn base_env() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
         .filter(|(name, _)| {
             let name = name.to_string_lossy();

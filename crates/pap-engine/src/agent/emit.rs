@@ -15,7 +15,7 @@ use crate::event::{Event, Origin, validate};
 use crate::pipeline::ids;
 
 /// How many follow-up events one attempt may emit.
-pub const MAX_FOLLOW_UPS: usize = 100;
+pub(crate) const MAX_FOLLOW_UPS: usize = 100;
 
 pub fn source(agent: &str) -> String {
     format!("pap://dispatcher/agents/{agent}")
@@ -30,7 +30,7 @@ pub enum Ending<'a> {
 }
 
 /// The `on_complete` (success) or `on_failure` (anything else) event of `inv`.
-pub fn outcome_event(
+pub(crate) fn outcome_event(
     inv: &Invocation,
     kind: &str,
     ending: Ending,
@@ -74,7 +74,7 @@ const MAX_BLANK_LINES: usize = 10_000;
 
 /// Reads the follow-up events an attempt wrote (NDJSON, each `{"type": …, "data": {…}}`).
 /// Every type must be one the manifest declares in `emits`.
-pub fn read_follow_ups(
+pub(crate) fn read_follow_ups(
     path: &Path,
     inv: &Invocation,
     declared: &[String],

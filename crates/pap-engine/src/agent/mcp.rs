@@ -152,7 +152,7 @@ fn client_info() -> ClientConfig {
 #[derive(Debug, Clone)]
 pub struct ConnectError {
     pub reason: String,
-    pub permanent: bool,
+    pub(crate) permanent: bool,
 }
 
 impl ConnectError {

@@ -38,7 +38,7 @@ use crate::storage::{self, Storage, WriteTx};
 use emit::Ending;
 
 /// Without `limits.max_runtime_seconds`, an attempt may run this long.
-pub const DEFAULT_MAX_RUNTIME: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_MAX_RUNTIME: Duration = Duration::from_secs(300);
 
 /// How long a recovery waits for a previous run's processes to go after SIGKILL.
 const GROUP_GONE_WITHIN: Duration = Duration::from_secs(10);
@@ -687,7 +687,7 @@ pub fn release_stopping(tx: &mut dyn WriteTx, id: &str) -> storage::Result<()> {
 /// Ends `inv` as failed, rejected or expired inside `tx`, with its `on_failure` event when
 /// its agent declares one: the one way retries running out, `pap reject` and approval expiry
 /// end an invocation. Returns the events to dispatch.
-pub fn end_in_tx(
+pub(crate) fn end_in_tx(
     tx: &mut dyn WriteTx,
     project: &Project,
     inv: &mut Invocation,

@@ -44,7 +44,7 @@ pub fn parse(spec: &OutputSpec, stdout: &[u8]) -> Result<Value, OutputError> {
 
 /// A model's final answer: like [`parse`], but a JSON answer may come inside a fenced
 /// block (models often wrap it in ```json … ```), which is taken out first.
-pub fn parse_answer(spec: &OutputSpec, text: &str) -> Result<Value, OutputError> {
+pub(crate) fn parse_answer(spec: &OutputSpec, text: &str) -> Result<Value, OutputError> {
     if !spec.structured {
         return Ok(Value::String(text.trim().to_owned()));
     }

@@ -18,7 +18,7 @@ static DIR: Mutex<Option<tempfile::TempDir>> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// One attempt's emit file: its path, free (no file there yet), removed on drop.
-pub struct EmitFile {
+pub(crate) struct EmitFile {
     pub path: PathBuf,
 }
 
@@ -30,7 +30,7 @@ impl Drop for EmitFile {
 
 /// A fresh emit file path in this process's scratch directory, made under `state_dir`'s
 /// `scratch/` (else the temp dir) at the first call.
-pub fn emit_file(state_dir: Option<&Path>) -> std::io::Result<EmitFile> {
+pub(crate) fn emit_file(state_dir: Option<&Path>) -> std::io::Result<EmitFile> {
     let mut dir = DIR.lock().unwrap_or_else(|p| p.into_inner());
     if dir.is_none() {
         use std::os::unix::fs::PermissionsExt;

@@ -84,7 +84,7 @@ pub fn settle(
 
 /// Whether a run that has used `used` tokens may take another turn: a run stays within what
 /// it reserved, so the day's budget holds however the conversation grows.
-pub fn may_take_turn(agent: &Agent, used: u64) -> Result<(), String> {
+pub(crate) fn may_take_turn(agent: &Agent, used: u64) -> Result<(), String> {
     match reservation(agent) {
         Some((reserved, _)) if used >= reserved => Err(format!(
             "stopped: the run used the {reserved} tokens it reserved from agent {}'s daily budget ({used} used)",

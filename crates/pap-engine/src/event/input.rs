@@ -71,7 +71,7 @@ impl Location {
     }
 
     /// Whether this is [`Location::emitted`].
-    pub fn is_emitted(&self) -> bool {
+    pub(crate) fn is_emitted(&self) -> bool {
         self.line.is_none() && self.index.is_none() && &*self.source == "emitted"
     }
 }

@@ -25,7 +25,7 @@ const GROW_FREELY: usize = 64 * 1024;
 /// Where something is: the value's ordinal (an array's index, or the document's number from
 /// 0), and its line and byte column (both from 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     pub index: usize,
     pub line: u64,
     pub column: u64,
@@ -33,7 +33,7 @@ pub struct Position {
 
 /// What the walk found next.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Piece<'a> {
+pub(crate) enum Piece<'a> {
     /// One whole value as written, starting at `at`.
     Value { bytes: &'a [u8], at: Position },
     /// A value longer than the cap: `size` bytes as written, none of them kept.
@@ -61,7 +61,7 @@ enum State {
 }
 
 /// The walk over one input. See the module's documentation.
-pub struct Splitter<R: Read> {
+pub(crate) struct Splitter<R: Read> {
     source: Source<R>,
     array: bool,
     cap: usize,
@@ -73,13 +73,13 @@ pub struct Splitter<R: Read> {
 
 impl<R: Read> Splitter<R> {
     /// The elements of the array `reader` holds, keeping at most `cap` bytes of one.
-    pub fn array(reader: BufReader<R>, cap: usize) -> Splitter<R> {
+    pub(crate) fn array(reader: BufReader<R>, cap: usize) -> Splitter<R> {
         Splitter::new(Vec::new(), reader, cap, 1, State::Open)
     }
 
     /// The documents in `prefix` (already read, starting at line `first_line`) followed by
     /// the rest of `reader`.
-    pub fn documents(
+    pub(crate) fn documents(
         prefix: Vec<u8>,
         reader: BufReader<R>,
         cap: usize,
@@ -114,14 +114,14 @@ impl<R: Read> Splitter<R> {
     }
 
     /// Whether this walks an array's elements (rather than documents).
-    pub fn is_array(&self) -> bool {
+    pub(crate) fn is_array(&self) -> bool {
         self.array
     }
 
     /// The next value (or why the walk ends); `None` at the end of the input. Bytes taken from
     /// the reader are added to `consumed`; `caught_up` is called before any read that may wait
     /// for the writer (a pipe that trickles), so what was found so far can be passed on.
-    pub fn next(
+    pub(crate) fn next(
         &mut self,
         consumed: &AtomicU64,
         caught_up: &mut dyn FnMut(),

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::event_type;
 
 /// The prefix reserved for events the dispatcher itself emits (PAP 0.2 section 3).
-pub const RESERVED_PREFIX: &str = "pap.";
+pub(crate) const RESERVED_PREFIX: &str = "pap.";
 
 /// A valid event, normalised to the PAP 0.2 shape. `value` is what filters see and what agents
 /// get: `pap_version`, `id`, `type`, `source`, `time`, `data`, optional `triggered_by`, and any
@@ -224,7 +224,7 @@ fn from_cloudevent(mut map: Map<String, Value>) -> Result<Map<String, Value>, St
 
 /// The size of `value` encoded as compact JSON (what `max_event_bytes` limits), counted
 /// without writing the encoding anywhere.
-pub fn encoded_len(value: &Value) -> usize {
+pub(crate) fn encoded_len(value: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -242,7 +242,7 @@ pub fn encoded_len(value: &Value) -> usize {
     }
 }
 
-pub fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

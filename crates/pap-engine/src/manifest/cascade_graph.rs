@@ -13,7 +13,7 @@ pub struct Edge {
 }
 
 /// A loop of edges, starting and ending at the same agent.
-pub type Cycle = Vec<Edge>;
+pub(crate) type Cycle = Vec<Edge>;
 
 pub fn edges(agents: &[Agent], triggers: &[Trigger]) -> Vec<Edge> {
     let mut out = Vec::new();
@@ -36,7 +36,7 @@ pub fn edges(agents: &[Agent], triggers: &[Trigger]) -> Vec<Edge> {
 
 /// One cycle per strongly connected component that has one (Tarjan), each as a concrete loop,
 /// so a tangle of agents is one warning rather than an exponential list of loops.
-pub fn cycles(agent_count: usize, edges: &[Edge]) -> Vec<Cycle> {
+pub(crate) fn cycles(agent_count: usize, edges: &[Edge]) -> Vec<Cycle> {
     let mut adjacency: Vec<Vec<&Edge>> = vec![Vec::new(); agent_count];
     for e in edges {
         adjacency[e.from].push(e);

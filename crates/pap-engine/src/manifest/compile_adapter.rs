@@ -25,7 +25,7 @@ pub struct Problem {
 }
 
 /// The adapters of `pap.yaml` merged with the presets, reporting problems through `ctx`.
-pub fn compile_all(raw: &[AdapterSettings], ctx: &mut FileCtx) -> Vec<Adapter> {
+pub(crate) fn compile_all(raw: &[AdapterSettings], ctx: &mut FileCtx) -> Vec<Adapter> {
     let mut out = Vec::new();
     let mut names = HashSet::new();
     let mut paths = HashSet::new();
@@ -73,7 +73,7 @@ pub fn compile_all(raw: &[AdapterSettings], ctx: &mut FileCtx) -> Vec<Adapter> {
 }
 
 /// The presets as they are when `pap.yaml` says nothing of them.
-pub fn all_presets() -> Vec<Adapter> {
+pub(crate) fn all_presets() -> Vec<Adapter> {
     presets::ALL
         .iter()
         .map(|(name, _)| {

@@ -462,11 +462,11 @@ fn check_emit_type(ctx: &mut FileCtx, t: &str, at: &[super::yaml_tree::PathSeg],
 }
 
 /// MCP endpoints and provider base URLs must be plain HTTP(S).
-pub fn is_http_url(url: &str) -> bool {
+pub(crate) fn is_http_url(url: &str) -> bool {
     url.starts_with("http://") || url.starts_with("https://")
 }
 
-pub fn valid_env_name(name: &str) -> bool {
+pub(crate) fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

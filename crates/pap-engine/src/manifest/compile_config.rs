@@ -311,7 +311,7 @@ fn compile_server(
 
 /// An `env` map (an MCP server's, a command agent's `model.env`) at `at`: variable names as
 /// keys, `${NAME}` interpolation in the values.
-pub fn check_env_map(
+pub(crate) fn check_env_map(
     ctx: &mut FileCtx,
     env: &std::collections::BTreeMap<String, String>,
     at: &[PathSeg],

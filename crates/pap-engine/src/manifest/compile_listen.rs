@@ -262,7 +262,7 @@ pub fn check_address(text: &str) -> Result<(), String> {
 }
 
 /// A host with an optional `:PORT`, as `Host` headers carry it.
-pub fn check_host(text: &str) -> Result<(), String> {
+pub(crate) fn check_host(text: &str) -> Result<(), String> {
     let host = match split_host_port(text) {
         Some((host, port)) => {
             port.parse::<u16>()

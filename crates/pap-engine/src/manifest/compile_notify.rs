@@ -19,7 +19,7 @@ use crate::path;
 use crate::template::Template;
 
 /// The routes of every outcome, defaults filled in.
-pub fn compile_routes(
+pub(crate) fn compile_routes(
     raw: Option<&raw::Notify>,
     ctx: &mut FileCtx,
 ) -> BTreeMap<OutcomeKind, RouteSpec> {
@@ -182,7 +182,7 @@ fn compile_route(
 }
 
 /// `notifications:` of pap.yaml.
-pub fn compile_settings(
+pub(crate) fn compile_settings(
     raw: Option<&raw::NotificationSettings>,
     ctx: &mut FileCtx,
 ) -> NotifyConfig {
@@ -378,7 +378,7 @@ fn compile_sink(s: &raw::Sink, base: &[PathSeg], ctx: &mut FileCtx) -> Option<Si
 }
 
 /// Resolves a sink program like an agent's: a path with `/` is relative to the root.
-pub fn resolve_program(root: &Path, program: &Path) -> PathBuf {
+pub(crate) fn resolve_program(root: &Path, program: &Path) -> PathBuf {
     if program.components().count() > 1 && !program.is_absolute() {
         root.join(program)
     } else {

@@ -11,7 +11,7 @@ use super::yaml_tree::PathSeg;
 use crate::event_type;
 
 /// Parses a standard 5-field cron expression (aliases like `@daily` too; no seconds, no year).
-pub fn parse_cron(text: &str) -> Result<croner::Cron, String> {
+pub(crate) fn parse_cron(text: &str) -> Result<croner::Cron, String> {
     let cron = CronParser::builder()
         .seconds(Seconds::Disallowed)
         .year(Year::Disallowed)

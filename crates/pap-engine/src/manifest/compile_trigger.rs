@@ -18,7 +18,7 @@ use crate::path;
 
 /// Agent ids known to the project: `Some(index)` for compiled agents, `None` for agent files
 /// that failed their own checks (a trigger naming one is not reported as unknown).
-pub type AgentIds = HashMap<String, Option<usize>>;
+pub(crate) type AgentIds = HashMap<String, Option<usize>>;
 
 pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Option<Trigger> {
     let errors_before = ctx.error_count();
@@ -80,7 +80,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
 }
 
 /// Ids appear in idempotency keys, logs and `mcp://` URLs: keep them to a plain alphabet.
-pub fn check_id(ctx: &mut FileCtx, id: &str, at: &[PathSeg]) {
+pub(crate) fn check_id(ctx: &mut FileCtx, id: &str, at: &[PathSeg]) {
     let ok = !id.is_empty()
         && id
             .chars()
@@ -334,7 +334,7 @@ fn compile_debounce(ctx: &mut FileCtx, d: &raw::Debounce) -> Option<Debounce> {
 }
 
 /// A `concurrency` block under `at` (a trigger's or an agent's).
-pub fn compile_concurrency(
+pub(crate) fn compile_concurrency(
     ctx: &mut FileCtx,
     c: &raw::Concurrency,
     at: &[PathSeg],

@@ -24,13 +24,13 @@ pub struct Project {
     /// Replaces the secret values this project knows in every text pap stores or prints.
     /// Built from the environment at every load (see `Redactor::for_project`), never cached.
     #[serde(skip)]
-    pub redactor: std::sync::Arc<crate::secrets::Redactor>,
+    pub(crate) redactor: std::sync::Arc<crate::secrets::Redactor>,
 }
 
 impl Project {
     /// A project with nothing in it, rooted at `.` (unit tests add what they need).
     #[cfg(test)]
-    pub fn empty_for_tests() -> Project {
+    pub(crate) fn empty_for_tests() -> Project {
         Project {
             root: PathBuf::from("."),
             config: Default::default(),
@@ -62,7 +62,7 @@ pub struct Trigger {
     pub pattern: TypePattern,
     pub filter: Vec<Condition>,
     /// Every throttle window; an invocation needs room in each. Empty: no throttle.
-    pub throttles: Vec<Throttle>,
+    pub(crate) throttles: Vec<Throttle>,
     pub debounce: Option<Debounce>,
     pub concurrency: Option<Concurrency>,
     /// Index into [`Project::agents`].
@@ -145,11 +145,11 @@ pub struct Agent {
     pub model: ModelSpec,
     pub system_prompt: Option<String>,
     pub tools: Vec<ToolSpec>,
-    pub max_runtime: Option<Duration>,
+    pub(crate) max_runtime: Option<Duration>,
     pub max_tool_calls: Option<u64>,
     pub output: OutputSpec,
-    pub on_complete_emit: Option<String>,
-    pub on_failure_emit: Option<String>,
+    pub(crate) on_complete_emit: Option<String>,
+    pub(crate) on_failure_emit: Option<String>,
     pub retry: RetryPolicy,
     pub emits: Vec<String>,
     /// ATP flags of approving a run (the agent's own and its tools').
@@ -163,7 +163,7 @@ pub struct Agent {
 
 /// What Anthropic's requests ask for when a manifest sets no `max_tokens` (the API requires
 /// one).
-pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
+pub(crate) const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// An agent's spend limits over a sliding 24 hours (a pap extension).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -172,12 +172,12 @@ pub struct Budget {
     pub tokens_per_day: Option<u64>,
     /// What one run reserves of `tokens_per_day`: max_tokens × (max_tool_calls + 1); `None`
     /// for a command agent (it spends no tokens) or without a token budget.
-    pub run_tokens: Option<u64>,
+    pub(crate) run_tokens: Option<u64>,
 }
 
 impl Agent {
     /// Every event type this agent can cause to be emitted, for the cascade graph.
-    pub fn emitted_types(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn emitted_types(&self) -> impl Iterator<Item = &str> {
         self.on_complete_emit
             .iter()
             .chain(self.on_failure_emit.iter())
@@ -241,13 +241,13 @@ pub struct ToolSpec {
 
 /// The name (source `tool`) of the notification an external tool's call produces:
 /// `tool.external_call`, `OutcomeKind::ExternalToolCall`.
-pub const EXTERNAL_CALL: &str = "external_call";
+pub(crate) const EXTERNAL_CALL: &str = "external_call";
 
 impl ToolSpec {
     /// The notification names (source `tool`, JP RFD 011) a call of this tool produces. The
     /// one list: a new producer of tool notifications adds its name here, and the manifest's
     /// `notifications:` switches are checked against it.
-    pub fn notification_names(&self) -> &'static [&'static str] {
+    pub(crate) fn notification_names(&self) -> &'static [&'static str] {
         if self.external { &[EXTERNAL_CALL] } else { &[] }
     }
 
@@ -297,9 +297,9 @@ pub struct Config {
     pub unknown_triggered_by: UnknownParentPolicy,
     pub max_event_bytes: u64,
     /// Nodes one JSONPath evaluation may visit.
-    pub jsonpath_max_nodes: usize,
+    pub(crate) jsonpath_max_nodes: usize,
     /// Bytes of selected values `--explain` quotes per condition.
-    pub jsonpath_max_saw_bytes: usize,
+    pub(crate) jsonpath_max_saw_bytes: usize,
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
     pub serve: ServeConfig,
     pub notify: super::compiled_notify::NotifyConfig,
@@ -385,7 +385,7 @@ pub struct Schedule {
 
 /// A schedule as cached.
 #[derive(Serialize, Deserialize)]
-pub struct ScheduleText {
+pub(crate) struct ScheduleText {
     id: String,
     file: String,
     cron: String,
@@ -429,7 +429,7 @@ impl TryFrom<ScheduleText> for Schedule {
     }
 }
 
-pub const MIN_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MIN_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl Default for Config {
     fn default() -> Self {

@@ -60,7 +60,7 @@ impl OutcomeKind {
         }
     }
 
-    pub fn default_level(self) -> Level {
+    pub(crate) fn default_level(self) -> Level {
         match self {
             OutcomeKind::Succeeded | OutcomeKind::ExternalToolCall => Level::Info,
             OutcomeKind::AwaitingApproval
@@ -127,7 +127,7 @@ impl Default for NotifyConfig {
 }
 
 /// `$USER`, else `user`.
-pub fn default_user() -> String {
+pub(crate) fn default_user() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| !u.is_empty())
@@ -172,7 +172,7 @@ impl SinkSpec {
 }
 
 /// `pattern` matches `kind` segment by segment, `*` matching any one segment.
-pub fn kind_matches(pattern: &str, kind: &str) -> bool {
+pub(crate) fn kind_matches(pattern: &str, kind: &str) -> bool {
     let mut p = pattern.split('.');
     let mut k = kind.split('.');
     loop {

@@ -118,7 +118,7 @@ fn walk(dir: &Path, rules: Rules, seen: &mut HashSet<(u64, u64)>, out: &mut Vec<
 }
 
 /// A path named like a manifest: a regular file, or a link allowed to lead to one.
-pub fn check_file(path: &Path, rules: Rules) -> Found {
+pub(crate) fn check_file(path: &Path, rules: Rules) -> Found {
     let refuse = |why: String| Found::Refused {
         path: path.to_path_buf(),
         why,
@@ -193,7 +193,7 @@ fn is_yaml_name(path: &Path) -> bool {
 /// Whether pap.yaml (a regular file inside the root) says `follow_symlinks: true`. Read
 /// before the rest, since it decides how the rest is found; a full check comes with the
 /// project's load.
-pub fn config_follows_symlinks(root: &Path) -> bool {
+pub(crate) fn config_follows_symlinks(root: &Path) -> bool {
     let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let rules = Rules {
         root: &canonical,

@@ -33,7 +33,7 @@ impl FileCtx<'_> {
     }
 
     /// Errors reported so far; a compile step compares before/after to know if its part failed.
-    pub fn error_count(&self) -> usize {
+    pub(crate) fn error_count(&self) -> usize {
         self.diags
             .iter()
             .filter(|d| d.severity == crate::diagnostics::Severity::Error)

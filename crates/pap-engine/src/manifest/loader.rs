@@ -44,12 +44,6 @@ impl Loaded {
             .cloned()
             .collect()
     }
-
-    pub fn has_errors(&self) -> bool {
-        self.diagnostics
-            .iter()
-            .any(|d| d.severity == Severity::Error)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,7 +60,7 @@ struct SourceFile {
     tree: Option<Located<Node>>,
 }
 
-pub const CONFIG_FILE: &str = "pap.yaml";
+pub(crate) const CONFIG_FILE: &str = "pap.yaml";
 
 /// The JSON Schemas of the three manifest kinds, generated once from the raw types.
 pub fn schema(kind: &str) -> Option<&'static Value> {

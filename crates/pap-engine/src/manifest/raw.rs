@@ -44,7 +44,7 @@ pub struct Trigger {
     pub enabled: Option<bool>,
     /// Which events the trigger considers.
     #[serde(rename = "match")]
-    pub match_: Match,
+    pub(crate) match_: Match,
     /// Guard conditions, all of which must hold (implicit AND).
     #[serde(default)]
     pub filter: Vec<Condition>,
@@ -484,7 +484,7 @@ pub struct Limits {
 pub struct Output {
     /// `structured` (a JSON object, checked against `schema`) or `text`.
     #[serde(rename = "type")]
-    pub output_type: OutputType,
+    pub(crate) output_type: OutputType,
     /// Field name → type, for structured output.
     #[serde(default)]
     pub schema: Option<BTreeMap<String, SchemaType>>,
@@ -492,7 +492,7 @@ pub struct Output {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum OutputType {
+pub(crate) enum OutputType {
     Structured,
     Text,
 }
@@ -862,7 +862,7 @@ pub struct Sink {
     pub format: Option<WebhookFormat>,
     /// webhook with format ntfy: the topic.
     #[serde(default)]
-    pub topic: Option<String>,
+    pub(crate) topic: Option<String>,
     /// command: the program and its arguments (no shell); the message is its stdin.
     #[serde(default)]
     pub command: Option<Vec<String>>,
@@ -886,7 +886,7 @@ pub struct Sink {
     /// Per attempt. Default 10.
     #[serde(default)]
     #[schemars(range(min = 1, max = 3600))]
-    pub timeout_seconds: Option<u64>,
+    pub(crate) timeout_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -966,7 +966,7 @@ pub struct JsonPathLimits {
     /// Bytes of selected values `--explain` quotes per condition. Default 1048576 (1 MiB).
     #[serde(default)]
     #[schemars(range(min = 1))]
-    pub max_saw_bytes: Option<u64>,
+    pub(crate) max_saw_bytes: Option<u64>,
 }
 
 /// A schedule manifest file: `schedules/**/*.yaml`.

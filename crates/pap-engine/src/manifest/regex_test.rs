@@ -11,7 +11,7 @@ use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The most memory one compiled pattern may take.
-pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 #[derive(Clone)]
 pub struct RegexTest {

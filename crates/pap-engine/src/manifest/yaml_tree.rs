@@ -58,19 +58,6 @@ pub enum Node {
 }
 
 impl Node {
-    /// The JSON type name used in messages and matched against JSON Schema `type`.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Node::Null => "null",
-            Node::Bool(_) => "boolean",
-            Node::Number(n) if n.is_i64() || n.is_u64() => "integer",
-            Node::Number(_) => "number",
-            Node::String(_) => "string",
-            Node::Seq(_) => "array",
-            Node::Map(_) => "object",
-        }
-    }
-
     /// Looks up a key of a mapping node.
     pub fn get(&self, key: &str) -> Option<&Located<Node>> {
         match self {
@@ -165,7 +152,7 @@ impl fmt::Display for PathSeg {
 }
 
 /// Renders a path like `trigger.filter[0].value` for messages.
-pub fn display_path(path: &[PathSeg]) -> String {
+pub(crate) fn display_path(path: &[PathSeg]) -> String {
     let mut out = String::new();
     for seg in path {
         match seg {
@@ -210,7 +197,7 @@ impl From<usize> for PathSeg {
 pub struct YamlError {
     pub message: String,
     pub pos: Pos,
-    pub duplicate_key: bool,
+    pub(crate) duplicate_key: bool,
 }
 
 /// Parser settings shared by every manifest: YAML 1.2 booleans only (`NO` stays a string),

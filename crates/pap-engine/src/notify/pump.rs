@@ -24,7 +24,7 @@ const CLAIM_SLACK_MS: i64 = 30_000;
 pub struct Pumped {
     pub escalated: usize,
     pub sent: usize,
-    pub send_failures: usize,
+    pub(crate) send_failures: usize,
 }
 
 struct Claimed {

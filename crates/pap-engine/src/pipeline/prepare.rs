@@ -26,9 +26,9 @@ pub struct Considered {
     /// SHA-256(event.id ‖ trigger.id), when the filter passed.
     pub key: Option<[u8; 32]>,
     /// The window key (JSON) of each throttle window, when the filter passed.
-    pub window_keys: Vec<String>,
+    pub(crate) window_keys: Vec<String>,
     /// The debounce's window key (JSON), when the filter passed and the trigger debounces.
-    pub debounce_key: Option<String>,
+    pub(crate) debounce_key: Option<String>,
 }
 
 impl Pipeline<'_> {

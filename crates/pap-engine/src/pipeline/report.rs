@@ -61,7 +61,7 @@ pub struct ConditionExplain {
     pub saw: Vec<Value>,
     /// `saw` holds only the first values (`jsonpath.max_saw_bytes`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub saw_truncated: bool,
+    pub(crate) saw_truncated: bool,
     /// The path went over `jsonpath.max_nodes` and was stopped.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub over_budget: bool,

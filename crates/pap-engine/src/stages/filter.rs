@@ -29,7 +29,7 @@ pub fn check(trigger: &Trigger, event: &Value) -> Verdict {
     Verdict::Continue
 }
 
-pub fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
+pub(crate) fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
     let saw = match cond.path.select(event) {
         Ok(saw) => saw,
         Err(over) => {
@@ -104,7 +104,7 @@ pub fn describe_saw(saw: &[&Value]) -> String {
 
 /// The values a path saw, for `--explain`: as many as fit in `max_bytes` of JSON text, and
 /// whether some were left out.
-pub fn saw_within(saw: &[&Value], max_bytes: usize) -> (Vec<Value>, bool) {
+pub(crate) fn saw_within(saw: &[&Value], max_bytes: usize) -> (Vec<Value>, bool) {
     let mut left = max_bytes;
     let mut kept = Vec::new();
     for v in saw {

@@ -24,7 +24,7 @@ pub fn key(event_id: &str, trigger_id: &str) -> [u8; 32] {
 /// The key a pair is claimed under when PAP's key is already held by another pair (see
 /// [`Claim::is_for_another_pair`]): each id length-prefixed, so no two pairs share it, and
 /// under its own prefix, so it cannot meet a PAP key either.
-pub fn pair_key(event_id: &str, trigger_id: &str) -> [u8; 32] {
+pub(crate) fn pair_key(event_id: &str, trigger_id: &str) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(b"pap-claim-pair\0");
     for part in [event_id, trigger_id] {

@@ -17,7 +17,7 @@ pub fn window_key(throttle: &Throttle, event: &Value) -> String {
 }
 
 /// The bucket `path` selects in `event` (a throttle's or a debounce's `window_key`).
-pub fn key_of(path: Option<&crate::jsonpath::JsonPath>, event: &Value) -> String {
+pub(crate) fn key_of(path: Option<&crate::jsonpath::JsonPath>, event: &Value) -> String {
     let Some(path) = path else {
         return String::new();
     };
@@ -47,7 +47,7 @@ pub fn bucket(trigger: &str, index: usize) -> Cow<'_, str> {
 
 /// Of two windows' verdicts, the one that decides: a refusal over room, and of two
 /// refusals the one whose next slot comes later (the event needs room in both).
-pub fn stricter(a: Verdict, b: Verdict) -> Verdict {
+pub(crate) fn stricter(a: Verdict, b: Verdict) -> Verdict {
     let next = |v: &Verdict| match v {
         Verdict::Stop(_, Reason::Throttled { next, .. }) => Some(*next),
         _ => None,

@@ -25,7 +25,7 @@ pub(super) struct ToolCall {
 /// What goes back to the model for one call.
 #[derive(Debug, Clone)]
 pub(super) struct ToolResult {
-    pub call_id: String,
+    pub(crate) call_id: String,
     pub content: String,
     pub is_error: bool,
 }
@@ -61,7 +61,7 @@ impl Stop {
 #[error("{what}: {excerpt}")]
 pub(super) struct MalformedReply {
     pub what: &'static str,
-    pub excerpt: String,
+    pub(crate) excerpt: String,
 }
 
 impl MalformedReply {

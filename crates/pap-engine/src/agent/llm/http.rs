@@ -22,7 +22,7 @@ pub(super) struct Request<'a> {
     pub headers: HeaderMap,
     pub body: &'a Value,
     /// The attempt's end, on the runtime clock.
-    pub deadline_ms: i64,
+    pub(crate) deadline_ms: i64,
     pub clock: &'a Clock,
 }
 
@@ -32,7 +32,7 @@ pub(super) struct Request<'a> {
 #[derive(Debug)]
 pub(super) struct Failed {
     pub why: String,
-    pub permanent: bool,
+    pub(crate) permanent: bool,
 }
 
 impl From<String> for Failed {
