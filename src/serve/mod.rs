@@ -14,6 +14,7 @@ pub mod conditions;
 pub mod control;
 pub mod decider;
 pub mod http;
+mod intake;
 pub mod lock;
 pub mod log;
 pub mod metrics;
@@ -23,8 +24,12 @@ mod purge;
 pub mod recent;
 mod reload;
 mod restart_only;
+mod schedules;
 mod settings;
 mod spool;
+#[cfg(test)]
+mod test_server;
+mod upkeep;
 mod watch;
 mod work;
 
@@ -39,16 +44,13 @@ use serde_json::json;
 
 use crate::agent::Runtime;
 use crate::clock::Clock;
-use crate::dispatcher::{Dispatcher, Format, Pending};
-use crate::domain::Runner;
-use crate::event::input::{self, Location};
-use crate::event::{self, Event, Origin};
+use crate::dispatcher::{Dispatcher, Format};
+use crate::event::Event;
 use crate::manifest::Project;
 use crate::pipeline::Options;
-use crate::schedule;
 use crate::storage;
 pub use settings::{Overrides, Settings};
-use spool::{Claimed, Problem, Spool, SpoolError};
+use spool::Spool;
 use work::Worker;
 
 /// What wakes the deciding thread.
@@ -329,24 +331,16 @@ pub fn run(
         url_from_env,
         listening.is_some(),
     );
-    let mut server = Server {
+    let mut server = Server::assemble(Parts {
         root,
         runtime,
         rt,
         spool,
-        spool_health: spool::Health::new(conditions.clone()),
         worker,
         settings,
         wakes,
         stop,
-        purger: purge::Purger::new(),
-        last_purge: None,
-        last_rescan: Instant::now(),
-        renamed: arrivals,
-        settle_at: None,
-        reload_at: None,
-        pumping: Arc::new(AtomicBool::new(false)),
-        ingests: Vec::new(),
+        arrivals,
         listening,
         shared_project,
         metrics,
@@ -356,9 +350,7 @@ pub fn run(
         database_url: url_from_env,
         loaded_at,
         node,
-        last_heartbeat: None,
-        work_woken: false,
-    };
+    });
     let result = if server.settings.once {
         server.once()
     } else {
@@ -395,7 +387,64 @@ fn signals(rt: &tokio::runtime::Runtime, wake: Sender<Wake>, stop: Arc<AtomicBoo
     });
 }
 
+/// What `run` opened and started, for [`Server::assemble`].
+struct Parts {
+    root: PathBuf,
+    runtime: Runtime,
+    rt: tokio::runtime::Runtime,
+    spool: Spool,
+    worker: Worker,
+    settings: Settings,
+    wakes: Receiver<Wake>,
+    stop: Arc<AtomicBool>,
+    arrivals: watch::Arrivals,
+    listening: Option<http::Listening>,
+    shared_project: Option<http::SharedProject>,
+    metrics: Arc<metrics::Metrics>,
+    recent: Arc<recent::RecentDecisions>,
+    conditions: Arc<conditions::Conditions>,
+    fixed: restart_only::Fixed,
+    database_url: bool,
+    loaded_at: String,
+    node: storage::Node,
+}
+
 impl Server {
+    /// A server at its start: what `run` opened, and nothing done yet (no purge, no rescan,
+    /// no reload pending). The unit tests of each pass assemble one the same way.
+    fn assemble(p: Parts) -> Server {
+        Server {
+            root: p.root,
+            runtime: p.runtime,
+            rt: p.rt,
+            spool: p.spool,
+            spool_health: spool::Health::new(p.conditions.clone()),
+            worker: p.worker,
+            settings: p.settings,
+            wakes: p.wakes,
+            stop: p.stop,
+            purger: purge::Purger::new(),
+            last_purge: None,
+            last_rescan: Instant::now(),
+            renamed: p.arrivals,
+            settle_at: None,
+            reload_at: None,
+            pumping: Arc::new(AtomicBool::new(false)),
+            ingests: Vec::new(),
+            listening: p.listening,
+            shared_project: p.shared_project,
+            metrics: p.metrics,
+            recent: p.recent,
+            conditions: p.conditions,
+            fixed: p.fixed,
+            database_url: p.database_url,
+            loaded_at: p.loaded_at,
+            node: p.node,
+            last_heartbeat: None,
+            work_woken: false,
+        }
+    }
+
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
@@ -580,598 +629,11 @@ impl Server {
 
     // --- the spool ----------------------------------------------------------------------
 
-    /// Files a crash left in `processing/` are dispatched again first.
-    /// On a shared spool: dispatches what nodes that are gone left claimed (a node's
-    /// heartbeat silent for [`storage::NODE_GONE_MS`], or its entry gone).
-    fn adopt_spool_files(&mut self) {
-        if !self.runtime.store.shared() || !self.spool_sound() {
-            return;
-        }
-        let nodes = match self.runtime.store.nodes() {
-            Ok(nodes) => nodes,
-            Err(e) => return outage::report_store(&e, "cannot list the nodes"),
-        };
-        let now = self.runtime.clock.now_ms();
-        let alive: std::collections::HashSet<String> = nodes
-            .iter()
-            .filter(|n| now - n.last_seen < storage::NODE_GONE_MS)
-            .map(|n| spool::node_dir(&n.id))
-            .collect();
-        let adopted = self.spool.adopt(&|dir| alive.contains(dir));
-        self.dispatch_claimed(
-            adopted,
-            "taking over spool files a node that is gone left claimed",
-        );
-    }
-
-    /// Dispatches files already claimed (left over, or adopted), saying so.
-    fn dispatch_claimed(&mut self, files: Result<Vec<Claimed>, SpoolError>, found: &str) {
-        match files {
-            Ok(files) if !files.is_empty() => {
-                tracing::info!(files = files.len(), "{found}");
-                self.dispatch_files(files);
-            }
-            Ok(_) => {}
-            Err(e) => self.spool_failed(&e),
-        }
-    }
-
-    fn resume_spool(&mut self) {
-        test_start_delay();
-        // Heard from first: on a shared spool, a node silent for long may otherwise have its
-        // claimed files adopted by another while it resumes them.
-        node::beat(&*self.runtime.store, &self.node, &mut self.last_heartbeat);
-        if !self.spool_sound() {
-            return;
-        }
-        let leftovers = self.spool.leftovers();
-        self.dispatch_claimed(
-            leftovers,
-            "resuming files left in processing/ by a stop or crash",
-        );
-    }
-
-    /// Whether spool files may be taken now: the spool's directories are checked (at the
-    /// backoff's pace while something is wrong with them). When a problem ends, the files it
-    /// left claimed are dispatched (again: idempotency makes that harmless).
-    fn spool_sound(&mut self) -> bool {
-        let now = Instant::now();
-        if !self.spool_health.due(now) {
-            return false;
-        }
-        if let Err(e) = self.spool.check() {
-            self.spool_failed(&e);
-            return false;
-        }
-        if self.spool_health.sound(now) {
-            let leftovers = self.spool.leftovers();
-            self.dispatch_claimed(
-                leftovers,
-                "dispatching files left claimed while the spool could not be used",
-            );
-        }
-        self.spool_health.problem().is_none()
-    }
-
-    /// Spool files are not taken until the spool is sound again; `pap status` and
-    /// `/metrics` show why.
-    fn spool_failed(&mut self, e: &SpoolError) {
-        let since = format!("{:.0}", self.runtime.clock.now());
-        self.spool_health.failed(e, Instant::now(), &since);
-    }
-
-    /// Claims and dispatches ready files until none is left (or serve is stopping).
-    fn spool_pass(&mut self) {
-        while !self.stopping() {
-            if !self.spool_sound() {
-                return;
-            }
-            let ready = match self.spool.ready(FILE_BATCH) {
-                Ok(r) => r,
-                Err(e) => return self.spool_failed(&e),
-            };
-            let mut claimed = Vec::new();
-            for name in ready {
-                let path = self.spool.dir.join(&name);
-                let renamed = self.renamed.take(&path);
-                match self
-                    .spool
-                    .readiness(&name, renamed, self.settings.spool_settle)
-                {
-                    spool::settle::Readiness::Now => {}
-                    spool::settle::Readiness::After(wait) => {
-                        if renamed {
-                            self.renamed.add(path);
-                        }
-                        let at = Instant::now() + wait;
-                        self.settle_at = Some(self.settle_at.map_or(at, |t| t.min(at)));
-                        continue;
-                    }
-                }
-                match self.spool.claim(&name) {
-                    Ok(Some(c)) => claimed.push(c),
-                    Ok(None) => {}
-                    Err(e) => {
-                        // What is claimed already is dispatched; the rest waits.
-                        self.spool_failed(&e);
-                        break;
-                    }
-                }
-            }
-            if claimed.is_empty() {
-                return;
-            }
-            if !self.dispatch_files(claimed) {
-                return;
-            }
-        }
-    }
-
-    /// Decides every event of the claimed files (one transaction per group), then files each
-    /// away. False when the store failed: the files go back to the spool for a later pass.
-    fn dispatch_files(&mut self, claimed: Vec<Claimed>) -> bool {
-        let max_bytes = self.runtime.project.config.max_event_bytes;
-        let mut files: Vec<(Claimed, usize, Vec<Problem>)> = Vec::new();
-        let mut group: Vec<Pending> = Vec::new();
-        let mut result = Ok(());
-        {
-            let mut d = self.dispatcher();
-            for c in &claimed {
-                let name = c.name().to_owned();
-                let mut valid = 0;
-                let mut problems = Vec::new();
-                let consumed = std::sync::atomic::AtomicU64::new(0);
-                // Not following a link, nor blocking on a FIFO that a writer renamed over the
-                // claimed name between the scan and the claim.
-                let read = self.spool.open_claimed(c).and_then(|file| {
-                    input::read_from(
-                        file,
-                        name.as_str().into(),
-                        max_bytes,
-                        &consumed,
-                        &mut |item: input::Item| {
-                            // Named by the spool file, not its path in processing/.
-                            let input = Location {
-                                source: name.as_str().into(),
-                                ..item.loc
-                            };
-                            match &item.event {
-                                Ok(_) => valid += 1,
-                                Err(bad) => problems.push(Problem {
-                                    input: input.to_string(),
-                                    id: bad.id.clone(),
-                                    error: bad.reason.clone(),
-                                }),
-                            }
-                            group.push(Pending {
-                                input,
-                                event: item.event,
-                                emitted: false,
-                                prepared: None,
-                            });
-                        },
-                    )
-                });
-                if let Err(e) = &read
-                    && e.kind() == std::io::ErrorKind::NotFound
-                {
-                    // A shared spool: another node adopted it while this one was silent.
-                    tracing::info!(file = %name, "another node took the file over");
-                    continue;
-                }
-                if let Err(e) = read {
-                    problems.push(Problem {
-                        input: name.clone(),
-                        id: None,
-                        error: format!("cannot read the file: {e}"),
-                    });
-                } else if let Some(grew) = self.spool.grew_after_read(c, consumed.into_inner()) {
-                    problems.push(Problem {
-                        input: name.clone(),
-                        id: None,
-                        error: grew,
-                    });
-                }
-                self.metrics.received("spool", valid, problems.len());
-                files.push((c.clone(), valid, problems));
-                if group.len() >= GROUP_MAX && result.is_ok() {
-                    result = d.process(std::mem::take(&mut group));
-                }
-            }
-            if !group.is_empty() && result.is_ok() {
-                result = d.process(group);
-            }
-            if result.is_ok() {
-                result = d.finish(true);
-            }
-        }
-        if let Err(e) = result {
-            outage::report(&e, "cannot decide; the files go back to the spool");
-            if outage::is_outage(&e) {
-                // Nothing can be decided until the database is back: do not spin on the files.
-                std::thread::sleep(outage::PAUSE);
-            }
-            for c in &claimed {
-                let _ = self.spool.unclaim(c);
-            }
-            return false;
-        }
-        // Decided. Filed away only into the spool's own directories: one that turned into a
-        // link meanwhile leaves the files claimed, dispatched again once it is sound.
-        if let Err(e) = self.spool.check() {
-            self.spool_failed(&e);
-            return false;
-        }
-        let keep = !self.settings.done_retention.is_zero();
-        let now = format!("{:.3}", self.runtime.clock.now());
-        for (c, valid, problems) in files {
-            let name = c.name();
-            match self.spool.finish(&c, valid, &problems, keep, &now) {
-                Ok(Some(_)) if problems.is_empty() => {
-                    tracing::info!(file = %name, events = valid, "file dispatched")
-                }
-                Ok(Some(to)) => tracing::warn!(
-                    file = %name,
-                    events = valid,
-                    problems = problems.len(),
-                    moved_to = %to.display(),
-                    "file had invalid events; its valid events were dispatched"
-                ),
-                // A shared spool: this node was silent long enough for another to adopt
-                // the file, which dispatches it too (the events are duplicates there).
-                Ok(None) => tracing::warn!(
-                    file = %name,
-                    "dispatched; another node took the file over meanwhile"
-                ),
-                Err(e) => {
-                    self.spool_failed(&e);
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
     // --- events from elsewhere ----------------------------------------------------------
-
-    /// Decides the events HTTP requests posted, several requests per transaction (never
-    /// splitting one), and answers each once its transaction is durable.
-    fn decide_ingests(&mut self) {
-        if self.ingests.is_empty() {
-            return;
-        }
-        decider::test_delay();
-        let requests = std::mem::take(&mut self.ingests);
-        let mut batch = Vec::new();
-        let mut events = 0;
-        for request in requests {
-            if events > 0 && events + request.events.len() > GROUP_MAX {
-                self.decide_ingest_batch(std::mem::take(&mut batch));
-                events = 0;
-            }
-            events += request.events.len();
-            batch.push(request);
-        }
-        if !batch.is_empty() {
-            self.decide_ingest_batch(batch);
-        }
-    }
-
-    fn decide_ingest_batch(&mut self, batch: Vec<decider::IngestRequest>) {
-        let mut counts = Vec::with_capacity(batch.len());
-        let mut replies = Vec::with_capacity(batch.len());
-        let mut events = Vec::new();
-        for request in batch {
-            let (pending, reply) = request.into_parts();
-            counts.push(pending.len());
-            events.extend(pending);
-            replies.push(reply);
-        }
-        let decided = {
-            let mut d = self.dispatcher();
-            let decided = d.decide_queued(events);
-            // Once committed, the answer stands: a failure of the log's printer after the
-            // commit must not turn it into "nothing was recorded".
-            let _ = d.finish(true);
-            decided
-        };
-        match decided {
-            Ok((reports, to_run)) => {
-                let mut reports = reports.into_iter();
-                for (reply, n) in replies.into_iter().zip(counts) {
-                    reply.send(Ok(reports.by_ref().take(n).collect()));
-                }
-                // Only now do the runs start: no agent runs before its sender has the answer.
-                if !to_run.is_empty() {
-                    self.worker.run(to_run);
-                }
-            }
-            Err(e) => {
-                let why = crate::error_text::describe(&e);
-                tracing::error!(error = %why, requests = replies.len(), "cannot decide posted events; nothing of them was recorded");
-                for reply in replies {
-                    reply.send(Err(why.clone()));
-                }
-            }
-        }
-    }
-
-    fn dispatch_emitted(&mut self, events: Vec<Event>) {
-        if events.is_empty() {
-            return;
-        }
-        let mut d = self.dispatcher();
-        let result = d.dispatch_emitted(events).and_then(|_| d.finish(true));
-        if let Err(e) = result {
-            outage::report(&e, "cannot decide emitted events (they stay in the outbox)");
-        }
-    }
-
-    /// Events a process put in the outbox and died before deciding.
-    fn outbox_leftovers(&mut self) {
-        let entries = match self.runtime.store.read(|r| r.outbox_entries()) {
-            Ok(e) => e,
-            Err(e) => {
-                outage::report_store(&e, "cannot read the outbox");
-                return;
-            }
-        };
-        let max_bytes = self.runtime.project.config.max_event_bytes;
-        let mut events = Vec::new();
-        for (id, entry) in entries {
-            let orphan = entry
-                .owner
-                .as_ref()
-                .is_none_or(|o| !o.is_current() && !o.is_alive());
-            if !orphan {
-                continue;
-            }
-            let len = serde_json::to_vec(&entry.event).map_or(0, |b| b.len());
-            match event::validate(entry.event, len, max_bytes, Origin::Dispatcher) {
-                Ok(e) => events.push(e),
-                Err(bad) => {
-                    tracing::error!(event = %id, reason = %bad.reason, "an outbox event is invalid")
-                }
-            }
-        }
-        if !events.is_empty() {
-            tracing::info!(
-                events = events.len(),
-                "deciding events left in the outbox (by a process that stopped, or handed to serve)"
-            );
-            self.dispatch_emitted(events);
-        }
-    }
-
-    /// Trailing debounces whose burst has gone quiet: one invocation each.
-    fn fire_debounced(&mut self) {
-        let mut d = self.dispatcher();
-        let fired = d.fire_debounced().and_then(|f| d.finish(true).map(|_| f));
-        match fired {
-            Ok(fired) => {
-                for f in fired {
-                    match (&f.decided, &f.dropped) {
-                        (Some(t), _) => tracing::info!(
-                            trigger = %f.trigger,
-                            window_key = %f.key,
-                            event = %f.event_id,
-                            outcome = t.outcome.as_str(),
-                            invocation = t.invocation_id.as_deref().unwrap_or(""),
-                            reason = %t.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
-                            "trailing debounce fired"
-                        ),
-                        (None, why) => tracing::warn!(
-                            trigger = %f.trigger,
-                            window_key = %f.key,
-                            event = %f.event_id,
-                            why = why.as_deref().unwrap_or(""),
-                            "trailing debounce dropped"
-                        ),
-                    }
-                }
-            }
-            Err(e) => outage::report(&e, "cannot fire debounced triggers"),
-        }
-    }
-
-    fn expire_approvals(&mut self) {
-        let mut d = self.dispatcher();
-        if let Err(e) = d.expire_approvals().and_then(|_| d.finish(true)) {
-            outage::report(&e, "cannot expire approvals");
-        }
-    }
-
-    /// The ANP watchdog and sink deliveries. A pass runs in the background (a webhook may
-    /// take its timeout), one at a time; `--once` waits for it.
-    fn notify_timers(&mut self) {
-        if self.pumping.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            return;
-        }
-        let (store, project) = (self.runtime.store.clone(), self.runtime.project.clone());
-        let now = self.runtime.clock.now_ms();
-        let flag = self.pumping.clone();
-        let pass = async move {
-            match crate::notify::pump::pump(store, project, now).await {
-                Ok(p) if p.escalated > 0 => {
-                    tracing::warn!(
-                        escalated = p.escalated,
-                        "watchdog escalated notifications past their deadline"
-                    )
-                }
-                Ok(_) => {}
-                Err(e) => outage::report(&e, "notification timers failed"),
-            }
-            flag.store(false, std::sync::atomic::Ordering::Release);
-        };
-        if self.settings.once {
-            self.rt.block_on(pass);
-        } else {
-            self.rt.spawn(pass);
-        }
-    }
 
     // --- schedules ----------------------------------------------------------------------
 
-    fn fire_schedules(&mut self) {
-        let now = self.runtime.clock.now();
-        let project = self.runtime.project.clone();
-        let max_bytes = project.config.max_event_bytes;
-        let mut events = Vec::new();
-        let enabled: Vec<_> = project.schedules.iter().filter(|s| s.enabled).collect();
-        if enabled.is_empty() {
-            return;
-        }
-        // Looked at on a read, written only when something fires (or a schedule is new):
-        // this runs every second, and each commit syncs the file. The write plans again from
-        // what it reads itself: on a shared store another node may have fired meanwhile, and
-        // its read there holds the schedule's lock to the commit, so each fire time is
-        // fired by one node only.
-        let lasts = self.runtime.store.read(|r| {
-            enabled
-                .iter()
-                .map(|s| r.schedule_last(&s.id))
-                .collect::<storage::Result<Vec<_>>>()
-        });
-        let lasts = match lasts {
-            Ok(l) => l,
-            Err(e) => {
-                outage::report_store(&e, "cannot read the schedules' last fire times");
-                return;
-            }
-        };
-        let plan_from = |s: &crate::manifest::compiled::Schedule, last: Option<i64>| {
-            last.map(|last| {
-                let last = jiff::Timestamp::from_millisecond(last).unwrap_or(now);
-                schedule::plan(s, last, now)
-            })
-        };
-        let idle = |plan: &Option<schedule::Plan>| {
-            plan.as_ref()
-                .is_some_and(|p| p.fire.is_empty() && p.skipped == 0)
-        };
-        for (s, last) in enabled.into_iter().zip(lasts) {
-            if idle(&plan_from(s, last)) {
-                continue;
-            }
-            let result = self.runtime.store.write(|tx| {
-                let plan = plan_from(s, tx.schedule_last(&s.id)?);
-                if idle(&plan) {
-                    return Ok((Vec::new(), 0));
-                }
-                let Some(plan) = plan else {
-                    // First sight: fires count from now on, never from the past.
-                    tx.set_schedule_last(&s.id, now.as_millisecond())?;
-                    return Ok((Vec::new(), 0));
-                };
-                let owner = Runner::current(now.as_millisecond());
-                let mut fired = Vec::new();
-                for at in &plan.fire {
-                    let value = schedule::event(s, *at);
-                    let len = serde_json::to_vec(&value).map_or(0, |b| b.len());
-                    match event::validate(value, len, max_bytes, Origin::Outside) {
-                        Ok(e) => {
-                            // In the outbox with the new last-fire time, in one transaction:
-                            // a crash after this commit still decides the fire, and never
-                            // fires it again.
-                            tx.outbox_put(&e.id, &e.value, Some(&owner))?;
-                            fired.push(e);
-                        }
-                        Err(bad) => tracing::error!(schedule = %s.id, reason = %bad.reason, "schedule event is invalid"),
-                    }
-                }
-                tx.set_schedule_last(&s.id, now.as_millisecond())?;
-                Ok::<_, storage::Error>((fired, plan.skipped))
-            });
-            match result {
-                Ok((fired, skipped)) => {
-                    if skipped > 0 {
-                        tracing::warn!(
-                            schedule = %s.id,
-                            skipped,
-                            catch_up = s.catch_up,
-                            "fires missed while serve was stopped were skipped"
-                        );
-                    }
-                    for e in &fired {
-                        tracing::info!(schedule = %s.id, event = %e.id, "schedule fired");
-                        self.metrics.schedule_fired(&s.id);
-                    }
-                    events.extend(fired);
-                }
-                Err(e) => tracing::error!(schedule = %s.id, error = %e, "cannot fire the schedule"),
-            }
-        }
-        self.dispatch_emitted(events);
-    }
-
     // --- upkeep -------------------------------------------------------------------------
-
-    /// What a purge step needs: the time, the ledger's cutoff, the debounce periods.
-    fn purge_due<T>(&self, f: impl FnOnce(&purge::Due) -> T) -> T {
-        let now = self.runtime.clock.now_ms();
-        let before =
-            |d: Duration| now.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let s = &self.settings;
-        let project = &self.runtime.project;
-        let quiet_of = |trigger: &str| {
-            project
-                .trigger(trigger)
-                .and_then(|t| t.debounce.as_ref())
-                .map(crate::stages::debounce::quiet_ms)
-        };
-        f(&purge::Due {
-            now,
-            cutoffs: purge::Cutoffs {
-                ledger: before(s.ledger_retention),
-                throttle: now.saturating_sub(crate::stages::throttle::longest_window_ms(project)),
-                invocations: before(s.invocation_retention),
-                notifications: before(s.notification_retention),
-                inbox: before(s.inbox_retention),
-                audit: before(s.audit_retention),
-            },
-            quiet_of: &quiet_of,
-        })
-    }
-
-    /// One step of the purge pass, if one is due (see `purge`).
-    fn purge_step(&mut self) {
-        if self.purger.next_step_in() != Some(Duration::ZERO) || self.stopping() {
-            return;
-        }
-        let store = self.runtime.store.clone();
-        let mut purger = std::mem::take(&mut self.purger);
-        let stepped = self.purge_due(|due| purger.step(&*store, due));
-        self.purger = purger;
-        match stepped {
-            Ok(Some(step)) => {
-                self.metrics
-                    .purge_stepped(step.kind.name(), step.purged.removed, step.took)
-            }
-            Ok(None) => {}
-            Err(e) => outage::report_store(&e, "cannot purge expired state"),
-        }
-    }
-
-    /// The whole purge pass at once (`--once`: no decisions wait meanwhile).
-    fn purge_pass(&mut self) {
-        let store = self.runtime.store.clone();
-        let mut purger = std::mem::take(&mut self.purger);
-        if let Err(e) = self.purge_due(|due| purger.finish_pass(&*store, due)) {
-            outage::report_store(&e, "cannot purge expired state");
-        }
-        self.purger = purger;
-    }
-
-    /// Processed spool files past `done_retention`.
-    fn sweep_done(&mut self) {
-        if !self.settings.done_retention.is_zero() && self.spool_sound() {
-            match self.spool.sweep_done(self.settings.done_retention) {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(files = n, "removed processed files past their retention"),
-                Err(e) => self.spool_failed(&e),
-            }
-        }
-    }
 
     fn shutdown(&mut self) {
         if let Some(listening) = self.listening.take() {

@@ -162,3 +162,51 @@ impl Server {
         format!("{:.0}", self.runtime.clock.now())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_server::{project, server, trigger};
+    use super::Condition;
+
+    fn trigger_ids(server: &super::Server) -> Vec<String> {
+        server
+            .runtime
+            .project
+            .triggers
+            .iter()
+            .map(|t| t.id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_changed_manifest_is_in_force_after_a_reload() {
+        let dir = project(&[("triggers/a.yaml", &trigger("a", "host.disk.full"))]);
+        let mut server = server(dir.path());
+        std::fs::write(
+            dir.path().join("triggers/b.yaml"),
+            format!("pap_version: \"0.2\"\n{}", trigger("b", "host.cpu.hot")),
+        )
+        .unwrap();
+
+        server.reload();
+
+        assert_eq!(trigger_ids(&server), ["a", "b"]);
+        assert!(!server.conditions.holds(Condition::ReloadRefused));
+    }
+
+    #[test]
+    fn a_manifest_with_errors_is_refused_whole_and_the_set_in_force_keeps_running() {
+        let dir = project(&[("triggers/a.yaml", &trigger("a", "host.disk.full"))]);
+        let mut server = server(dir.path());
+        std::fs::write(
+            dir.path().join("triggers/b.yaml"),
+            "pap_version: \"0.2\"\ntrigger:\n  id: b\n  agent: nobody\n",
+        )
+        .unwrap();
+
+        server.reload();
+
+        assert_eq!(trigger_ids(&server), ["a"]);
+        assert!(server.conditions.holds(Condition::ReloadRefused));
+    }
+}
