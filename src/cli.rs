@@ -941,7 +941,7 @@ fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
         Ok(_) => {
             return Err("give a duration such as 10s, 2m or 1h30m (or seconds, 0 or more)".into());
         }
-        Err(_) => crate::manifest::duration::parse(text)?,
+        Err(_) => crate::manifest::duration::parse(text).map_err(|e| e.to_string())?,
     };
     if parsed > LONGEST {
         return Err("too long a duration (at most 30d)".into());

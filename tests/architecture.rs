@@ -111,8 +111,14 @@ fn references() -> BTreeMap<String, BTreeSet<String>> {
     for src in SOURCES {
         rust_files(&root.join(src), &mut files);
     }
+    let test_only = test_only_files(&files);
     let mut out = BTreeMap::new();
     for file in files {
+        // A module compiled for tests only (`#[cfg(test)] mod test_server;`) is read as a
+        // file's unit tests are: not at all.
+        if test_only.contains(&file) {
+            continue;
+        }
         let relative = file
             .strip_prefix(root)
             .unwrap()
@@ -136,6 +142,38 @@ fn references() -> BTreeMap<String, BTreeSet<String>> {
             }
         }
         out.insert(relative, named);
+    }
+    out
+}
+
+/// The files of modules declared under `#[cfg(test)]` (`#[cfg(test)]` then `mod name;`):
+/// `name.rs` or `name/mod.rs` beside the declaring `mod.rs` or `lib.rs`, or under the
+/// declaring file's own folder.
+fn test_only_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            if line.trim() != "#[cfg(test)]" {
+                continue;
+            }
+            let Some(name) = lines
+                .peek()
+                .and_then(|next| next.trim().strip_prefix("mod "))
+                .and_then(|rest| rest.strip_suffix(';'))
+            else {
+                continue;
+            };
+            let stem = file.file_stem().unwrap().to_string_lossy();
+            let dir = if stem == "mod" || stem == "lib" || stem == "main" {
+                file.parent().unwrap().to_path_buf()
+            } else {
+                file.with_extension("")
+            };
+            out.insert(dir.join(format!("{name}.rs")));
+            out.insert(dir.join(name).join("mod.rs"));
+        }
     }
     out
 }
@@ -223,4 +261,21 @@ fn the_reader_sees_grouped_and_inline_paths() {
     );
     assert_eq!(module_of("serve/log.rs"), "serve");
     assert_eq!(module_of("clock.rs"), "clock");
+}
+
+#[test]
+fn modules_compiled_for_tests_only_are_found_and_others_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = dir.path().join("serve");
+    std::fs::create_dir_all(&serve).unwrap();
+    let module = serve.join("mod.rs");
+    std::fs::write(
+        &module,
+        "mod intake;\n#[cfg(test)]\nmod test_server;\n#[cfg(test)]\nmod tests {\n}\n",
+    )
+    .unwrap();
+    let found = test_only_files(&[module]);
+    assert!(found.contains(&serve.join("test_server.rs")), "{found:?}");
+    assert!(!found.contains(&serve.join("intake.rs")), "{found:?}");
+    assert!(!found.iter().any(|f| f.ends_with("tests.rs")), "{found:?}");
 }

@@ -141,7 +141,7 @@ fn programs(checks: &mut Vec<Check>, project: &Project) {
             let text = program.display().to_string();
             let (verdict, detail) = match crate::program::locate(&text, &project.root) {
                 Ok(path) => (Verdict::Ok, path.display().to_string()),
-                Err(why) => (Verdict::Fail, why),
+                Err(why) => (Verdict::Fail, why.to_string()),
             };
             check(
                 checks,
@@ -178,7 +178,7 @@ fn mcp_servers(
         if let McpServerSpec::Stdio { command, .. } = spec
             && let Err(why) = crate::program::locate(command, &project.root)
         {
-            check(checks, label, Verdict::Fail, why);
+            check(checks, label, Verdict::Fail, why.to_string());
             continue;
         }
         let names = BTreeSet::from([name.clone()]);
@@ -193,7 +193,9 @@ fn mcp_servers(
             let tools = tokio::time::timeout(timeout, session.list_tools()).await;
             let mut session = session;
             session.shutdown().await;
-            tools.map_err(|_| format!("did not list its tools within {}s", timeout.as_secs()))?
+            tools
+                .map_err(|_| format!("did not list its tools within {}s", timeout.as_secs()))?
+                .map_err(|e| e.to_string())
         });
         let tools = match listed {
             Ok(tools) => tools,
@@ -243,7 +245,7 @@ fn sinks(checks: &mut Vec<Check>, project: &Project) {
             SinkTarget::Command { program, .. } => {
                 match crate::program::locate(&program.display().to_string(), &project.root) {
                     Ok(path) => (Verdict::Ok, path.display().to_string()),
-                    Err(why) => (Verdict::Fail, why),
+                    Err(why) => (Verdict::Fail, why.to_string()),
                 }
             }
             SinkTarget::Ndjson { path } => {

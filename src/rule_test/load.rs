@@ -461,13 +461,13 @@ pub(crate) fn parse_offset(text: &str) -> Result<i64, String> {
     if body.starts_with('-') {
         return Err("offsets count forward from `start`".to_string());
     }
-    let d = crate::manifest::duration::parse(body)?;
+    let d = crate::manifest::duration::parse(body).map_err(|e| e.to_string())?;
     i64::try_from(d.as_millis()).map_err(|_| "too large".to_string())
 }
 
 /// A strict RFC 3339 time (ms since the epoch).
 pub(crate) fn parse_time(text: &str) -> Result<i64, String> {
-    crate::event::rfc3339::check(text)?;
+    crate::event::rfc3339::check(text).map_err(|e| e.to_string())?;
     let at: jiff::Timestamp = text.parse().map_err(|e| format!("{e}"))?;
     Ok(at.as_millisecond())
 }

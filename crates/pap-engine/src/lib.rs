@@ -30,6 +30,7 @@ pub mod manifest;
 pub mod notify;
 pub mod pipeline;
 pub mod program;
+mod reason;
 pub mod regular_file;
 pub mod schedule;
 mod secrets;

@@ -3,8 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
+crate::reason::reason_error!(
+    /// Why a program a manifest names would not run.
+    ProgramNotFound
+);
+
 /// Where `program` would be run from, or why it would not run.
-pub fn locate(program: &str, root: &Path) -> Result<PathBuf, String> {
+pub fn locate(program: &str, root: &Path) -> Result<PathBuf, ProgramNotFound> {
+    locate_reason(program, root).map_err(ProgramNotFound::from)
+}
+
+/// [`locate`], with the reason as text (for messages that quote it).
+pub(crate) fn locate_reason(program: &str, root: &Path) -> Result<PathBuf, String> {
     if program.contains('/') {
         let path = if Path::new(program).is_absolute() {
             PathBuf::from(program)
@@ -44,10 +54,11 @@ mod tests {
         assert!(locate("sh", root).is_ok());
         assert!(locate("/bin/sh", root).is_ok());
         let err = locate("no-such-program-pap", root).unwrap_err();
-        assert_eq!(err, "`no-such-program-pap` is not on PATH");
+        assert_eq!(err.reason(), "`no-such-program-pap` is not on PATH");
         assert!(
             locate("./nope.sh", root)
                 .unwrap_err()
+                .reason()
                 .contains("does not exist")
         );
     }

@@ -52,7 +52,7 @@ pub struct Template {
 
 impl Template {
     /// Parses a notification template ([`NOTIFY`]).
-    pub fn parse(text: &str) -> Result<Template, String> {
+    pub(crate) fn parse(text: &str) -> Result<Template, String> {
         Template::parse_in(text, &NOTIFY)
     }
 

@@ -173,7 +173,7 @@ impl Principals {
                         ResolveError::Hash {
                             principal: principal(),
                             path: path.display().to_string(),
-                            why,
+                            why: why.to_string(),
                         }
                     })?;
                     Secret::PasswordHash(hash)

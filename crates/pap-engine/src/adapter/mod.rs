@@ -41,7 +41,7 @@ pub enum Expr {
 
 impl Expr {
     /// A JSONPath when `text` starts with `$`, else a template.
-    pub fn parse(text: &str) -> Result<Expr, String> {
+    pub(crate) fn parse(text: &str) -> Result<Expr, String> {
         if text.starts_with('$') {
             JsonPath::parse(text)
                 .map(Expr::Path)
@@ -177,7 +177,12 @@ fn zero_time(text: &str) -> bool {
 impl Adapter {
     /// The events of `body`. `Err` when `each` does not name an array in it, or when the
     /// events would add up to more than `limits.total_bytes`.
-    pub fn map(&self, body: Value, limits: Limits) -> Result<Vec<Mapped>, String> {
+    pub fn map(&self, body: Value, limits: Limits) -> Result<Vec<Mapped>, UnmappableBody> {
+        self.map_reason(body, limits).map_err(UnmappableBody::from)
+    }
+
+    /// [`Self::map`], with the reason as text.
+    pub(crate) fn map_reason(&self, body: Value, limits: Limits) -> Result<Vec<Mapped>, String> {
         let mut total = 0usize;
         let Some(each) = &self.each else {
             let doc = json!({ "item": body.clone(), "body": body });
@@ -292,6 +297,11 @@ fn take_at(body: &mut Value, names: &[String]) -> Option<Value> {
     Some(v.take())
 }
 
+crate::reason::reason_error!(
+    /// Why a webhook body cannot be mapped to events as a whole (its `each` names no array, or the events would add up to too much).
+    UnmappableBody
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,7 +388,7 @@ mod tests {
         let err = a
             .map(json!({"receiver": big, "alerts": alerts}), limits)
             .unwrap_err();
-        assert!(err.contains("add up to more than 200000"), "{err}");
+        assert!(err.reason().contains("add up to more than 200000"), "{err}");
         // One event over the event limit is refused alone.
         let small = Limits {
             event_bytes: 500,

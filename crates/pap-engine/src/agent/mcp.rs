@@ -89,7 +89,12 @@ impl Session {
     }
 
     /// Every tool of every connected server.
-    pub async fn list_tools(&self) -> Result<Vec<ServerTool>, String> {
+    pub async fn list_tools(&self) -> Result<Vec<ServerTool>, ToolsNotListed> {
+        self.list_tools_reason().await.map_err(ToolsNotListed::from)
+    }
+
+    /// [`Self::list_tools`], with the reason as text.
+    pub(crate) async fn list_tools_reason(&self) -> Result<Vec<ServerTool>, String> {
         let mut out = Vec::new();
         for (name, server) in &self.servers {
             let tools = server.service.list_all_tools().await.map_err(|e| {
@@ -110,7 +115,7 @@ impl Session {
 
     /// Calls `tool` on `server`. A protocol or transport failure is `Err`; a tool that ran and
     /// failed is `Ok` with `is_error`.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         server: &str,
         tool: &str,
@@ -300,3 +305,8 @@ fn tail(lines: &Mutex<VecDeque<String>>) -> String {
         format!(" (its stderr ends: {})", joined.join(" | "))
     }
 }
+
+crate::reason::reason_error!(
+    /// Why the MCP servers' tools could not be listed (the server named, with the tail of its stderr).
+    ToolsNotListed
+);

@@ -5,7 +5,17 @@
 //! its messages are not ours. The RFC allows any number of fraction digits, a leap second
 //! (`:60`), and offsets with hours 00-23 and minutes 00-59.
 
-pub fn check(text: &str) -> Result<(), String> {
+crate::reason::reason_error!(
+    /// Why a time is not an RFC 3339 `date-time`.
+    InvalidTimestamp
+);
+
+pub fn check(text: &str) -> Result<(), InvalidTimestamp> {
+    check_reason(text).map_err(InvalidTimestamp::from)
+}
+
+/// [`check`], with the reason as text (for messages that quote it).
+pub(crate) fn check_reason(text: &str) -> Result<(), String> {
     let b = text.as_bytes();
     let digits = |range: std::ops::Range<usize>| {
         b.get(range.clone())

@@ -74,7 +74,7 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
                 .help("use 24h or more, e.g. `48h` or `7d`");
             }
             Ok(ttl) => config.idempotency_ttl = ttl,
-            Err(reason) => invalid_duration(ctx, "idempotency_ttl", text, &reason),
+            Err(reason) => invalid_duration(ctx, "idempotency_ttl", text, reason.reason()),
         }
     }
     if let Some(text) = &raw.approval_timeout {
@@ -83,7 +83,7 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
                 invalid_duration(ctx, "approval_timeout", text, "must be longer than zero")
             }
             Ok(d) => config.approval_timeout = d,
-            Err(reason) => invalid_duration(ctx, "approval_timeout", text, &reason),
+            Err(reason) => invalid_duration(ctx, "approval_timeout", text, reason.reason()),
         }
     }
     if let Some(serve) = &raw.serve {
@@ -193,7 +193,7 @@ fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeCon
                 duration_error(ctx, &at, field, text, "must be at least 1s")
             }
             Ok(d) => *target = d,
-            Err(reason) => duration_error(ctx, &at, field, text, &reason),
+            Err(reason) => duration_error(ctx, &at, field, text, reason.reason()),
         }
     }
 }

@@ -221,8 +221,18 @@ fn token_env(text: &str) -> Option<String> {
     valid_env_name(name).then(|| name.to_owned())
 }
 
+crate::reason::reason_error!(
+    /// Why a password hash is not a usable PHC string.
+    InvalidPasswordHash
+);
+
 /// A PHC string of one of argon2's variants, with a salt and a hash.
-pub fn check_password_hash(text: &str) -> Result<(), String> {
+pub fn check_password_hash(text: &str) -> Result<(), InvalidPasswordHash> {
+    check_password_hash_reason(text).map_err(InvalidPasswordHash::from)
+}
+
+/// [`check_password_hash`], with the reason as text (for messages that quote it).
+pub(crate) fn check_password_hash_reason(text: &str) -> Result<(), String> {
     let parsed = argon2::PasswordHash::new(text)
         .map_err(|e| format!("not a password hash in PHC form ({e})"))?;
     if !matches!(
@@ -250,8 +260,18 @@ fn valid_principal_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '@'))
 }
 
+crate::reason::reason_error!(
+    /// Why a listen address is not `HOST:PORT`.
+    InvalidAddress
+);
+
 /// `HOST:PORT`, where HOST is a name, an IPv4 address or a bracketed IPv6 address.
-pub fn check_address(text: &str) -> Result<(), String> {
+pub fn check_address(text: &str) -> Result<(), InvalidAddress> {
+    check_address_reason(text).map_err(InvalidAddress::from)
+}
+
+/// [`check_address`], with the reason as text (for messages that quote it).
+pub(crate) fn check_address_reason(text: &str) -> Result<(), String> {
     let (host, port) = split_host_port(text).ok_or("no `:PORT` at the end")?;
     if host.is_empty() {
         return Err("no host before the port".into());

@@ -3,8 +3,18 @@
 
 use std::time::Duration;
 
+crate::reason::reason_error!(
+    /// Why a duration (`90s`, `1h30m`) is not one.
+    InvalidDuration
+);
+
 /// Parses a duration; the error says what is wrong in words.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, InvalidDuration> {
+    parse_reason(text).map_err(InvalidDuration::from)
+}
+
+/// [`parse`], with the reason as text (for messages that quote it).
+pub(crate) fn parse_reason(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
         return Err("empty duration".to_string());
@@ -76,8 +86,8 @@ mod tests {
         assert_eq!(parse("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse("1m30s250ms"), Ok(Duration::from_millis(90_250)));
-        assert!(parse("24").unwrap_err().contains("no unit"));
-        assert!(parse("3y").unwrap_err().contains("unknown unit"));
+        assert!(parse("24").unwrap_err().reason().contains("no unit"));
+        assert!(parse("3y").unwrap_err().reason().contains("unknown unit"));
         assert!(parse("h").is_err());
         assert!(parse("").is_err());
     }

@@ -3,7 +3,7 @@
 //! 10⁶ or 2²⁰ bytes.
 
 /// Parses a size into bytes; the error says what is wrong in words.
-pub fn parse(text: &str) -> Result<u64, String> {
+pub(crate) fn parse(text: &str) -> Result<u64, String> {
     let s = text.trim();
     let digits = s.chars().take_while(char::is_ascii_digit).count();
     let (number, unit) = s.split_at(digits);

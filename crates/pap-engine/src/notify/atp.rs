@@ -177,9 +177,19 @@ pub struct Response {
     pub responder: Value,
 }
 
+crate::reason::reason_error!(
+    /// Why an ATP response message is not one, naming its field.
+    InvalidResponse
+);
+
 /// Parses and checks a response message (ATP "Response Message Structure"). Every problem is
 /// named with its field.
-pub fn parse_response(v: &Value) -> Result<Response, String> {
+pub fn parse_response(v: &Value) -> Result<Response, InvalidResponse> {
+    parse_response_reason(v).map_err(InvalidResponse::from)
+}
+
+/// [`parse_response`], with the reason as text (for messages that quote it).
+pub(crate) fn parse_response_reason(v: &Value) -> Result<Response, String> {
     let obj = v.as_object().ok_or("an ATP response is a JSON object")?;
     let string = |field: &str| -> Result<String, String> {
         match obj.get(field) {
@@ -275,10 +285,15 @@ mod tests {
             let mut bad = ok.clone();
             bad[field] = value;
             let err = parse_response(&bad).unwrap_err();
-            assert!(err.contains(expect), "{field}: {err}");
+            assert!(err.reason().contains(expect), "{field}: {err}");
         }
         let mut missing = ok.clone();
         missing.as_object_mut().unwrap().remove("notification_id");
-        assert!(parse_response(&missing).unwrap_err().contains("required"));
+        assert!(
+            parse_response(&missing)
+                .unwrap_err()
+                .reason()
+                .contains("required")
+        );
     }
 }

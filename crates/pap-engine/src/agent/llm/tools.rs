@@ -252,7 +252,7 @@ async fn find_listed(
     mcp: &mcp::Session,
     agent: &Agent,
 ) -> Result<(Vec<ToolDef>, HashMap<String, Offered>), String> {
-    let listed = mcp.list_tools().await?;
+    let listed = mcp.list_tools_reason().await?;
     let mut defs = Vec::new();
     let mut offered = HashMap::new();
     for spec in &agent.tools {
