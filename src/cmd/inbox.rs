@@ -59,11 +59,15 @@ pub(super) fn run(cli: &Cli, args: &InboxArgs) -> anyhow::Result<Outcome> {
             let mut failed = false;
             for id in ids {
                 match store.write(|tx| inbox::ack(tx, *id, &user, now)) {
-                    Ok(Acked::Delivered { notification }) => {
+                    Ok(Ok(Acked::Delivered { notification })) => {
                         crate::out!("{id}: {notification} delivered")?
                     }
-                    Ok(Acked::Already { notification }) => {
+                    Ok(Ok(Acked::Already { notification })) => {
                         crate::out!("{id}: {notification} was already delivered")?
+                    }
+                    Ok(Err(refused)) => {
+                        crate::say!("error: {refused}");
+                        failed = true;
                     }
                     Err(e) => {
                         crate::say!("error: {e}");

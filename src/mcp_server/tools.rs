@@ -387,15 +387,15 @@ async fn ack(server: &PapMcp, who: &Who, args: &JsonObject) -> Result<CallToolRe
     .map_err(|e| McpError::internal_error(e.to_string(), None))?;
     use crate::notify::inbox::Acked;
     match acked {
-        Ok(Acked::Delivered { notification }) => Ok(CallToolResult::structured(
+        Ok(Ok(Acked::Delivered { notification })) => Ok(CallToolResult::structured(
             json!({"message": id.to_string(), "notification": notification, "status": "delivered", "already": false}),
         )),
-        Ok(Acked::Already { notification }) => Ok(CallToolResult::structured(
+        Ok(Ok(Acked::Already { notification })) => Ok(CallToolResult::structured(
             json!({"message": id.to_string(), "notification": notification, "status": "delivered", "already": true}),
         )),
-        Err(storage::Error::Conflict(why)) => {
-            Ok(CallToolResult::error(vec![ContentBlock::text(why)]))
-        }
+        Ok(Err(refused)) => Ok(CallToolResult::error(vec![ContentBlock::text(
+            refused.to_string(),
+        )])),
         Err(e) => Err(store_error(e)),
     }
 }

@@ -15,48 +15,76 @@ pub enum Acked {
     Already { notification: String },
 }
 
+/// Why an inbox message cannot be acknowledged: the reason a person sees, naming the message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AckRefused {
+    #[error("no inbox message {0}")]
+    NoMessage(u64),
+    #[error(
+        "inbox message {message} is a post by {author}, not a notification: there is nothing to acknowledge"
+    )]
+    Post { message: u64, author: String },
+    #[error("inbox message {message} names {notification}, which is not in the store")]
+    Missing { message: u64, notification: String },
+    #[error("inbox message {message}: {notification} is {status}, which cannot be acknowledged")]
+    Finished {
+        message: u64,
+        notification: String,
+        status: &'static str,
+    },
+    /// The notification's lifecycle refused (the ledger's own words).
+    #[error("inbox message {message}: {refused}")]
+    Refused { message: u64, refused: Refused },
+}
+
 /// The human acknowledges inbox message `message`: its notification becomes DELIVERED
 /// (through LOCKED, under the lease it has now). Acknowledging a delivered one again is a
-/// no-op; a FAILED one cannot change.
-pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage::Result<Acked> {
-    let msg = tx
-        .inbox_message(message)?
-        .ok_or_else(|| storage::Error::Conflict(format!("no inbox message {message}")))?;
+/// no-op; a FAILED one cannot change. A refusal is decided before anything is written.
+pub fn ack(
+    tx: &mut dyn WriteTx,
+    message: u64,
+    user: &str,
+    now: i64,
+) -> storage::Result<Result<Acked, AckRefused>> {
+    let Some(msg) = tx.inbox_message(message)? else {
+        return Ok(Err(AckRefused::NoMessage(message)));
+    };
     if msg.is_post() {
-        return Err(storage::Error::Conflict(format!(
-            "inbox message {message} is a post by {}, not a notification: there is nothing to acknowledge",
-            msg.author
-        )));
+        return Ok(Err(AckRefused::Post {
+            message,
+            author: msg.author,
+        }));
     }
-    let mut n = tx.notification(&msg.notification_id)?.ok_or_else(|| {
-        storage::Error::Conflict(format!(
-            "inbox message {message} names {}, which is not in the store",
-            msg.notification_id
-        ))
-    })?;
+    let Some(mut n) = tx.notification(&msg.notification_id)? else {
+        return Ok(Err(AckRefused::Missing {
+            message,
+            notification: msg.notification_id,
+        }));
+    };
     if n.status == NotifyStatus::Delivered {
-        return Ok(Acked::Already {
+        return Ok(Ok(Acked::Already {
             notification: n.id.clone(),
-        });
+        }));
     }
     let by = format!("user:{user}");
     let lease = n.owner_lease;
-    ledger::finish(
+    if let Err(r) = ledger::finish(
         &mut n,
         lease,
         NotifyStatus::Delivered,
         &by,
         Some(format!("acknowledged in the inbox (message {message})")),
         now,
-    )
-    .map_err(|r| match r {
-        Refused::Terminal { .. } => storage::Error::Conflict(format!(
-            "inbox message {message}: {} is {}, which cannot be acknowledged",
-            n.id,
-            n.status.as_str()
-        )),
-        r => storage::Error::Conflict(format!("inbox message {message}: {r}")),
-    })?;
+    ) {
+        return Ok(Err(match r {
+            Refused::Terminal { .. } => AckRefused::Finished {
+                message,
+                notification: n.id.clone(),
+                status: n.status.as_str(),
+            },
+            refused => AckRefused::Refused { message, refused },
+        }));
+    }
     n.ack_at = Some(now);
     if let Some(due) = n.delivery_deadline.take() {
         tx.remove_job(due, &super::produce::watchdog_job(&n.id))?;
@@ -64,7 +92,7 @@ pub fn ack(tx: &mut dyn WriteTx, message: u64, user: &str, now: i64) -> storage:
     let id = n.id.clone();
     tx.put_notification(&n)?;
     super::queue::tell_acknowledged(tx, &n)?;
-    Ok(Acked::Delivered { notification: id })
+    Ok(Ok(Acked::Delivered { notification: id }))
 }
 
 /// One inbox line as `pap inbox --json` prints it: the message joined with the live status of
@@ -150,4 +178,43 @@ pub fn notification_view(n: &Notification) -> Value {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acked(store: &dyn storage::Storage, message: u64) -> Result<Acked, AckRefused> {
+        store.write(|tx| ack(tx, message, "ann", 1_000)).unwrap()
+    }
+
+    #[test]
+    fn refusals_name_the_message_and_why() {
+        let store = crate::store::Store::memory_for_tests();
+        assert_eq!(
+            acked(&*store, 7).unwrap_err().to_string(),
+            "no inbox message 7"
+        );
+        let (post, orphan) = store
+            .write(|tx| {
+                let post = tx.inbox_append(InboxMessage::for_tests("bob", "", "hello"))?;
+                let orphan =
+                    tx.inbox_append(InboxMessage::for_tests("pap", "ntf_gone", "a failure"))?;
+                Ok((post, orphan))
+            })
+            .unwrap();
+        assert_eq!(
+            acked(&*store, post).unwrap_err().to_string(),
+            format!(
+                "inbox message {post} is a post by bob, not a notification: there is nothing to acknowledge"
+            )
+        );
+        assert_eq!(
+            acked(&*store, orphan).unwrap_err(),
+            AckRefused::Missing {
+                message: orphan,
+                notification: "ntf_gone".into()
+            }
+        );
+    }
 }

@@ -9,7 +9,7 @@ use crate::domain::{Notification, NotifyStatus, Transition};
 
 /// Why a transition was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub(crate) enum Refused {
+pub enum Refused {
     #[error("{id}: stale lease {given} (the current lease is {current}); the action is rejected")]
     StaleLease {
         id: String,

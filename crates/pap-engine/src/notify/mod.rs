@@ -24,6 +24,8 @@ pub mod atp;
 pub mod due;
 pub mod inbox;
 pub(crate) mod ledger;
+/// Why a notification's transition was refused (ANP 5.1), in its own words.
+pub use ledger::Refused;
 pub(crate) mod outcome;
 pub(crate) mod produce;
 pub mod pump;
