@@ -44,7 +44,7 @@ const TOP_FILES: &[&str] = &["src/cli.rs", "src/main.rs", "src/lib.rs"];
 /// The source folders read: the root package's and the engine's (a crate of its own since
 /// stop 42; what it may not name across crates, cargo refuses, and its own modules' rules
 /// are read here). Module names are unique across the two.
-const SOURCES: &[&str] = &["src", "crates/pap-engine/src"];
+pub(crate) const SOURCES: &[&str] = &["src", "crates/pap-engine/src"];
 
 /// The stores (redb, PostgreSQL): only the composition root picks and opens one, and only the
 /// commands that administer a store by kind (`pap store migrate`, `compact`, `copy`) and the

@@ -183,7 +183,7 @@ fn the_architecture_document_matches_the_workspace() {
         // A module's file named from src/ or the engine's src/ (`serve/decider.rs`).
         let is_module_file = quoted.ends_with(".rs") && !quoted.contains(' ') && !is_path;
         let module_file_exists = || {
-            ["src", "crates/pap-engine/src"]
+            crate::architecture::SOURCES
                 .iter()
                 .any(|src| root.join(src).join(quoted).exists())
         };
