@@ -322,13 +322,13 @@ fn run_plan(store: &dyn Storage, model: &mut Model, plan: &Plan, now: &mut i64) 
             apply(tx, &mut draft, op, now)?;
         }
         if plan.abort {
-            return Err(storage::Error::Conflict("aborted by the plan".into()));
+            return Err(storage::Error::Unchanged);
         }
         Ok(())
     });
     match result {
         Ok(()) => *model = draft,
-        Err(storage::Error::Conflict(_)) if plan.abort => {}
+        Err(storage::Error::Unchanged) if plan.abort => {}
         Err(e) => panic!("store failed: {e}"),
     }
 }

@@ -52,7 +52,7 @@ pub(super) fn approve_as(
     };
     runtime
         .store
-        .write(|tx| answer::approve(tx, &id, &answering, serve.is_none()))?;
+        .write_or_refuse(|tx| answer::approve(tx, &id, &answering, serve.is_none()))??;
     if let Some(serve) = serve {
         control::wake(&state_dir);
         crate::say!(
@@ -145,7 +145,7 @@ pub(super) fn reject_as(
     // Checked and ended in one transaction, so a racing answer cannot also win.
     let events = runtime
         .store
-        .write(|tx| answer::reject(tx, &runtime.project, &id, &answering, why))?;
+        .write_or_refuse(|tx| answer::reject(tx, &runtime.project, &id, &answering, why))??;
     crate::say!("rejected {id} (by {by})");
     if !json {
         report(&runtime, &id, json, &captured)?;

@@ -20,7 +20,6 @@ use super::resources::store_error;
 use super::{PapMcp, Who};
 use crate::agent::answer::{self, Answering};
 use crate::domain::{Answer, Invocation, Status};
-use crate::storage;
 
 /// How long the person has to answer the client's form.
 const ASK_FOR: Duration = Duration::from_secs(600);
@@ -206,19 +205,21 @@ async fn record(
             now,
         };
         store
-            .write(|tx| match action.as_str() {
-                "approve" => answer::approve(tx, &inv_id, &answering, false).map(|_| Vec::new()),
+            .write_or_refuse(|tx| match action.as_str() {
+                "approve" => {
+                    answer::approve(tx, &inv_id, &answering, false).map(|r| r.map(|()| Vec::new()))
+                }
                 _ => {
                     let why = note.as_deref().unwrap_or("rejected over MCP");
                     answer::reject(tx, &project, &inv_id, &answering, why)
                 }
             })
-            .map(|events| (action, events))
+            .map(|answered| answered.map(|events| (action, events)))
     })
     .await
     .map_err(|e| McpError::internal_error(e.to_string(), None))?;
     match done {
-        Ok((action, events)) => {
+        Ok(Ok((action, events))) => {
             // Serve runs an approved invocation and decides a rejection's failure events.
             let handoff = server.hand_off(events).await;
             let state = if action == "approve" {
@@ -234,7 +235,7 @@ async fn record(
                 "serve": handoff == super::Handoff::Told,
             })))
         }
-        Err(storage::Error::Conflict(why)) => Ok(refusal(why)),
+        Ok(Err(refused)) => Ok(refusal(refused.to_string())),
         Err(e) => Err(store_error(e)),
     }
 }

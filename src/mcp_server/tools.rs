@@ -17,7 +17,6 @@ use super::{Handoff, PapMcp, Who};
 use crate::chat::post::{self, Author, Limits, Post, PostError};
 use crate::chat::view;
 use crate::clock::rfc3339_ms;
-use crate::storage;
 
 /// `chat_read_since` returns at most this many messages per call.
 const MAX_READ: u64 = 1000;
@@ -323,8 +322,8 @@ async fn post_message(
         .in_serve
         .then(|| crate::domain::Runner::current(now));
     let result = tokio::task::spawn_blocking(move || {
-        let mut refused = None;
-        let written = store.write(|tx| {
+        // A refusal rolls back whatever the refused post wrote (the throttle's count).
+        store.write_or_refuse(|tx| {
             let p = Post {
                 author,
                 content: &content,
@@ -334,19 +333,11 @@ async fn post_message(
                 by: by.clone(),
             };
             match post::post(tx, &limits, p, owner.as_ref(), now) {
-                Ok(posted) => Ok(posted),
+                Ok(posted) => Ok(Ok(posted)),
                 Err(PostError::Store(e)) => Err(e),
-                Err(other) => {
-                    refused = Some(other);
-                    // Rolls back whatever the refused post wrote (the throttle's count).
-                    Err(storage::Error::Conflict("refused".into()))
-                }
+                Err(refused) => Ok(Err(refused)),
             }
-        });
-        match refused {
-            Some(why) => Ok(Err(why)),
-            None => written.map(Ok),
-        }
+        })
     })
     .await
     .map_err(|e| McpError::internal_error(e.to_string(), None))?

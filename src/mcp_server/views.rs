@@ -159,7 +159,8 @@ fn explain(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpErro
         };
         let (decided, _) = pipeline.decide(tx, event.clone(), None, input, now)?;
         report = Some(decided.report);
-        Err::<(), _>(storage::Error::Conflict(ROLLBACK.into()))
+        // A dry run: nothing it decided is kept.
+        Err::<(), _>(storage::Error::Unchanged)
     });
     match (report, rolled_back) {
         (Some(report), _) => Ok(CallToolResult::structured(
@@ -173,6 +174,3 @@ fn explain(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpErro
         )),
     }
 }
-
-/// The error that rolls a dry run's transaction back.
-const ROLLBACK: &str = "dry run: rolled back";

@@ -107,14 +107,32 @@ fn message(content: &str) -> InboxMessage {
     m
 }
 
+/// A refusal of the kind the engine's units of work make.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("declined: {0}")]
+struct Declined(&'static str);
+
 fn a_failed_write_leaves_nothing_behind(s: &dyn Storage) -> Result<()> {
     let failed = s.write(|tx| {
         tx.insert_invocation(&invocation("i1", 1, Status::Queued))?;
         assert!(matches!(tx.claim(&key(1), 0, 100)?, Claimed::New { .. }));
         tx.inbox_append(message("lost"))?;
-        Err::<(), _>(Error::Conflict("changed my mind".into()))
+        Err::<(), _>(Error::Unchanged)
     });
-    assert!(matches!(failed, Err(Error::Conflict(_))));
+    assert!(matches!(failed, Err(Error::Unchanged)));
+    // A refusal rolls back what the unit wrote before it refused, and comes back typed.
+    let refused = s.write_or_refuse(|tx| {
+        tx.insert_invocation(&invocation("i1", 1, Status::Queued))?;
+        tx.inbox_append(message("lost"))?;
+        Ok(Err::<(), _>(Declined("changed my mind")))
+    })?;
+    assert_eq!(refused, Err(Declined("changed my mind")));
+    // A refusal carried inside the store's error keeps its type too.
+    let carried = s
+        .write(|_| Err::<(), _>(Error::refused(Declined("no"))))
+        .unwrap_err();
+    assert_eq!(carried.refusal::<Declined>(), Some(&Declined("no")));
+    assert_eq!(carried.to_string(), "declined: no");
     s.read(|r| {
         assert!(r.invocation("i1")?.is_none());
         assert_eq!(r.inbox_last()?, 0);
@@ -1019,7 +1037,7 @@ pub fn a_copy_keeps_the_whole_state(from: &dyn Storage, to: &dyn Storage, what: 
     assert!(
         matches!(
             transfer::copy(from, to, &mut |_| {}),
-            Err(Error::Conflict(_))
+            Err(Error::CopyTargetInUse { .. })
         ),
         "{what}: a copy into a store that holds a state is refused"
     );
@@ -1140,7 +1158,7 @@ fn a_shared_store_tells_listeners_of_freed_work_and_inbox_appends(s: &dyn Storag
     // A transaction that fails sends nothing.
     let failed = s.write(|tx| {
         tx.insert_invocation(&invocation("gone", 3, Status::Queued))?;
-        Err::<(), _>(Error::Conflict("rolled back".into()))
+        Err::<(), _>(Error::Unchanged)
     });
     assert!(failed.is_err());
     assert!(hears.recv_timeout(Duration::from_millis(500)).is_err());

@@ -55,10 +55,20 @@ pub enum Error {
     /// count as one to make durable, and an idle serve would sync for it).
     #[error("nothing to commit")]
     Unchanged,
-    /// The store is fine but the request does not fit its state (approving a finished
-    /// invocation, say).
+    /// The unit of work refused a step: a rule of the domain said no (a lifecycle transition
+    /// that is not allowed, a notification's ledger refusing a change), and nothing of the
+    /// transaction was committed. The refusal keeps its type: [`Error::refusal`] reads it
+    /// back. A refusal a caller answers a person with is returned beside the store's errors
+    /// instead (see `write_or_refuse`).
     #[error("{0}")]
-    Conflict(String),
+    Refused(Box<dyn std::error::Error + Send + Sync>),
+    /// A copy of a state was pointed at a store or a file that already holds one.
+    #[error("{location} {found}: a copy goes into {wants} only")]
+    CopyTargetInUse {
+        location: String,
+        found: &'static str,
+        wants: &'static str,
+    },
     /// The invocation is not this process's to run: another live process holds it, or it is
     /// no longer queued or running. A worker that meets this simply moves on.
     #[error("{0}")]
@@ -105,6 +115,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// A refusal of the domain's, carried through a transaction with its type.
+    pub fn refused(why: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Refused(Box::new(why))
+    }
+
+    /// The refusal of type `T` this error carries, if it carries one.
+    pub fn refusal<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            Error::Refused(why) => why.downcast_ref(),
+            _ => None,
+        }
+    }
+
     /// `Ok` when the invocation `id` is leased under `token` (its lease's token is
     /// `current`), else [`Error::LeaseLost`].
     pub fn lease_check(id: &str, token: u64, current: Option<u64>) -> Result<()> {

@@ -633,6 +633,34 @@ impl dyn Storage + '_ {
         self.write_with(Commit::Background, f)
     }
 
+    /// As [`write`](Self::write), for a unit of work that may refuse what it was asked:
+    /// `f` returns `Ok(Err(refusal))` to refuse, and then nothing it wrote is committed (an
+    /// approval records the ATP answer before the lifecycle may still refuse it) and the
+    /// refusal comes back as it is, typed, beside the store's own errors.
+    pub fn write_or_refuse<T, R>(
+        &self,
+        mut f: impl FnMut(&mut dyn WriteTx) -> Result<std::result::Result<T, R>>,
+    ) -> Result<std::result::Result<T, R>> {
+        // A run again after a deadlock (PostgreSQL) starts over: only the last run's
+        // refusal counts.
+        let mut refused = None;
+        let written = self.write_with(Commit::Durable, |tx| {
+            refused = None;
+            match f(tx)? {
+                Ok(value) => Ok(value),
+                Err(refusal) => {
+                    refused = Some(refusal);
+                    Err(Error::Unchanged)
+                }
+            }
+        });
+        match (written, refused) {
+            (Ok(value), _) => Ok(Ok(value)),
+            (Err(Error::Unchanged), Some(refusal)) => Ok(Err(refusal)),
+            (Err(e), _) => Err(e),
+        }
+    }
+
     fn write_with<T>(
         &self,
         commit: Commit,

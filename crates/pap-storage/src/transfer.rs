@@ -157,10 +157,11 @@ pub fn copy(
     progress: &mut dyn FnMut(u64),
 ) -> super::Result<Copied> {
     if !to.is_empty()? {
-        return Err(super::Error::Conflict(format!(
-            "{} already holds a state: a copy goes into an empty store only",
-            to.location().display()
-        )));
+        return Err(super::Error::CopyTargetInUse {
+            location: to.location().display().to_string(),
+            found: "already holds a state",
+            wants: "an empty store",
+        });
     }
     let mut copied: Copied = Vec::new();
     let mut batch = Vec::with_capacity(IMPORT_BATCH);

@@ -179,10 +179,11 @@ impl Store {
     /// A new redb file at `path` (a copy of a state goes there); refused if it exists.
     pub fn create_file(path: &Path) -> Result<Store> {
         if path.exists() {
-            return Err(Error::Conflict(format!(
-                "{} exists: a copy goes into a new file only",
-                path.display()
-            )));
+            return Err(Error::CopyTargetInUse {
+                location: path.display().to_string(),
+                found: "exists",
+                wants: "a new file",
+            });
         }
         let store = Store::new(Backing::File(path.to_path_buf()), None);
         store.write(|_| Ok(()))?;

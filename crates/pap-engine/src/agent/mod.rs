@@ -273,9 +273,9 @@ impl Runtime {
         let mut found: Option<(Option<Runner>, bool)> = None;
         let started = self
             .write(move |tx| {
-                let mut inv = tx.invocation(&id)?.ok_or_else(|| {
-                    storage::Error::Conflict(format!("invocation {id} is not in the store"))
-                })?;
+                let mut inv = tx
+                    .invocation(&id)?
+                    .ok_or_else(|| storage::Error::refused(Gone(id.clone())))?;
                 if holding_now(inv.lease.as_ref(), now) == Holding::Other {
                     let holder = inv.lease.as_ref().map_or(0, |l| l.holder.pid);
                     return Err(storage::Error::NotOurs(format!(
@@ -684,6 +684,20 @@ pub fn release_stopping(tx: &mut dyn WriteTx, id: &str) -> storage::Result<()> {
     Ok(())
 }
 
+/// An invocation a run was asked to start is no longer in the store (purged meanwhile).
+#[derive(Debug, thiserror::Error)]
+#[error("invocation {0} is not in the store")]
+pub struct Gone(pub String);
+
+/// The failure event an ending invocation declares could not be built (it would exceed
+/// `max_event_bytes`, say): the ending is not recorded without it.
+#[derive(Debug, thiserror::Error)]
+#[error("failure event of {invocation}: {why}")]
+pub struct FailureEventRefused {
+    pub invocation: String,
+    pub why: String,
+}
+
 /// Ends `inv` as failed, rejected or expired inside `tx`, with its `on_failure` event when
 /// its agent declares one: the one way retries running out, `pap reject` and approval expiry
 /// end an invocation. Returns the events to dispatch.
@@ -708,14 +722,20 @@ pub(crate) fn end_in_tx(
     let events = match kind {
         Some(kind) => vec![
             emit::outcome_event(inv, kind, ending, now, project.config.max_event_bytes).map_err(
-                |e| storage::Error::Conflict(format!("failure event of {}: {e}", inv.id)),
+                |why| {
+                    storage::Error::refused(FailureEventRefused {
+                        invocation: inv.id.clone(),
+                        why,
+                    })
+                },
             )?,
         ],
         None => Vec::new(),
     };
     let ids = events.iter().map(|e| e.id.clone()).collect();
+    // The lifecycle's refusal stays typed (`domain::NotAllowed`) inside the store's error.
     inv.end(status, reason, ids, now)
-        .map_err(|e| storage::Error::Conflict(e.to_string()))?;
+        .map_err(storage::Error::refused)?;
     if audited(&inv.risk) {
         tx.audit(audit_entry(
             inv,

@@ -359,7 +359,7 @@ mod tests {
     }
 
     fn into_store(e: PostError) -> crate::storage::Error {
-        crate::storage::Error::Conflict(e.to_string())
+        crate::storage::Error::refused(e)
     }
 
     #[test]

@@ -9,6 +9,24 @@ use crate::domain::{Answer, Invocation, NotifyStatus};
 use crate::manifest::Project;
 use crate::storage::{self, WriteTx};
 
+/// Why an answer cannot be recorded on an approval request: the one answer it takes was
+/// given, or it closed unanswered.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AtpRefused {
+    #[error("the approval request {request} was already answered: {action} at {at}")]
+    Answered {
+        request: String,
+        action: String,
+        at: String,
+    },
+    #[error("the approval request {request} closed unanswered ({reason}) at {at}")]
+    Closed {
+        request: String,
+        reason: String,
+        at: String,
+    },
+}
+
 /// ATP `version` this implements.
 pub(crate) const VERSION: &str = "1.0";
 
@@ -93,25 +111,24 @@ pub(crate) fn record_answer(
     notification: &str,
     answer: Answer,
     now: i64,
-) -> storage::Result<()> {
+) -> storage::Result<Result<(), AtpRefused>> {
     let Some(mut n) = tx.notification(notification)? else {
-        return Ok(());
+        return Ok(Ok(()));
     };
+    let request = n.atp_id().unwrap_or(&n.id).to_owned();
     if let Some(old) = &n.answer {
-        return Err(storage::Error::Conflict(format!(
-            "the approval request {} was already answered: {} at {}",
-            n.atp_id().unwrap_or(&n.id),
-            old.action_id,
-            rfc3339_ms(old.recorded_at)
-        )));
+        return Ok(Err(AtpRefused::Answered {
+            request,
+            action: old.action_id.clone(),
+            at: rfc3339_ms(old.recorded_at),
+        }));
     }
     if let Some(closed) = &n.closed {
-        return Err(storage::Error::Conflict(format!(
-            "the approval request {} closed unanswered ({}) at {}",
-            n.atp_id().unwrap_or(&n.id),
-            closed.reason,
-            rfc3339_ms(closed.at)
-        )));
+        return Ok(Err(AtpRefused::Closed {
+            request,
+            reason: closed.reason.clone(),
+            at: rfc3339_ms(closed.at),
+        }));
     }
     let by = format!(
         "user:{}",
@@ -124,7 +141,7 @@ pub(crate) fn record_answer(
     if ledger::finish(&mut n, lease, NotifyStatus::Delivered, &by, note, now).is_ok() {
         n.ack_at = Some(now);
     }
-    tx.put_notification(&n)
+    tx.put_notification(&n).map(Ok)
 }
 
 /// Closes the approval request `notification` unanswered (`reason`: `expired` or

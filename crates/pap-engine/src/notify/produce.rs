@@ -460,9 +460,9 @@ pub(crate) fn millis(d: Duration) -> i64 {
 }
 
 /// A refused transition inside pap's own bookkeeping is a bug or a race lost; it aborts
-/// the transaction rather than writing a half-routed notification.
+/// the transaction rather than writing a half-routed notification, and stays typed.
 pub(crate) fn conflict(r: Refused) -> storage::Error {
-    storage::Error::Conflict(r.to_string())
+    storage::Error::refused(r)
 }
 
 #[cfg(test)]

@@ -495,8 +495,10 @@ async fn respond(
             answer: answer::short_answer(&action_id, &who, now),
             now,
         };
-        store.write(|tx| match action_id.as_str() {
-            "approve" => answer::approve(tx, &inv_id, &answering, false).map(|_| Vec::new()),
+        store.write_or_refuse(|tx| match action_id.as_str() {
+            "approve" => {
+                answer::approve(tx, &inv_id, &answering, false).map(|r| r.map(|()| Vec::new()))
+            }
             _ => answer::reject(
                 tx,
                 &project,
@@ -508,12 +510,17 @@ async fn respond(
     })
     .await;
     match done {
-        Ok(Ok(events)) => {
+        Ok(Ok(Ok(events))) => {
             tracing::info!(invocation = %inv.id, action = %form.action, principal = %crate::term::for_humans(&name), "approval answered in the console");
             app.decider.poke(events);
             see_other("/approvals")
         }
-        Ok(Err(e)) => super::reply::error(StatusCode::CONFLICT, e.to_string()),
+        Ok(Ok(Err(refused))) => super::reply::error(StatusCode::CONFLICT, refused.to_string()),
+        // The store failed, not the answer: the person may try again.
+        Ok(Err(e)) => {
+            tracing::error!(invocation = %inv.id, error = %e, "the console's answer could not be recorded");
+            super::reply::error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
         Err(_) => super::reply::error(StatusCode::INTERNAL_SERVER_ERROR, "the answer failed"),
     }
 }

@@ -501,8 +501,7 @@ mod tests {
                         mcp_session: None,
                     },
                 };
-                post(tx, &limits, p, None, 1_000)
-                    .map_err(|e| storage::Error::Conflict(e.to_string()))
+                post(tx, &limits, p, None, 1_000).map_err(storage::Error::refused)
             })
             .unwrap();
         let html = inbox(store.as_ref()).unwrap();
