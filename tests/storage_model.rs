@@ -197,13 +197,13 @@ fn apply(tx: &mut dyn WriteTx, m: &mut Model, op: &Op, now: &mut i64) -> storage
                 .is_some_and(|exp| *exp > *now);
             match tx.claim(&key(event, trigger), *now, *now + TTL)? {
                 Claimed::Live(_) => assert!(live, "store: duplicate; model: free ({op:?})"),
-                Claimed::New { row } => {
+                Claimed::New => {
                     assert!(!live, "store: free; model: duplicate ({op:?})");
                     m.decisions += 1;
                     let id = format!("inv-{event}-{trigger}-{}", m.decisions);
                     let (e, t) = (format!("e{event}"), format!("t{trigger}"));
                     tx.record_decision(
-                        row,
+                        &key(event, trigger),
                         RowRef {
                             event_id: &e,
                             trigger: &t,

@@ -404,11 +404,11 @@ mod tests {
                 for i in 0u32..n {
                     let mut key = [0u8; 32];
                     key[..4].copy_from_slice(&i.to_le_bytes());
-                    let storage::Claimed::New { row } = tx.claim(&key, 0, 100)? else {
+                    let storage::Claimed::New = tx.claim(&key, 0, 100)? else {
                         panic!("fresh key");
                     };
                     tx.record_decision(
-                        row,
+                        &key,
                         storage::RowRef {
                             event_id: "e",
                             trigger: "t",
@@ -505,7 +505,7 @@ mod tests {
                 .write(|tx| {
                     assert!(matches!(
                         tx.claim(&key, now, expires_at)?,
-                        storage::Claimed::New { .. }
+                        storage::Claimed::New
                     ));
                     Ok(())
                 })

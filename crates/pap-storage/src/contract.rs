@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::domain::{Lease, Runner, Status};
+use crate::domain::{DebounceState, InboxMessage, Invocation, Lease, Runner, Status};
 
 /// One behaviour of the contract, checked on a fresh, empty store.
 pub struct Check {
@@ -115,7 +115,7 @@ struct Declined(&'static str);
 fn a_failed_write_leaves_nothing_behind(s: &dyn Storage) -> Result<()> {
     let failed = s.write(|tx| {
         tx.insert_invocation(&invocation("i1", 1, Status::Queued))?;
-        assert!(matches!(tx.claim(&key(1), 0, 100)?, Claimed::New { .. }));
+        assert!(matches!(tx.claim(&key(1), 0, 100)?, Claimed::New));
         tx.inbox_append(message("lost"))?;
         Err::<(), _>(Error::Unchanged)
     });
@@ -139,18 +139,29 @@ fn a_failed_write_leaves_nothing_behind(s: &dyn Storage) -> Result<()> {
         Ok(())
     })?;
     s.write(|tx| {
-        assert!(matches!(tx.claim(&key(1), 0, 100)?, Claimed::New { .. }));
+        assert!(matches!(tx.claim(&key(1), 0, 100)?, Claimed::New));
         Ok(())
     })
 }
 
 fn a_claim_holds_its_key_until_it_expires_and_names_its_decision(s: &dyn Storage) -> Result<()> {
     s.write(|tx| {
-        let Claimed::New { row: r } = tx.claim(&key(2), 0, 100)? else {
+        let Claimed::New = tx.claim(&key(2), 0, 100)? else {
             panic!("a fresh key is claimed");
         };
-        tx.record_decision(r, row("e1", "t1", Some("inv-1")))
+        tx.record_decision(&key(2), row("e1", "t1", Some("inv-1")))
     })?;
+    // A decision goes under the key its transaction claimed, once.
+    let unclaimed = s.write(|tx| {
+        let Claimed::New = tx.claim(&key(20), 0, 100)? else {
+            panic!("a fresh key is claimed");
+        };
+        tx.record_decision(&key(21), row("e20", "t1", None))
+    });
+    assert!(
+        matches!(unclaimed, Err(Error::DecisionNotClaimed { ref event_id, .. }) if event_id == "e20"),
+        "{unclaimed:?}"
+    );
     s.write(|tx| {
         let Claimed::Live(claim) = tx.claim(&key(2), 50, 150)? else {
             panic!("a live claim makes a duplicate");
@@ -160,10 +171,10 @@ fn a_claim_holds_its_key_until_it_expires_and_names_its_decision(s: &dyn Storage
         assert_eq!(claim.invocation_id.as_deref(), Some("inv-1"));
         assert_eq!(claim.decided_pair, Some(("e1".to_owned(), "t1".to_owned())));
         // At its expiry the key is free again.
-        let Claimed::New { row: r } = tx.claim(&key(2), 100, 200)? else {
+        let Claimed::New = tx.claim(&key(2), 100, 200)? else {
             panic!("an expired claim frees its key");
         };
-        tx.record_decision(r, row("e2", "t1", None))
+        tx.record_decision(&key(2), row("e2", "t1", None))
     })?;
     s.read(|r| {
         let rows = r.ledger("e1")?;
@@ -761,10 +772,10 @@ fn notifications_read_newest_first_stop_where_asked(s: &dyn Storage) -> Result<(
 fn a_purge_removes_expired_claims_and_old_decisions_only(s: &dyn Storage) -> Result<()> {
     s.write(|tx| {
         for (n, expires_at) in [(1, 100), (2, 100), (3, 10_000)] {
-            let Claimed::New { row: r } = tx.claim(&key(n), 0, expires_at)? else {
+            let Claimed::New = tx.claim(&key(n), 0, expires_at)? else {
                 panic!("fresh");
             };
-            tx.record_decision(r, row("e", "t", None))?;
+            tx.record_decision(&key(n), row("e", "t", None))?;
         }
         Ok(())
     })?;
@@ -772,10 +783,10 @@ fn a_purge_removes_expired_claims_and_old_decisions_only(s: &dyn Storage) -> Res
     assert_eq!((purged.removed, purged.more), (2, false));
     s.write(|tx| {
         assert!(matches!(tx.claim(&key(3), 500, 600)?, Claimed::Live(_)));
-        let Claimed::New { row: r } = tx.claim(&key(1), 500, 600)? else {
+        let Claimed::New = tx.claim(&key(1), 500, 600)? else {
             panic!("a purged claim frees its key");
         };
-        tx.record_decision(r, row("e-later", "t", None))
+        tx.record_decision(&key(1), row("e-later", "t", None))
     })?;
     // Rows decided at 10 go once the cutoff passes them; none is left to go after.
     let gone = s.write(|tx| tx.purge_ledger(11, 100))?;
@@ -926,14 +937,14 @@ fn concurrent_inbox_appenders_never_let_a_watermark_reader_skip_a_message(
 /// A state with something of every kind `transfer::Item` names.
 fn populate(s: &dyn Storage) -> Result<()> {
     s.write(|tx| {
-        let Claimed::New { row: r } = tx.claim(&key(7), 10, 90_000)? else {
+        let Claimed::New = tx.claim(&key(7), 10, 90_000)? else {
             panic!("fresh");
         };
-        tx.record_decision(r, row("ev-1", "t1", Some("inv-a")))?;
-        let Claimed::New { row: r } = tx.claim(&key(8), 11, 90_000)? else {
+        tx.record_decision(&key(7), row("ev-1", "t1", Some("inv-a")))?;
+        let Claimed::New = tx.claim(&key(8), 11, 90_000)? else {
             panic!("fresh");
         };
-        tx.record_decision(r, row("ev-2", "t1", None))?;
+        tx.record_decision(&key(8), row("ev-2", "t1", None))?;
         tx.throttle_record("t1", "\"host-a\"", 50, 1_000)?;
         tx.throttle_record("t1", "\"host-a\"", 60, 1_000)?;
         tx.debounce_put(
@@ -1047,16 +1058,34 @@ pub fn a_copy_keeps_the_whole_state(from: &dyn Storage, to: &dyn Storage, what: 
         assert!(tx.next(Sequence::Notification)? > 1, "{what}");
         assert!(tx.issue_lease_token()? > 1, "{what}");
         assert_eq!(tx.inbox_append(message("third"))?, 3, "{what}");
-        let Claimed::New { row } = tx.claim(&key(9), 20, 95_000)? else {
+        let Claimed::New = tx.claim(&key(9), 20, 95_000)? else {
             panic!("{what}: a new key");
         };
-        let taken = original
-            .iter()
-            .any(|i| i.starts_with(&format!("Ledger {{ row: {row},")));
-        assert!(!taken, "{what}: ledger row {row} issued again");
-        Ok(())
+        tx.record_decision(&key(9), row("ev-9", "t1", None))
     })
     .unwrap_or_else(|e| panic!("{what}: {e}"));
+    // The ledger's numbering went across too: the new decision took a row of its own.
+    let rows: Vec<String> = exported(to)
+        .expect("export")
+        .into_iter()
+        .filter(|i| i.starts_with("Ledger {"))
+        .filter_map(|i| i.split(',').next().map(str::to_owned))
+        .collect();
+    let distinct: std::collections::HashSet<&String> = rows.iter().collect();
+    assert_eq!(
+        rows.len(),
+        original
+            .iter()
+            .filter(|i| i.starts_with("Ledger {"))
+            .count()
+            + 1,
+        "{what}"
+    );
+    assert_eq!(
+        distinct.len(),
+        rows.len(),
+        "{what}: a ledger row issued again: {rows:?}"
+    );
     to.read(|r| {
         // The waiters behind a's key are not due; the first of the other key is.
         assert_eq!(r.work_due(i64::MAX, 10)?, ["inv-a", "inv-e"], "{what}");

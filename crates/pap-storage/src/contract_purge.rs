@@ -4,7 +4,7 @@
 
 use super::contract::{Check, checks, invocation};
 use super::*;
-use crate::domain::{AuditEntry, NotifyStatus};
+use crate::domain::{AuditEntry, InboxMessage, NotifyStatus, Status};
 
 /// One step of a purge that walks by sequence number.
 type SeqStep = dyn Fn(&mut dyn WriteTx, Option<u64>) -> Result<(purge::Purged, Option<u64>)>;

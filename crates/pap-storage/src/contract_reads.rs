@@ -4,6 +4,7 @@
 use super::contract::{Check, checks, invocation};
 use super::scan::{Next, Only, Order, QueueCounts, Scan};
 use super::*;
+use crate::domain::Status;
 
 /// The sequence numbers `scan` gives, at most `max`.
 fn seqs(s: &dyn Storage, scan: Scan, max: usize) -> Result<Vec<u64>> {

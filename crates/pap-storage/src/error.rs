@@ -62,6 +62,13 @@ pub enum Error {
     /// instead (see `write_or_refuse`).
     #[error("{0}")]
     Refused(Box<dyn std::error::Error + Send + Sync>),
+    /// A decision was recorded under a key its transaction did not claim (a bug of the
+    /// caller's: see `DecisionTx::record_decision`); nothing of the transaction is kept.
+    #[error(
+        "state store {location}: the decision of event {event_id} was recorded under a key \
+         this transaction did not claim"
+    )]
+    DecisionNotClaimed { location: String, event_id: String },
     /// A copy of a state was pointed at a store or a file that already holds one.
     #[error("{location} {found}: a copy goes into {wants} only")]
     CopyTargetInUse {

@@ -6,7 +6,7 @@ use super::read::PgRead;
 use super::session::{Session, encode, signed, unsigned};
 use super::write::PgWrite;
 use pap_storage::transfer::{Counters, Item};
-use pap_storage::{Result, WriteTx};
+use pap_storage::{ApprovalTx, DecisionTx, InboxTx, LedgerTx, Result, WorkTx};
 
 impl PgRead<'_> {
     pub(super) fn export(&self, each: &mut dyn FnMut(Item) -> Result<()>) -> Result<()> {
@@ -217,7 +217,7 @@ impl PgWrite<'_> {
         match item {
             Item::Ledger { row, decision } => {
                 // The sequence moves with the counters, last.
-                self.record_decision(*row, pap_storage::RowRef::from(decision))?;
+                self.insert_ledger_row(*row, pap_storage::RowRef::from(decision))?;
             }
             Item::Claim {
                 key,

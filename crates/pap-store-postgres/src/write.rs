@@ -46,7 +46,7 @@ use pap_domain::budget::TokenUse;
 use pap_domain::{AuditEntry, Claim, DebounceState, Invocation, Runner, Status};
 use pap_storage::concurrency::{Entry, due_of, state_of};
 use pap_storage::purge::{DebounceCursor, Purged};
-use pap_storage::{Claimed, Error, Result, RowRef, Sequence, WriteTx};
+use pap_storage::{Claimed, Error, Result, RowRef, Sequence};
 
 pub(super) struct PgWrite<'c> {
     pub(super) s: Session<'c>,
@@ -58,6 +58,9 @@ pub(super) struct PgWrite<'c> {
     pub(super) notifications_changed: bool,
     /// Whether it left an invocation queued without a lease: work for any node.
     pub(super) work_freed: std::cell::Cell<bool>,
+    /// The key claimed anew and the ledger row its decision takes (the claim's `row_no`,
+    /// which a duplicate names): `record_decision` writes the row there.
+    claimed: Option<([u8; 32], u64)>,
 }
 
 impl<'c> PgWrite<'c> {
@@ -68,7 +71,27 @@ impl<'c> PgWrite<'c> {
             inbox_appended: None,
             notifications_changed: false,
             work_freed: std::cell::Cell::new(false),
+            claimed: None,
         }
+    }
+
+    /// Writes ledger row `row` (a decision, or a row a copy brings along).
+    pub(super) fn insert_ledger_row(&self, row: u64, d: RowRef) -> Result<()> {
+        self.s.execute(
+            "INSERT INTO pap_ledger (row_no, event_id, trigger_id, kind, depth, outcome, \
+             invocation_id, decided_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &signed(row),
+                &d.event_id,
+                &d.trigger,
+                &d.kind,
+                &i32::try_from(d.depth).unwrap_or(i32::MAX),
+                &d.outcome,
+                &d.invocation_id,
+                &d.decided_at,
+            ],
+        )?;
+        Ok(())
     }
 
     /// Serialises this transaction with every other that locks `key`, until it ends.
@@ -194,39 +217,9 @@ pub(super) fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-impl WriteTx for PgWrite<'_> {
+impl pap_storage::DecisionTx for PgWrite<'_> {
     fn prelock(&mut self, names: &[String]) -> Result<()> {
         self.lock_all(names)
-    }
-
-    fn next(&mut self, sequence: Sequence) -> Result<u64> {
-        let sql = match sequence {
-            Sequence::Invocation => "SELECT nextval('pap_invocation_seq')",
-            Sequence::Notification => "SELECT nextval('pap_notification_seq')",
-        };
-        Ok(unsigned(self.s.query_one(sql, &[])?.get(0)))
-    }
-
-    fn issue_lease_token(&mut self) -> Result<u64> {
-        Ok(unsigned(
-            self.s
-                .query_one("SELECT nextval('pap_lease_token')", &[])?
-                .get(0),
-        ))
-    }
-
-    fn check_lease(&self, id: &str, token: u64) -> Result<()> {
-        // The row stays locked to the commit: a takeover waits for this transaction, then
-        // sees what it wrote.
-        let current: Option<i64> = self
-            .s
-            .query_opt(
-                "SELECT lease_token FROM pap_invocations WHERE id = $1 FOR NO KEY UPDATE",
-                &[&id],
-            )?
-            .and_then(|r| r.get(0));
-        let current = current.map(unsigned);
-        Error::lease_check(id, token, current)
     }
 
     fn claim(&mut self, key: &[u8; 32], now: i64, expires_at: i64) -> Result<Claimed> {
@@ -241,9 +234,8 @@ impl WriteTx for PgWrite<'_> {
                 &[&key.as_slice(), &expires_at, &now],
             )?;
             if let Some(row) = fresh {
-                return Ok(Claimed::New {
-                    row: unsigned(row.get(0)),
-                });
+                self.claimed = Some((*key, unsigned(row.get(0))));
+                return Ok(Claimed::New);
             }
             if let Some(live) = self.claim_found(key)? {
                 return Ok(Claimed::Live(live));
@@ -263,22 +255,17 @@ impl WriteTx for PgWrite<'_> {
         Ok(())
     }
 
-    fn record_decision(&mut self, row: u64, d: RowRef) -> Result<()> {
-        self.s.execute(
-            "INSERT INTO pap_ledger (row_no, event_id, trigger_id, kind, depth, outcome, \
-             invocation_id, decided_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            &[
-                &signed(row),
-                &d.event_id,
-                &d.trigger,
-                &d.kind,
-                &i32::try_from(d.depth).unwrap_or(i32::MAX),
-                &d.outcome,
-                &d.invocation_id,
-                &d.decided_at,
-            ],
-        )?;
-        Ok(())
+    fn record_decision(&mut self, key: &[u8; 32], d: RowRef) -> Result<()> {
+        let row = match self.claimed.take() {
+            Some((claimed, row)) if claimed == *key => row,
+            _ => {
+                return Err(Error::DecisionNotClaimed {
+                    location: self.s_location(),
+                    event_id: d.event_id.to_owned(),
+                });
+            }
+        };
+        self.insert_ledger_row(row, d)
     }
 
     fn throttle_times(&self, trigger: &str, key: &str) -> Result<Vec<i64>> {
@@ -364,43 +351,37 @@ impl WriteTx for PgWrite<'_> {
             .map(|r| (r.get(0), r.get(1)))
             .collect())
     }
+}
 
-    fn purge_debounce(
-        &mut self,
-        now: i64,
-        quiet_of: &dyn Fn(&str) -> Option<i64>,
-        after: Option<&DebounceCursor>,
-        max: usize,
-    ) -> Result<(Purged, Option<DebounceCursor>)> {
-        // Trigger ids are never empty, so ('', '') is before every key.
-        let (t, k) = after.map_or(("", ""), |(t, k)| (t.as_str(), k.as_str()));
-        let rows = self.s.query(
-            "SELECT trigger_id, window_key, state::text FROM pap_debounce \
-             WHERE due_at IS NULL AND (trigger_id, window_key) > ($1, $2) \
-             ORDER BY trigger_id, window_key LIMIT $3 FOR UPDATE SKIP LOCKED",
-            &[&t, &k, &limit(max)],
-        )?;
-        let (mut triggers, mut keys) = (Vec::new(), Vec::new());
-        let mut last = None;
-        for r in &rows {
-            let (trigger, key): (String, String) = (r.get(0), r.get(1));
-            let state: DebounceState = self.s.decode("debounce state", r.get(2))?;
-            let over =
-                quiet_of(&trigger).is_none_or(|quiet| state.last_seen.saturating_add(quiet) <= now);
-            if state.pending.is_none() && over {
-                triggers.push(trigger.clone());
-                keys.push(key.clone());
-            }
-            last = Some((trigger, key));
-        }
-        if !triggers.is_empty() {
-            self.s.execute(
-                "DELETE FROM pap_debounce d USING unnest($1::text[], $2::text[]) AS g(t, k) \
-                 WHERE d.trigger_id = g.t AND d.window_key = g.k",
-                &[&triggers, &keys],
-            )?;
-        }
-        Ok(Purged::walked(triggers.len(), rows.len(), max, false, last))
+impl pap_storage::WorkTx for PgWrite<'_> {
+    fn next(&mut self, sequence: Sequence) -> Result<u64> {
+        let sql = match sequence {
+            Sequence::Invocation => "SELECT nextval('pap_invocation_seq')",
+            Sequence::Notification => "SELECT nextval('pap_notification_seq')",
+        };
+        Ok(unsigned(self.s.query_one(sql, &[])?.get(0)))
+    }
+
+    fn issue_lease_token(&mut self) -> Result<u64> {
+        Ok(unsigned(
+            self.s
+                .query_one("SELECT nextval('pap_lease_token')", &[])?
+                .get(0),
+        ))
+    }
+
+    fn check_lease(&self, id: &str, token: u64) -> Result<()> {
+        // The row stays locked to the commit: a takeover waits for this transaction, then
+        // sees what it wrote.
+        let current: Option<i64> = self
+            .s
+            .query_opt(
+                "SELECT lease_token FROM pap_invocations WHERE id = $1 FOR NO KEY UPDATE",
+                &[&id],
+            )?
+            .and_then(|r| r.get(0));
+        let current = current.map(unsigned);
+        Error::lease_check(id, token, current)
     }
 
     fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
@@ -416,19 +397,6 @@ impl WriteTx for PgWrite<'_> {
 
     fn put_invocation(&mut self, inv: &Invocation) -> Result<()> {
         self.upsert_invocation(inv, false)
-    }
-
-    fn approvals_due(&mut self, now: i64) -> Result<Vec<String>> {
-        Ok(self
-            .s
-            .query(
-                "SELECT id FROM pap_invocations WHERE approval_deadline <= $1 \
-                 ORDER BY approval_deadline, id FOR UPDATE SKIP LOCKED",
-                &[&now],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect())
     }
 
     fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
@@ -453,7 +421,9 @@ impl WriteTx for PgWrite<'_> {
             .map(|r| r.get(0))
             .collect())
     }
+}
 
+impl pap_storage::LedgerTx for PgWrite<'_> {
     fn schedule_last(&self, id: &str) -> Result<Option<i64>> {
         // Locked, so each fire time is recorded by one node: the other waits, then sees it.
         self.lock("schedule", &[id])?;
@@ -508,7 +478,9 @@ impl WriteTx for PgWrite<'_> {
         )?;
         Ok(())
     }
+}
 
+impl pap_storage::InboxTx for PgWrite<'_> {
     fn notification(&mut self, id: &str) -> Result<Option<pap_domain::Notification>> {
         // Locked to the commit, as an invocation is: ANP's lease compare-and-swap.
         super::read::notification_in(&self.s, id, true)
@@ -578,6 +550,21 @@ impl WriteTx for PgWrite<'_> {
     fn session_agent(&mut self, name: &str) -> Result<Option<String>> {
         super::read::session_agent_in(&self.s, name)
     }
+}
+
+impl pap_storage::ApprovalTx for PgWrite<'_> {
+    fn approvals_due(&mut self, now: i64) -> Result<Vec<String>> {
+        Ok(self
+            .s
+            .query(
+                "SELECT id FROM pap_invocations WHERE approval_deadline <= $1 \
+                 ORDER BY approval_deadline, id FOR UPDATE SKIP LOCKED",
+                &[&now],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
 
     fn atp_put(&mut self, atp_id: &str, notification: &str) -> Result<()> {
         self.atp_index_put(atp_id, notification)
@@ -585,6 +572,46 @@ impl WriteTx for PgWrite<'_> {
 
     fn atp_lookup(&mut self, atp_id: &str) -> Result<Option<String>> {
         super::read::atp_lookup_in(&self.s, atp_id)
+    }
+}
+
+impl pap_storage::UpkeepTx for PgWrite<'_> {
+    fn purge_debounce(
+        &mut self,
+        now: i64,
+        quiet_of: &dyn Fn(&str) -> Option<i64>,
+        after: Option<&DebounceCursor>,
+        max: usize,
+    ) -> Result<(Purged, Option<DebounceCursor>)> {
+        // Trigger ids are never empty, so ('', '') is before every key.
+        let (t, k) = after.map_or(("", ""), |(t, k)| (t.as_str(), k.as_str()));
+        let rows = self.s.query(
+            "SELECT trigger_id, window_key, state::text FROM pap_debounce \
+             WHERE due_at IS NULL AND (trigger_id, window_key) > ($1, $2) \
+             ORDER BY trigger_id, window_key LIMIT $3 FOR UPDATE SKIP LOCKED",
+            &[&t, &k, &limit(max)],
+        )?;
+        let (mut triggers, mut keys) = (Vec::new(), Vec::new());
+        let mut last = None;
+        for r in &rows {
+            let (trigger, key): (String, String) = (r.get(0), r.get(1));
+            let state: DebounceState = self.s.decode("debounce state", r.get(2))?;
+            let over =
+                quiet_of(&trigger).is_none_or(|quiet| state.last_seen.saturating_add(quiet) <= now);
+            if state.pending.is_none() && over {
+                triggers.push(trigger.clone());
+                keys.push(key.clone());
+            }
+            last = Some((trigger, key));
+        }
+        if !triggers.is_empty() {
+            self.s.execute(
+                "DELETE FROM pap_debounce d USING unnest($1::text[], $2::text[]) AS g(t, k) \
+                 WHERE d.trigger_id = g.t AND d.window_key = g.k",
+                &[&triggers, &keys],
+            )?;
+        }
+        Ok(Purged::walked(triggers.len(), rows.len(), max, false, last))
     }
 
     fn purge_expired_claims(&mut self, now: i64, max: usize) -> Result<Purged> {

@@ -5,6 +5,7 @@ use std::path::Path;
 use super::ledger_block::Block;
 use super::tx::Reader;
 use super::{Error, Result, Store, redb_err};
+use pap_storage::ReadTx;
 
 /// What a check found.
 #[derive(Debug, Default, serde::Serialize)]

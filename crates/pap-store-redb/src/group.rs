@@ -72,6 +72,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use pap_storage::{LedgerTx, ReadTx};
     use std::sync::Arc;
 
     use super::*;

@@ -18,16 +18,14 @@ mod invocation_codec;
 mod ledger_block;
 mod migrate;
 mod notify_counts;
-mod ops;
+mod read;
 mod read_index;
 mod space;
 mod tables;
 mod transfer;
 mod tx;
-mod tx_budget;
 mod tx_claims;
 mod tx_concurrency;
-mod tx_debounce;
 mod tx_notify;
 mod tx_retention;
 mod varint;
@@ -46,6 +44,7 @@ pub use check::CheckReport;
 pub use handle::release_all;
 pub use pap_domain::*;
 pub use pap_storage::{Claimed, Error, Result, RowRef, Stamp};
+use pap_storage::{Commit, ReadTx, Storage, WriteTx};
 pub use tx::{Reader, Tx};
 pub use tx_notify::NotifyReader;
 
@@ -540,9 +539,61 @@ fn create_new(path: &Path) -> Result<()> {
     }
 }
 
+/// The redb store as the storage interface: the transactions ([`Tx`], [`Reader`]) implement
+/// its operations where their tables are kept (`tx`, `tx_claims`, `tx_notify`,
+/// `tx_retention`, `read`).
+impl Storage for Store {
+    fn write_dyn(
+        &self,
+        commit: Commit,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>,
+    ) -> Result<()> {
+        match commit {
+            Commit::Durable | Commit::Background => Store::write(self, |tx| f(tx)),
+            Commit::Grouped => Store::write_grouped(self, |tx| f(tx)),
+        }
+    }
+
+    fn read_dyn(&self, f: &mut dyn FnMut(&dyn ReadTx) -> Result<()>) -> Result<()> {
+        Store::read(self, |r| f(r))
+    }
+
+    fn table_sizes(&self) -> Result<Vec<pap_storage::space::TableSize>> {
+        Store::table_sizes(self)
+    }
+
+    fn location(&self) -> PathBuf {
+        self.path()
+    }
+
+    fn dir(&self) -> Option<PathBuf> {
+        Store::dir(self)
+    }
+
+    fn export(
+        &self,
+        each: &mut dyn FnMut(pap_storage::transfer::Item) -> Result<()>,
+    ) -> Result<()> {
+        self.export_items(each)
+    }
+
+    fn import(&self, items: &[pap_storage::transfer::Item]) -> Result<()> {
+        self.import_items(items)
+    }
+
+    fn is_empty(&self) -> Result<bool> {
+        self.holds_nothing()
+    }
+
+    fn stamp(&self) -> Option<Stamp> {
+        Store::stamp(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pap_storage::{ApprovalTx, DecisionTx, WorkTx};
 
     fn inv(id: &str, seq: u64, status: Status, deadline: Option<i64>) -> Invocation {
         Invocation {
@@ -580,10 +631,10 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-        let (all, total) = store.read(|r| r.invocations(|_| true, None)).unwrap();
+        let (all, total) = store.read(|r| r.invocations(&|_| true, None)).unwrap();
         let ids: Vec<&str> = all.iter().map(|i| i.id.as_str()).collect();
         assert_eq!((ids, total), (vec!["c", "a", "b"], 3));
-        let (last, total) = store.read(|r| r.invocations(|_| true, Some(2))).unwrap();
+        let (last, total) = store.read(|r| r.invocations(&|_| true, Some(2))).unwrap();
         assert_eq!((last.len(), last[0].id.as_str(), total), (2, "a", 3));
     }
 

@@ -56,6 +56,7 @@ pub(super) fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
 mod tests {
     use super::*;
     use crate::Store;
+    use pap_storage::{InboxTx, ReadTx, WorkTx};
     use redb::ReadableDatabase;
 
     /// The checked-in format-6 store with work behind concurrency keys (see

@@ -8,13 +8,12 @@ use std::collections::BTreeMap;
 
 use redb::ReadableTable;
 
-use super::tx::{Reader, Tx};
+use super::tx::Tx;
 use super::{Result, redb_err};
 use pap_domain::{Notification, SinkState};
-use pap_storage::scan::NotifyCounts;
 
-const STATUS_PREFIX: &str = "notify.count.";
-const FAILING_PREFIX: &str = "notify.failing.";
+pub(super) const STATUS_PREFIX: &str = "notify.count.";
+pub(super) const FAILING_PREFIX: &str = "notify.failing.";
 
 /// The counters one notification adds to, each by one.
 fn counted(n: &Notification) -> Vec<String> {
@@ -89,36 +88,5 @@ impl Tx<'_> {
                 .map_err(|e| redb_err(&path, e))?;
         }
         Ok(())
-    }
-}
-
-impl Reader {
-    /// The counts by recorded status (see `NotifyCounts`).
-    pub fn notification_counts(&self) -> Result<NotifyCounts> {
-        let path = self.path.clone();
-        let mut counts = NotifyCounts::default();
-        for row in self
-            .meta
-            .range(STATUS_PREFIX..)
-            .map_err(|e| redb_err(&path, e))?
-        {
-            let (k, v) = row.map_err(|e| redb_err(&path, e))?;
-            let Some(status) = k.value().strip_prefix(STATUS_PREFIX) else {
-                break;
-            };
-            counts.by_status.insert(status.to_owned(), v.value());
-        }
-        for row in self
-            .meta
-            .range(FAILING_PREFIX..)
-            .map_err(|e| redb_err(&path, e))?
-        {
-            let (k, v) = row.map_err(|e| redb_err(&path, e))?;
-            let Some(sink) = k.value().strip_prefix(FAILING_PREFIX) else {
-                break;
-            };
-            counts.failing_by_sink.insert(sink.to_owned(), v.value());
-        }
-        Ok(counts)
     }
 }

@@ -3,12 +3,12 @@
 //! are kept in the transaction that writes an invocation, so a listing pages by cursor and a
 //! count is a table's length or a counter: no read decodes every record.
 
-use redb::{ReadableTable, ReadableTableMetadata};
+use redb::ReadableTable;
 
 use super::tx::{Reader, Tx, decode_invocation, unpack_id};
 use super::{Result, id_codec, redb_err};
 use pap_domain::{Invocation, Status};
-use pap_storage::scan::{self, Next, Only, Order, QueueCounts, Scan};
+use pap_storage::scan::{Next, Order, Scan};
 
 /// Every status, so a rebuild sets each counter (a status without invocations to 0).
 use super::invocation_codec::STATUSES;
@@ -95,80 +95,12 @@ impl Tx<'_> {
 }
 
 impl Reader {
-    fn count(&self, status: Status) -> Result<u64> {
+    pub(super) fn count(&self, status: Status) -> Result<u64> {
         let found = self
             .meta
             .get(count_key(status).as_str())
             .map_err(|e| redb_err(&self.path, e))?;
         Ok(found.map_or(0, |v| v.value()))
-    }
-
-    /// See [`pap_storage::ReadTx::queue_counts`]: lengths, counters, and key-only passes
-    /// over the awaiting and due-work indexes (no record is decoded).
-    pub fn queue_counts(&self, now: i64, overdue_before: i64) -> Result<QueueCounts> {
-        let e = |e| redb_err(&self.path, e);
-        let mut c = QueueCounts {
-            awaiting: self.awaiting.len().map_err(e)?,
-            queued: self.count(Status::Queued)?,
-            running: self.count(Status::Running)?,
-            ..QueueCounts::default()
-        };
-        let due: (i64, &[u8]) = (now.saturating_add(1), &[]);
-        for row in self.approval_deadlines.range(..due).map_err(e)? {
-            row.map_err(e)?;
-            c.expired_unrecorded += 1;
-        }
-        let from: (i64, &[u8]) = (i64::MIN + 1, &[]);
-        let to: (i64, &[u8]) = (overdue_before.saturating_add(1), &[]);
-        if from.0 < to.0 {
-            for row in self.work.range(from..to).map_err(e)? {
-                row.map_err(e)?;
-                c.overdue += 1;
-            }
-        }
-        for row in self.awaiting.iter().map_err(e)? {
-            let (_, v) = row.map_err(e)?;
-            let (created, deadline) = v.value();
-            if deadline <= now {
-                continue;
-            }
-            let deadline = (deadline != i64::MAX).then_some(deadline);
-            if scan::past_half(created, deadline, now) {
-                c.past_half += 1;
-            }
-            c.oldest_waiting = Some(c.oldest_waiting.map_or(created, |o| o.min(created)));
-        }
-        Ok(c)
-    }
-
-    /// See [`pap_storage::ReadTx::scan_invocations`].
-    pub fn scan_invocations(
-        &self,
-        scan: &Scan,
-        each: &mut dyn FnMut(Invocation) -> Result<Next>,
-    ) -> Result<()> {
-        let e = |e| redb_err(&self.path, e);
-        let mut visit = |seq: u64, packed: &[u8], deadline: Option<i64>| -> Result<Next> {
-            if !scan.beyond(seq) || deadline.is_some_and(|d| d <= scan.now) {
-                return Ok(Next::More);
-            }
-            let Some(record) = self.invocations.get(packed).map_err(e)? else {
-                return Ok(Next::More);
-            };
-            let id = unpack_id(packed, &self.path)?;
-            let (inv, _) = decode_invocation(&id, record.value(), &self.path)?;
-            each(inv)
-        };
-        match scan.only {
-            Only::All => walk(&self.order, scan, &self.path, &|_| None, &mut visit),
-            Only::Awaiting => walk(
-                &self.awaiting,
-                scan,
-                &self.path,
-                &|v: &redb::AccessGuard<(i64, i64)>| Some(v.value().1),
-                &mut visit,
-            ),
-        }
     }
 }
 
@@ -177,7 +109,7 @@ type Visit<'a> = dyn FnMut(u64, &[u8], Option<i64>) -> Result<Next> + 'a;
 
 /// Walks a (sequence number, packed id) index from `scan`'s cursor in its order, handing
 /// `visit` each row's key and what `deadline` reads from its value.
-fn walk<V: redb::Value + 'static>(
+pub(super) fn walk<V: redb::Value + 'static>(
     table: &redb::ReadOnlyTable<(u64, &'static [u8]), V>,
     scan: &Scan,
     path: &std::path::Path,

@@ -6,8 +6,9 @@ use super::ledger_block::{Block, Builder};
 use super::tables::*;
 use super::tx::{Reader, Tx, decode, malformed};
 use super::{Result, Store, redb_err};
+use pap_storage::ApprovalTx;
 use pap_storage::transfer::{Counters, Item};
-use pap_storage::{RowRef, WriteTx};
+use pap_storage::{DecisionTx, InboxTx, LedgerTx, ReadTx, RowRef, WorkTx};
 
 impl Store {
     /// Every item of the state, from one snapshot.
@@ -298,28 +299,28 @@ fn import_one(tx: &mut Tx, item: &Item, ledger: &mut Option<Builder>) -> Result<
             trigger,
             key,
             state,
-        } => WriteTx::debounce_put(tx, trigger, key, state),
-        Item::TokenUses { agent, uses } => WriteTx::set_token_uses(tx, agent, uses),
-        Item::Invocation(inv) => WriteTx::insert_invocation(tx, inv),
-        Item::Schedule { id, last } => WriteTx::set_schedule_last(tx, id, *last),
+        } => tx.debounce_put(trigger, key, state),
+        Item::TokenUses { agent, uses } => tx.set_token_uses(agent, uses),
+        Item::Invocation(inv) => tx.insert_invocation(inv),
+        Item::Schedule { id, last } => tx.set_schedule_last(id, *last),
         Item::Outbox { event_id, entry } => {
-            WriteTx::outbox_put(tx, event_id, &entry.event, entry.owner.as_ref())
+            tx.outbox_put(event_id, &entry.event, entry.owner.as_ref())
         }
         Item::Audit(entry) => tx.import_audit(entry),
-        Item::Notification(n) => WriteTx::put_notification(tx, n),
-        Item::Dedup { key, notification } => WriteTx::set_dedup(tx, key, notification),
-        Item::Job { at, job } => WriteTx::add_job(tx, *at, job),
+        Item::Notification(n) => tx.put_notification(n),
+        Item::Dedup { key, notification } => tx.set_dedup(key, notification),
+        Item::Job { at, job } => tx.add_job(*at, job),
         Item::Inbox(msg) => tx.import_inbox(msg),
         Item::Queued {
             agent,
             notification,
-        } => WriteTx::queue_push(tx, agent, notification),
-        Item::Session { name, opened_at } => WriteTx::session_open(tx, name, *opened_at).map(drop),
-        Item::SessionAgent { name, agent } => WriteTx::session_bind(tx, name, Some(agent)),
+        } => tx.queue_push(agent, notification),
+        Item::Session { name, opened_at } => tx.session_open(name, *opened_at).map(drop),
+        Item::SessionAgent { name, agent } => tx.session_bind(name, Some(agent)),
         Item::Atp {
             atp_id,
             notification,
-        } => WriteTx::atp_put(tx, atp_id, notification),
+        } => tx.atp_put(atp_id, notification),
         Item::Counters(c) => tx.import_counters(c),
     }
 }

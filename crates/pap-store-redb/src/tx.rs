@@ -2,20 +2,20 @@
 
 use std::path::{Path, PathBuf};
 
-use redb::{
-    ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, WriteTransaction,
-};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransaction};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::id_codec;
 use super::invocation_codec::{self, EventHash, EventRef};
-use super::ledger_block::Block;
 use super::tables::*;
 use super::tx_claims::Decisions;
+use super::tx_concurrency::{Entries, Index, holders_in};
 use super::tx_notify::{NotifyReader, NotifyTables};
 use super::{Error, Result, redb_err};
-use pap_domain::{AuditEntry, Invocation, LedgerRow, OutboxEntry, Runner, Status};
+use pap_domain::{AuditEntry, Invocation, OutboxEntry, Runner, Status};
+use pap_storage::Sequence;
+use pap_storage::concurrency::blocking;
 use pap_storage::concurrency::{Entry, due_of, state_of};
 
 pub struct Tx<'t> {
@@ -46,7 +46,7 @@ pub struct Tx<'t> {
     /// Event bodies this transaction stored, so an event provoking several triggers is
     /// stored once.
     events_stored: std::collections::HashMap<EventHash, EventRef>,
-    approval_deadlines: Table<'t, (i64, &'static [u8]), ()>,
+    pub(super) approval_deadlines: Table<'t, (i64, &'static [u8]), ()>,
     pub(super) ledger: Table<'t, u64, &'static [u8]>,
     pub(super) audit: Table<'t, u64, &'static [u8]>,
     outbox: Table<'t, &'static str, &'static [u8]>,
@@ -130,46 +130,7 @@ impl<'t> Tx<'t> {
 
     // --- leases -------------------------------------------------------------------------
 
-    /// A fencing token for a new lease: greater than every token issued before.
-    pub fn issue_lease_token(&mut self) -> Result<u64> {
-        self.next_seq("lease_token")
-    }
-
-    /// Fails with [`Error::LeaseLost`] unless invocation `id` is still leased under `token`:
-    /// the check a holder makes before it records anything about its attempt.
-    pub fn check_lease(&self, id: &str, token: u64) -> Result<()> {
-        let current = self
-            .invocation_record(id)?
-            .and_then(|(inv, _)| inv.lease.map(|l| l.token));
-        Error::lease_check(id, token, current)
-    }
-
     // --- throttle windows ---------------------------------------------------------------
-
-    /// Invocation times recorded for (trigger, window key), oldest first.
-    pub fn throttle_times(&self, trigger: &str, key: &str) -> Result<Vec<i64>> {
-        let found = self
-            .throttle
-            .get((trigger, key))
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(found.map(|v| decode_times(v.value())).unwrap_or_default())
-    }
-
-    /// Records an invocation at `now`, forgetting times that left the window.
-    pub fn throttle_record(
-        &mut self,
-        trigger: &str,
-        key: &str,
-        now: i64,
-        window_ms: i64,
-    ) -> Result<()> {
-        let times = pap_storage::window_with(self.throttle_times(trigger, key)?, now, window_ms);
-        let bytes: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
-        self.throttle
-            .insert((trigger, key), bytes.as_slice())
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(())
-    }
 
     /// Stores a window's times as they are (a copy of a state).
     pub(super) fn import_throttle(
@@ -195,14 +156,6 @@ impl<'t> Tx<'t> {
 
     // --- invocations --------------------------------------------------------------------
 
-    pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
-        let Some((mut inv, event)) = self.invocation_record(id)? else {
-            return Ok(None);
-        };
-        inv.event = load_event(&self.events, event, &self.path)?;
-        Ok(Some(inv))
-    }
-
     /// Invocation `id` without its event (which stays `null`).
     pub(super) fn invocation_head(&self, id: &str) -> Result<Option<Invocation>> {
         Ok(self.invocation_record(id)?.map(|(inv, _)| inv))
@@ -214,17 +167,6 @@ impl<'t> Tx<'t> {
             return decode_invocation(id, &fresh.record, &self.path).map(Some);
         }
         read_record(&self.invocations, id, &self.path)
-    }
-
-    /// Records a new invocation (its id is fresh: nothing to update).
-    pub fn insert_invocation(&mut self, inv: &Invocation) -> Result<()> {
-        self.write_invocation(inv, None)
-    }
-
-    /// Inserts or updates an invocation, keeping the approval-deadline index in step.
-    pub fn put_invocation(&mut self, inv: &Invocation) -> Result<()> {
-        let old = self.invocation_record(&inv.id)?;
-        self.write_invocation(inv, old)
     }
 
     fn write_invocation(
@@ -273,7 +215,7 @@ impl<'t> Tx<'t> {
     }
 
     /// Writes the invocations this transaction created, and their index entries, in order.
-    fn write_fresh(&mut self) -> Result<()> {
+    pub(super) fn write_fresh(&mut self) -> Result<()> {
         for (id, fresh) in std::mem::take(&mut self.fresh) {
             let packed = id_codec::pack(&id);
             let id = packed.as_slice();
@@ -323,104 +265,31 @@ impl<'t> Tx<'t> {
         Ok(key)
     }
 
-    /// Invocations awaiting approval whose deadline is at or before `now`.
-    pub fn approvals_due(&mut self, now: i64) -> Result<Vec<String>> {
-        self.write_fresh()?;
-        ids_due_in(&self.approval_deadlines, now, usize::MAX, &self.path)
-    }
-
-    /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
-    /// runner may have died), running ones first, at most `limit`.
-    pub fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>> {
-        self.write_fresh()?;
-        ids_due_in(&self.work, now, limit, &self.path)
-    }
-
     // --- schedules ----------------------------------------------------------------------
 
-    /// The last fire time recorded for a schedule.
-    pub fn schedule_last(&self, id: &str) -> Result<Option<i64>> {
-        let found = self
-            .schedules
-            .get(id)
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(found.map(|v| v.value()))
-    }
-
-    pub fn set_schedule_last(&mut self, id: &str, at: i64) -> Result<()> {
-        self.schedules
-            .insert(id, at)
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(())
-    }
-
     // --- ledger and audit ---------------------------------------------------------------
-
-    /// Puts an emitted event in the outbox; `owner` is the process that will decide it.
-    pub fn outbox_put(
-        &mut self,
-        event_id: &str,
-        event: &serde_json::Value,
-        owner: Option<&Runner>,
-    ) -> Result<()> {
-        let bytes = encode(&OutboxEntry {
-            owner: owner.cloned(),
-            event: event.clone(),
-        });
-        self.outbox
-            .insert(event_id, bytes.as_slice())
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(())
-    }
-
-    /// Removes an emitted event from the outbox once it is decided.
-    pub fn outbox_remove(&mut self, event_id: &str) -> Result<()> {
-        self.outbox
-            .remove(event_id)
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(())
-    }
-
-    /// Appends to the audit log; `entry.seq` is assigned here.
-    pub fn audit(&mut self, mut entry: AuditEntry) -> Result<()> {
-        entry.seq = self.next_seq("audit_seq")?;
-        let bytes = encode(&entry);
-        self.audit
-            .insert(entry.seq, bytes.as_slice())
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(())
-    }
 }
 
 /// A consistent read-only view, for listings.
 pub struct Reader {
     pub(super) path: PathBuf,
     pub(super) invocations: ReadOnlyTable<&'static [u8], &'static [u8]>,
-    events: ReadOnlyTable<u64, &'static [u8]>,
-    ledger: ReadOnlyTable<u64, &'static [u8]>,
-    audit: ReadOnlyTable<u64, &'static [u8]>,
-    schedules: ReadOnlyTable<&'static str, i64>,
+    pub(super) events: ReadOnlyTable<u64, &'static [u8]>,
+    pub(super) ledger: ReadOnlyTable<u64, &'static [u8]>,
+    pub(super) audit: ReadOnlyTable<u64, &'static [u8]>,
+    pub(super) schedules: ReadOnlyTable<&'static str, i64>,
     pub(super) work: ReadOnlyTable<(i64, &'static [u8]), ()>,
-    outbox: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub(super) outbox: ReadOnlyTable<&'static str, &'static [u8]>,
     pub(super) approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
     pub(super) order: ReadOnlyTable<(u64, &'static [u8]), ()>,
     pub(super) awaiting: ReadOnlyTable<(u64, &'static [u8]), (i64, i64)>,
     pub(super) meta: ReadOnlyTable<&'static str, u64>,
     /// `None` in a file from before the debounce tables (no write has created them yet).
-    debounce_due: Option<ReadOnlyTable<(i64, &'static str, &'static str), ()>>,
+    pub(super) debounce_due: Option<ReadOnlyTable<(i64, &'static str, &'static str), ()>>,
     pub(super) notify: NotifyReader,
 }
 
 impl Reader {
-    /// When the earliest pending trailing debounce fires (ms), if any.
-    pub fn debounce_next_due(&self) -> Result<Option<i64>> {
-        let Some(table) = &self.debounce_due else {
-            return Ok(None);
-        };
-        let first = table.first().map_err(|e| redb_err(&self.path, e))?;
-        Ok(first.map(|(k, _)| k.value().0))
-    }
-
     pub(super) fn open(txn: &ReadTransaction, path: &Path) -> Result<Reader> {
         let e = |e| redb_err(path, e);
         Ok(Reader {
@@ -445,110 +314,6 @@ impl Reader {
         })
     }
 
-    /// The last fire time recorded for a schedule.
-    pub fn schedule_last(&self, id: &str) -> Result<Option<i64>> {
-        let found = self
-            .schedules
-            .get(id)
-            .map_err(|e| redb_err(&self.path, e))?;
-        Ok(found.map(|v| v.value()))
-    }
-
-    /// Ids of due work, as [`Tx::work_due`] (a look before claiming in a write).
-    pub fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>> {
-        ids_due_in(&self.work, now, limit, &self.path)
-    }
-
-    /// As [`Tx::approvals_due`]: a look before expiring in a write.
-    pub fn approvals_due(&self, now: i64) -> Result<Vec<String>> {
-        ids_due_in(&self.approval_deadlines, now, usize::MAX, &self.path)
-    }
-
-    /// Every event waiting in the outbox, by id.
-    pub fn outbox_entries(&self) -> Result<Vec<(String, OutboxEntry)>> {
-        let mut out = Vec::new();
-        for row in self.outbox.iter().map_err(|e| redb_err(&self.path, e))? {
-            let (k, v) = row.map_err(|e| redb_err(&self.path, e))?;
-            out.push((k.value().to_owned(), decode(&self.path, v.value())?));
-        }
-        Ok(out)
-    }
-
-    pub fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
-        let Some((mut inv, event)) = read_record(&self.invocations, id, &self.path)? else {
-            return Ok(None);
-        };
-        inv.event = load_event(&self.events, event, &self.path)?;
-        Ok(Some(inv))
-    }
-
-    /// Invocations in creation order, keeping those `keep` accepts (it sees each record
-    /// without its event); with `last`, only the last that many. Returns them and how many
-    /// were kept in all (for "N of M shown").
-    ///
-    /// There is no creation-order index (it cost 48 bytes an invocation): the records carry
-    /// their sequence number, and the ones kept are sorted by it.
-    /// The ids of invocations that `keep` accepts, at most `max`, from the keys alone (no
-    /// record is decoded): for resolving what a person typed.
-    /// Read from the creation-order index, whose keys are all there is to it: the records'
-    /// table would read every record's pages (about a hundred times the bytes) to see its
-    /// keys. What `keep` accepts is sorted into id order, then cut at `max`.
-    pub fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        for row in self.order.iter().map_err(|e| redb_err(&self.path, e))? {
-            let (key, _) = row.map_err(|e| redb_err(&self.path, e))?;
-            let id = unpack_id(key.value().1, &self.path)?;
-            if keep(&id) {
-                out.push(id);
-            }
-        }
-        out.sort_unstable();
-        out.truncate(max);
-        Ok(out)
-    }
-
-    pub fn invocations(
-        &self,
-        keep: impl Fn(&Invocation) -> bool,
-        last: Option<usize>,
-    ) -> Result<(Vec<Invocation>, usize)> {
-        // Each record is decoded once; with `last`, only about that many are kept at a time
-        // (the latest by sequence; ids mostly, not exactly, follow it).
-        let mut kept: Vec<(Invocation, EventRef)> = Vec::new();
-        let mut total = 0;
-        let trim = |kept: &mut Vec<(Invocation, EventRef)>, n: usize| {
-            kept.sort_unstable_by_key(|(inv, _)| inv.seq);
-            let extra = kept.len().saturating_sub(n);
-            kept.drain(..extra);
-        };
-        for row in self
-            .invocations
-            .iter()
-            .map_err(|e| redb_err(&self.path, e))?
-        {
-            let (key, record) = row.map_err(|e| redb_err(&self.path, e))?;
-            let id = unpack_id(key.value(), &self.path)?;
-            let (inv, event) = decode_invocation(&id, record.value(), &self.path)?;
-            if !keep(&inv) {
-                continue;
-            }
-            total += 1;
-            kept.push((inv, event));
-            if let Some(n) = last
-                && kept.len() > n.saturating_mul(2).max(64)
-            {
-                trim(&mut kept, n);
-            }
-        }
-        trim(&mut kept, last.unwrap_or(usize::MAX));
-        let mut out = Vec::with_capacity(kept.len());
-        for (mut inv, event) in kept {
-            inv.event = load_event(&self.events, event, &self.path)?;
-            out.push(inv);
-        }
-        Ok((out, total))
-    }
-
     /// Every stored ledger block with its first row number (for `store check`).
     pub(super) fn ledger_blocks(&self) -> Result<Vec<(u64, Vec<u8>)>> {
         let mut blocks = Vec::new();
@@ -557,60 +322,6 @@ impl Reader {
             blocks.push((first.value(), bytes.value().to_vec()));
         }
         Ok(blocks)
-    }
-
-    /// Every decision recorded for `event_id`, in the order they were made. The ledger has
-    /// no index by event (it is written for cheap appends), so this reads all of it: for
-    /// tests and inspection, not for a hot path.
-    pub fn ledger(&self, event_id: &str) -> Result<Vec<LedgerRow>> {
-        let mut rows = Vec::new();
-        for block in self.ledger.iter().map_err(|e| redb_err(&self.path, e))? {
-            let (_, bytes) = block.map_err(|e| redb_err(&self.path, e))?;
-            let block = Block::new(bytes.value()).map_err(|_| malformed(&self.path))?;
-            for row in block.rows() {
-                let row = row.map_err(|_| malformed(&self.path))?;
-                if row.event_id == event_id {
-                    rows.push(row);
-                }
-            }
-        }
-        Ok(rows)
-    }
-
-    /// Audit entries in order; with `last`, only the last that many.
-    /// Audit entries numbered above `after`, oldest first, until `each` says stop.
-    pub fn scan_audit(
-        &self,
-        after: u64,
-        each: &mut dyn FnMut(AuditEntry) -> Result<pap_storage::scan::Next>,
-    ) -> Result<()> {
-        let rows = self
-            .audit
-            .range(after.saturating_add(1)..)
-            .map_err(|e| redb_err(&self.path, e))?;
-        for row in rows {
-            let (_, bytes) = row.map_err(|e| redb_err(&self.path, e))?;
-            let entry: AuditEntry = decode(&self.path, bytes.value())?;
-            if each(entry)? == pap_storage::scan::Next::Stop {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    pub fn audit(&self, last: Option<usize>) -> Result<(Vec<AuditEntry>, usize)> {
-        let total = self.audit.len().map_err(|e| redb_err(&self.path, e))? as usize;
-        let rows = self.audit.iter().map_err(|e| redb_err(&self.path, e))?;
-        let mut out: Vec<AuditEntry> = Vec::new();
-        // The newest `last`, read from the end: skipping from the start would walk every
-        // older entry first.
-        let newest_first = rows.rev().take(last.unwrap_or(usize::MAX));
-        for row in newest_first {
-            let (_, v) = row.map_err(|e| redb_err(&self.path, e))?;
-            out.push(decode(&self.path, v.value())?);
-        }
-        out.reverse();
-        Ok((out, total))
     }
 }
 
@@ -623,7 +334,7 @@ pub(super) fn unpack_id(bytes: &[u8], path: &Path) -> Result<String> {
 }
 
 /// Ids in a (time, packed id) index with a time at or before `now`, earliest first.
-fn ids_due_in(
+pub(super) fn ids_due_in(
     index: &impl ReadableTable<(i64, &'static [u8]), ()>,
     now: i64,
     limit: usize,
@@ -711,7 +422,7 @@ pub(super) fn work_key(inv: &Invocation) -> Option<i64> {
 }
 
 /// The record of invocation `id` in `table`, without its event, and the event's key.
-fn read_record(
+pub(super) fn read_record(
     table: &impl ReadableTable<&'static [u8], &'static [u8]>,
     id: &str,
     path: &Path,
@@ -736,7 +447,7 @@ pub(super) fn decode_invocation(
 }
 
 /// An invocation's event, by its key.
-fn load_event(
+pub(super) fn load_event(
     events: &impl ReadableTable<u64, &'static [u8]>,
     key: EventRef,
     path: &Path,
@@ -762,9 +473,148 @@ pub(super) fn decode<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T
     })
 }
 
-fn decode_times(bytes: &[u8]) -> Vec<i64> {
+pub(super) fn decode_times(bytes: &[u8]) -> Vec<i64> {
     bytes
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect()
+}
+
+impl pap_storage::WorkTx for Tx<'_> {
+    fn next(&mut self, sequence: Sequence) -> Result<u64> {
+        self.next_seq(counter(sequence))
+    }
+
+    /// A fencing token for a new lease: greater than every token issued before.
+    fn issue_lease_token(&mut self) -> Result<u64> {
+        self.next_seq("lease_token")
+    }
+
+    /// Fails with [`Error::LeaseLost`] unless invocation `id` is still leased under `token`:
+    /// the check a holder makes before it records anything about its attempt.
+    fn check_lease(&self, id: &str, token: u64) -> Result<()> {
+        let current = self
+            .invocation_record(id)?
+            .and_then(|(inv, _)| inv.lease.map(|l| l.token));
+        Error::lease_check(id, token, current)
+    }
+
+    /// The first of `inv`'s keys that has no room for it now, and why (see
+    /// [`concurrency::blocking`]): the key's holders and at most `limit` waiters before it.
+    fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
+        if inv.concurrency.is_empty() {
+            return Ok(None);
+        }
+        let look = |holders: &Entries<'_>, waiters: &Entries<'_>| {
+            blocking(inv, now, |key, before, max| {
+                let held = holders_in(holders, key, Some(inv.seq))?;
+                let ahead = waiters.range((key, 0)..(key, before))?.take(max).count();
+                Ok::<_, redb::StorageError>((held, ahead))
+            })
+        };
+        match &self.concurrency {
+            Some(ix) => look(&ix.holders, &ix.waiters),
+            None => {
+                let ix = Index::open(self.txn).map_err(|e| self.conc_err(e))?;
+                look(&ix.holders, &ix.waiters)
+            }
+        }
+        .map_err(|e| self.conc_err(e))
+    }
+
+    fn relimit_concurrency(&mut self, scope: &str, limit: u32) -> Result<()> {
+        for (key, was) in self.concurrency_keys(scope)? {
+            if was != limit {
+                self.relimit_key(&key, limit)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn invocation(&self, id: &str) -> Result<Option<Invocation>> {
+        let Some((mut inv, event)) = self.invocation_record(id)? else {
+            return Ok(None);
+        };
+        inv.event = load_event(&self.events, event, &self.path)?;
+        Ok(Some(inv))
+    }
+
+    /// Records a new invocation (its id is fresh: nothing to update).
+    fn insert_invocation(&mut self, inv: &Invocation) -> Result<()> {
+        self.write_invocation(inv, None)
+    }
+
+    /// Inserts or updates an invocation, keeping the approval-deadline index in step.
+    fn put_invocation(&mut self, inv: &Invocation) -> Result<()> {
+        let old = self.invocation_record(&inv.id)?;
+        self.write_invocation(inv, old)
+    }
+
+    /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose
+    /// runner may have died), running ones first, at most `limit`.
+    fn work_due(&mut self, now: i64, limit: usize) -> Result<Vec<String>> {
+        self.write_fresh()?;
+        ids_due_in(&self.work, now, limit, &self.path)
+    }
+}
+
+impl pap_storage::LedgerTx for Tx<'_> {
+    /// The last fire time recorded for a schedule.
+    fn schedule_last(&self, id: &str) -> Result<Option<i64>> {
+        let found = self
+            .schedules
+            .get(id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.map(|v| v.value()))
+    }
+
+    fn set_schedule_last(&mut self, id: &str, at: i64) -> Result<()> {
+        self.schedules
+            .insert(id, at)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Puts an emitted event in the outbox; `owner` is the process that will decide it.
+    fn outbox_put(
+        &mut self,
+        event_id: &str,
+        event: &serde_json::Value,
+        owner: Option<&Runner>,
+    ) -> Result<()> {
+        let bytes = encode(&OutboxEntry {
+            owner: owner.cloned(),
+            event: event.clone(),
+        });
+        self.outbox
+            .insert(event_id, bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Removes an emitted event from the outbox once it is decided.
+    fn outbox_remove(&mut self, event_id: &str) -> Result<()> {
+        self.outbox
+            .remove(event_id)
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Appends to the audit log; `entry.seq` is assigned here.
+    fn audit(&mut self, mut entry: AuditEntry) -> Result<()> {
+        entry.seq = self.next_seq("audit_seq")?;
+        let bytes = encode(&entry);
+        self.audit
+            .insert(entry.seq, bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+}
+
+/// The counter a sequence is kept under.
+fn counter(sequence: Sequence) -> &'static str {
+    match sequence {
+        Sequence::Invocation => "invocation_seq",
+        Sequence::Notification => "notification_seq",
+    }
 }

@@ -6,12 +6,28 @@
 //!   one is put back: a duplicate); its value points at the decision's ledger row;
 //! - ledger rows are appended to an in-memory block and stored a block at a time;
 //! - the expiry index gets one entry per transaction and expiry time, listing its keys.
+//!
+//! It implements the storage interface's `DecisionTx`, so the other tables a decision's
+//! stages read and write are kept here too:
+//! - throttle windows, per (trigger, window key);
+//! - agents' token spending over the last 24 hours (a pap extension; see `domain::budget`),
+//!   one JSON list per agent, pruned as it is written, in a table opened on use (agents
+//!   without a token budget never touch it);
+//! - debounce state (a pap extension): per (trigger, window key) where the burst stands, and
+//!   an index of trailing debounces by the time they fire, so serve finds what is due
+//!   without reading every key. The tables are opened on use: only triggers with a debounce
+//!   pay for them, and a format-6 file from before them gets them at its first such write.
+//!
+//! Their purges are `UpkeepTx`'s, in `tx_retention`.
 
 use super::ledger_block::{Block, Builder};
+use super::tables::{BUDGET_TOKENS, DEBOUNCE, DEBOUNCE_DUE};
 use super::tx::{Tx, malformed};
+use super::tx::{decode, decode_times, encode};
 use super::{Error, Result, redb_err};
+use pap_domain::DebounceState;
+use pap_domain::budget::TokenUse;
 use pap_domain::{Claim, LedgerRow};
-use pap_storage::purge::{ClaimBatch, Purged};
 use pap_storage::{Claimed, RowRef};
 use redb::ReadableTable;
 #[cfg(test)]
@@ -24,10 +40,10 @@ const EXPIRY_KEYS: usize = 1000;
 
 /// The most keys a claims batch gathers (about 11 MB in memory): with a million claims
 /// (25,000 pages of keys), a batch of this many removes about ten keys per page it rewrites.
-const BATCH_KEYS: usize = 1 << 18;
+pub(super) const BATCH_KEYS: usize = 1 << 18;
 /// Expiry-index entries (up to [`EXPIRY_KEYS`] keys each) one gathering step reads: about a
 /// millisecond of reading and sorting.
-const GATHER_ENTRIES: usize = 1;
+pub(super) const GATHER_ENTRIES: usize = 1;
 
 /// This transaction's ledger rows and expiry-index entries, not yet stored.
 #[derive(Debug, Default)]
@@ -39,8 +55,12 @@ pub(super) struct Decisions {
     /// starts over, keeping its buffers, each time it is stored).
     block: Option<Builder>,
     expiring: Vec<Expiring>,
-    /// How duplicate-heavy the claims so far were (0 ..= 8; see [`Tx::claim`]).
+    /// How duplicate-heavy the claims so far were (0 ..= 8; see `claim`).
     duplicates: u8,
+    /// The key claimed anew and the ledger row its decision takes: a claim points at its
+    /// decision's row (a duplicate names that decision), so the row is fixed when the key
+    /// is claimed, and `record_decision` writes it there.
+    claimed: Option<([u8; 32], u64)>,
 }
 
 /// Keys claimed in this transaction that expire at `at`.
@@ -62,36 +82,6 @@ impl Tx<'_> {
         Ok(n)
     }
 
-    /// Claims `key` from `now` until `expires_at`, unless a live claim holds it.
-    pub fn claim(&mut self, key: &[u8; 32], now: i64, expires_at: i64) -> Result<Claimed> {
-        let row = self.next_row()?;
-        // Two ways to the same result. A fresh stream is cheapest with one insert that also
-        // returns any earlier claim (put back when live). A stream sent again (a re-run CI
-        // job) is all duplicates, and for those a read alone avoids rewriting the claim's
-        // page; so after a run of duplicates, look first.
-        if self.decisions.duplicates > 4
-            && let Some(live) = self.live_claim(key, now)?
-        {
-            self.decisions.duplicates = (self.decisions.duplicates + 1).min(8);
-            return Ok(Claimed::Live(live));
-        }
-        let old = self
-            .claims
-            .insert(key, (expires_at, now, row))
-            .map_err(|e| redb_err(&self.path, e))?
-            .map(|v| v.value());
-        if let Some(old) = old.filter(|(old_expiry, _, _)| *old_expiry > now) {
-            self.claims
-                .insert(key, old)
-                .map_err(|e| redb_err(&self.path, e))?;
-            self.decisions.duplicates = (self.decisions.duplicates + 1).min(8);
-            return Ok(Claimed::Live(self.claim_from(old)));
-        }
-        self.decisions.duplicates = self.decisions.duplicates.saturating_sub(1);
-        self.index_expiry(key, expires_at, row);
-        Ok(Claimed::New { row })
-    }
-
     /// Lists `key` in the expiry index under `expires_at` (stored by `finish_decisions`).
     fn index_expiry(&mut self, key: &[u8; 32], expires_at: i64, row: u64) {
         let entry = match self.decisions.expiring.last_mut() {
@@ -107,30 +97,6 @@ impl Tx<'_> {
             }
         };
         entry.keys.extend_from_slice(key);
-    }
-
-    /// Keeps the claim on `key` (if any) until at least `expires_at`, pointing at the same
-    /// decision. Used when another pair collides with this key: that pair's own claim must
-    /// not outlive this one, or once this one expired the other pair would find the PAP key
-    /// free and be decided again. Claims are kept "at least" their TTL, so this is allowed.
-    pub fn extend_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()> {
-        let found = self
-            .claims
-            .get(key)
-            .map_err(|e| redb_err(&self.path, e))?
-            .map(|v| v.value());
-        let Some((old_expiry, decided_at, row)) = found else {
-            return Ok(());
-        };
-        if old_expiry >= expires_at {
-            return Ok(());
-        }
-        self.claims
-            .insert(key, (expires_at, decided_at, row))
-            .map_err(|e| redb_err(&self.path, e))?;
-        let next = self.next_row()?;
-        self.index_expiry(key, expires_at, next);
-        Ok(())
     }
 
     /// The live claim on `key` at `now`, without claiming (an expired one reads as absent).
@@ -170,7 +136,7 @@ impl Tx<'_> {
         }
     }
 
-    /// Records a decision as ledger row `row`, which [`Tx::claim`] just handed out.
+    /// Records a decision as ledger row `row`, which `claim` just handed out.
     pub(crate) fn put_ledger(&mut self, row: u64, decision: RowRef) -> Result<()> {
         let next = self.next_row()?;
         if row != next {
@@ -258,224 +224,180 @@ impl Tx<'_> {
         }
         Ok(())
     }
+}
 
-    /// Goes through up to `limit` keys of the expiry index that are due at `now`, removing
-    /// each claim that is still expired (one renewed since is left alone).
-    pub fn purge_expired_claims(&mut self, now: i64, limit: usize) -> Result<Purged> {
-        let mut due = Vec::new();
-        let mut budget = limit;
-        for entry in self
-            .claim_expiry
-            .range(..=(now, u64::MAX))
+impl pap_storage::DecisionTx for Tx<'_> {
+    /// Claims `key` from `now` until `expires_at`, unless a live claim holds it.
+    fn claim(&mut self, key: &[u8; 32], now: i64, expires_at: i64) -> Result<Claimed> {
+        let row = self.next_row()?;
+        // Two ways to the same result. A fresh stream is cheapest with one insert that also
+        // returns any earlier claim (put back when live). A stream sent again (a re-run CI
+        // job) is all duplicates, and for those a read alone avoids rewriting the claim's
+        // page; so after a run of duplicates, look first.
+        if self.decisions.duplicates > 4
+            && let Some(live) = self.live_claim(key, now)?
+        {
+            self.decisions.duplicates = (self.decisions.duplicates + 1).min(8);
+            return Ok(Claimed::Live(live));
+        }
+        let old = self
+            .claims
+            .insert(key, (expires_at, now, row))
             .map_err(|e| redb_err(&self.path, e))?
-        {
-            if budget == 0 {
-                break;
-            }
-            let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
-            let keys = v.value();
-            let take = (keys.len() / 32).min(budget);
-            budget -= take;
-            due.push((k.value(), keys.to_vec(), take));
+            .map(|v| v.value());
+        if let Some(old) = old.filter(|(old_expiry, _, _)| *old_expiry > now) {
+            self.claims
+                .insert(key, old)
+                .map_err(|e| redb_err(&self.path, e))?;
+            self.decisions.duplicates = (self.decisions.duplicates + 1).min(8);
+            return Ok(Claimed::Live(self.claim_from(old)));
         }
-        let (mut went_through, mut removed) = (0, 0);
-        for ((at, first_row), keys, take) in due {
-            let (done, rest) = keys.split_at(take * 32);
-            for key in done.chunks_exact(32) {
-                let key: &[u8; 32] = key.try_into().expect("32 bytes");
-                let expired = self
-                    .claims
-                    .get(key)
-                    .map_err(|e| redb_err(&self.path, e))?
-                    .is_some_and(|v| v.value().0 <= now);
-                if expired {
-                    self.claims
-                        .remove(key)
-                        .map_err(|e| redb_err(&self.path, e))?;
-                    removed += 1;
-                }
-            }
-            went_through += take;
-            if rest.is_empty() {
-                self.claim_expiry
-                    .remove((at, first_row))
-                    .map_err(|e| redb_err(&self.path, e))?;
-            } else {
-                self.claim_expiry
-                    .insert((at, first_row), rest)
-                    .map_err(|e| redb_err(&self.path, e))?;
-            }
-        }
-        Ok(Purged::of(removed, went_through, limit))
+        self.decisions.duplicates = self.decisions.duplicates.saturating_sub(1);
+        self.index_expiry(key, expires_at, row);
+        self.decisions.claimed = Some((*key, row));
+        Ok(Claimed::New)
     }
 
-    /// See [`pap_storage::WriteTx::purge_claims_batched`]: a step either gathers up to
-    /// [`GATHER_ENTRIES`] due expiry-index entries into `batch` (reads only), or, once the
-    /// batch is full or nothing more is due, removes up to `limit` of its keys in key order
-    /// (each still expired), and with its last keys the entries they came from.
-    pub fn purge_claims_batched(
+    /// Keeps the claim on `key` (if any) until at least `expires_at`, pointing at the same
+    /// decision. Used when another pair collides with this key: that pair's own claim must
+    /// not outlive this one, or once this one expired the other pair would find the PAP key
+    /// free and be decided again. Claims are kept "at least" their TTL, so this is allowed.
+    fn extend_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()> {
+        let found = self
+            .claims
+            .get(key)
+            .map_err(|e| redb_err(&self.path, e))?
+            .map(|v| v.value());
+        let Some((old_expiry, decided_at, row)) = found else {
+            return Ok(());
+        };
+        if old_expiry >= expires_at {
+            return Ok(());
+        }
+        self.claims
+            .insert(key, (expires_at, decided_at, row))
+            .map_err(|e| redb_err(&self.path, e))?;
+        let next = self.next_row()?;
+        self.index_expiry(key, expires_at, next);
+        Ok(())
+    }
+
+    fn record_decision(&mut self, key: &[u8; 32], decision: RowRef) -> Result<()> {
+        match self.decisions.claimed.take() {
+            Some((claimed, row)) if claimed == *key => self.put_ledger(row, decision),
+            _ => Err(Error::DecisionNotClaimed {
+                location: self.path.display().to_string(),
+                event_id: decision.event_id.to_owned(),
+            }),
+        }
+    }
+
+    /// Invocation times recorded for (trigger, window key), oldest first.
+    fn throttle_times(&self, trigger: &str, key: &str) -> Result<Vec<i64>> {
+        let found = self
+            .throttle
+            .get((trigger, key))
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(found.map(|v| decode_times(v.value())).unwrap_or_default())
+    }
+
+    /// Records an invocation at `now`, forgetting times that left the window.
+    fn throttle_record(
         &mut self,
+        trigger: &str,
+        key: &str,
         now: i64,
-        limit: usize,
-        batch: &mut ClaimBatch,
-    ) -> Result<Purged> {
-        use std::ops::Bound::{Excluded, Included, Unbounded};
-        let e = |x| redb_err(&self.path, x);
-        if !batch.removing {
-            let from = batch
-                .entries
-                .last()
-                .map_or(Unbounded, |&last| Excluded(last));
-            let mut exhausted = true;
-            for (read, entry) in self
-                .claim_expiry
-                .range::<(i64, u64)>((from, Included((now, u64::MAX))))
-                .map_err(e)?
-                .enumerate()
-            {
-                if read == GATHER_ENTRIES || batch.keys.len() >= BATCH_KEYS {
-                    exhausted = false;
-                    break;
-                }
-                let (k, v) = entry.map_err(e)?;
-                for key in v.value().chunks_exact(32) {
-                    batch.keys.insert(key.try_into().expect("32 bytes"));
-                }
-                batch.entries.push(k.value());
-            }
-            batch.removing =
-                !batch.entries.is_empty() && (exhausted || batch.keys.len() >= BATCH_KEYS);
-            return Ok(Purged {
-                more: !batch.entries.is_empty(),
-                ..Purged::default()
-            });
-        }
-        let (mut removed, mut scanned) = (0, 0);
-        while scanned < limit {
-            let Some(key) = batch.keys.pop_first() else {
-                break;
-            };
-            scanned += 1;
-            let expired = self
-                .claims
-                .get(&key)
-                .map_err(e)?
-                .is_some_and(|v| v.value().0 <= now);
-            if expired {
-                self.claims.remove(&key).map_err(e)?;
-                removed += 1;
-            }
-        }
-        if !batch.keys.is_empty() {
-            return Ok(Purged {
-                removed,
-                scanned,
-                more: true,
-                tidied: false,
-            });
-        }
-        let tidied = !batch.entries.is_empty();
-        for entry in batch.entries.drain(..) {
-            self.claim_expiry.remove(entry).map_err(e)?;
-        }
-        batch.removing = false;
-        let more = self
-            .claim_expiry
-            .range(..=(now, u64::MAX))
-            .map_err(e)?
-            .next()
-            .is_some();
-        Ok(Purged {
-            removed,
-            scanned,
-            more,
-            tidied,
+        window_ms: i64,
+    ) -> Result<()> {
+        let times = pap_storage::window_with(self.throttle_times(trigger, key)?, now, window_ms);
+        let bytes: Vec<u8> = times.iter().flat_map(|t| t.to_le_bytes()).collect();
+        self.throttle
+            .insert((trigger, key), bytes.as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    fn token_uses(&self, agent: &str) -> Result<Vec<TokenUse>> {
+        let table = self
+            .txn
+            .open_table(BUDGET_TOKENS)
+            .map_err(|e| redb_err(&self.path, e))?;
+        let found = table.get(agent).map_err(|e| redb_err(&self.path, e))?;
+        Ok(match found {
+            Some(v) => decode(&self.path, v.value())?,
+            None => Vec::new(),
         })
     }
 
-    /// See [`pap_storage::WriteTx::purge_throttle`].
-    pub fn purge_throttle(
-        &mut self,
-        cutoff: i64,
-        after: Option<&pap_storage::purge::DebounceCursor>,
-        limit: usize,
-    ) -> Result<(Purged, Option<pap_storage::purge::DebounceCursor>)> {
-        use std::ops::Bound;
-        let mut stale: Vec<(String, String)> = Vec::new();
-        let (mut scanned, mut last) = (0, None);
+    fn set_token_uses(&mut self, agent: &str, uses: &[TokenUse]) -> Result<()> {
+        let mut table = self
+            .txn
+            .open_table(BUDGET_TOKENS)
+            .map_err(|e| redb_err(&self.path, e))?;
+        table
+            .insert(agent, encode(&uses).as_slice())
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(())
+    }
+
+    fn debounce_state(&self, trigger: &str, key: &str) -> Result<Option<DebounceState>> {
+        let table = self
+            .txn
+            .open_table(DEBOUNCE)
+            .map_err(|x| redb_err(&self.path, x))?;
+        let found = table
+            .get((trigger, key))
+            .map_err(|x| redb_err(&self.path, x))?;
+        found.map(|v| decode(&self.path, v.value())).transpose()
+    }
+
+    /// Records the state, keeping the due index in step: the old pending fire's entry goes,
+    /// the new one's (if any) comes.
+    fn debounce_put(&mut self, trigger: &str, key: &str, state: &DebounceState) -> Result<()> {
+        let old = self.debounce_state(trigger, key)?;
+        let mut due = self
+            .txn
+            .open_table(DEBOUNCE_DUE)
+            .map_err(|x| redb_err(&self.path, x))?;
+        if let Some(p) = old.and_then(|s| s.pending) {
+            due.remove((p.due, trigger, key))
+                .map_err(|x| redb_err(&self.path, x))?;
+        }
+        if let Some(p) = &state.pending {
+            due.insert((p.due, trigger, key), ())
+                .map_err(|x| redb_err(&self.path, x))?;
+        }
+        let mut table = self
+            .txn
+            .open_table(DEBOUNCE)
+            .map_err(|x| redb_err(&self.path, x))?;
+        table
+            .insert((trigger, key), encode(state).as_slice())
+            .map_err(|x| redb_err(&self.path, x))?;
+        Ok(())
+    }
+
+    /// (trigger, window key) of trailing debounces due at or before `now`, earliest first,
+    /// at most `limit`.
+    fn debounce_due(&mut self, now: i64, limit: usize) -> Result<Vec<(String, String)>> {
+        let due = self
+            .txn
+            .open_table(DEBOUNCE_DUE)
+            .map_err(|x| redb_err(&self.path, x))?;
+        let mut out = Vec::new();
+        for entry in due
+            .range((i64::MIN, "", "")..)
+            .map_err(|x| redb_err(&self.path, x))?
+            .take(limit)
         {
-            let start = match after {
-                Some((t, k)) => Bound::Excluded((t.as_str(), k.as_str())),
-                None => Bound::Unbounded,
-            };
-            let range = self
-                .throttle
-                .range::<(&str, &str)>((start, Bound::Unbounded))
-                .map_err(|e| redb_err(&self.path, e))?;
-            for entry in range {
-                if scanned >= limit {
-                    break;
-                }
-                let (k, v) = entry.map_err(|e| redb_err(&self.path, e))?;
-                let (bucket, key) = k.value();
-                scanned += 1;
-                last = Some((bucket.to_owned(), key.to_owned()));
-                let newest = v
-                    .value()
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .max();
-                if newest.is_none_or(|t| t < cutoff) {
-                    stale.push((bucket.to_owned(), key.to_owned()));
-                }
-            }
-        }
-        for (bucket, key) in &stale {
-            self.throttle
-                .remove((bucket.as_str(), key.as_str()))
-                .map_err(|e| redb_err(&self.path, e))?;
-        }
-        Ok(Purged::walked(stale.len(), scanned, limit, false, last))
-    }
-
-    /// Removes ledger blocks whose every row was decided before `cutoff`, from the first
-    /// block on, until about `limit` rows were looked at (at least one block) or a block
-    /// with a row decided at or after `cutoff` is reached.
-    pub fn purge_ledger(&mut self, cutoff: i64, limit: usize) -> Result<Purged> {
-        let mut old = Vec::new();
-        let (mut scanned, mut young) = (0, false);
-        for block in self.ledger.iter().map_err(|e| redb_err(&self.path, e))? {
-            if scanned >= limit {
+            let (k, _) = entry.map_err(|x| redb_err(&self.path, x))?;
+            let (at, trigger, key) = k.value();
+            if at > now {
                 break;
             }
-            let (first, bytes) = block.map_err(|e| redb_err(&self.path, e))?;
-            match Block::new(bytes.value()) {
-                Ok(block) if block.max_decided_at() < cutoff => {
-                    scanned += block.len();
-                    old.push((first.value(), block.len()));
-                }
-                Ok(_) => {
-                    young = true;
-                    break;
-                }
-                // A damaged block is stepped over (and kept), so that it does not stop the
-                // purge of what follows it for good.
-                Err(_) => scanned += 1,
-            }
+            out.push((trigger.to_owned(), key.to_owned()));
         }
-        let mut removed = 0;
-        for (first, rows) in old {
-            self.ledger
-                .remove(first)
-                .map_err(|e| redb_err(&self.path, e))?;
-            removed += rows;
-        }
-        Ok(Purged {
-            removed,
-            scanned,
-            more: !young && scanned >= limit,
-            tidied: false,
-        })
+        Ok(out)
     }
 }
 
@@ -484,6 +406,8 @@ mod tests {
     use super::*;
     use crate::Store;
     use crate::ledger_block::BLOCK_ROWS;
+    use pap_storage::purge::{ClaimBatch, Purged};
+    use pap_storage::{DecisionTx, ReadTx, UpkeepTx};
 
     fn key(i: u32) -> [u8; 32] {
         let mut key = [0u8; 32];
@@ -494,11 +418,11 @@ mod tests {
     /// What the pipeline does for a decision past the filter: claim, then the ledger row.
     fn decide(tx: &mut Tx, i: u32, now: i64, expires_at: i64) -> Result<Claimed> {
         let claimed = tx.claim(&key(i), now, expires_at)?;
-        if let Claimed::New { row } = claimed {
+        if let Claimed::New = claimed {
             let event_id = format!("e{i}");
             let inv = format!("inv_{i}");
-            tx.put_ledger(
-                row,
+            tx.record_decision(
+                &key(i),
                 RowRef {
                     event_id: &event_id,
                     trigger: "t",
@@ -555,7 +479,7 @@ mod tests {
         store
             .write(|tx| {
                 for i in 0..n {
-                    assert!(matches!(decide(tx, i, 5, 100)?, Claimed::New { .. }));
+                    assert!(matches!(decide(tx, i, 5, 100)?, Claimed::New));
                 }
                 let Claimed::Live(dup) = decide(tx, n - 1, 6, 200)? else {
                     panic!("the same key in the same transaction is a duplicate")
@@ -606,7 +530,7 @@ mod tests {
         // Key 7 claimed again after it expired: its old entry is due, its claim is not.
         store
             .write(|tx| {
-                assert!(matches!(decide(tx, 7, 150, 500)?, Claimed::New { .. }));
+                assert!(matches!(decide(tx, 7, 150, 500)?, Claimed::New));
                 Ok(())
             })
             .unwrap();
@@ -655,7 +579,7 @@ mod tests {
         store.write(|tx| decide(tx, 7, 0, 100)).unwrap();
         store
             .write(|tx| {
-                assert!(matches!(decide(tx, 7, 150, 500)?, Claimed::New { .. }));
+                assert!(matches!(decide(tx, 7, 150, 500)?, Claimed::New));
                 Ok(())
             })
             .unwrap();
@@ -768,11 +692,11 @@ mod tests {
     }
 
     #[test]
-    fn a_ledger_row_out_of_turn_is_refused() {
+    fn a_decision_under_a_key_not_claimed_is_refused() {
         let store = Store::in_memory().unwrap();
         let err = store
             .write(|tx| {
-                let Claimed::New { row } = tx.claim(&key(1), 0, 100)? else {
+                let Claimed::New = tx.claim(&key(1), 0, 100)? else {
                     panic!()
                 };
                 let row_ref = RowRef {
@@ -784,10 +708,10 @@ mod tests {
                     invocation_id: None,
                     decided_at: 0,
                 };
-                tx.put_ledger(row + 1, row_ref)
+                tx.record_decision(&key(2), row_ref)
             })
             .unwrap_err();
-        assert!(err.to_string().contains("was due"), "{err}");
+        assert!(err.to_string().contains("did not claim"), "{err}");
     }
 
     #[test]
@@ -811,8 +735,8 @@ mod tests {
                 }
                 assert!(tx.decisions.duplicates > 4, "looking first by now");
                 // Expired, and never seen: both claimed, in the same mode.
-                assert!(matches!(decide(tx, 19, 100, 2_000)?, Claimed::New { .. }));
-                assert!(matches!(decide(tx, 77, 100, 2_000)?, Claimed::New { .. }));
+                assert!(matches!(decide(tx, 19, 100, 2_000)?, Claimed::New));
+                assert!(matches!(decide(tx, 77, 100, 2_000)?, Claimed::New));
                 assert_eq!(tx.live_claim(&key(19), 100)?.unwrap().expires_at, 2_000);
                 Ok(())
             })

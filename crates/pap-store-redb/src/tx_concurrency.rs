@@ -13,9 +13,7 @@ use super::tx::Tx;
 use super::{Error, Result, redb_err};
 use pap_domain::Invocation;
 pub(super) use pap_storage::concurrency::state_of;
-use pap_storage::concurrency::{
-    self, Change, Entry, Holders, KeyIndex, KeyState, blocking, due_of, refresh,
-};
+use pap_storage::concurrency::{self, Change, Entry, Holders, KeyIndex, KeyState, due_of, refresh};
 
 /// A holder's value: its state, then the invocation id.
 fn encode(entry: Entry, id: &str) -> Vec<u8> {
@@ -71,12 +69,12 @@ fn decode_waiter(bytes: &[u8]) -> Option<(Option<i64>, &[u8])> {
     }
 }
 
-type Entries<'t> = Table<'t, (&'static str, u64), &'static [u8]>;
+pub(super) type Entries<'t> = Table<'t, (&'static str, u64), &'static [u8]>;
 
 /// The three tables of the index, open in one write transaction.
 pub(super) struct Index<'t> {
-    holders: Entries<'t>,
-    waiters: Entries<'t>,
+    pub(super) holders: Entries<'t>,
+    pub(super) waiters: Entries<'t>,
     keys: Table<'t, &'static str, (u32, u32)>,
 }
 
@@ -84,7 +82,9 @@ pub(super) struct Index<'t> {
 type Waiter = (Option<i64>, Vec<u8>);
 
 impl<'t> Index<'t> {
-    fn open(txn: &'t WriteTransaction) -> std::result::Result<Index<'t>, redb::TableError> {
+    pub(super) fn open(
+        txn: &'t WriteTransaction,
+    ) -> std::result::Result<Index<'t>, redb::TableError> {
         Ok(Index {
             holders: txn.open_table(CONC_HOLDERS)?,
             waiters: txn.open_table(CONC_WAITERS)?,
@@ -194,7 +194,7 @@ impl KeyIndex for Index<'_> {
 }
 
 /// The holders of `key`, leaving out sequence number `but`.
-fn holders_in(
+pub(super) fn holders_in(
     table: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
     key: &str,
     but: Option<u64>,
@@ -213,7 +213,7 @@ fn holders_in(
 }
 
 impl<'t> Tx<'t> {
-    fn conc_err(&self, e: impl Into<redb::Error>) -> Error {
+    pub(super) fn conc_err(&self, e: impl Into<redb::Error>) -> Error {
         redb_err(self.path(), e)
     }
 
@@ -391,33 +391,6 @@ impl<'t> Tx<'t> {
             }
             Ok(out)
         })
-    }
-
-    /// The first of `inv`'s keys that has no room for it now, and why (see
-    /// [`concurrency::blocking`]): the key's holders and at most `limit` waiters before it.
-    pub fn concurrency_block(
-        &self,
-        inv: &Invocation,
-        now: i64,
-    ) -> Result<Option<(String, String)>> {
-        if inv.concurrency.is_empty() {
-            return Ok(None);
-        }
-        let look = |holders: &Entries<'_>, waiters: &Entries<'_>| {
-            blocking(inv, now, |key, before, max| {
-                let held = holders_in(holders, key, Some(inv.seq))?;
-                let ahead = waiters.range((key, 0)..(key, before))?.take(max).count();
-                Ok::<_, redb::StorageError>((held, ahead))
-            })
-        };
-        match &self.concurrency {
-            Some(ix) => look(&ix.holders, &ix.waiters),
-            None => {
-                let ix = Index::open(self.txn).map_err(|e| self.conc_err(e))?;
-                look(&ix.holders, &ix.waiters)
-            }
-        }
-        .map_err(|e| self.conc_err(e))
     }
 
     /// Format 6 to 7: splits format 6's index into holders and waiters, takes the waiters out

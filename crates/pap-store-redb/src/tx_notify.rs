@@ -5,6 +5,7 @@
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransaction};
 
 use super::tables::*;
+use super::tx::ids_due_in;
 use super::tx::{Reader, Tx, decode, encode};
 use super::{Result, redb_err};
 use pap_domain::{InboxMessage, Notification};
@@ -39,91 +40,6 @@ impl<'t> NotifyTables<'t> {
 }
 
 impl Tx<'_> {
-    pub fn notification(&mut self, id: &str) -> Result<Option<Notification>> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let found = t.notifications.get(id).map_err(|e| redb_err(&path, e))?;
-        found.map(|v| decode(&path, v.value())).transpose()
-    }
-
-    /// Inserts or updates a notification (a new one also joins the listing order).
-    pub fn put_notification(&mut self, n: &Notification) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let bytes = encode(n);
-        self.notifications_changed = true;
-        let old: Option<Notification> = {
-            let t = self.notify_tables()?;
-            let replaced = t
-                .notifications
-                .insert(n.id.as_str(), bytes.as_slice())
-                .map_err(|e| redb_err(&path, e))?;
-            let old = match replaced {
-                Some(bytes) => Some(decode(&path, bytes.value())?),
-                None => None,
-            };
-            if old.is_none() {
-                t.order
-                    .insert(n.seq, n.id.as_str())
-                    .map_err(|e| redb_err(&path, e))?;
-            }
-            old
-        };
-        self.count_notification(old.as_ref(), n)
-    }
-
-    /// The latest notification carrying a deduplication key.
-    pub fn dedup_lookup(&mut self, key: &str) -> Result<Option<String>> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let found = t.dedup.get(key).map_err(|e| redb_err(&path, e))?;
-        Ok(found.map(|v| v.value().to_owned()))
-    }
-
-    pub fn set_dedup(&mut self, key: &str, id: &str) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        t.dedup.insert(key, id).map_err(|e| redb_err(&path, e))?;
-        Ok(())
-    }
-
-    /// Schedules a timer job (`watchdog:<id>`, `sink:<name>:<id>`) at `at`.
-    pub fn add_job(&mut self, at: i64, job: &str) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        t.due
-            .insert((at, job), ())
-            .map_err(|e| redb_err(&path, e))?;
-        Ok(())
-    }
-
-    pub fn remove_job(&mut self, at: i64, job: &str) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        t.due.remove((at, job)).map_err(|e| redb_err(&path, e))?;
-        Ok(())
-    }
-
-    /// Jobs due at or before `now`, earliest first, at most `limit`.
-    pub fn jobs_due(&mut self, now: i64, limit: usize) -> Result<Vec<(i64, String)>> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        jobs_in(&t.due, now, limit, &path)
-    }
-
-    /// Appends to the inbox; the message's id is assigned here, strictly above every earlier
-    /// one (write transactions are serialised, across processes too).
-    pub fn inbox_append(&mut self, mut msg: InboxMessage) -> Result<u64> {
-        msg.id = self.next_seq("inbox_seq")?;
-        self.inbox_appended = Some(msg.id);
-        let path = self.path().to_path_buf();
-        let bytes = encode(&msg);
-        let t = self.notify_tables()?;
-        t.inbox
-            .insert(msg.id, bytes.as_slice())
-            .map_err(|e| redb_err(&path, e))?;
-        Ok(msg.id)
-    }
-
     /// Stores an inbox message under its own id (a copy of a state).
     pub(super) fn import_inbox(&mut self, msg: &InboxMessage) -> Result<()> {
         let path = self.path().to_path_buf();
@@ -133,111 +49,6 @@ impl Tx<'_> {
             .insert(msg.id, bytes.as_slice())
             .map_err(|e| redb_err(&path, e))?;
         self.raise_counter("inbox_seq", msg.id)
-    }
-
-    /// The highest inbox id so far (0 when empty).
-    pub fn inbox_mark(&self) -> Result<u64> {
-        self.seq_value("inbox_seq")
-    }
-
-    pub fn inbox_message(&mut self, id: u64) -> Result<Option<InboxMessage>> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let found = t.inbox.get(id).map_err(|e| redb_err(&path, e))?;
-        found.map(|v| decode(&path, v.value())).transpose()
-    }
-
-    /// Queues a notification for an agent's next invocation.
-    pub fn queue_push(&mut self, agent: &str, id: &str) -> Result<()> {
-        let seq = self.next_seq("queue_seq")?;
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        t.queue
-            .insert((agent, seq), id)
-            .map_err(|e| redb_err(&path, e))?;
-        Ok(())
-    }
-
-    /// Takes every notification queued for `agent`, oldest first (they leave the queue).
-    pub fn queue_take(&mut self, agent: &str) -> Result<Vec<String>> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let mut taken = Vec::new();
-        for row in t
-            .queue
-            .range((agent, 0)..=(agent, u64::MAX))
-            .map_err(|e| redb_err(&path, e))?
-        {
-            let (k, v) = row.map_err(|e| redb_err(&path, e))?;
-            taken.push((k.value().1, v.value().to_owned()));
-        }
-        for (seq, _) in &taken {
-            t.queue
-                .remove((agent, *seq))
-                .map_err(|e| redb_err(&path, e))?;
-        }
-        Ok(taken.into_iter().map(|(_, id)| id).collect())
-    }
-
-    pub fn session_open(&mut self, name: &str, at: i64) -> Result<bool> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let old = t
-            .sessions
-            .insert(name, at)
-            .map_err(|e| redb_err(&path, e))?;
-        Ok(old.is_none())
-    }
-
-    pub fn session_close(&mut self, name: &str) -> Result<bool> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let old = t.sessions.remove(name).map_err(|e| redb_err(&path, e))?;
-        t.session_agents
-            .remove(name)
-            .map_err(|e| redb_err(&path, e))?;
-        Ok(old.is_some())
-    }
-
-    /// Binds an open session to `agent` (or unbinds it).
-    pub fn session_bind(&mut self, name: &str, agent: Option<&str>) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        match agent {
-            Some(agent) => t.session_agents.insert(name, agent).map(drop),
-            None => t.session_agents.remove(name).map(drop),
-        }
-        .map_err(|e| redb_err(&path, e))
-    }
-
-    pub fn session_agent(&mut self, name: &str) -> Result<Option<String>> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let found = t.session_agents.get(name).map_err(|e| redb_err(&path, e))?;
-        Ok(found.map(|v| v.value().to_owned()))
-    }
-
-    pub fn session_is_open(&mut self, name: &str) -> Result<bool> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let found = t.sessions.get(name).map_err(|e| redb_err(&path, e))?;
-        Ok(found.is_some())
-    }
-
-    pub fn atp_put(&mut self, atp_id: &str, notification: &str) -> Result<()> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        t.atp
-            .insert(atp_id, notification)
-            .map_err(|e| redb_err(&path, e))?;
-        Ok(())
-    }
-
-    pub fn atp_lookup(&mut self, atp_id: &str) -> Result<Option<String>> {
-        let path = self.path().to_path_buf();
-        let t = self.notify_tables()?;
-        let found = t.atp.get(atp_id).map_err(|e| redb_err(&path, e))?;
-        Ok(found.map(|v| v.value().to_owned()))
     }
 }
 
@@ -473,5 +284,205 @@ impl Reader {
     /// The notification tables of this snapshot.
     pub fn notify(&self) -> Result<&NotifyReader> {
         Ok(&self.notify)
+    }
+}
+
+impl pap_storage::ApprovalTx for Tx<'_> {
+    /// Invocations awaiting approval whose deadline is at or before `now`.
+    fn approvals_due(&mut self, now: i64) -> Result<Vec<String>> {
+        self.write_fresh()?;
+        ids_due_in(&self.approval_deadlines, now, usize::MAX, &self.path)
+    }
+
+    fn atp_put(&mut self, atp_id: &str, notification: &str) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        t.atp
+            .insert(atp_id, notification)
+            .map_err(|e| redb_err(&path, e))?;
+        Ok(())
+    }
+
+    fn atp_lookup(&mut self, atp_id: &str) -> Result<Option<String>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let found = t.atp.get(atp_id).map_err(|e| redb_err(&path, e))?;
+        Ok(found.map(|v| v.value().to_owned()))
+    }
+}
+
+impl pap_storage::InboxTx for Tx<'_> {
+    fn notification(&mut self, id: &str) -> Result<Option<Notification>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let found = t.notifications.get(id).map_err(|e| redb_err(&path, e))?;
+        found.map(|v| decode(&path, v.value())).transpose()
+    }
+
+    /// Inserts or updates a notification (a new one also joins the listing order).
+    fn put_notification(&mut self, n: &Notification) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let bytes = encode(n);
+        self.notifications_changed = true;
+        let old: Option<Notification> = {
+            let t = self.notify_tables()?;
+            let replaced = t
+                .notifications
+                .insert(n.id.as_str(), bytes.as_slice())
+                .map_err(|e| redb_err(&path, e))?;
+            let old = match replaced {
+                Some(bytes) => Some(decode(&path, bytes.value())?),
+                None => None,
+            };
+            if old.is_none() {
+                t.order
+                    .insert(n.seq, n.id.as_str())
+                    .map_err(|e| redb_err(&path, e))?;
+            }
+            old
+        };
+        self.count_notification(old.as_ref(), n)
+    }
+
+    /// The latest notification carrying a deduplication key.
+    fn dedup_lookup(&mut self, key: &str) -> Result<Option<String>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let found = t.dedup.get(key).map_err(|e| redb_err(&path, e))?;
+        Ok(found.map(|v| v.value().to_owned()))
+    }
+
+    fn set_dedup(&mut self, key: &str, id: &str) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        t.dedup.insert(key, id).map_err(|e| redb_err(&path, e))?;
+        Ok(())
+    }
+
+    /// Schedules a timer job (`watchdog:<id>`, `sink:<name>:<id>`) at `at`.
+    fn add_job(&mut self, at: i64, job: &str) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        t.due
+            .insert((at, job), ())
+            .map_err(|e| redb_err(&path, e))?;
+        Ok(())
+    }
+
+    fn remove_job(&mut self, at: i64, job: &str) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        t.due.remove((at, job)).map_err(|e| redb_err(&path, e))?;
+        Ok(())
+    }
+
+    /// Jobs due at or before `now`, earliest first, at most `limit`.
+    fn jobs_due(&mut self, now: i64, limit: usize) -> Result<Vec<(i64, String)>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        jobs_in(&t.due, now, limit, &path)
+    }
+
+    /// Appends to the inbox; the message's id is assigned here, strictly above every earlier
+    /// one (write transactions are serialised, across processes too).
+    fn inbox_append(&mut self, mut msg: InboxMessage) -> Result<u64> {
+        msg.id = self.next_seq("inbox_seq")?;
+        self.inbox_appended = Some(msg.id);
+        let path = self.path().to_path_buf();
+        let bytes = encode(&msg);
+        let t = self.notify_tables()?;
+        t.inbox
+            .insert(msg.id, bytes.as_slice())
+            .map_err(|e| redb_err(&path, e))?;
+        Ok(msg.id)
+    }
+
+    /// The highest inbox id so far (0 when empty).
+    fn inbox_mark(&self) -> Result<u64> {
+        self.seq_value("inbox_seq")
+    }
+
+    fn inbox_message(&mut self, id: u64) -> Result<Option<InboxMessage>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let found = t.inbox.get(id).map_err(|e| redb_err(&path, e))?;
+        found.map(|v| decode(&path, v.value())).transpose()
+    }
+
+    /// Queues a notification for an agent's next invocation.
+    fn queue_push(&mut self, agent: &str, id: &str) -> Result<()> {
+        let seq = self.next_seq("queue_seq")?;
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        t.queue
+            .insert((agent, seq), id)
+            .map_err(|e| redb_err(&path, e))?;
+        Ok(())
+    }
+
+    /// Takes every notification queued for `agent`, oldest first (they leave the queue).
+    fn queue_take(&mut self, agent: &str) -> Result<Vec<String>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let mut taken = Vec::new();
+        for row in t
+            .queue
+            .range((agent, 0)..=(agent, u64::MAX))
+            .map_err(|e| redb_err(&path, e))?
+        {
+            let (k, v) = row.map_err(|e| redb_err(&path, e))?;
+            taken.push((k.value().1, v.value().to_owned()));
+        }
+        for (seq, _) in &taken {
+            t.queue
+                .remove((agent, *seq))
+                .map_err(|e| redb_err(&path, e))?;
+        }
+        Ok(taken.into_iter().map(|(_, id)| id).collect())
+    }
+
+    fn session_open(&mut self, name: &str, at: i64) -> Result<bool> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let old = t
+            .sessions
+            .insert(name, at)
+            .map_err(|e| redb_err(&path, e))?;
+        Ok(old.is_none())
+    }
+
+    fn session_close(&mut self, name: &str) -> Result<bool> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let old = t.sessions.remove(name).map_err(|e| redb_err(&path, e))?;
+        t.session_agents
+            .remove(name)
+            .map_err(|e| redb_err(&path, e))?;
+        Ok(old.is_some())
+    }
+
+    fn session_is_open(&mut self, name: &str) -> Result<bool> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let found = t.sessions.get(name).map_err(|e| redb_err(&path, e))?;
+        Ok(found.is_some())
+    }
+
+    /// Binds an open session to `agent` (or unbinds it).
+    fn session_bind(&mut self, name: &str, agent: Option<&str>) -> Result<()> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        match agent {
+            Some(agent) => t.session_agents.insert(name, agent).map(drop),
+            None => t.session_agents.remove(name).map(drop),
+        }
+        .map_err(|e| redb_err(&path, e))
+    }
+
+    fn session_agent(&mut self, name: &str) -> Result<Option<String>> {
+        let path = self.path().to_path_buf();
+        let t = self.notify_tables()?;
+        let found = t.session_agents.get(name).map_err(|e| redb_err(&path, e))?;
+        Ok(found.map(|v| v.value().to_owned()))
     }
 }

@@ -173,8 +173,8 @@ impl<'p> Pipeline<'p> {
             None if verdict == Verdict::Continue => idempotency::key(&event.id, &trigger.id),
             None => [0; 32],
         };
-        // The row number of this decision in the ledger, once the key is claimed.
-        let mut ledger_row = None;
+        // Whether the key is claimed anew: then this decision is recorded in the ledger.
+        let mut claimed_new = false;
         // The key the claim was taken under: PAP's, or the pair's own after a collision.
         // Invocation ids derive from it, so two colliding pairs never share an id.
         let mut claimed_key = key;
@@ -188,12 +188,12 @@ impl<'p> Pipeline<'p> {
                 let own = idempotency::pair_key(&event.id, &trigger.id);
                 claimed = tx.claim(&own, now, expires_at)?;
                 claimed_key = own;
-                if matches!(claimed, Claimed::New { .. }) {
+                if matches!(claimed, Claimed::New) {
                     tx.extend_claim(&key, expires_at)?;
                 }
             }
             match claimed {
-                Claimed::New { row } => ledger_row = Some(row),
+                Claimed::New => claimed_new = true,
                 Claimed::Live(claim) => verdict = idempotency::check(Some(&claim)),
             }
             note(&mut explain, "idempotency", &verdict, || {
@@ -256,9 +256,9 @@ impl<'p> Pipeline<'p> {
             };
             (outcome, Some(reason), None, false)
         };
-        if let Some(row) = ledger_row {
+        if claimed_new {
             tx.record_decision(
-                row,
+                &claimed_key,
                 RowRef {
                     event_id: &event.id,
                     trigger: &trigger.id,
