@@ -687,15 +687,15 @@ pub fn release_stopping(tx: &mut dyn WriteTx, id: &str) -> storage::Result<()> {
 /// An invocation a run was asked to start is no longer in the store (purged meanwhile).
 #[derive(Debug, thiserror::Error)]
 #[error("invocation {0} is not in the store")]
-pub struct Gone(pub String);
+pub(crate) struct Gone(String);
 
 /// The failure event an ending invocation declares could not be built (it would exceed
 /// `max_event_bytes`, say): the ending is not recorded without it.
 #[derive(Debug, thiserror::Error)]
 #[error("failure event of {invocation}: {why}")]
-pub struct FailureEventRefused {
-    pub invocation: String,
-    pub why: String,
+pub(crate) struct FailureEventRefused {
+    invocation: String,
+    why: String,
 }
 
 /// Ends `inv` as failed, rejected or expired inside `tx`, with its `on_failure` event when
