@@ -104,6 +104,8 @@ fn main() {
 /// Sends every body from `clients` tasks over keep-alive connections; returns the seconds
 /// it all took and each request's latency in ms.
 async fn load(url: &str, bodies: Vec<String>, clients: usize) -> (f64, Vec<f64>) {
+    // reqwest is built without a TLS provider of its own (as pap installs ring, so does this).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(clients)
         .build()

@@ -172,6 +172,8 @@ fn baseline_round() -> Duration {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let started = Instant::now();
     rt.block_on(async {
+        // reqwest is built without a TLS provider of its own (as pap installs ring, so does this).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::new();
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..INVOCATIONS {

@@ -196,3 +196,46 @@ fn the_architecture_document_matches_the_workspace() {
         "ARCHITECTURE.md names what is not there: {missing:?}"
     );
 }
+
+/// The dev profile's `[profile.dev.package.<name>]` table of `manifest` (the root Cargo.toml),
+/// its lines up to the next table; None without one.
+fn dev_profile_of<'a>(manifest: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    let header = format!("[profile.dev.package.{name}]");
+    let mut lines = manifest.lines().skip_while(|l| l.trim() != header);
+    lines.next()?;
+    Some(
+        lines
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect(),
+    )
+}
+
+/// The dev profile optimises the dependencies (opt-level 1) and leaves build scripts and proc
+/// macros to cargo's build-override (the root Cargo.toml says why); that holds only while every
+/// crate of ours is named at opt-level 0, so a new crate must be named too.
+#[test]
+fn every_crate_of_ours_is_built_unoptimised_in_dev() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("the root Cargo.toml");
+    let meta = metadata();
+    let mut wrong = Vec::new();
+    for (name, _) in graph(&meta) {
+        match dev_profile_of(&manifest, &name) {
+            None => wrong.push(format!(
+                "{name}: no [profile.dev.package.{name}] in Cargo.toml (opt-level = 0, debug = \"line-tables-only\")"
+            )),
+            Some(lines) if !lines.contains(&"opt-level = 0") => wrong.push(format!(
+                "{name}: [profile.dev.package.{name}] does not say opt-level = 0"
+            )),
+            Some(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_eq!(dev_profile_of("[a]\nx = 1\n", "pap"), None);
+    assert_eq!(
+        dev_profile_of("[profile.dev.package.pap]\nopt-level = 0\n\n[b]\n", "pap"),
+        Some(vec!["opt-level = 0"])
+    );
+}

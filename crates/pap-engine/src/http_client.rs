@@ -6,14 +6,29 @@
 //! kept and reused. Time limits are set per request (and around a whole attempt), never on the
 //! client.
 
-use std::sync::OnceLock;
+use std::sync::{Once, OnceLock};
 use std::time::Duration;
+
+/// Makes ring the process's TLS crypto provider, once, before any HTTP client is built: reqwest
+/// is built without a provider of its own (`rustls-no-provider`), and both pap's client and
+/// rmcp's HTTP transport read this one. ring and not aws-lc-rs (reqwest's default): the
+/// PostgreSQL driver's TLS needs ring anyway, and aws-lc-rs's C build was a minute and a half
+/// of every clean build. What it costs: no post-quantum hybrid key exchange (X25519MLKEM768)
+/// with providers that offer it; X25519 is negotiated instead.
+pub(crate) fn install_tls_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // An error means a provider is installed already (by an embedding program): kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
 
 /// The process's client (cheap to clone: it is a handle).
 pub(crate) fn shared() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
+            install_tls_provider();
             reqwest::Client::builder()
                 .user_agent(concat!("pap/", env!("CARGO_PKG_VERSION")))
                 .connect_timeout(Duration::from_secs(30))

@@ -1,4 +1,4 @@
-//! TLS to the database: rustls with aws-lc-rs (the provider pap's HTTPS listener uses), the
+//! TLS to the database: rustls with ring (the provider pap's HTTPS listener uses), the
 //! server's certificate verified by the platform's verifier (the system's roots, as pap's
 //! HTTP client does), or against a CA file named by `sslrootcert`.
 
@@ -13,7 +13,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// A connector that verifies the server against `ca_file`, or the platform's roots.
 pub(super) fn connector(ca_file: Option<&Path>) -> Result<MakeRustlsConnect, String> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS setup: {e}"))?;

@@ -31,7 +31,7 @@ pub(super) fn acceptor(files: &TlsFiles, root: &Path) -> anyhow::Result<TlsAccep
             key_path.display()
         )
     })?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?

@@ -263,6 +263,7 @@ async fn connect_one(
             }
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+            crate::http_client::install_tls_provider();
             let transport = StreamableHttpClientTransport::from_config(config);
             let service = client_info().serve(transport).await.map_err(|e| {
                 ConnectError::transient(format!("MCP server `{name}` ({url}) did not answer: {e}"))
