@@ -3,11 +3,15 @@
 //! Inspector's command-line mode (npm). `.ci/run` installs both and sets
 //! PAP_TEST_REQUIRE_MCP_CLIENTS, which turns a missing one into a failure.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, Stdio};
+use std::sync::{OnceLock, mpsc};
 use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 use serde_json::Value;
 
@@ -23,17 +27,60 @@ fn missing(what: &str) {
     ));
 }
 
-/// `python3` with the `mcp` package, or a skip.
+/// `python3` with the `mcp` package, or a skip. The check finds the package without importing
+/// it (an import takes the SDK over a second of CPU), once per test process.
 pub(crate) fn python_sdk() -> Option<PathBuf> {
-    let ok = Command::new("python3")
-        .args(["-c", "import mcp.client.stdio, mcp.client.streamable_http"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
+    static FOUND: OnceLock<bool> = OnceLock::new();
+    let found = *FOUND.get_or_init(|| {
+        Command::new("python3")
+            .args([
+                "-c",
+                "import importlib.util, sys; sys.exit(importlib.util.find_spec('mcp') is None)",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !found {
         missing("the MCP Python SDK (pip install mcp)");
         return None;
     }
     Some(super::fixture("mcp_client/client.py"))
+}
+
+/// The test process's forkserver (`client.py --forkserver`): it has imported the SDK, and forks
+/// a client per request. Started at the first request; it ends with this process, when the pipe
+/// to its stdin closes.
+struct Forkserver {
+    socket: PathBuf,
+    _child: Child,
+    _dir: tempfile::TempDir,
+}
+
+fn forkserver(client: &Path) -> &'static Forkserver {
+    static SERVER: OnceLock<Forkserver> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("forkserver.sock");
+        let mut child = Command::new("python3")
+            .arg(client)
+            .arg("--forkserver")
+            .arg(&socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start python3");
+        let mut ready = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready", "the Python forkserver did not start");
+        Forkserver {
+            socket,
+            _child: child,
+            _dir: dir,
+        }
+    })
 }
 
 /// The MCP Inspector's CLI, where `.ci/run` puts it (or `PAP_TEST_MCP_INSPECTOR`).
@@ -78,10 +125,12 @@ impl Server<'_> {
     }
 }
 
-/// A Python client session running a scenario, its output read line by line.
+/// A Python client session running a scenario (a process the forkserver forked), its output
+/// read line by line.
 pub(crate) struct PyClient {
-    child: Child,
+    pid: Pid,
     lines: mpsc::Receiver<Value>,
+    finished: bool,
 }
 
 impl PyClient {
@@ -92,22 +141,28 @@ impl PyClient {
         server: &Server<'_>,
         env: &[(&str, &str)],
     ) -> PyClient {
-        let mut child = Command::new("python3")
-            .arg(client)
-            .arg(scenario)
-            .arg(options.to_string())
-            .args(server.argv())
-            .envs(env.iter().copied())
-            .env_remove("PAP_ROOT")
-            .env_remove("PAP_STATE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start python3");
-        let stdout: ChildStdout = child.stdout.take().unwrap();
+        let mut argv = vec![scenario.to_owned(), options.to_string()];
+        argv.extend(server.argv());
+        let env: serde_json::Map<String, Value> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::from(*v)))
+            .collect();
+        let request = serde_json::json!({
+            "argv": argv,
+            "env": env,
+            "unset": ["PAP_ROOT", "PAP_STATE"],
+        });
+        let mut conn = UnixStream::connect(&forkserver(client).socket).expect("the forkserver");
+        writeln!(conn, "{request}").unwrap();
+        let mut reader = BufReader::new(conn);
+        let mut first = String::new();
+        reader.read_line(&mut first).unwrap();
+        let forked: Value = serde_json::from_str(&first)
+            .unwrap_or_else(|_| panic!("the forkserver answered {first:?}"));
+        let pid = Pid::from_raw(forked["pid"].as_i64().expect("a pid") as i32);
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            for line in reader.lines().map_while(Result::ok) {
                 match serde_json::from_str::<Value>(&line) {
                     Ok(v) => {
                         if tx.send(v).is_err() {
@@ -118,7 +173,11 @@ impl PyClient {
                 }
             }
         });
-        PyClient { child, lines }
+        PyClient {
+            pid,
+            lines,
+            finished: false,
+        }
     }
 
     /// The next line whose `step` is `step` (earlier lines are dropped).
@@ -129,24 +188,36 @@ impl PyClient {
                 Ok(v) if v["step"] == step => return v,
                 Ok(_) => continue,
                 Err(_) => {
-                    let _ = self.child.kill();
+                    let _ = kill(self.pid, Signal::SIGKILL);
                     panic!("the Python MCP client never reported {step:?}");
                 }
             }
         }
     }
 
-    /// Waits for the client to finish; its exit status must be success.
+    /// Waits for the client to finish; its exit status must be success. The forked process
+    /// says its status as its last line (the forkserver, not this process, is its parent).
     pub(crate) fn finish(mut self) {
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "the Python MCP client failed: {status}");
+        let mut status = None;
+        while let Ok(line) = self.lines.recv_timeout(super::serve::patience()) {
+            if line["step"] == "exit" {
+                status = line["code"].as_i64();
+            }
+        }
+        // Its connection closed: it has ended, or hangs (then the drop below kills it).
+        self.finished = status.is_some();
+        assert_eq!(status, Some(0), "the Python MCP client failed");
     }
 }
 
 impl Drop for PyClient {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // A client dropped before its end (a test that failed, or stopped it) is killed by its
+        // pid. One that said its exit status is not: the kernel reaps the forkserver's children
+        // at once, so its pid may already be another process's.
+        if !self.finished {
+            let _ = kill(self.pid, Signal::SIGKILL);
+        }
     }
 }
 
