@@ -323,19 +323,35 @@ fn keyed_runs_against_unkeyed(who: &str, run: impl Fn(&Path, &Path, bool, Durati
             log = log.display()
         )
     };
-    let unkeyed = project(None, noop);
-    let file = events(unkeyed.path(), "host.disk.full", 0, count);
-    let alone = run(unkeyed.path(), &file, false, patience() * 10);
-    assert_eq!(runs(unkeyed.path()).len(), 2 * count);
+    let unkeyed_alone = || {
+        let unkeyed = project(None, noop);
+        let file = events(unkeyed.path(), "host.disk.full", 0, count);
+        let alone = run(unkeyed.path(), &file, false, patience() * 10);
+        assert_eq!(runs(unkeyed.path()).len(), 2 * count);
+        alone
+    };
+    let alone = unkeyed_alone();
 
     let keyed = project(Some(1), noop);
     let file = events(keyed.path(), "host.disk.full", 0, count);
-    let behind_key = run(keyed.path(), &file, true, alone * 2);
+    let behind_key = run(keyed.path(), &file, true, alone * 4);
     let lines = runs(keyed.path());
     assert_eq!(lines.len(), 2 * count, "every run started and ended");
     one_at_a_time_in_order(&lines);
+    // Both are wall times on a machine other tests share, and the load changes between two
+    // runs (the suite runs on two cores beside its PostgreSQL round): over the bound, the
+    // baseline is measured again, and the slower of the two is the load the keyed run met.
+    let baseline = if behind_key > alone * 2 {
+        alone.max(unkeyed_alone())
+    } else {
+        alone
+    };
     eprintln!(
-        "{who}, {count} runs: unkeyed one at a time {alone:?}, behind a key of limit 1 {behind_key:?}"
+        "{who}, {count} runs: unkeyed one at a time {alone:?} (baseline {baseline:?}), behind a key of limit 1 {behind_key:?}"
+    );
+    assert!(
+        behind_key <= baseline * 2,
+        "{who}: {count} runs behind a key of limit 1 took {behind_key:?}, more than twice the unkeyed {baseline:?}"
     );
 }
 
