@@ -44,6 +44,7 @@ mod http_crash;
 mod http_ingest;
 mod invocation_control;
 mod jsonpath_cts;
+mod kubernetes_volume;
 mod large_input;
 mod lint;
 mod llm;

@@ -47,7 +47,13 @@ pub(super) fn start(root: &Path, spool: &Path, wake: Sender<Wake>, arrivals: Arr
         .iter()
         .map(|d| root.join(d))
         .collect();
-    let config_files = [root.join("pap.yaml"), root.join("pap.yml")];
+    // `..data`: a project root that is a Kubernetes ConfigMap volume changes by a rename of
+    // that link, not of pap.yaml (the manifest folders are watched whole, theirs included).
+    let config_files = [
+        root.join("pap.yaml"),
+        root.join("pap.yml"),
+        root.join("..data"),
+    ];
     let dirs = manifest_dirs.clone();
     let handler = move |res: notify::Result<notify::Event>| {
         let Ok(event) = res else {

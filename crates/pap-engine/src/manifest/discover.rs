@@ -5,10 +5,15 @@
 //! read once. Each refusal is one diagnostic that quotes nothing of the target: a link to
 //! `~/.ssh/id_rsa` named `triggers/x.yaml` in an untrusted pull request must not end up in a
 //! CI log.
+//!
+//! A link into a hidden file or folder of the project is refused (`.git/config`, `.env`), with
+//! one exception: the layout Kubernetes gives a ConfigMap or Secret volume, whose visible names
+//! are links into a hidden, timestamped folder (see [`kubernetes_volume_link`]).
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// A manifest file found, or a path that looked like one and was refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,12 +166,81 @@ fn followable(path: &Path, rules: Rules) -> Result<(), String> {
     if inside
         .components()
         .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        && !kubernetes_volume_link(path)
     {
         return Err(
             "a symbolic link to a hidden file or folder of the project: not followed".into(),
         );
     }
     Ok(())
+}
+
+/// Whether the link at `path` is a name of a Kubernetes ConfigMap or Secret volume. The
+/// kubelet's atomic writer lays one out as
+///
+/// ```text
+/// triggers/a.yaml -> ..data/a.yaml
+/// triggers/..data -> ..2026_11_27_13_00_00.1234567890
+/// triggers/..2026_11_27_13_00_00.1234567890/a.yaml      (the file)
+/// ```
+///
+/// and on a change writes a new timestamped folder and swaps `..data` in one rename. Only that
+/// exact shape passes: the link says `..data/NAME` with nothing hidden in NAME, `..data` beside
+/// it names one sibling folder of the writer's timestamp form, and the link resolves inside that
+/// folder. A link to `.git/config`, a `..data` leading anywhere else, or a file in the folder
+/// that links out of it are refused as before.
+fn kubernetes_volume_link(path: &Path) -> bool {
+    let Some(parent) = path.parent() else {
+        return false;
+    };
+    let Ok(text) = std::fs::read_link(path) else {
+        return false;
+    };
+    let Ok(name) = text.strip_prefix("..data") else {
+        return false;
+    };
+    let visible = |p: &Path| {
+        p.components()
+            .all(|c| matches!(c, Component::Normal(n) if !n.to_string_lossy().starts_with('.')))
+    };
+    if name.as_os_str().is_empty() || !visible(name) {
+        return false;
+    }
+    let Ok(data) = std::fs::read_link(parent.join("..data")) else {
+        return false;
+    };
+    let mut parts = data.components();
+    let (Some(Component::Normal(folder)), None) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    if !is_atomic_writer_folder(folder) {
+        return false;
+    }
+    match (path.canonicalize(), parent.canonicalize()) {
+        (Ok(target), Ok(parent)) => target.starts_with(parent.join(folder)),
+        _ => false,
+    }
+}
+
+/// `..YYYY_MM_DD_HH_MM_SS.DIGITS`: the folder name the kubelet's atomic writer makes (Go's
+/// `MkdirTemp` with the pattern `..2006_01_02_15_04_05.`).
+fn is_atomic_writer_folder(name: &OsStr) -> bool {
+    let digits = |s: &str, len: Option<usize>| {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && len.is_none_or(|n| s.len() == n)
+    };
+    let Some(rest) = name.to_str().and_then(|s| s.strip_prefix("..")) else {
+        return false;
+    };
+    let Some((stamp, random)) = rest.split_once('.') else {
+        return false;
+    };
+    let fields: Vec<&str> = stamp.split('_').collect();
+    fields.len() == 6
+        && fields
+            .iter()
+            .zip([4, 2, 2, 2, 2, 2])
+            .all(|(field, len)| digits(field, Some(len)))
+        && digits(random, None)
 }
 
 fn kind_name(kind: &std::fs::FileType) -> &'static str {
@@ -213,4 +287,35 @@ pub(crate) fn config_follows_symlinks(root: &Path) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_atomic_writer_folder;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn only_the_atomic_writers_folder_names_pass() {
+        for good in [
+            "..2026_11_27_13_00_00.1234567890",
+            "..2019_01_01_00_00_00.1",
+        ] {
+            assert!(is_atomic_writer_folder(OsStr::new(good)), "{good}");
+        }
+        for bad in [
+            "..data",
+            ".git",
+            "..",
+            "..2026_11_27_13_00_00",
+            "..2026_11_27_13_00_00.",
+            "..2026_11_27_13_00.123",
+            "..2026_11_27_13_00_0x.123",
+            "..26_11_27_13_00_00.123",
+            "..2026_11_27_13_00_00.12a",
+            "..2026_11_27_13_00_00.1/..",
+            ".2026_11_27_13_00_00.123",
+        ] {
+            assert!(!is_atomic_writer_folder(OsStr::new(bad)), "{bad}");
+        }
+    }
 }
