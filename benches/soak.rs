@@ -2,7 +2,7 @@
 //! faster than the wall clock, so that TTLs, retentions and purges are crossed many times;
 //! asserts that memory, disk and latency reach a steady state.
 //!
-//! Load (every source at once, for `PAP_SOAK_SECONDS`, default 120):
+//! Load (every source at once, for `PAP_SOAK_SECONDS`, default 180):
 //! - `PAP_SOAK_RATE` events a second (default 200): 40% in spool files (a few events each),
 //!   40% posted over HTTP (single events and batches), 20% by a `pap dispatch --no-run`
 //!   process started every 5 s beside serve;
@@ -57,7 +57,7 @@
 //!
 //! `PAP_SOAK_JUDGE=<soak.csv>` judges a saved run again without running anything.
 //!
-//! Run: `cargo bench --bench soak` (2 minutes, as CI runs it). The long run:
+//! Run: `cargo bench --bench soak` (3 minutes, as CI runs it). The long run:
 //! `PAP_SOAK_SECONDS=3600 PAP_SOAK_RATE=1000 PAP_SOAK_INTERVAL=30 cargo bench --bench soak`.
 
 // A harness around pap reads the system's time to set the clock of what it runs (clippy.toml

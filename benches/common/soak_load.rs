@@ -43,7 +43,7 @@ impl Settings {
             }
         }
         Settings {
-            seconds: var("PAP_SOAK_SECONDS", 120),
+            seconds: var("PAP_SOAK_SECONDS", 180),
             rate: var("PAP_SOAK_RATE", 200),
             speed: var("PAP_SOAK_SPEED", 720.0),
             interval: var("PAP_SOAK_INTERVAL", 5),
