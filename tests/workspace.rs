@@ -247,11 +247,9 @@ fn every_crate_of_ours_is_built_unoptimised_in_dev() {
 #[test]
 fn every_crate_carries_what_crates_io_shows() {
     let meta = metadata();
-    let toolchain = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/rust-toolchain.toml"
-    ))
-    .unwrap();
+    let toolchain =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/rust-toolchain.toml"))
+            .unwrap();
     let pinned = toolchain
         .lines()
         .find_map(|l| l.strip_prefix("channel = \""))
