@@ -12,13 +12,6 @@
 
 mod common;
 
-// libtest starts tests in name order. The PostgreSQL round is the longest test by far (the
-// suite again, in a child process), and under its file's name it started 312th of 328 and was
-// the run's tail: 156 s with little else left to run beside it. Named to sort first, it runs
-// beside everything else.
-#[path = "suite_on_postgres.rs"]
-mod a_suite_on_postgres;
-
 mod agent_lifetime;
 mod approvals;
 mod architecture;
@@ -72,6 +65,7 @@ mod service_unit;
 mod soak_judge;
 mod status;
 mod store_format;
+mod suite_on_postgres;
 mod supervisor_lease;
 mod syncs;
 mod typed_ids;
