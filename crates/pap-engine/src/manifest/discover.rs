@@ -163,11 +163,7 @@ fn followable(path: &Path, rules: Rules) -> Result<(), String> {
         return Err("a symbolic link to outside the project root: not followed (`follow_symlinks: true` in pap.yaml allows it)".into());
     };
     // `.git/config` (a CI token), `.env`, `.pap/`: hidden places are never manifests.
-    if inside
-        .components()
-        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-        && !kubernetes_volume_link(path)
-    {
+    if has_hidden_part(inside) && !kubernetes_volume_link(path, &target) {
         return Err(
             "a symbolic link to a hidden file or folder of the project: not followed".into(),
         );
@@ -175,8 +171,14 @@ fn followable(path: &Path, rules: Rules) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the link at `path` is a name of a Kubernetes ConfigMap or Secret volume. The
-/// kubelet's atomic writer lays one out as
+/// Whether a part of `path` is hidden (starts with a dot).
+fn has_hidden_part(path: &Path) -> bool {
+    path.components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+}
+
+/// Whether the link at `path`, which resolves to `target`, is a name of a Kubernetes ConfigMap
+/// or Secret volume. The kubelet's atomic writer lays one out as
 ///
 /// ```text
 /// triggers/a.yaml -> ..data/a.yaml
@@ -189,7 +191,7 @@ fn followable(path: &Path, rules: Rules) -> Result<(), String> {
 /// it names one sibling folder of the writer's timestamp form, and the link resolves inside that
 /// folder. A link to `.git/config`, a `..data` leading anywhere else, or a file in the folder
 /// that links out of it are refused as before.
-fn kubernetes_volume_link(path: &Path) -> bool {
+fn kubernetes_volume_link(path: &Path, target: &Path) -> bool {
     let Some(parent) = path.parent() else {
         return false;
     };
@@ -199,11 +201,8 @@ fn kubernetes_volume_link(path: &Path) -> bool {
     let Ok(name) = text.strip_prefix("..data") else {
         return false;
     };
-    let visible = |p: &Path| {
-        p.components()
-            .all(|c| matches!(c, Component::Normal(n) if !n.to_string_lossy().starts_with('.')))
-    };
-    if name.as_os_str().is_empty() || !visible(name) {
+    let plain = name.components().all(|c| matches!(c, Component::Normal(_)));
+    if name.as_os_str().is_empty() || !plain || has_hidden_part(name) {
         return false;
     }
     let Ok(data) = std::fs::read_link(parent.join("..data")) else {
@@ -216,10 +215,9 @@ fn kubernetes_volume_link(path: &Path) -> bool {
     if !is_atomic_writer_folder(folder) {
         return false;
     }
-    match (path.canonicalize(), parent.canonicalize()) {
-        (Ok(target), Ok(parent)) => target.starts_with(parent.join(folder)),
-        _ => false,
-    }
+    parent
+        .canonicalize()
+        .is_ok_and(|parent| target.starts_with(parent.join(folder)))
 }
 
 /// `..YYYY_MM_DD_HH_MM_SS.DIGITS`: the folder name the kubelet's atomic writer makes (Go's
