@@ -1,6 +1,6 @@
-//! The README's walkthrough is real: its `console` blocks are replayed in order on a fresh copy
-//! of the example project (as a fresh clone has it), and each command must print exactly what
-//! the README shows. The clock is fixed (a test build's `PAP_NOW`), so ids and times match;
+//! The book's walkthrough (docs/src/tutorials/walkthrough.md) is real: its `console` blocks are
+//! replayed in order on a fresh copy of the example project (as a fresh clone has it), and each
+//! command must print exactly what the page shows. The clock is fixed (a test build's `PAP_NOW`), so ids and times match;
 //! the project's directory is shown as `.`.
 
 use crate::common;
@@ -15,16 +15,14 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// (command, expected output) pairs from the `console` blocks of the README's walkthrough.
-fn steps(readme: &str) -> Vec<(String, String)> {
-    let section = readme
-        .split("\n## Walkthrough\n")
-        .nth(1)
-        .expect("the README has a Walkthrough section");
-    let section = section.split("\n## ").next().unwrap();
+/// The page the walkthrough is on.
+const PAGE: &str = "docs/src/tutorials/walkthrough.md";
+
+/// (command, expected output) pairs from the `console` blocks of the walkthrough's page.
+fn steps(page: &str) -> Vec<(String, String)> {
     let mut steps: Vec<(String, String)> = Vec::new();
     let mut in_block = false;
-    for line in section.lines() {
+    for line in page.lines() {
         if line == "```console" {
             in_block = true;
             continue;
@@ -50,8 +48,8 @@ fn steps(readme: &str) -> Vec<(String, String)> {
 
 #[test]
 fn the_walkthrough_replays_from_a_fresh_clone() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let steps = steps(&readme);
+    let page = std::fs::read_to_string(root().join(PAGE)).unwrap();
+    let steps = steps(&page);
     assert!(steps.len() >= 8, "{steps:?}");
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("project");
@@ -86,7 +84,7 @@ fn the_walkthrough_replays_from_a_fresh_clone() {
             String::from_utf8_lossy(&out.stdout).replace(&shown_root.display().to_string(), ".");
         assert_eq!(
             got, expected,
-            "README walkthrough: `$ {command}` printed (left) not what the README shows (right)"
+            "{PAGE}: `$ {command}` printed (left) not what the page shows (right)"
         );
     }
 }
