@@ -1,7 +1,7 @@
 //! The RFC 9535 JSONPath compliance suite, run through the same parser and evaluator that filter
 //! conditions use. Invalid selectors must be rejected by the path check; valid ones accepted and
 //! evaluated to the expected nodes. Cases jsonpath-rust gets wrong are listed by name below (and
-//! in the README); any other failure fails the test, and so does a listed case that now passes
+//! in docs/src/reference/jsonpath.md); any other failure fails the test, and so does a listed case that now passes
 //! (so the list cannot silently go stale).
 
 use std::collections::BTreeSet;

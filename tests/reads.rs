@@ -3,8 +3,8 @@
 //! `GET /status`, for `read`), `pap status` counts from indexes, a whole `pap invocations
 //! --json` streams, and console pages are pages.
 //!
-//! Sizes come from the environment, small by default (CI); the README gives the full-size
-//! figures and the command:
+//! Sizes come from the environment, small by default (CI); the book gives the full-size
+//! figures (docs/src/design/status.md, issue 30's row). The variables:
 //! - `PAP_TEST_READS_APPROVALS` (2,000; the issue's 50,000) invocations awaiting approval;
 //! - `PAP_TEST_READS_QUEUED` (3,000; the issue's 100,000) queued invocations.
 

@@ -14,7 +14,7 @@ use serde_json::json;
 
 /// Files of `PER_FILE` events: `PAP_CRASH_FILES`, default 40 (800 events), which keeps the
 /// test near half a minute in CI; a full-size storm is a run outside CI with a larger figure
-/// (the README gives one).
+/// (docs/src/development.md gives one).
 fn files() -> usize {
     std::env::var("PAP_CRASH_FILES")
         .ok()

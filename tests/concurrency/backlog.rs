@@ -3,8 +3,8 @@
 //! key's pace, in decision order, never over the limit; a blocked backlog costs an idle serve
 //! next to nothing and holds up no other work.
 //!
-//! Sizes and durations come from the environment, small by default (CI); the README gives
-//! the full-size figures and the command:
+//! Sizes and durations come from the environment, small by default (CI); the book gives
+//! the full-size figures and the command (docs/src/reference/triggers.md, concurrency keys):
 //! - `PAP_TEST_KEYED_QUEUE` (300) runs queued behind one key, each agent run taking
 //!   `PAP_TEST_KEYED_AGENT_SECONDS` (0.4; the figure is 1): at least 13 start within
 //!   15 run lengths plus `PAP_TEST_KEYED_SLACK_SECONDS` (3 by default, 0 for the issue's
