@@ -2,7 +2,7 @@
 //! tool may be a model. So the answer is never taken from the tool's arguments: the client
 //! is asked, through MCP elicitation, to show the ATP request (title, context, actions) to
 //! its user and return their choice, and only that choice is recorded. pap cannot see who
-//! answered the form; it trusts the client to have shown it to a person (the README says so).
+//! answered the form; it trusts the client to have shown it to a person (docs/src/reference/mcp.md says so).
 
 use std::time::Duration;
 

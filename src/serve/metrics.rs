@@ -5,7 +5,7 @@
 //! runs, commits, schedule fires). What is a state rather than an event (the queue by status,
 //! approvals waiting, notifications by status, failing sink deliveries) is read from the
 //! store at each scrape, so it is right also for what other processes (`pap dispatch`,
-//! `pap approve`) changed. The names and labels are listed in the README.
+//! `pap approve`) changed. The names and labels are listed in docs/src/reference/metrics.md.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

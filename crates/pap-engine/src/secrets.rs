@@ -5,7 +5,7 @@
 //! sinks and the terminal. The [`Redactor`] is built once from the loaded project (see
 //! [`Redactor::for_project`]) and replaces each known secret, in its plain, URL-encoded,
 //! JSON-escaped and base64 forms, with `[REDACTED:NAME]`. It is applied where untrusted text
-//! enters what pap keeps (see the README, "Secrets"), so everything downstream inherits it.
+//! enters what pap keeps (see docs/src/security/secrets.md), so everything downstream inherits it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,4 @@
-//! A request body as events, by its content type (the HTTP API reference in the README).
+//! A request body as events, by its content type (the HTTP API reference, docs/src/reference/http-api.md).
 //!
 //! - `application/json`: one event or an array of events (pretty-printed or not);
 //! - `application/x-ndjson` (also `application/ndjson`, `application/jsonl`): one per line;

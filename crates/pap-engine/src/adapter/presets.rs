@@ -1,6 +1,6 @@
 //! The built-in adapters, written in the same form as `adapters:` entries in `pap.yaml` and
 //! compiled by the same code. They answer with no configuration; an `adapters:` entry with
-//! the same name changes the fields it gives (see the README's worked example).
+//! the same name changes the fields it gives (see the worked example in docs/src/how-to/webhooks.md).
 //!
 //! Both identify an alert occurrence by its fingerprint (a hash of its labels), its status
 //! and `startsAt`: a re-send of the same firing alert (Alertmanager's `repeat_interval`, an

@@ -8,7 +8,7 @@
 //! service that is restarted by SIGKILL now and then does not fill the disk with them.
 //!
 //! A directory per attempt cost a `mkdir` and a recursive removal on every run: about 3% of
-//! the CPU of a backlog of no-op agents, measured with perf (see the README's benchmarks).
+//! the CPU of a backlog of no-op agents, measured with perf (see the book's benchmarks, docs/src/design/benchmarks.md).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

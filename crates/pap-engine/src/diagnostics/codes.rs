@@ -24,7 +24,7 @@ const fn warning(code: &'static str, summary: &'static str) -> CodeInfo {
     }
 }
 
-/// Every code lint can emit, in the order the README documents them.
+/// Every code lint can emit, in the order docs/src/reference/cli/lint.md documents them.
 pub const CODES: &[CodeInfo] = &[
     // Reading the file.
     error(
