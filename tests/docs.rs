@@ -276,13 +276,19 @@ fn normalize(path: &Path) -> PathBuf {
 
 /// What is wrong with one link of `file` (None when it resolves). A link with a scheme
 /// (`https:`, `mailto:`) is not checked: it leaves the repository.
-fn broken_link(file: &Path, dest: &str, ids: &mut dyn FnMut(&Path) -> Vec<String>) -> Option<String> {
+fn broken_link(
+    file: &Path,
+    dest: &str,
+    ids: &mut dyn FnMut(&Path) -> Vec<String>,
+) -> Option<String> {
     if dest.is_empty() {
         return Some("an empty link".into());
     }
-    let scheme = dest
-        .split_once(':')
-        .is_some_and(|(s, _)| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)));
+    let scheme = dest.split_once(':').is_some_and(|(s, _)| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    });
     if scheme || dest.starts_with("//") {
         return None;
     }
@@ -309,7 +315,10 @@ fn broken_link(file: &Path, dest: &str, ids: &mut dyn FnMut(&Path) -> Vec<String
     }
     if let Some(anchor) = anchor {
         if target.extension().is_none_or(|e| e != "md") {
-            return Some(format!("an anchor into {}, which is not a Markdown page", target.display()));
+            return Some(format!(
+                "an anchor into {}, which is not a Markdown page",
+                target.display()
+            ));
         }
         if !ids(&target).iter().any(|id| id == anchor) {
             return Some(format!(
@@ -344,7 +353,11 @@ fn every_internal_link_and_anchor_of_the_readme_and_the_book_resolves() {
     let (mut checked, mut wrong) = (0, Vec::new());
     for file in &files {
         let source = std::fs::read_to_string(file).unwrap();
-        let name = file.strip_prefix(root).unwrap_or(file).display().to_string();
+        let name = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
         for (line, dest) in links(&source) {
             checked += 1;
             if let Some(why) = broken_link(file, &dest, &mut ids) {
@@ -367,10 +380,14 @@ fn every_page_of_the_book_is_in_its_summary_and_every_entry_exists() {
     for (line, dest) in links(&summary) {
         let page = normalize(&src.join(&dest));
         if !page.is_file() {
-            wrong.push(format!("docs/src/SUMMARY.md:{line}: `{dest}` does not exist"));
+            wrong.push(format!(
+                "docs/src/SUMMARY.md:{line}: `{dest}` does not exist"
+            ));
         }
         if !listed.insert(page) {
-            wrong.push(format!("docs/src/SUMMARY.md:{line}: `{dest}` is listed twice"));
+            wrong.push(format!(
+                "docs/src/SUMMARY.md:{line}: `{dest}` is listed twice"
+            ));
         }
     }
     for page in book_pages() {
@@ -378,8 +395,14 @@ fn every_page_of_the_book_is_in_its_summary_and_every_entry_exists() {
             continue;
         }
         if !listed.contains(&page) {
-            let name = page.strip_prefix(root).unwrap_or(&page).display().to_string();
-            wrong.push(format!("{name}:1: the page is not in docs/src/SUMMARY.md, so mdBook never builds it"));
+            let name = page
+                .strip_prefix(root)
+                .unwrap_or(&page)
+                .display()
+                .to_string();
+            wrong.push(format!(
+                "{name}:1: the page is not in docs/src/SUMMARY.md, so mdBook never builds it"
+            ));
         }
     }
     assert!(listed.len() > 10, "{listed:?}");
@@ -388,7 +411,8 @@ fn every_page_of_the_book_is_in_its_summary_and_every_entry_exists() {
 
 #[test]
 fn the_readme_is_a_front_door_of_at_most_150_lines() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let lines = readme.lines().count();
     assert!(
         lines <= 150,
@@ -399,10 +423,16 @@ fn the_readme_is_a_front_door_of_at_most_150_lines() {
 #[test]
 fn heading_ids_follow_mdbook() {
     // The rule itself, on mdBook's own test cases and this book's tricky headings.
-    assert_eq!(heading_id("--passes: add more rustdoc passes"), "--passes-add-more-rustdoc-passes");
+    assert_eq!(
+        heading_id("--passes: add more rustdoc passes"),
+        "--passes-add-more-rustdoc-passes"
+    );
     assert_eq!(heading_id("Über"), "über");
     assert_eq!(heading_id("中文標題 CJK title"), "中文標題-cjk-title");
-    assert_eq!(heading_id("  Trigger (PAP 0.2 section 4) "), "trigger-pap-02-section-4");
+    assert_eq!(
+        heading_id("  Trigger (PAP 0.2 section 4) "),
+        "trigger-pap-02-section-4"
+    );
     // As a page parses: code spans lose their backticks, colons, dots, slashes and
     // parentheses go, each space is a `-`, and a repeated heading is numbered.
     let page = "# `pap dispatch`\n\
