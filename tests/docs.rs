@@ -3,6 +3,10 @@
 //! every fence closes where its author meant it to, as a CommonMark parser (pulldown-cmark)
 //! reads it. A snippet that is a fragment on purpose (elided with `…`, a template) opts out
 //! with `fragment` after its language: ```` ```yaml fragment ````.
+//!
+//! The manual is an mdBook (docs/book.toml, docs/src/SUMMARY.md): every relative link of the
+//! README and the book resolves, every `#anchor` names a heading as mdBook makes its id, every
+//! page is in the summary, and the README stays a front door of at most 150 lines.
 
 use std::path::{Path, PathBuf};
 
