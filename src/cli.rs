@@ -162,7 +162,7 @@ pub enum Command {
         leave the rest queued and exit 0. SIGHUP reloads the manifests (also reloaded when they \
         change on disk); an invalid set is logged and the old one keeps running.\n\n\
         HTTP (--listen or listen.address): events are posted to /v1/events and answered once \
-        decided and durable, with one `pap dispatch --json` line per event; see the README's HTTP \
+        decided and durable, with one `pap dispatch --json` line per event; see the book's HTTP \
         API for routes, content types, status codes and `listen.auth`.\n\n\
         Exit status: 0 clean stop (or --once done); 1 could not start (another serve runs, the \
         project has errors, the store is unusable, the listen address is taken or refused); 2 \
@@ -517,7 +517,7 @@ pub enum StoreCommand {
         after a one-off surplus (a backfill whose keys were purged a TTL later). It holds the \
         file for writing until it is done: other pap commands wait for it, and a `pap serve` \
         started meanwhile is refused. A PostgreSQL state has no file to compact: autovacuum \
-        makes dead rows' room reusable (see the README's Retention and purge).\n\n\
+        makes dead rows' room reusable (see the book's Retention and purge page).\n\n\
         Exit status: 0 compacted; 1 it could not be (serve runs, a PostgreSQL state, an I/O \
         error); 2 usage error.\n\n\
         Examples:\n  pap store compact\n  pap store compact --json | jq '.before - .after'"
@@ -627,7 +627,7 @@ pub struct DispatchArgs {
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
 
-    /// One JSON object per event, one per line (the fields are listed in the README).
+    /// One JSON object per event, one per line (the book's JSON shapes page lists the fields).
     #[arg(long)]
     pub json: bool,
 

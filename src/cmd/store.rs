@@ -32,7 +32,7 @@ pub(super) fn run(cli: &Cli, command: &StoreCommand) -> anyhow::Result<Outcome> 
             StoreCommand::Compact(_) => anyhow::bail!(
                 "the state is in PostgreSQL ({}): there is no file to compact. Autovacuum makes \
                  the room of purged rows reusable; `VACUUM FULL` gives it back to the file \
-                 system but locks the table meanwhile (see the README's Retention and purge)",
+                 system but locks the table meanwhile (see the book's Retention and purge page)",
                 place.shown()
             ),
             _ => unreachable!("handled above"),

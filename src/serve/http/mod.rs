@@ -355,7 +355,7 @@ fn router(app: App, mcp_stop: tokio_util::sync::CancellationToken) -> Router {
 async fn not_found() -> Response {
     reply::error(
         StatusCode::NOT_FOUND,
-        "no such route (the README lists the HTTP API)",
+        "no such route (the book's HTTP API page lists the routes)",
     )
 }
 
