@@ -19,7 +19,7 @@ use serde_json::json;
 /// ConfigMap item's `path`, so it may name a folder), at `stamp`: the files in `..<stamp>`,
 /// `..data` swapped to it in one rename, a link per visible name (`triggers -> ..data/triggers`
 /// for an item at `triggers/t.yaml`), and the previous folder removed.
-fn write_volume(dir: &Path, stamp: &str, files: &[(String, String)]) {
+pub(crate) fn write_volume(dir: &Path, stamp: &str, files: &[(String, String)]) {
     std::fs::create_dir_all(dir).unwrap();
     let folder = format!("..{stamp}");
     for (path, text) in files {

@@ -38,6 +38,7 @@ mod http_crash;
 mod http_ingest;
 mod invocation_control;
 mod jsonpath_cts;
+mod kubernetes_manifests;
 mod kubernetes_volume;
 mod large_input;
 mod lint;
