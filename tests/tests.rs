@@ -21,6 +21,7 @@ mod budget;
 mod cli_conventions;
 mod cluster_crash;
 mod concurrency;
+mod container_image;
 mod debounce;
 mod dispatch;
 mod dispatch_memory;
