@@ -17,8 +17,10 @@ use std::process::Command;
 use std::time::Instant;
 
 const SUITES: &[&str] = &[
+    "adapt",
     "agent_lifetime",
     "approvals",
+    "book_walkthrough",
     "budget",
     "cli_conventions",
     "concurrency",
@@ -38,7 +40,6 @@ const SUITES: &[&str] = &[
     "notify_routing",
     "notify_watch",
     "project_root",
-    "readme_walkthrough",
     "rfd011",
     "rule_tests",
     "secrets",
