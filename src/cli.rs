@@ -103,7 +103,9 @@ pub enum Command {
     /// risk, then run the agent.
     #[command(
         after_help = "Input: files or `-` (stdin), each holding one JSON object, a JSON array of objects, \
-        or NDJSON (one event per line); PAP 0.2 events or CloudEvents 1.0 structured events.\n\n\
+        or NDJSON (one event per line); PAP 0.2 events or CloudEvents 1.0 structured events. \
+        With --adapter NAME, each file is one webhook body (Alertmanager's, Grafana's, or that of \
+        an adapter in pap.yaml), mapped as serve maps a post to /v1/ingest/NAME.\n\n\
         Exit status: 0 every event valid and every agent run succeeded (filtered, duplicate, throttled, \
         paused and queued are successes); 3 some event was invalid; 4 some agent run failed after its \
         retries (3 wins over 4); 1 the store or a file could not be used; 2 usage error; 130 / 143 \
@@ -115,9 +117,29 @@ pub enum Command {
         pap dispatch events.ndjson --json | jq -c 'select(.status != \"dispatched\")'\n  \
         pap dispatch event.json --dry-run --explain     # test rules: what would happen, and why\n  \
         pap dispatch event.json --dry-run --at 2026-03-11T06:00:00Z --explain   # ... at another moment\n  \
+        pap dispatch --adapter alertmanager alert.json --dry-run --explain   # a webhook body\n  \
         tail -F alerts.ndjson | pap dispatch - --no-run  # record only; `pap serve` runs them"
     )]
     Dispatch(DispatchArgs),
+
+    /// Print the PAP events a webhook body would make: what a post of it to
+    /// /v1/ingest/NAME makes, without serve.
+    #[command(
+        after_help = "NAME is a built-in adapter (alertmanager, grafana) or one declared under \
+        `adapters:` in pap.yaml. Each FILE (`-` reads stdin) is one webhook body as its sender \
+        posts it, bounded by listen.max_body_bytes.\n\n\
+        Output: each event as one line of JSON, as it would be decided (PAP 0.2), ready for \
+        `pap dispatch -`. An element the adapter cannot make a valid event of is named on stderr \
+        with its index, and the others are still printed.\n\n\
+        Exit status: 0 every element made a valid event; 3 some did not, or a body made none \
+        (not JSON, no alerts); 1 a file could not be read or the project does not load; 2 usage \
+        error (an adapter the project does not have).\n\n\
+        Examples:\n  pap adapt alertmanager alert.json\n  \
+        pap adapt alertmanager alert.json | jq -r '.id + \"  \" + .data.labels.alertname'\n  \
+        pap adapt grafana grafana.json | pap dispatch - --dry-run --explain\n  \
+        pap dispatch --adapter alertmanager alert.json   # mapped and decided in one step"
+    )]
+    Adapt(AdaptArgs),
 
     /// List invocations, show one, retry one that failed, or cancel unfinished ones.
     #[command(
@@ -622,10 +644,26 @@ pub struct ScheduleNextArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct AdaptArgs {
+    /// The adapter: `alertmanager`, `grafana`, or a name under `adapters:` in pap.yaml.
+    #[arg(value_name = "NAME")]
+    pub adapter: String,
+
+    /// Webhook bodies, one per file, as their sender posts them; `-` reads stdin.
+    #[arg(value_name = "FILE", default_value = "-")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct DispatchArgs {
     /// Event files; `-` reads stdin.
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
+
+    /// Each FILE is one webhook body for this adapter (`alertmanager`, `grafana`, or one under
+    /// `adapters:` in pap.yaml), mapped to events as a post of it to /v1/ingest/NAME is.
+    #[arg(long, value_name = "NAME")]
+    pub adapter: Option<String>,
 
     /// One JSON object per event, one per line (the book's JSON shapes page lists the fields).
     #[arg(long)]

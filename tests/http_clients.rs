@@ -225,7 +225,7 @@ fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
     }
 }
 
-struct Alertmanager {
+pub(crate) struct Alertmanager {
     child: Child,
     url: String,
 }
@@ -237,7 +237,24 @@ impl Drop for Alertmanager {
     }
 }
 
-fn alertmanager(p: &Project, program: &std::path::Path, pap_url: &str) -> Alertmanager {
+/// The Alertmanager program, when it, amtool and curl are all installed; else `None`, with a
+/// note of what goes `unchecked` (a failure under PAP_TEST_REQUIRE_HTTP_CLIENTS).
+pub(crate) fn alertmanager_and_amtool(unchecked: &str) -> Option<PathBuf> {
+    let program = common::required_tool(
+        "prometheus-alertmanager",
+        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
+        unchecked,
+    )?;
+    common::required_tool(
+        "amtool",
+        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
+        "alerts cannot be pushed",
+    )?;
+    curl_available().then_some(program)
+}
+
+/// A real Alertmanager whose one receiver posts to `pap_url`/v1/ingest/alertmanager.
+pub(crate) fn alertmanager(p: &Project, program: &std::path::Path, pap_url: &str) -> Alertmanager {
     let dir = p.root().join("alertmanager");
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let config = dir.join("alertmanager.yml");
@@ -267,7 +284,8 @@ fn alertmanager(p: &Project, program: &std::path::Path, pap_url: &str) -> Alertm
     Alertmanager { child, url }
 }
 
-fn amtool(am: &Alertmanager, extra: &[&str]) {
+/// `amtool alert add alertname=PapHighLatency severity=high EXTRA…` against `am`.
+pub(crate) fn amtool(am: &Alertmanager, extra: &[&str]) {
     let out = Command::new("amtool")
         .args(["alert", "add", "alertname=PapHighLatency", "severity=high"])
         .args(extra)
@@ -294,23 +312,11 @@ fn am_invocations(p: &Project, status: &str) -> Vec<Value> {
 #[test]
 fn a_real_alertmanager_alert_is_decided_once_its_resends_are_duplicates_and_its_resolution_is_new()
 {
-    let Some(program) = common::required_tool(
-        "prometheus-alertmanager",
-        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
+    let Some(program) = alertmanager_and_amtool(
         "the Alertmanager preset is not checked against a real Alertmanager",
     ) else {
         return;
     };
-    if common::required_tool(
-        "amtool",
-        "PAP_TEST_REQUIRE_HTTP_CLIENTS",
-        "alerts cannot be pushed",
-    )
-    .is_none()
-        || !curl_available()
-    {
-        return;
-    }
     let p = project("");
     high_severity_trigger(&p, "t-am-firing", "alertmanager.alert.firing");
     high_severity_trigger(&p, "t-am-resolved", "alertmanager.alert.resolved");

@@ -12,6 +12,7 @@
 
 mod common;
 
+mod adapt;
 mod agent_lifetime;
 mod approvals;
 mod architecture;

@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Outcome;
-use super::context;
+use super::{context, webhook_body};
+use crate::adapter::{Adapter, events_of_body};
 use crate::cli::{Cli, DispatchArgs};
 use crate::dispatcher::{Dispatcher, Format, GROUP_MAX, GROUP_WEIGHT_MAX, Pending, Stop, Suspend};
-use crate::event::input::{self, Item, Sink, Source};
+use crate::event::Invalid;
+use crate::event::input::{self, Item, Location, Sink, Source};
 use crate::pipeline::{Options, Pipeline};
 use crate::term::Paint;
 
@@ -85,6 +87,18 @@ pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
         // Only with --dry-run (clap enforces it): nothing decided "at" another time is kept.
         runtime.clock = crate::clock::Clock::fake(at);
     }
+    // With --adapter, each file is one webhook body that adapter maps.
+    let adapter = match &args.adapter {
+        Some(name) => match webhook_body::adapter(&runtime.project, name) {
+            Ok(adapter) => Some(adapter.clone()),
+            Err(e) => {
+                crate::say!("error: {e:#}");
+                return Ok(Outcome::Usage);
+            }
+        },
+        None => None,
+    };
+    let max_body = runtime.project.config.listen.max_body_bytes;
     let grace = context::grace(args.grace, runtime.project.config.serve.grace_period)?;
     let rt = context::tokio_runtime()?;
     let stop = Stop::on_signals(&rt, grace)?;
@@ -145,7 +159,17 @@ pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
                 back: back_rx,
             };
             for source in &sources {
-                let read = input::read(source, max_bytes, &consumed, &mut batcher);
+                let read = match &adapter {
+                    Some(adapter) => read_webhook(
+                        source,
+                        adapter,
+                        max_body,
+                        max_bytes,
+                        &consumed,
+                        &mut batcher,
+                    ),
+                    None => input::read(source, max_bytes, &consumed, &mut batcher),
+                };
                 batcher.flush();
                 if let Err(err) = read {
                     let _ = batcher.tx.send(Message::Unreadable(source.name(), err));
@@ -228,6 +252,42 @@ pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// One webhook body in `source`, mapped by `adapter` to the events a post of it makes (a body
+/// that makes none is one invalid event, named by the file), handed to `sink`.
+fn read_webhook(
+    source: &Source,
+    adapter: &Adapter,
+    max_body: u64,
+    max_event: u64,
+    consumed: &AtomicU64,
+    sink: &mut dyn Sink,
+) -> std::io::Result<()> {
+    let body = webhook_body::read(source, max_body)?;
+    consumed.fetch_add(body.len() as u64, Ordering::Relaxed);
+    let name: Arc<str> = source.name().into();
+    let at = |index| Location {
+        source: name.clone(),
+        line: None,
+        index,
+    };
+    match events_of_body(adapter, &body, max_event) {
+        Ok(events) => {
+            for made in events {
+                sink.item(Item {
+                    loc: at(made.index),
+                    event: made.event,
+                });
+            }
+        }
+        Err(why) => sink.item(Item {
+            loc: at(None),
+            event: Err(Invalid::new(why.to_string())),
+        }),
+    }
+    sink.caught_up();
+    Ok(())
 }
 
 /// Says an input could not be read (its events so far still count); returns true.

@@ -1,5 +1,6 @@
 //! One module per subcommand: glue between the CLI and the library.
 
+mod adapt;
 mod approve;
 mod approver_view;
 mod audit;
@@ -24,6 +25,7 @@ mod store;
 mod store_copy;
 mod test;
 mod typed_ids;
+mod webhook_body;
 
 use crate::cli::{Cli, Command};
 
@@ -96,6 +98,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<Outcome> {
         Command::Test(args) => test::run(&cli, args),
         Command::Schema(args) => schema::run(args),
         Command::Dispatch(args) => dispatch::run(&cli, args),
+        Command::Adapt(args) => adapt::run(&cli, args),
         Command::Invocations(args) => invocations::run(&cli, args),
         Command::Approve(args) => approve::approve(&cli, args),
         Command::Reject(args) => approve::reject(&cli, args),

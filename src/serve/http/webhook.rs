@@ -12,7 +12,6 @@ use axum::body::Body;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use serde_json::Value;
 use subtle::ConstantTimeEq;
 
 use super::auth::Caller;
@@ -20,9 +19,8 @@ use super::body::{Parsed, SOURCE};
 use super::ingest::{accept_body, answer, off_thread_if_large};
 use super::{App, ConnInfo, reply};
 use crate::adapter::{Adapter, AdapterAuth};
+use crate::event;
 use crate::event::input::Location;
-use crate::event::strict::Strict;
-use crate::event::{self, Invalid, Origin};
 use crate::manifest::compiled_listen::Scope;
 
 pub(super) async fn post_webhook(
@@ -107,45 +105,20 @@ pub(super) async fn post_webhook(
     }
 }
 
-/// The adapter's events of a body, each validated as any event is.
+/// The adapter's events of a body, each validated as any event is (the engine's
+/// [`crate::adapter::events_of_body`], which `pap adapt` and `pap dispatch --adapter` share).
 fn map(adapter: &Adapter, bytes: &[u8], max_event_bytes: u64) -> Result<Vec<Parsed>, String> {
-    let Strict(body) = serde_json::from_slice::<Strict>(bytes)
-        .map_err(|e| format!("the body is not valid JSON: {e}"))?;
-    // The events may copy parts of the body into each element; they may add up to a few
-    // times the body (an event per alert with the group's labels), never more.
-    let limits = crate::adapter::Limits {
-        event_bytes: usize::try_from(max_event_bytes).unwrap_or(usize::MAX),
-        total_bytes: bytes.len().saturating_mul(4).max(1 << 20),
-    };
-    let mapped = adapter
-        .map(body, limits)
-        .map_err(|why| format!("adapter `{}`: {why}", adapter.name))?;
-    Ok(mapped
+    let events = crate::adapter::events_of_body(adapter, bytes, max_event_bytes)
+        .map_err(|why| why.to_string())?;
+    Ok(events
         .into_iter()
-        .map(|m| {
-            let event = m.event.map_err(|e| Invalid {
-                id: e.id,
-                kind: None,
-                reason: e.reason,
-            });
-            let event = event.and_then(|value: Value| {
-                let len = serde_json::to_vec(&value).map_or(usize::MAX, |b| b.len());
-                event::validate(value, len, max_event_bytes, Origin::Outside).map_err(|mut bad| {
-                    bad.reason = format!(
-                        "adapter `{}` made an invalid event: {}",
-                        adapter.name, bad.reason
-                    );
-                    bad
-                })
-            });
-            Parsed {
-                input: Location {
-                    source: Arc::from(SOURCE),
-                    line: None,
-                    index: m.index,
-                },
-                event,
-            }
+        .map(|e| Parsed {
+            input: Location {
+                source: Arc::from(SOURCE),
+                line: None,
+                index: e.index,
+            },
+            event: e.event,
         })
         .collect())
 }

@@ -15,7 +15,10 @@
 //! What comes out is checked as any event is (`event::validate`): a mapping is a convenience,
 //! never a way around validation.
 
+mod body;
 pub(crate) mod presets;
+
+pub use body::{BodyEvent, events_of_body};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -298,7 +301,7 @@ fn take_at(body: &mut Value, names: &[String]) -> Option<Value> {
 }
 
 crate::reason::reason_error!(
-    /// Why a webhook body cannot be mapped to events as a whole (its `each` names no array, or the events would add up to too much).
+    /// Why a webhook body makes no events at all: it is not JSON, its `each` names no array, or its events would add up to too much.
     UnmappableBody
 );
 
