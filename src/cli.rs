@@ -77,6 +77,9 @@ pub enum Command {
         decides its events in order on a fresh, throwaway state, each at `start` plus its `at`, and \
         checks the outcome expected per trigger (invoked, filtered, duplicate, cascade_rejected, \
         debounced, throttled, budget_exceeded, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
+        A step may be `webhook: {adapter: alertmanager, file: body.json}` (or `body:` inline): \
+        the body is mapped as serve maps a post of it, and each event it makes is decided and \
+        held to the step's expectations. \
         Agents are not run unless a case sets `run: true` (then `result: succeeded|failed` can be checked); a \
         step with `fired:` checks what trailing debounces made. Nothing is written to the project's state.\n\n\
         cases:\n  - name: a second spike within the hour is throttled\n    start: 2026-03-11T06:00:00Z\n    \

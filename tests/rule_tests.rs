@@ -384,3 +384,69 @@ fn a_case_that_runs_its_agents_checks_how_the_run_ended() {
         "{text}"
     );
 }
+
+/// A rule test whose steps are webhook bodies (issue 34): each body is mapped by its adapter
+/// as serve maps a post of it, every event it makes is decided at the step's time and held to
+/// the step's `expect`, and a failure names the event.
+#[test]
+fn webhook_bodies_are_decided_per_event_as_serve_maps_them() {
+    let dir = example_copy();
+    let root = dir.path();
+    std::fs::write(
+        root.join("triggers/t-am-high.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-am-high\n  match:\n    type: alertmanager.alert.firing\n  filter:\n    - path: $.data.labels.severity\n      operator: eq\n      value: high\n  agent: latency-triage\n",
+    )
+    .unwrap();
+    // The captured Alertmanager body, with a second alert of the same group.
+    let text =
+        std::fs::read_to_string(common::fixture("webhooks/alertmanager-v4-captured.json")).unwrap();
+    let mut body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut second = body["alerts"][0].clone();
+    second["fingerprint"] = serde_json::json!("0123456789abcdef");
+    body["alerts"].as_array_mut().unwrap().push(second);
+    std::fs::create_dir_all(root.join("rule-tests/bodies")).unwrap();
+    std::fs::write(root.join("rule-tests/bodies/am.json"), body.to_string()).unwrap();
+    let cases = |repeat: &str| {
+        format!(
+            "cases:\n  - name: a group decided per alert, its repeat a duplicate\n    start: 2026-03-11T06:00:00Z\n    events:\n      - webhook: {{adapter: alertmanager, file: bodies/am.json}}\n        expect: {{t-am-high: invoked}}\n      - at: +2m\n        webhook: {{adapter: alertmanager, file: bodies/am.json}}\n        expect: {{t-am-high: {repeat}}}\n      - at: +3m\n        webhook:\n          adapter: alertmanager\n          body: {{status: firing, alerts: [{{status: firing, fingerprint: ff, labels: {{alertname: Low, severity: low}}, annotations: {{}}, startsAt: \"2026-03-11T06:03:00Z\", endsAt: \"0001-01-01T00:00:00Z\"}}]}}\n        expect: {{t-am-high: filtered}}\n"
+        )
+    };
+    let file = root.join("rule-tests/webhooks.yaml");
+    std::fs::write(&file, cases("duplicate")).unwrap();
+    let out = pap_test(root, &[file.to_str().unwrap()]);
+    let said = format!("{}{}", common::stdout(&out), common::stderr(&out));
+    assert_eq!(common::code(&out), 0, "{said}");
+    assert!(said.contains("1 passed, 0 failed"), "{said}");
+
+    // A wrong expectation fails once per event of the body, each named.
+    std::fs::write(&file, cases("invoked")).unwrap();
+    let out = pap_test(root, &[file.to_str().unwrap()]);
+    let said = common::stdout(&out);
+    assert_eq!(common::code(&out), 1, "{said}");
+    assert!(
+        said.contains("am-948c667b1fc76492-firing-2022-10-04T13:32:56.014Z"),
+        "{said}"
+    );
+    assert!(
+        said.contains("am-0123456789abcdef-firing-2022-10-04T13:32:56.014Z"),
+        "{said}"
+    );
+
+    // An adapter the project does not have is a mistake in the file, named with its line, by
+    // pap test and by pap lint alike.
+    std::fs::write(
+        &file,
+        cases("duplicate").replace(
+            "{adapter: alertmanager, file: bodies/am.json}\n        expect: {t-am-high: invoked}",
+            "{adapter: pagerduty, file: bodies/am.json}\n        expect: {t-am-high: invoked}",
+        ),
+    )
+    .unwrap();
+    for args in [&["test", file.to_str().unwrap()][..], &["lint"][..]] {
+        let out = common::pap_at(root).args(args).output().unwrap();
+        let said = format!("{}{}", common::stdout(&out), common::stderr(&out));
+        assert_eq!(common::code(&out), 1, "{args:?}: {said}");
+        assert!(said.contains("no adapter `pagerduty`"), "{args:?}: {said}");
+        assert!(said.contains("webhooks.yaml:5"), "{args:?}: {said}");
+    }
+}

@@ -100,6 +100,13 @@ pub(super) fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
             .config
             .as_ref()
             .map_or(Config::default().max_event_bytes, |c| c.max_event_bytes),
+        adapters: loaded.config.as_ref().map(|c| c.adapters.as_slice()),
+        max_body_bytes: loaded
+            .config
+            .as_ref()
+            .map_or(Config::default().listen.max_body_bytes, |c| {
+                c.listen.max_body_bytes
+            }),
     };
     for file in &rule_files {
         rule_test::load::load(file, &facts, &mut diagnostics, &mut sources);

@@ -47,6 +47,8 @@ pub(super) fn run(cli: &Cli, args: &TestArgs) -> anyhow::Result<Outcome> {
         root: &root,
         trigger_ids: Some(project.triggers.iter().map(|t| t.id.as_str()).collect()),
         max_event_bytes: project.config.max_event_bytes,
+        adapters: Some(&project.config.adapters),
+        max_body_bytes: project.config.listen.max_body_bytes,
     };
     let mut problems = Vec::new();
     let mut sources = BTreeMap::new();

@@ -75,6 +75,11 @@ pub(crate) struct ProjectFacts<'a> {
     /// Every trigger id; `None` when the project did not load (then ids are not checked).
     pub trigger_ids: Option<Vec<&'a str>>,
     pub max_event_bytes: u64,
+    /// The project's webhook adapters, presets included; `None` when pap.yaml did not load
+    /// (then `webhook` steps are not checked).
+    pub adapters: Option<&'a [crate::adapter::Adapter]>,
+    /// `listen.max_body_bytes`: the most a webhook body may have.
+    pub max_body_bytes: u64,
 }
 
 /// The JSON Schema of rule test files, as `pap schema rule-test` prints it.
@@ -185,7 +190,11 @@ fn compile_case(
             }
         }
         if let Some(start_ms) = start_ms {
-            steps.extend(compile_step(ctx, step, (i, j), start_ms, dir, project));
+            steps.extend(
+                compile_step(ctx, step, (i, j), start_ms, dir, project)
+                    .into_iter()
+                    .flatten(),
+            );
         }
     }
     Some(Case {
@@ -204,7 +213,7 @@ fn compile_step(
     start_ms: i64,
     dir: &Path,
     project: &ProjectFacts,
-) -> Option<Step> {
+) -> Option<Vec<Step>> {
     let base = path!["cases", i, "events", j];
     let at_text = step.at.clone().unwrap_or_else(|| "+0s".to_string());
     let at_ms = match parse_offset(&at_text) {
@@ -235,13 +244,32 @@ fn compile_step(
     let expect = compile_expectations(ctx, &step.expect, &base, "expect", project);
     let fired = compile_expectations(ctx, &step.fired, &base, "fired", project);
     let now_ms = start_ms.saturating_add(at_ms?);
+    let line = ctx.tree.locate(&base).line;
+    if let Some(webhook) = &step.webhook {
+        let events = webhook_events(ctx, step, webhook, &base, dir, project)?;
+        let (at_ms, expect, mut fired) = (at_ms?, expect?, fired?);
+        // One step per event, decided in turn at the same time, each held to `expect`; what
+        // fired before the step is checked once, with the first.
+        let steps = events
+            .into_iter()
+            .map(|event| Step {
+                at_ms,
+                at: at_text.clone(),
+                event: Some(event),
+                line,
+                expect: expect.clone(),
+                fired: std::mem::take(&mut fired),
+            })
+            .collect();
+        return Some(steps);
+    }
     let only_fired = step.event.is_none() && step.file.is_none() && !step.fired.is_empty();
     let event = if only_fired {
         if !step.expect.is_empty() {
             ctx.at(
                 "rule-test-event",
                 &base,
-                "a step with `expect` needs an event (`event` or `file`)".to_string(),
+                "a step with `expect` needs an event (`event`, `file` or `webhook`)".to_string(),
             );
             return None;
         }
@@ -270,14 +298,112 @@ fn compile_step(
             }
         }
     };
-    Some(Step {
+    Some(vec![Step {
         at_ms: at_ms?,
         at: at_text,
         event,
-        line: ctx.tree.locate(&base).line,
+        line,
         expect: expect?,
         fired: fired?,
-    })
+    }])
+}
+
+/// The events of a `webhook` step's body, each valid, in the order its adapter made them:
+/// the adapter's own mapping, as serve applies it to a post (`adapter::events_of_body`).
+fn webhook_events(
+    ctx: &mut FileCtx,
+    step: &raw::Step,
+    webhook: &raw::WebhookStep,
+    base: &[PathSeg],
+    dir: &Path,
+    project: &ProjectFacts,
+) -> Option<Vec<event::Event>> {
+    let at = [base, &path!["webhook"]].concat();
+    if step.event.is_some() || step.file.is_some() {
+        ctx.at(
+            "rule-test-event",
+            base,
+            "a step needs exactly one of `event` (inline), `file` and `webhook`".to_string(),
+        );
+        return None;
+    }
+    let body = match (&webhook.body, &webhook.file) {
+        (Some(body), None) => body.to_string().into_bytes(),
+        (None, Some(file)) => {
+            match read_project_file(&dir.join(file), project.root, project.max_body_bytes) {
+                Ok(bytes) => bytes,
+                Err(why) => {
+                    ctx.at(
+                        "rule-test-event",
+                        &[&at[..], &path!["file"]].concat(),
+                        format!("`{file}`: {why} (listen.max_body_bytes for a webhook body)"),
+                    );
+                    return None;
+                }
+            }
+        }
+        _ => {
+            ctx.at(
+                "rule-test-event",
+                &at,
+                "a webhook needs exactly one of `body` (inline) and `file`".to_string(),
+            );
+            return None;
+        }
+    };
+    // Without a project that loaded, the adapter cannot be looked up (lint says why).
+    let adapters = project.adapters?;
+    let Some(adapter) = adapters.iter().find(|a| a.name == webhook.adapter) else {
+        let known: Vec<&str> = adapters.iter().map(|a| a.name.as_str()).collect();
+        ctx.at(
+            "rule-test-event",
+            &[&at[..], &path!["adapter"]].concat(),
+            format!(
+                "no adapter `{}` (this project has {}; declare others under `adapters:` in pap.yaml)",
+                webhook.adapter,
+                known.join(", ")
+            ),
+        );
+        return None;
+    };
+    let made = match crate::adapter::events_of_body(adapter, &body, project.max_event_bytes) {
+        Ok(made) => made,
+        Err(why) => {
+            ctx.at(
+                "rule-test-event",
+                &at,
+                format!("the body makes no events: {why}"),
+            );
+            return None;
+        }
+    };
+    let mut events = Vec::with_capacity(made.len());
+    for m in made {
+        match m.event {
+            Ok(event) => events.push(event),
+            Err(bad) => {
+                let element = m
+                    .index
+                    .map(|i| format!(" (element {i})"))
+                    .unwrap_or_default();
+                ctx.at(
+                    "rule-test-event",
+                    &at,
+                    format!("the body's event{element} is not valid: {}", bad.reason),
+                );
+                return None;
+            }
+        }
+    }
+    if events.is_empty() {
+        ctx.at(
+            "rule-test-event",
+            &at,
+            "the body makes no events".to_string(),
+        );
+        return None;
+    }
+    Some(events)
 }
 
 fn event_path(step: &raw::Step, base: &[PathSeg]) -> Vec<PathSeg> {
@@ -300,7 +426,7 @@ fn step_event(
             ctx.at(
                 "rule-test-event",
                 base,
-                "a step needs exactly one of `event` (inline) and `file`".to_string(),
+                "a step needs exactly one of `event` (inline), `file` and `webhook`".to_string(),
             );
             None
         }
@@ -343,6 +469,20 @@ fn with_defaults(inline: &Map<String, Value>, base: &[PathSeg], now_ms: i64) -> 
 /// `.env`, `.pap/`), at most `max_bytes` long: a test file in an untrusted change must not
 /// read other files into a CI log, nor tell which exist.
 fn read_event_file(path: &Path, root: &Path, max_bytes: u64) -> Result<Value, String> {
+    let bytes = read_project_file(path, root, max_bytes).map_err(|why| {
+        if why.starts_with("the file is more than") {
+            format!("{why} (max_event_bytes)")
+        } else {
+            why
+        }
+    })?;
+    serde_json::from_slice::<event::strict::Strict>(&bytes)
+        .map(|event::strict::Strict(value)| value)
+        .map_err(|e| format!("not one JSON event: {e}"))
+}
+
+/// The bytes of a file inside the project, outside its hidden places, at most `max_bytes`.
+fn read_project_file(path: &Path, root: &Path, max_bytes: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     // Where the path leads, judged before asking whether the file exists.
@@ -367,12 +507,10 @@ fn read_event_file(path: &Path, root: &Path, max_bytes: u64) -> Result<Value, St
         .map_err(|e| format!("cannot read it: {e}"))?;
     if bytes.len() as u64 > max_bytes {
         return Err(format!(
-            "the file is more than the {max_bytes} bytes an event may have (max_event_bytes)"
+            "the file is more than the {max_bytes} bytes allowed"
         ));
     }
-    serde_json::from_slice::<event::strict::Strict>(&bytes)
-        .map(|event::strict::Strict(value)| value)
-        .map_err(|e| format!("not one JSON event: {e}"))
+    Ok(bytes)
 }
 
 /// `path` with `.` and `..` resolved by name (the file may not exist).

@@ -53,6 +53,11 @@ pub(crate) struct Step {
     /// A file holding one JSON event, relative to this test file (instead of `event`).
     #[serde(default)]
     pub file: Option<String>,
+    /// A webhook body, mapped to events by an adapter as a post of it to `/v1/ingest/NAME`
+    /// is (instead of `event` or `file`). Each event it makes is decided in turn at this
+    /// step's time, and `expect` holds for each.
+    #[serde(default)]
+    pub webhook: Option<WebhookStep>,
     /// Expected outcome per trigger id. Triggers not named are not checked.
     #[serde(default)]
     pub expect: BTreeMap<String, Expectation>,
@@ -60,6 +65,20 @@ pub(crate) struct Step {
     /// step, up to this step's time (`unmatched`: none fired). A step may have only this.
     #[serde(default)]
     pub fired: BTreeMap<String, Expectation>,
+}
+
+/// A webhook body for a step: inline, or from a file.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct WebhookStep {
+    /// The adapter: `alertmanager`, `grafana`, or a name under `adapters:` in pap.yaml.
+    pub adapter: String,
+    /// The body inline, as the sender posts it.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// A file holding the body, relative to this test file (instead of `body`).
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 /// An outcome, or an outcome with a substring its reason must contain.
