@@ -11,7 +11,7 @@ use crate::event::input::Source;
 
 pub(super) fn run(cli: &Cli, args: &AdaptArgs) -> anyhow::Result<Outcome> {
     let project = context::load_project(cli)?;
-    let adapter = match webhook_body::adapter(&project, &args.adapter) {
+    let adapter = match crate::adapter::named(&project.config.adapters, &args.adapter) {
         Ok(a) => a,
         Err(e) => {
             crate::say!("error: {e:#}");

@@ -89,7 +89,7 @@ pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     }
     // With --adapter, each file is one webhook body that adapter maps.
     let adapter = match &args.adapter {
-        Some(name) => match webhook_body::adapter(&runtime.project, name) {
+        Some(name) => match crate::adapter::named(&runtime.project.config.adapters, name) {
             Ok(adapter) => Some(adapter.clone()),
             Err(e) => {
                 crate::say!("error: {e:#}");

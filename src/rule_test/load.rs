@@ -353,18 +353,16 @@ fn webhook_events(
     };
     // Without a project that loaded, the adapter cannot be looked up (lint says why).
     let adapters = project.adapters?;
-    let Some(adapter) = adapters.iter().find(|a| a.name == webhook.adapter) else {
-        let known: Vec<&str> = adapters.iter().map(|a| a.name.as_str()).collect();
-        ctx.at(
-            "rule-test-event",
-            &[&at[..], &path!["adapter"]].concat(),
-            format!(
-                "no adapter `{}` (this project has {}; declare others under `adapters:` in pap.yaml)",
-                webhook.adapter,
-                known.join(", ")
-            ),
-        );
-        return None;
+    let adapter = match crate::adapter::named(adapters, &webhook.adapter) {
+        Ok(adapter) => adapter,
+        Err(why) => {
+            ctx.at(
+                "rule-test-event",
+                &[&at[..], &path!["adapter"]].concat(),
+                why.to_string(),
+            );
+            return None;
+        }
     };
     let made = match crate::adapter::events_of_body(adapter, &body, project.max_event_bytes) {
         Ok(made) => made,

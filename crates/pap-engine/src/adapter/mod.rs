@@ -301,6 +301,23 @@ fn take_at(body: &mut Value, names: &[String]) -> Option<Value> {
 }
 
 crate::reason::reason_error!(
+    /// The adapter a command or a rule test named is not one the project has.
+    UnknownAdapter
+);
+
+/// The adapter `name` among `adapters` (a project's: presets and `adapters:` of pap.yaml), or
+/// why not, naming the ones there are.
+pub fn named<'a>(adapters: &'a [Adapter], name: &str) -> Result<&'a Adapter, UnknownAdapter> {
+    adapters.iter().find(|a| a.name == name).ok_or_else(|| {
+        let known: Vec<&str> = adapters.iter().map(|a| a.name.as_str()).collect();
+        UnknownAdapter::from(format!(
+            "no adapter `{name}` (this project has {}; declare others under `adapters:` in pap.yaml)",
+            known.join(", ")
+        ))
+    })
+}
+
+crate::reason::reason_error!(
     /// Why a webhook body makes no events at all: it is not JSON, its `each` names no array, or its events would add up to too much.
     UnmappableBody
 );
