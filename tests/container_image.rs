@@ -1,8 +1,9 @@
 //! The Containerfile says one thing in all its places. Its two final stages (`runtime`, from a
 //! prebuilt binary, which CI builds and smoke-runs with buildah in .ci/check-image; and
-//! `image`, which builds pap from source elsewhere) differ only in where their files come
-//! from; the builder uses the toolchain rust-toolchain.toml pins; and the user, the state
-//! volume and the port agree with contrib/image/rootfs.sh and the Kubernetes manifests.
+//! `image`, which builds pap from source elsewhere) both start from `base`, which holds every
+//! setting, and differ only in where their files come from; the builder uses the toolchain
+//! rust-toolchain.toml pins; and the user, the state volume and the port agree with
+//! contrib/image/rootfs.sh and the Kubernetes manifests.
 
 use std::path::Path;
 
@@ -44,6 +45,13 @@ fn both_final_stages_are_the_same_image_and_the_builder_uses_the_pinned_toolchai
     let file = read("Containerfile");
     let runtime = stage(&file, "runtime");
     let image = stage(&file, "image");
+    // Both are `base` plus their files: a setting added to one alone would differ here.
+    for name in ["runtime", "image"] {
+        assert!(
+            file.contains(&format!("FROM base AS {name}")),
+            "{name} builds on base"
+        );
+    }
     let settings = |s: &[String]| -> Vec<String> {
         s.iter()
             .filter(|l| !l.starts_with("COPY "))
@@ -75,7 +83,8 @@ fn both_final_stages_are_the_same_image_and_the_builder_uses_the_pinned_toolchai
 #[test]
 fn user_volume_and_port_agree_with_the_rootfs_and_the_kubernetes_manifests() {
     let file = read("Containerfile");
-    let runtime = stage(&file, "runtime");
+    // The settings both final stages take from `base`.
+    let runtime = stage(&file, "base");
     assert!(
         runtime.contains(&"USER 10001:10001".to_owned()),
         "{runtime:?}"
