@@ -36,6 +36,14 @@ fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `file` as messages name it: relative to the repository.
+fn shown(root: &Path, file: &Path) -> String {
+    file.strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string()
+}
+
 /// One fenced block: its info string, text, and the line its fence opens on.
 struct Block {
     info: String,
@@ -115,11 +123,7 @@ fn every_yaml_and_json_snippet_parses_and_every_fence_closes() {
     let mut wrong = Vec::new();
     for file in &files {
         let source = std::fs::read_to_string(file).unwrap();
-        let name = file
-            .strip_prefix(root)
-            .unwrap_or(file)
-            .display()
-            .to_string();
+        let name = shown(root, file);
         for b in blocks(&source) {
             let at = format!("{name}:{}", b.line);
             if b.unclosed {
@@ -357,11 +361,7 @@ fn every_internal_link_and_anchor_of_the_readme_and_the_book_resolves() {
     let (mut checked, mut wrong) = (0, Vec::new());
     for file in &files {
         let source = std::fs::read_to_string(file).unwrap();
-        let name = file
-            .strip_prefix(root)
-            .unwrap_or(file)
-            .display()
-            .to_string();
+        let name = shown(root, file);
         for (line, dest) in links(&source) {
             checked += 1;
             if let Some(why) = broken_link(file, &dest, &mut ids) {
