@@ -238,12 +238,12 @@ fn unknown_adapters_oversized_and_broken_bodies_are_refused() {
 
 /// A one-route HTTP server on loopback that keeps every body posted to it (what a real
 /// Alertmanager sends), answering 200.
-struct Capture {
-    url: String,
-    bodies: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+pub(crate) struct Capture {
+    pub(crate) url: String,
+    pub(crate) bodies: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
 }
 
-fn capture() -> Capture {
+pub(crate) fn capture() -> Capture {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -14,6 +14,7 @@ mod common;
 
 mod adapt;
 mod agent_lifetime;
+mod alert_identity;
 mod approvals;
 mod architecture;
 mod auth_reload;

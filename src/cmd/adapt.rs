@@ -20,6 +20,8 @@ pub(super) fn run(cli: &Cli, args: &AdaptArgs) -> anyhow::Result<Outcome> {
     };
     let max_body = project.config.listen.max_body_bytes;
     let max_event = project.config.max_event_bytes;
+    // Received now, as a post would be (`refire_after` counts to it).
+    let now = crate::clock::Clock::from_env()?.now_ms();
     let mut stdout = std::io::stdout().lock();
     let (mut unreadable, mut invalid) = (false, false);
     for file in &args.files {
@@ -33,7 +35,7 @@ pub(super) fn run(cli: &Cli, args: &AdaptArgs) -> anyhow::Result<Outcome> {
                 continue;
             }
         };
-        let events = match events_of_body(adapter, &body, max_event) {
+        let events = match events_of_body(adapter, &body, max_event, now) {
             Ok(events) => events,
             Err(why) => {
                 crate::say!("error: {name}: {why}");

@@ -145,6 +145,8 @@ pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
         }
     });
     let max_bytes = runtime.project.config.max_event_bytes;
+    // A webhook body is received now (`refire_after` counts to it), as serve would.
+    let now = runtime.clock.now_ms();
     let reader = {
         let consumed = consumed.clone();
         let project = runtime.project.clone();
@@ -165,6 +167,7 @@ pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
                         adapter,
                         max_body,
                         max_bytes,
+                        now,
                         &consumed,
                         &mut batcher,
                     ),
@@ -261,6 +264,7 @@ fn read_webhook(
     adapter: &Adapter,
     max_body: u64,
     max_event: u64,
+    now: i64,
     consumed: &AtomicU64,
     sink: &mut dyn Sink,
 ) -> std::io::Result<()> {
@@ -272,7 +276,7 @@ fn read_webhook(
         line: None,
         index,
     };
-    match events_of_body(adapter, &body, max_event) {
+    match events_of_body(adapter, &body, max_event, now) {
         Ok(events) => {
             for made in events {
                 sink.item(Item {

@@ -246,7 +246,7 @@ fn compile_step(
     let now_ms = start_ms.saturating_add(at_ms?);
     let line = ctx.tree.locate(&base).line;
     if let Some(webhook) = &step.webhook {
-        let events = webhook_events(ctx, step, webhook, &base, dir, project)?;
+        let events = webhook_events(ctx, step, webhook, &base, dir, project, now_ms)?;
         let (at_ms, expect, mut fired) = (at_ms?, expect?, fired?);
         // One step per event, decided in turn at the same time, each held to `expect`; what
         // fired before the step is checked once, with the first.
@@ -317,6 +317,7 @@ fn webhook_events(
     base: &[PathSeg],
     dir: &Path,
     project: &ProjectFacts,
+    now_ms: i64,
 ) -> Option<Vec<event::Event>> {
     let at = [base, &path!["webhook"]].concat();
     if step.event.is_some() || step.file.is_some() {
@@ -364,7 +365,8 @@ fn webhook_events(
             return None;
         }
     };
-    let made = match crate::adapter::events_of_body(adapter, &body, project.max_event_bytes) {
+    let made = match crate::adapter::events_of_body(adapter, &body, project.max_event_bytes, now_ms)
+    {
         Ok(made) => made,
         Err(why) => {
             ctx.at(

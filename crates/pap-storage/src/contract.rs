@@ -35,6 +35,7 @@ pub fn all() -> impl Iterator<Item = &'static Check> {
 const CHECKS: &[Check] = checks![
     a_failed_write_leaves_nothing_behind,
     a_claim_holds_its_key_until_it_expires_and_names_its_decision,
+    a_shortened_claim_frees_its_key_sooner_and_is_purged_then,
     sequences_and_lease_tokens_only_grow,
     only_the_current_lease_may_record_an_attempt,
     invocations_round_trip_and_list_in_creation_order,
@@ -180,6 +181,40 @@ fn a_claim_holds_its_key_until_it_expires_and_names_its_decision(s: &dyn Storage
         let rows = r.ledger("e1")?;
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].trigger, "t1");
+        Ok(())
+    })
+}
+
+fn a_shortened_claim_frees_its_key_sooner_and_is_purged_then(s: &dyn Storage) -> Result<()> {
+    s.write(|tx| {
+        let Claimed::New = tx.claim(&key(30), 0, 86_400)? else {
+            panic!("a fresh key is claimed");
+        };
+        tx.record_decision(&key(30), row("e30", "t1", None))?;
+        tx.shorten_claim(&key(30), 300)?;
+        // Never lengthened by it.
+        tx.shorten_claim(&key(30), 5_000)
+    })?;
+    s.write(|tx| {
+        let Claimed::Live(claim) = tx.claim(&key(30), 299, 90_000)? else {
+            panic!("held until the sooner expiry");
+        };
+        assert_eq!(claim.expires_at, 300);
+        assert_eq!(claim.outcome.as_deref(), Some("filtered"));
+        Ok(())
+    })?;
+    // The purge finds it at the sooner time, not a day later.
+    let purged = s.write(|tx| tx.purge_expired_claims(300, 100))?;
+    assert_eq!(purged.removed, 1, "{purged:?}");
+    s.write(|tx| {
+        let Claimed::New = tx.claim(&key(30), 300, 90_000)? else {
+            panic!("free from the sooner expiry on");
+        };
+        tx.record_decision(&key(30), row("e30", "t1", None))
+    })?;
+    // The first decision stays in the ledger beside the second.
+    s.read(|r| {
+        assert_eq!(r.ledger("e30")?.len(), 2);
         Ok(())
     })
 }

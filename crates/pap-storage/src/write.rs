@@ -32,6 +32,11 @@ pub trait DecisionTx {
     /// Moves the expiry of a claim this transaction made.
     fn extend_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()>;
 
+    /// Ends the claim on `key` at `expires_at` when that is sooner than it would: the key is
+    /// free from then on, while its decision stays in the ledger. A throttled decision under
+    /// `release_key` holds its key only until the window has room again.
+    fn shorten_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()>;
+
     /// Records the decision made under `key`, which this transaction claimed
     /// ([`Claimed::New`]): the decision's row in the ledger, the one a later duplicate of
     /// the key names.

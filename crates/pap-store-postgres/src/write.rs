@@ -255,6 +255,14 @@ impl pap_storage::DecisionTx for PgWrite<'_> {
         Ok(())
     }
 
+    fn shorten_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()> {
+        self.s.execute(
+            "UPDATE pap_claims SET expires_at = $2 WHERE key = $1 AND expires_at > $2",
+            &[&key.as_slice(), &expires_at],
+        )?;
+        Ok(())
+    }
+
     fn record_decision(&mut self, key: &[u8; 32], d: RowRef) -> Result<()> {
         let row = match self.claimed.take() {
             Some((claimed, row)) if claimed == *key => row,

@@ -99,6 +99,28 @@ impl Tx<'_> {
         entry.keys.extend_from_slice(key);
     }
 
+    /// Gives the claim on `key` the expiry `expires_at`, keeping its decision, when its
+    /// present expiry passes `wanted`; the claim's row when it did.
+    fn move_claim_expiry(
+        &mut self,
+        key: &[u8; 32],
+        expires_at: i64,
+        wanted: impl Fn(i64) -> bool,
+    ) -> Result<Option<u64>> {
+        let found = self
+            .claims
+            .get(key)
+            .map_err(|e| redb_err(&self.path, e))?
+            .map(|v| v.value());
+        let Some((_, decided_at, row)) = found.filter(|(old, _, _)| wanted(*old)) else {
+            return Ok(None);
+        };
+        self.claims
+            .insert(key, (expires_at, decided_at, row))
+            .map_err(|e| redb_err(&self.path, e))?;
+        Ok(Some(row))
+    }
+
     /// The live claim on `key` at `now`, without claiming (an expired one reads as absent).
     pub(crate) fn live_claim(&self, key: &[u8; 32], now: i64) -> Result<Option<Claim>> {
         let found = self
@@ -263,22 +285,25 @@ impl pap_storage::DecisionTx for Tx<'_> {
     /// not outlive this one, or once this one expired the other pair would find the PAP key
     /// free and be decided again. Claims are kept "at least" their TTL, so this is allowed.
     fn extend_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()> {
-        let found = self
-            .claims
-            .get(key)
-            .map_err(|e| redb_err(&self.path, e))?
-            .map(|v| v.value());
-        let Some((old_expiry, decided_at, row)) = found else {
-            return Ok(());
-        };
-        if old_expiry >= expires_at {
+        if self
+            .move_claim_expiry(key, expires_at, |old| old < expires_at)?
+            .is_none()
+        {
             return Ok(());
         }
-        self.claims
-            .insert(key, (expires_at, decided_at, row))
-            .map_err(|e| redb_err(&self.path, e))?;
         let next = self.next_row()?;
         self.index_expiry(key, expires_at, next);
+        Ok(())
+    }
+
+    /// Keeps the claim's decision and row, with the sooner expiry, listed in the expiry index
+    /// under it as well (its first entry, at the old expiry, then finds it gone or renewed).
+    fn shorten_claim(&mut self, key: &[u8; 32], expires_at: i64) -> Result<()> {
+        let Some(row) = self.move_claim_expiry(key, expires_at, |old| old > expires_at)? else {
+            return Ok(());
+        };
+        // Under the claim's own row: no other entry of the index is (this time, this row).
+        self.index_expiry(key, expires_at, row);
         Ok(())
     }
 

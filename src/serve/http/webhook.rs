@@ -96,7 +96,9 @@ pub(super) async fn post_webhook(
     let adapter = Arc::new(adapter);
     let route = adapter.path.clone();
     let size = bytes.len();
-    let mapped = off_thread_if_large(size, move || map(&adapter, &bytes, max_event_bytes)).await;
+    let now = app.clock.now_ms();
+    let mapped =
+        off_thread_if_large(size, move || map(&adapter, &bytes, max_event_bytes, now)).await;
     drop(place);
     match mapped {
         Some(Ok(parsed)) => answer(&app, &caller, &route, parsed).await,
@@ -107,8 +109,13 @@ pub(super) async fn post_webhook(
 
 /// The adapter's events of a body, each validated as any event is (the engine's
 /// [`crate::adapter::events_of_body`], which `pap adapt` and `pap dispatch --adapter` share).
-fn map(adapter: &Adapter, bytes: &[u8], max_event_bytes: u64) -> Result<Vec<Parsed>, String> {
-    let events = crate::adapter::events_of_body(adapter, bytes, max_event_bytes)
+fn map(
+    adapter: &Adapter,
+    bytes: &[u8],
+    max_event_bytes: u64,
+    now: i64,
+) -> Result<Vec<Parsed>, String> {
+    let events = crate::adapter::events_of_body(adapter, bytes, max_event_bytes, now)
         .map_err(|why| why.to_string())?;
     Ok(events
         .into_iter()

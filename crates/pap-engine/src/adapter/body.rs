@@ -17,13 +17,15 @@ pub struct BodyEvent {
     pub event: Result<Event, Invalid>,
 }
 
-/// The events of `bytes` by `adapter`. `Err` when the body makes none: it is not JSON (a
+/// The events of `bytes` by `adapter`, received at `now` (ms: `refire_after` counts to it).
+/// `Err` when the body makes none: it is not JSON (a
 /// duplicate key included, as for any event), its `each` names no array, or its events would
 /// add up to more than a few times the body.
 pub fn events_of_body(
     adapter: &Adapter,
     bytes: &[u8],
     max_event_bytes: u64,
+    now: i64,
 ) -> Result<Vec<BodyEvent>, UnmappableBody> {
     let Strict(body) = serde_json::from_slice::<Strict>(bytes)
         .map_err(|e| format!("the body is not valid JSON: {e}"))?;
@@ -34,7 +36,7 @@ pub fn events_of_body(
         total_bytes: bytes.len().saturating_mul(4).max(1 << 20),
     };
     let mapped = adapter
-        .map_reason(body, limits)
+        .map_reason(body, limits, now)
         .map_err(|why| format!("adapter `{}`: {why}", adapter.name))?;
     Ok(mapped
         .into_iter()
@@ -82,7 +84,7 @@ mod tests {
                "startsAt":"2026-11-28T08:00:00Z","endsAt":"0001-01-01T00:00:00Z","generatorURL":""},
               {"status":"firing","labels":{"alertname":"B"},"annotations":{},
                "startsAt":"not a time","endsAt":"0001-01-01T00:00:00Z","generatorURL":""}]}"#;
-        let events = events_of_body(&alertmanager(), body, 1 << 20).unwrap();
+        let events = events_of_body(&alertmanager(), body, 1 << 20, 0).unwrap();
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].index, Some(0));
         let first = events[0].event.as_ref().unwrap();
@@ -94,15 +96,15 @@ mod tests {
 
     #[test]
     fn a_body_that_is_not_json_or_has_no_alerts_makes_no_events() {
-        let why = events_of_body(&alertmanager(), b"{\"alerts\": [", 1 << 20).unwrap_err();
+        let why = events_of_body(&alertmanager(), b"{\"alerts\": [", 1 << 20, 0).unwrap_err();
         assert!(
             why.reason().starts_with("the body is not valid JSON"),
             "{why}"
         );
-        let why = events_of_body(&alertmanager(), b"{\"a\": 1, \"a\": 2}", 1 << 20).unwrap_err();
+        let why = events_of_body(&alertmanager(), b"{\"a\": 1, \"a\": 2}", 1 << 20, 0).unwrap_err();
         assert!(why.reason().contains("appears twice"), "{why}");
         let why =
-            events_of_body(&alertmanager(), b"{\"status\": \"firing\"}", 1 << 20).unwrap_err();
+            events_of_body(&alertmanager(), b"{\"status\": \"firing\"}", 1 << 20, 0).unwrap_err();
         assert_eq!(
             why.reason(),
             "adapter `alertmanager`: the body has no `$.alerts`"

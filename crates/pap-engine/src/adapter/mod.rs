@@ -128,6 +128,60 @@ pub struct Adapter {
     pub source: Field,
     pub time: Field,
     pub data: Data,
+    /// What besides the mapped id tells one occurrence of an alert from another.
+    pub identity: Identity,
+}
+
+/// `identity_annotations` and `refire_after`: what an alert adapter adds to the id its `event.id`
+/// makes, so that a repeat of the same alert is the same event (hence `duplicate`) unless
+/// something an on-call person cares about changed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Identity {
+    /// Annotations (`item.annotations.NAME`) whose values are part of the identity. None by
+    /// default: annotations are often templated with `{{ $value }}`, and would otherwise make
+    /// every repeat of a storm a new event.
+    pub annotations: Vec<String>,
+    /// A firing element (`item.status` is `firing`) received this long (ms) or more after its
+    /// `item.startsAt` is a new event: one per whole period it has been firing.
+    pub refire_after_ms: Option<i64>,
+}
+
+impl Identity {
+    /// What to append to the element's id when it is received at `now` (ms): `-a` and 12 hex
+    /// digits of the annotations' SHA-256 when any are named, `-refireN` from the first whole
+    /// period on. Empty when neither applies, so an adapter without them keeps its ids.
+    fn suffix(&self, item: &Value, now: i64) -> String {
+        let mut out = String::new();
+        if !self.annotations.is_empty() {
+            use sha2::{Digest, Sha256};
+            let values: Vec<Value> = self
+                .annotations
+                .iter()
+                .map(|name| {
+                    item.get("annotations")
+                        .and_then(|a| a.get(name))
+                        .cloned()
+                        .unwrap_or(Value::Null)
+                })
+                .collect();
+            let digest = Sha256::digest(Value::Array(values).to_string());
+            out.push_str("-a");
+            out.push_str(&crate::text::hex(digest.as_slice())[..12]);
+        }
+        if let Some(period) = self.refire_after_ms.filter(|p| *p > 0)
+            && item.get("status").and_then(Value::as_str) == Some("firing")
+            && let Some(started) = item
+                .get("startsAt")
+                .and_then(Value::as_str)
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        {
+            let periods = now.saturating_sub(started.as_millisecond()) / period;
+            if periods > 0 {
+                out.push_str(&format!("-refire{periods}"));
+            }
+        }
+        out
+    }
 }
 
 /// What mapping one body may cost.
@@ -178,20 +232,32 @@ fn zero_time(text: &str) -> bool {
 }
 
 impl Adapter {
-    /// The events of `body`. `Err` when `each` does not name an array in it, or when the
-    /// events would add up to more than `limits.total_bytes`.
-    pub fn map(&self, body: Value, limits: Limits) -> Result<Vec<Mapped>, UnmappableBody> {
-        self.map_reason(body, limits).map_err(UnmappableBody::from)
+    /// The events of `body`, received at `now` (ms; see [`Identity`]). `Err` when `each` does
+    /// not name an array in it, or when the events would add up to more than
+    /// `limits.total_bytes`.
+    pub fn map(
+        &self,
+        body: Value,
+        limits: Limits,
+        now: i64,
+    ) -> Result<Vec<Mapped>, UnmappableBody> {
+        self.map_reason(body, limits, now)
+            .map_err(UnmappableBody::from)
     }
 
     /// [`Self::map`], with the reason as text.
-    pub(crate) fn map_reason(&self, body: Value, limits: Limits) -> Result<Vec<Mapped>, String> {
+    pub(crate) fn map_reason(
+        &self,
+        body: Value,
+        limits: Limits,
+        now: i64,
+    ) -> Result<Vec<Mapped>, String> {
         let mut total = 0usize;
         let Some(each) = &self.each else {
             let doc = json!({ "item": body.clone(), "body": body });
             return Ok(vec![Mapped {
                 index: None,
-                event: self.measured(&doc, limits, &mut total)?,
+                event: self.measured(&doc, limits, now, &mut total)?,
             }]);
         };
         let mut body = body;
@@ -215,7 +281,7 @@ impl Adapter {
             doc["item"] = item;
             out.push(Mapped {
                 index: Some(i),
-                event: self.measured(&doc, limits, &mut total)?,
+                event: self.measured(&doc, limits, now, &mut total)?,
             });
         }
         Ok(out)
@@ -227,9 +293,10 @@ impl Adapter {
         &self,
         doc: &Value,
         limits: Limits,
+        now: i64,
         total: &mut usize,
     ) -> Result<Result<Value, MapError>, String> {
-        let event = match self.event(doc) {
+        let event = match self.event(doc, now) {
             Ok(event) => event,
             Err(e) => return Ok(Err(e)),
         };
@@ -253,8 +320,9 @@ impl Adapter {
         Ok(Ok(event))
     }
 
-    fn event(&self, doc: &Value) -> Result<Value, MapError> {
-        let id = self.id.text(doc, |_| false);
+    fn event(&self, doc: &Value, now: i64) -> Result<Value, MapError> {
+        let suffix = self.identity.suffix(&doc["item"], now);
+        let id = self.id.text(doc, |_| false).map(|id| id + &suffix);
         let fail = |reason: String| MapError {
             id: id.clone(),
             reason,
@@ -267,7 +335,7 @@ impl Adapter {
                 ))
             })
         };
-        let id_text = need(&self.id, "id", &|_| false)?;
+        let id_text = need(&self.id, "id", &|_| false)? + &suffix;
         let kind = need(&self.kind, "type", &|_| false)?;
         let source = need(&self.source, "source", &|_| false)?;
         let time = need(&self.time, "time", &zero_time)?;
@@ -349,6 +417,7 @@ mod tests {
                 ("receiver".into(), expr("$.body.receiver")),
                 ("missing".into(), expr("$.item.nope")),
             ]),
+            identity: Identity::default(),
         }
     }
 
@@ -360,7 +429,7 @@ mod tests {
             {"fp": "a2", "status": "resolved", "labels": {},
              "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2026-01-01T01:00:00Z"}
         ]});
-        let got = alerts().map(body, LIMITS).unwrap();
+        let got = alerts().map(body, LIMITS, 0).unwrap();
         let e0 = got[0].event.as_ref().unwrap();
         assert_eq!(e0["id"], "a1-firing");
         assert_eq!(e0["type"], "x.alert.firing");
@@ -378,13 +447,17 @@ mod tests {
     #[test]
     fn an_element_without_a_needed_field_is_an_error_naming_it() {
         let got = alerts()
-            .map(json!({"alerts": [{"status": "firing", "fp": "z"}]}), LIMITS)
+            .map(
+                json!({"alerts": [{"status": "firing", "fp": "z"}]}),
+                LIMITS,
+                0,
+            )
             .unwrap();
         let err = got[0].event.as_ref().unwrap_err();
         assert_eq!(err.id.as_deref(), Some("z-firing"));
         assert!(err.reason.contains("`time`"), "{}", err.reason);
-        assert!(alerts().map(json!({"alerts": 3}), LIMITS).is_err());
-        assert!(alerts().map(json!({}), LIMITS).is_err());
+        assert!(alerts().map(json!({"alerts": 3}), LIMITS, 0).is_err());
+        assert!(alerts().map(json!({}), LIMITS, 0).is_err());
     }
 
     const LIMITS: Limits = Limits {
@@ -406,7 +479,7 @@ mod tests {
             total_bytes: 200_000,
         };
         let err = a
-            .map(json!({"receiver": big, "alerts": alerts}), limits)
+            .map(json!({"receiver": big, "alerts": alerts}), limits, 0)
             .unwrap_err();
         assert!(err.reason().contains("add up to more than 200000"), "{err}");
         // One event over the event limit is refused alone.
@@ -418,6 +491,7 @@ mod tests {
             .map(
                 json!({"receiver": "x".repeat(600), "alerts": [{"fp": 1, "status": "firing", "startsAt": "t"}]}),
                 small,
+                0,
             )
             .unwrap();
         assert!(
@@ -428,6 +502,71 @@ mod tests {
                 .reason
                 .contains("max_event_bytes")
         );
+    }
+
+    fn alert(summary: &str, value: &str, starts: &str) -> Value {
+        json!({"fp": "f1", "status": "firing", "startsAt": starts, "endsAt": "0001-01-01T00:00:00Z",
+               "annotations": {"summary": summary, "value": value}})
+    }
+
+    fn id_of(a: &Adapter, item: Value, now: i64) -> String {
+        let got = a.map(json!({"alerts": [item]}), LIMITS, now).unwrap();
+        got[0].event.as_ref().unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    const START: &str = "2026-01-01T00:00:00Z";
+    const START_MS: i64 = 1_767_225_600_000;
+
+    #[test]
+    fn without_identity_settings_annotations_and_time_do_not_change_the_id() {
+        let a = alerts();
+        let first = id_of(&a, alert("disk full", "91%", START), START_MS);
+        assert_eq!(first, "f1-firing");
+        let repeat = id_of(&a, alert("disk full", "97%", START), START_MS + 86_400_000);
+        assert_eq!(repeat, first);
+    }
+
+    #[test]
+    fn identity_annotations_are_part_of_the_id_and_others_are_not() {
+        let mut a = alerts();
+        a.identity.annotations = vec!["summary".into()];
+        let first = id_of(&a, alert("disk full", "91%", START), START_MS);
+        assert!(first.starts_with("f1-firing-a"), "{first}");
+        assert_eq!(first.len(), "f1-firing-a".len() + 12);
+        assert_eq!(id_of(&a, alert("disk full", "97%", START), START_MS), first);
+        assert_ne!(
+            id_of(&a, alert("disk nearly full", "91%", START), START_MS),
+            first
+        );
+        // A missing annotation is a value too (null), not an error.
+        let mut bare = alert("x", "y", START);
+        bare["annotations"] = json!({});
+        assert!(id_of(&a, bare, START_MS).starts_with("f1-firing-a"));
+    }
+
+    #[test]
+    fn refire_after_makes_a_new_id_per_whole_period_of_firing() {
+        let mut a = alerts();
+        a.identity.refire_after_ms = Some(4 * 3_600_000);
+        let at = |hours: i64| id_of(&a, alert("s", "v", START), START_MS + hours * 3_600_000);
+        assert_eq!(at(0), "f1-firing");
+        assert_eq!(at(3), "f1-firing");
+        assert_eq!(at(4), "f1-firing-refire1");
+        assert_eq!(at(7), "f1-firing-refire1");
+        assert_eq!(at(9), "f1-firing-refire2");
+        // A resolution is one event however long the alert fired.
+        let mut resolved = alert("s", "v", START);
+        resolved["status"] = json!("resolved");
+        resolved["endsAt"] = json!("2026-01-02T00:00:00Z");
+        assert_eq!(
+            id_of(&a, resolved, START_MS + 30 * 3_600_000),
+            "f1-resolved"
+        );
+        // A clock behind `startsAt` is period 0, not a negative one.
+        assert_eq!(at(-5), "f1-firing");
     }
 
     #[test]

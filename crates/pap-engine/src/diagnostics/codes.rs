@@ -253,6 +253,10 @@ pub const CODES: &[CodeInfo] = &[
         "a webhook adapter's route that is not under /v1/ingest/, or that another adapter has",
     ),
     error(
+        "invalid-annotation",
+        "an empty name, or one with control characters, in an adapter's `identity_annotations`",
+    ),
+    error(
         "anonymous-approve",
         "`approve` among the anonymous scopes (an approval names a person)",
     ),

@@ -12,7 +12,7 @@ use super::raw::{
     AdapterAuthSettings, AdapterData, AdapterEventSettings, AdapterField, AdapterSettings,
 };
 use super::yaml_tree::PathSeg;
-use crate::adapter::{self, Adapter, AdapterAuth, Data, Expr, Field, Hmac, presets};
+use crate::adapter::{self, Adapter, AdapterAuth, Data, Expr, Field, Hmac, Identity, presets};
 use crate::path;
 
 /// A problem in one adapter entry, at a path relative to the entry.
@@ -101,6 +101,12 @@ fn overlay(mut base: AdapterSettings, over: &AdapterSettings) -> AdapterSettings
     if over.each.is_some() {
         base.each = over.each.clone();
     }
+    if over.identity_annotations.is_some() {
+        base.identity_annotations = over.identity_annotations.clone();
+    }
+    if over.refire_after.is_some() {
+        base.refire_after = over.refire_after.clone();
+    }
     if let Some(e) = &over.event {
         let b = base.event.get_or_insert_with(AdapterEventSettings::default);
         let fields = [
@@ -166,6 +172,7 @@ pub fn compile(raw: &AdapterSettings) -> (Option<Adapter>, Vec<Problem>) {
             })
             .ok()
     });
+    let identity = compile_identity(raw, &mut problems);
     let event = raw.event.clone().unwrap_or_default();
     let mut field = |name: &str, f: &Option<AdapterField>| -> Option<Field> {
         let Some(f) = f else {
@@ -232,11 +239,53 @@ pub fn compile(raw: &AdapterSettings) -> (Option<Adapter>, Vec<Problem>) {
                 source,
                 time,
                 data,
+                identity,
             })
         }
         _ => None,
     };
     (adapter, problems)
+}
+
+/// `identity_annotations` and `refire_after`.
+fn compile_identity(raw: &AdapterSettings, problems: &mut Vec<Problem>) -> Identity {
+    let mut identity = Identity::default();
+    for (i, name) in raw.identity_annotations.iter().flatten().enumerate() {
+        if name.is_empty() || name.chars().any(char::is_control) {
+            problems.push(Problem {
+                code: "invalid-annotation",
+                at: path!["identity_annotations", i].to_vec(),
+                message: if name.is_empty() {
+                    "an annotation name is empty".to_owned()
+                } else {
+                    format!("{name:?} is not an annotation name (it has control characters)")
+                },
+                help: Some("name annotations as the alert carries them, e.g. [summary]"),
+            });
+        } else {
+            identity.annotations.push(name.clone());
+        }
+    }
+    if let Some(text) = &raw.refire_after {
+        match crate::manifest::duration::parse(text) {
+            Ok(d) if d.as_secs() >= 60 => {
+                identity.refire_after_ms = Some(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            }
+            Ok(_) => problems.push(Problem {
+                code: "invalid-duration",
+                at: path!["refire_after"].to_vec(),
+                message: format!("refire_after `{text}` is shorter than a minute"),
+                help: Some("a firing alert is looked at again after hours, e.g. `4h`"),
+            }),
+            Err(why) => problems.push(Problem {
+                code: "invalid-duration",
+                at: path!["refire_after"].to_vec(),
+                message: format!("refire_after `{text}`: {}", why.reason()),
+                help: Some("a duration such as `30m`, `4h` or `1d`"),
+            }),
+        }
+    }
+    identity
 }
 
 fn parse_expr(text: &str, at: Vec<PathSeg>, problems: &mut Vec<Problem>) -> Option<Expr> {
@@ -349,7 +398,7 @@ mod tests {
             event_bytes: 1 << 20,
             total_bytes: 1 << 24,
         };
-        let got = a.map(body, limits).unwrap();
+        let got = a.map(body, limits, 0).unwrap();
         assert_eq!(got[0].event.as_ref().unwrap()["type"], "ops.alert.firing");
     }
 }

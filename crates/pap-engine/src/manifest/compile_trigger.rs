@@ -406,6 +406,7 @@ fn compile_throttle(ctx: &mut FileCtx, t: &raw::Throttle, at: &[PathSeg]) -> Opt
         max_per_window: u64::try_from(t.max_per_window).ok()?,
         window: Duration::from_secs(u64::try_from(t.window_seconds).ok()?),
         window_key,
+        release_key: t.release_key.unwrap_or(false),
     })
 }
 

@@ -118,6 +118,8 @@ pub struct Throttle {
     pub max_per_window: u64,
     pub window: Duration,
     pub window_key: Option<JsonPath>,
+    /// A throttled decision holds the idempotency key only until this window has room.
+    pub release_key: bool,
 }
 
 /// At most `limit` invocations run at once per value `key` selects (a pap extension).

@@ -154,6 +154,11 @@ pub struct Throttle {
     /// JSONPath whose value (serialised as JSON) separates windows, e.g. `$.data.region`.
     #[serde(default)]
     pub window_key: Option<String>,
+    /// A pap extension: a throttled decision holds the event's idempotency key only until
+    /// the window has room again, so that a repeat of the event (an alert that keeps firing)
+    /// is decided again then instead of being a `duplicate` for the whole key TTL.
+    #[serde(default)]
+    pub release_key: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -667,6 +672,16 @@ pub struct AdapterSettings {
     /// over `{"item": ELEMENT, "body": BODY}`, or a list of them (the first non-empty wins).
     #[serde(default)]
     pub event: Option<AdapterEventSettings>,
+    /// Annotations of each element (`item.annotations.NAME`) whose values are part of the
+    /// event's identity, e.g. `[summary]`. None by default: annotations templated with
+    /// `{{ $value }}` would otherwise make every repeat of a firing alert a new event.
+    #[serde(default)]
+    pub identity_annotations: Option<Vec<String>>,
+    /// A firing element (`item.status: firing`) received this long after its
+    /// `item.startsAt` is a new event, once per whole period (`4h`), so that an alert that
+    /// keeps firing is looked at again. Default: never.
+    #[serde(default)]
+    pub refire_after: Option<String>,
 }
 
 /// `adapters[].auth`.

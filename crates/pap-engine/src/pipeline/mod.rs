@@ -256,6 +256,11 @@ impl<'p> Pipeline<'p> {
             };
             (outcome, Some(reason), None, false)
         };
+        if claimed_new && let Some(until) = released_at(trigger, outcome, reason.as_ref()) {
+            // `release_key`: a throttled decision holds its key only until the window has
+            // room, so a repeat then (an alert still firing) is decided again.
+            tx.shorten_claim(&claimed_key, until)?;
+        }
         if claimed_new {
             tx.record_decision(
                 &claimed_key,
@@ -599,4 +604,16 @@ pub(crate) fn audit_entry(
 /// Whether `risk` (as stored) is audited: medium and high (PAP 0.2 section 5).
 pub(crate) fn audited(risk: &str) -> bool {
     matches!(risk, "medium" | "high")
+}
+
+/// When a throttled decision lets go of its key under `release_key`: once every refusing
+/// window has room (the reason's next slot). `None` when the key is held its whole TTL.
+fn released_at(trigger: &Trigger, outcome: Outcome, reason: Option<&Reason>) -> Option<i64> {
+    if outcome != Outcome::Throttled || !trigger.throttles.iter().any(|t| t.release_key) {
+        return None;
+    }
+    match reason {
+        Some(Reason::Throttled { next, .. }) => Some(*next),
+        _ => None,
+    }
 }

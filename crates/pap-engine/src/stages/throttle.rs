@@ -134,6 +134,7 @@ mod tests {
             max_per_window: max,
             window: Duration::from_secs(secs),
             window_key: key.map(|k| JsonPath::parse(k).unwrap()),
+            release_key: false,
         }
     }
 
