@@ -49,12 +49,14 @@ fn ids_at(p: &Project, file: &Path, now: &str) -> Vec<String> {
         .collect()
 }
 
-/// `pap dispatch --adapter alertmanager --no-run --json FILE` at `now`: each alert's outcome
-/// for the one trigger, in order.
-fn outcomes_at(p: &Project, file: &Path, now: &str) -> Vec<String> {
-    let out = p
-        .cmd()
-        .env("PAP_NOW", now)
+/// `pap dispatch --adapter alertmanager --no-run --json FILE`, at `now` when given (a test
+/// build's `PAP_NOW`): its report lines.
+pub(crate) fn dispatch_alertmanager(p: &Project, file: &Path, now: Option<&str>) -> Vec<Value> {
+    let mut cmd = p.cmd();
+    if let Some(now) = now {
+        cmd.env("PAP_NOW", now);
+    }
+    let out = cmd
         .args([
             "dispatch",
             "--adapter",
@@ -68,10 +70,15 @@ fn outcomes_at(p: &Project, file: &Path, now: &str) -> Vec<String> {
     assert!(matches!(code(&out), 0 | 4), "{}", stderr(&out));
     stdout(&out)
         .lines()
-        .map(|l| {
-            let line: Value = serde_json::from_str(l).unwrap();
-            line["triggers"][0]["outcome"].as_str().unwrap().to_owned()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Each alert's outcome for the one trigger, dispatched at `now`, in order.
+fn outcomes_at(p: &Project, file: &Path, now: &str) -> Vec<String> {
+    dispatch_alertmanager(p, file, Some(now))
+        .iter()
+        .map(|line| line["triggers"][0]["outcome"].as_str().unwrap().to_owned())
         .collect()
 }
 

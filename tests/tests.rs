@@ -20,6 +20,7 @@ mod architecture;
 mod auth_reload;
 mod book_walkthrough;
 mod budget;
+mod cancel_on;
 mod cli_conventions;
 mod cluster_crash;
 mod concurrency;

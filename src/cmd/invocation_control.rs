@@ -1,14 +1,12 @@
 //! `pap invocations retry` and `pap invocations cancel`: an operator's control over
 //! invocations that ended without success, or that should not go on.
 
-use std::time::Duration;
-
 use anyhow::bail;
 
 use super::{Outcome, approve, context, typed_ids};
 use crate::agent::control as invocation;
 use crate::cli::{CancelArgs, Cli, RetryArgs};
-use crate::domain::{Invocation, Lease, Runner, Status};
+use crate::domain::{Invocation, Lease, Status};
 use crate::serve::control;
 
 pub(super) fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
@@ -133,7 +131,8 @@ pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
     for (inv, lease) in &cancelled {
         let stopped = match (lease, &state_dir) {
             (Some(lease), Some(dir)) if lease.node == crate::liveness::this_node() => {
-                crate::agent::groups::read(dir, &inv.id).map(|group| stop_group(&group, grace))
+                crate::agent::groups::read(dir, &inv.id)
+                    .map(|group| crate::agent::groups::stop(&group, grace))
             }
             (Some(lease), _) => {
                 crate::say!(
@@ -194,17 +193,4 @@ pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Failure
     })
-}
-
-/// Stops a running agent's process group: SIGTERM, then SIGKILL once `grace` has passed.
-/// Returns whether a process of it was running.
-fn stop_group(group: &Runner, grace: Duration) -> bool {
-    if !group.signal_group(nix::sys::signal::Signal::SIGTERM) {
-        return false;
-    }
-    if !group.wait_group_ended(grace) {
-        group.kill_group();
-        group.wait_group_gone(Duration::from_secs(5));
-    }
-    true
 }

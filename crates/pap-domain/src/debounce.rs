@@ -20,4 +20,8 @@ pub struct PendingFire {
     pub due: i64,
     /// The last event of the burst, as decided (its data is what the agent gets).
     pub event: Value,
+    /// Who sent that event (a `cancel_on` event may end the fire only if it may end what
+    /// that sender started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<crate::invocation::Sender>,
 }

@@ -125,6 +125,43 @@ pub struct Invocation {
     /// keeps its concurrency slots until they are gone or this time has passed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopping_until: Option<i64>,
+    /// How a later event may end it before it finishes (its trigger's `cancel_on`, a pap
+    /// extension): stores index the unfinished ones by trigger and key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<CancelKey>,
+}
+
+/// Who sent an event over HTTP: the route it came through and the principal that posted it
+/// (`None`: anonymous). An event from this host (the command line, the spool, a schedule,
+/// an agent's emitted event) has no sender.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sender {
+    pub route: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+}
+
+/// The key under which a later event of its trigger's `cancel_on` finds an unfinished
+/// invocation, and who sent the event that started it (who may cancel it depends on that).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelKey {
+    /// What `cancel_on.match` selected in the starting event, as JSON.
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<Sender>,
+}
+
+impl Invocation {
+    /// Its entry in a store's cancel index while it is unfinished and has a cancel key:
+    /// (trigger, key, creation order).
+    pub fn cancel_entry(&self) -> Option<(&str, &str, u64)> {
+        let cancel = self.cancel.as_ref()?;
+        (!self.status.is_terminal()).then_some((
+            self.trigger.as_str(),
+            cancel.key.as_str(),
+            self.seq,
+        ))
+    }
 }
 
 /// One concurrency key of an invocation: at most `limit` invocations with the same `scope`
@@ -197,6 +234,7 @@ impl Invocation {
             retry_of: None,
             concurrency: Vec::new(),
             stopping_until: None,
+            cancel: None,
         }
     }
 

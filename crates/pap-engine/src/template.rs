@@ -99,6 +99,23 @@ impl Template {
         Ok(Template { parts })
     }
 
+    /// Whether some values of its placeholders render it as `text`: each placeholder stands
+    /// for any text that is not empty (lint asks which adapter can make an event type).
+    pub(crate) fn could_render(&self, text: &str) -> bool {
+        fn from(parts: &[Part], text: &str) -> bool {
+            match parts.split_first() {
+                None => text.is_empty(),
+                Some((Part::Text(t), rest)) => {
+                    text.strip_prefix(t.as_str()).is_some_and(|r| from(rest, r))
+                }
+                Some((_, rest)) => (1..=text.len())
+                    .filter(|i| text.is_char_boundary(*i))
+                    .any(|i| from(rest, &text[i..])),
+            }
+        }
+        from(&self.parts, text)
+    }
+
     /// Fills the placeholders: `lookup` answers names, `event` the `event.…` paths. A value
     /// that is absent renders as empty; a non-string as JSON.
     pub fn render(&self, lookup: impl Fn(&str) -> Option<String>, event: &Value) -> String {

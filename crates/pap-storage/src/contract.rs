@@ -38,6 +38,7 @@ const CHECKS: &[Check] = checks![
     a_shortened_claim_frees_its_key_sooner_and_is_purged_then,
     sequences_and_lease_tokens_only_grow,
     only_the_current_lease_may_record_an_attempt,
+    only_unfinished_invocations_are_cancellable_by_their_trigger_and_key,
     invocations_round_trip_and_list_in_creation_order,
     due_work_and_due_approvals_follow_status_and_times,
     throttle_windows_forget_what_left_them,
@@ -235,6 +236,58 @@ fn sequences_and_lease_tokens_only_grow(s: &dyn Storage) -> Result<()> {
     Ok(())
 }
 
+fn only_unfinished_invocations_are_cancellable_by_their_trigger_and_key(
+    s: &dyn Storage,
+) -> Result<()> {
+    use crate::domain::CancelKey;
+    let keyed = |id: &str, seq: u64, status: Status, trigger: &str, key: &str| {
+        let mut inv = invocation(id, seq, status);
+        inv.trigger = trigger.into();
+        inv.cancel = Some(CancelKey {
+            key: key.into(),
+            sender: None,
+        });
+        inv
+    };
+    let ids = |list: Vec<Invocation>| list.into_iter().map(|i| i.id).collect::<Vec<_>>();
+    s.write(|tx| {
+        tx.insert_invocation(&keyed("c1", 1, Status::AwaitingApproval, "t", "\"a\""))?;
+        tx.insert_invocation(&keyed("c2", 2, Status::Queued, "t", "\"a\""))?;
+        tx.insert_invocation(&keyed("c3", 3, Status::Running, "t", "\"a\""))?;
+        tx.insert_invocation(&keyed("c4", 4, Status::Succeeded, "t", "\"a\""))?;
+        tx.insert_invocation(&keyed("c5", 5, Status::Queued, "t", "\"b\""))?;
+        tx.insert_invocation(&keyed("c6", 6, Status::Queued, "u", "\"a\""))?;
+        // Without a cancel key, never.
+        tx.insert_invocation(&invocation("c7", 7, Status::Queued))?;
+        // Seen by the transaction that wrote them, oldest first, bounded.
+        assert_eq!(ids(tx.cancellable("t", "\"a\"", 10)?), ["c1", "c2", "c3"]);
+        assert_eq!(ids(tx.cancellable("t", "\"a\"", 2)?), ["c1", "c2"]);
+        Ok(())
+    })?;
+    s.write(|tx| {
+        let found = tx.cancellable("t", "\"a\"", 10)?;
+        assert_eq!(
+            found[0].event["data"]["n"], 1,
+            "the whole invocation, event included"
+        );
+        // Once it ends, it leaves the index; a changed status of an open one keeps it there.
+        let mut done = tx.invocation("c2")?.expect("c2");
+        done.status = Status::Cancelled;
+        tx.put_invocation(&done)?;
+        let mut approved = tx.invocation("c1")?.expect("c1");
+        approved.status = Status::Queued;
+        tx.put_invocation(&approved)?;
+        assert_eq!(ids(tx.cancellable("t", "\"a\"", 10)?), ["c1", "c3"]);
+        assert_eq!(ids(tx.cancellable("t", "\"b\"", 10)?), ["c5"]);
+        assert!(tx.cancellable("t", "\"z\"", 10)?.is_empty());
+        Ok(())
+    })?;
+    s.write(|tx| {
+        assert_eq!(ids(tx.cancellable("t", "\"a\"", 10)?), ["c1", "c3"]);
+        Ok(())
+    })
+}
+
 fn only_the_current_lease_may_record_an_attempt(s: &dyn Storage) -> Result<()> {
     let (first, second) = s.write(|tx| {
         let first = tx.issue_lease_token()?;
@@ -351,6 +404,7 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
         pending: Some(PendingFire {
             due,
             event: serde_json::json!({"n": n}),
+            sender: None,
         }),
     };
     assert_eq!(s.read(|r| r.debounce_next_due())?, None);
@@ -990,6 +1044,10 @@ fn populate(s: &dyn Storage) -> Result<()> {
                 pending: Some(crate::domain::debounce::PendingFire {
                     due: 500,
                     event: json!({"id": "ev-3", "data": {"z": 1, "a": 2}}),
+                    sender: Some(crate::domain::Sender {
+                        route: "/v1/ingest/alertmanager".into(),
+                        principal: None,
+                    }),
                 }),
             },
         )?;

@@ -89,6 +89,12 @@ pub trait WorkTx {
     /// Inserts or updates an invocation.
     fn put_invocation(&mut self, inv: &Invocation) -> Result<()>;
 
+    /// The unfinished invocations (queued, awaiting approval, running) of `trigger` whose
+    /// cancel key is `key` (see [`Invocation::cancel_entry`]), oldest first, at most `limit`:
+    /// what an event of the trigger's `cancel_on` may end. The store keeps the index from the
+    /// invocations it writes, so this reads no other invocation.
+    fn cancellable(&self, trigger: &str, key: &str, limit: usize) -> Result<Vec<Invocation>>;
+
     /// Whether `inv` has to wait for one of its concurrency keys: the key's index name, and
     /// why (its limit is running, or invocations decided before it wait for the free slots).
     /// The store keeps who waits and who runs per key from the invocations it writes, and

@@ -64,6 +64,13 @@ pub const MIGRATIONS: &[Migration] = &[
         phase: Phase::Expand,
         then: None,
     },
+    Migration {
+        version: 5,
+        name: "cancel keys",
+        sql: include_str!("migrations/0005_cancel_keys.sql"),
+        phase: Phase::Expand,
+        then: None,
+    },
 ];
 
 /// The schema this binary reads and writes: its newest migration.

@@ -407,6 +407,21 @@ impl pap_storage::WorkTx for PgWrite<'_> {
         self.upsert_invocation(inv, false)
     }
 
+    fn cancellable(&self, trigger: &str, key: &str, max: usize) -> Result<Vec<Invocation>> {
+        // The partial expression index of migration 5 holds exactly these rows.
+        let rows = self.s.query(
+            "SELECT record::text FROM pap_invocations \
+             WHERE record->'cancel' IS NOT NULL \
+             AND status IN ('queued', 'awaiting_approval', 'running') \
+             AND record->>'trigger' = $1 AND record#>>'{cancel,key}' = $2 \
+             ORDER BY seq LIMIT $3 FOR NO KEY UPDATE",
+            &[&trigger, &key, &limit(max)],
+        )?;
+        rows.iter()
+            .map(|r| self.s.decode("invocation", r.get(0)))
+            .collect()
+    }
+
     fn concurrency_block(&self, inv: &Invocation, now: i64) -> Result<Option<(String, String)>> {
         if inv.concurrency.is_empty() {
             return Ok(None);

@@ -19,7 +19,9 @@ use serde_json::Value;
 
 use super::varint;
 use pap_domain::Carried;
-use pap_domain::{ApprovalDecision, Attempt, ConcurrencySlot, Invocation, Lease, Status};
+use pap_domain::{
+    ApprovalDecision, Attempt, CancelKey, ConcurrencySlot, Invocation, Lease, Status,
+};
 
 const VERSION: u8 = 1;
 
@@ -67,6 +69,8 @@ struct ExtrasRef<'a> {
     concurrency: &'a [ConcurrencySlot],
     #[serde(skip_serializing_if = "Option::is_none")]
     stopping_until: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancel: Option<&'a CancelKey>,
 }
 
 #[derive(Deserialize)]
@@ -97,6 +101,8 @@ struct Extras {
     concurrency: Vec<ConcurrencySlot>,
     #[serde(default)]
     stopping_until: Option<i64>,
+    #[serde(default)]
+    cancel: Option<CancelKey>,
 }
 
 /// The status byte's flag for an internal turn.
@@ -156,6 +162,7 @@ pub(super) fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
         retry_of: inv.retry_of.as_deref(),
         concurrency: &inv.concurrency,
         stopping_until: inv.stopping_until,
+        cancel: inv.cancel.as_ref(),
     };
     serde_json::to_writer(&mut out, &extras).expect("records serialise");
     out
@@ -223,6 +230,7 @@ pub(super) fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), M
         retry_of: extras.retry_of,
         concurrency: extras.concurrency,
         stopping_until: extras.stopping_until,
+        cancel: extras.cancel,
     };
     Ok((inv, event))
 }
@@ -333,6 +341,13 @@ mod tests {
                 limit: 2,
             }],
             stopping_until: Some(9),
+            cancel: Some(CancelKey {
+                key: "\"fp1\"".into(),
+                sender: Some(pap_domain::Sender {
+                    route: "/v1/ingest/alertmanager".into(),
+                    principal: Some("am".into()),
+                }),
+            }),
         }
     }
 

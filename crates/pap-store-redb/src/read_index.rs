@@ -40,6 +40,17 @@ impl Tx<'_> {
             }
             self.add_count(new.status, 1)?;
         }
+        let (before, after) = (old.and_then(Invocation::cancel_entry), new.cancel_entry());
+        if before != after {
+            if let Some(entry) = before {
+                self.cancel_keys.remove(entry).map_err(e)?;
+            }
+            if let Some(entry) = after {
+                self.cancel_keys
+                    .insert(entry, packed.as_slice())
+                    .map_err(e)?;
+            }
+        }
         let before = old.and_then(awaiting_entry);
         let after = awaiting_entry(new);
         if before != after {

@@ -48,6 +48,7 @@ impl Store {
                 INVOCATIONS,
                 INVOCATION_ORDER,
                 AWAITING,
+                CANCEL_KEYS,
                 EVENTS,
                 APPROVAL_DEADLINES
             );

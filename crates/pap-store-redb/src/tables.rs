@@ -73,6 +73,12 @@ pub(super) const INVOCATION_ORDER: TableDefinition<(u64, &[u8]), ()> =
 /// the table's length and a page of the oldest reads no other record (format 8).
 pub(super) const AWAITING: TableDefinition<(u64, &[u8]), (i64, i64)> =
     TableDefinition::new("awaiting");
+/// (trigger id, cancel key, sequence number) → packed invocation id: exactly the unfinished
+/// invocations with a cancel key (a trigger's `cancel_on`), so an event that cancels reads
+/// only its own (added to format 9 as the debounce tables were to 6: a write creates it in a
+/// file from before it, and only writers read it).
+pub(super) const CANCEL_KEYS: TableDefinition<(&str, &str, u64), &[u8]> =
+    TableDefinition::new("cancel_keys");
 /// event number (`event_seq`) → the event's JSON: each event's body once, however many
 /// invocations it provoked (version 6).
 pub(super) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
@@ -179,7 +185,7 @@ pub(super) fn init(db: &Database, path: &Path) -> Result<()> {
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
         create!(DEBOUNCE, DEBOUNCE_DUE, BUDGET_TOKENS);
         create!(CONC_HOLDERS, CONC_WAITERS, CONC_KEYS);
-        create!(INVOCATION_ORDER, AWAITING);
+        create!(INVOCATION_ORDER, AWAITING, CANCEL_KEYS);
         create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))

@@ -55,6 +55,7 @@ pub struct Tx<'t> {
     /// The read indexes (see `read_index`).
     pub(super) order: Table<'t, (u64, &'static [u8]), ()>,
     pub(super) awaiting: Table<'t, (u64, &'static [u8]), (i64, i64)>,
+    pub(super) cancel_keys: Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
 }
 
 impl<'t> Tx<'t> {
@@ -84,6 +85,7 @@ impl<'t> Tx<'t> {
             schedules: txn.open_table(SCHEDULES).map_err(e)?,
             order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
             awaiting: txn.open_table(AWAITING).map_err(e)?,
+            cancel_keys: txn.open_table(CANCEL_KEYS).map_err(e)?,
         })
     }
 
@@ -548,6 +550,24 @@ impl pap_storage::WorkTx for Tx<'_> {
     fn put_invocation(&mut self, inv: &Invocation) -> Result<()> {
         let old = self.invocation_record(&inv.id)?;
         self.write_invocation(inv, old)
+    }
+
+    fn cancellable(&self, trigger: &str, key: &str, limit: usize) -> Result<Vec<Invocation>> {
+        let mut ids = Vec::new();
+        for row in self
+            .cancel_keys
+            .range((trigger, key, 0)..=(trigger, key, u64::MAX))
+            .map_err(|e| redb_err(&self.path, e))?
+            .take(limit)
+        {
+            let (_, packed) = row.map_err(|e| redb_err(&self.path, e))?;
+            ids.push(unpack_id(packed.value(), &self.path)?);
+        }
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            found.extend(pap_storage::WorkTx::invocation(self, &id)?);
+        }
+        Ok(found)
     }
 
     /// Ids of `queued` invocations due at or before `now` and of every `running` one (whose

@@ -78,8 +78,18 @@ pub(super) async fn answer(
     app: &App,
     caller: &super::auth::Caller,
     route: &str,
-    parsed: Vec<Parsed>,
+    mut parsed: Vec<Parsed>,
 ) -> Response {
+    // How they arrived goes with them: a trigger's `cancel_on` checks who may end what.
+    let sender = crate::domain::Sender {
+        route: route.to_owned(),
+        principal: caller.name.clone(),
+    };
+    for p in &mut parsed {
+        if let Ok(event) = &mut p.event {
+            event.sender = Some(sender.clone());
+        }
+    }
     let valid = parsed.iter().filter(|p| p.event.is_ok()).count();
     app.metrics.received(route, valid, parsed.len() - valid);
     if parsed.is_empty() {

@@ -55,3 +55,59 @@ pub fn read(state_dir: &Path, invocation: &str) -> Option<Runner> {
 pub fn remove(state_dir: &Path, invocation: &str) {
     let _ = std::fs::remove_file(path(state_dir, invocation));
 }
+
+/// Stops a running agent's process group: SIGTERM, then SIGKILL once `grace` has passed.
+/// Returns whether a process of it was running.
+pub fn stop(group: &Runner, grace: std::time::Duration) -> bool {
+    if !group.signal_group(nix::sys::signal::Signal::SIGTERM) {
+        return false;
+    }
+    if !group.wait_group_ended(grace) {
+        group.kill_group();
+        group.wait_group_gone(std::time::Duration::from_secs(5));
+    }
+    true
+}
+
+/// Stops the process groups of runs a decision cancelled while they ran (a trigger's
+/// `cancel_on`), as `pap invocations cancel` stops them, on a thread of its own: the deciding
+/// thread does not wait out their grace period. Runs on another node stop when their runner
+/// finds its lease gone. Once stopped, the concurrency slots they kept are freed.
+pub fn stop_cancelled(
+    store: std::sync::Arc<dyn crate::storage::Storage>,
+    runs: Vec<(String, crate::domain::Lease)>,
+    grace: std::time::Duration,
+) {
+    let Some(dir) = store.dir() else {
+        return;
+    };
+    let here: Vec<String> = runs
+        .into_iter()
+        .filter(|(_, lease)| lease.node == crate::liveness::this_node())
+        .map(|(id, _)| id)
+        .collect();
+    if here.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("pap-cancel-stop".into())
+        .spawn(move || {
+            for id in &here {
+                if let Some(group) = read(&dir, id) {
+                    stop(&group, grace);
+                }
+            }
+            let freed = store.write(|tx| {
+                for id in &here {
+                    super::release_stopping(tx, id)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = freed {
+                tracing::warn!(error = %e, "cannot free the concurrency slots of cancelled runs; they free at their stopping time");
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the thread that stops cancelled runs");
+    }
+}

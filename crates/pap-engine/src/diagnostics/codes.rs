@@ -253,6 +253,14 @@ pub const CODES: &[CodeInfo] = &[
         "a webhook adapter's route that is not under /v1/ingest/, or that another adapter has",
     ),
     error(
+        "cancel-key-unknown",
+        "a trigger's `cancel_on.match` names a field the events an adapter makes for its `match.type` or `cancel_on.type` never have",
+    ),
+    warning(
+        "cancel-key-unchecked",
+        "a trigger's `cancel_on.match` could not be checked: no adapter makes events of its `match.type` or `cancel_on.type`",
+    ),
+    error(
         "invalid-annotation",
         "an empty name, or one with control characters, in an adapter's `identity_annotations`",
     ),

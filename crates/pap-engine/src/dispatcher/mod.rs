@@ -70,6 +70,8 @@ pub struct Tally {
     pub outcomes: HashMap<&'static str, usize>,
     pub succeeded: usize,
     pub failed: usize,
+    /// Work ended by events' `cancel_on`.
+    pub cancelled: usize,
 }
 
 /// Runs a print so that a progress bar on the terminal is hidden meanwhile.
@@ -460,6 +462,7 @@ impl<'a> Dispatcher<'a> {
                     Err(bad) => Decided {
                         report: EventReport::invalid(p.input, bad.id, bad.kind, bad.reason),
                         to_run: Vec::new(),
+                        to_stop: Vec::new(),
                     },
                 });
             }
@@ -475,6 +478,15 @@ impl<'a> Dispatcher<'a> {
         let decided = store.write(decide)?;
         if let Some(o) = &self.observer {
             (o.committed)(started.elapsed());
+        }
+        // Recorded first, so a runner outliving its processes finds its lease gone.
+        let to_stop: Vec<_> = decided
+            .iter()
+            .flat_map(|d| d.to_stop.iter().cloned())
+            .collect();
+        if !to_stop.is_empty() {
+            let grace = self.runtime.project.config.serve.grace_period;
+            crate::agent::groups::stop_cancelled(store.clone(), to_stop, grace);
         }
         Ok(decided)
     }
@@ -614,6 +626,7 @@ impl<'a> Dispatcher<'a> {
             "no_match" => t.no_match += 1,
             _ => {}
         }
+        t.cancelled += r.cancelled.iter().filter(|c| c.cancelled).count();
         for tr in &r.triggers {
             if tr.outcome == Outcome::Disabled {
                 continue;

@@ -74,6 +74,9 @@ impl Format {
             }
             outcomes.push(part);
         }
+        if t.cancelled > 0 {
+            outcomes.push(p.yellow(&format!("{} cancelled by cancel_on", t.cancelled)));
+        }
         if !outcomes.is_empty() {
             s.push_str("; ");
             s.push_str(&outcomes.join(", "));
@@ -94,6 +97,20 @@ fn log(r: &EventReport) {
         input = %r.input,
     );
     let _entered = span.enter();
+    for c in &r.cancelled {
+        let work = c
+            .invocation_id
+            .as_deref()
+            .unwrap_or("pending debounce fire");
+        match &c.refused {
+            None => {
+                tracing::info!(trigger = %c.trigger, work, was = c.was, started_by = %c.event_id, "cancelled (cancel_on)")
+            }
+            Some(why) => {
+                tracing::warn!(trigger = %c.trigger, work, was = c.was, started_by = %c.event_id, reason = %why, "not cancelled (cancel_on)")
+            }
+        }
+    }
     match r.status {
         "invalid" => tracing::warn!(reason = r.error.as_deref().unwrap_or(""), "invalid event"),
         "no_match" => tracing::info!("no trigger matches the type"),
@@ -129,7 +146,7 @@ fn human(r: &EventReport, p: Paint, out: &mut String) {
                 r.error.as_deref().unwrap_or("")
             );
         }
-        "no_match" if r.triggers.is_empty() => {
+        "no_match" if r.triggers.is_empty() && r.cancelled.is_empty() => {
             let _ = writeln!(
                 out,
                 "{} {} {}: {}",
@@ -153,6 +170,9 @@ fn human(r: &EventReport, p: Paint, out: &mut String) {
                 String::new()
             };
             let _ = writeln!(out, "{} {} {}{from}{depth}", p.bold("●"), p.bold(id), kind);
+            for c in &r.cancelled {
+                cancel_line(c, p, out);
+            }
             for t in &r.triggers {
                 trigger_line(t, p, out);
             }
@@ -215,6 +235,28 @@ fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String) {
             let _ = writeln!(out, "        {} {}: {}", mark(s.passed), s.stage, s.note);
         }
     }
+}
+
+fn cancel_line(c: &crate::pipeline::cancel_on::Cancellation, p: Paint, out: &mut String) {
+    let work = match &c.invocation_id {
+        Some(id) => format!("{} ({})", p.dim(id), c.was.replace('_', " ")),
+        None => "its pending debounce fire".to_owned(),
+    };
+    let _ = match &c.refused {
+        None => writeln!(
+            out,
+            "    {} cancel_on: {} {work}, started by {}",
+            c.trigger,
+            p.yellow("cancelled"),
+            c.event_id
+        ),
+        Some(why) => writeln!(
+            out,
+            "    {} cancel_on: {} {work} — {why}",
+            c.trigger,
+            p.dim("left"),
+        ),
+    };
 }
 
 fn plural(n: usize, word: &str) -> String {

@@ -24,6 +24,9 @@ pub struct Event {
     pub kind: String,
     pub triggered_by: Option<String>,
     pub value: Value,
+    /// Who sent it over HTTP (route and principal); `None` for an event from this host. Not
+    /// part of the event: how it arrived, which a trigger's `cancel_on` checks.
+    pub sender: Option<crate::domain::Sender>,
 }
 
 /// Who produced the event: only the dispatcher may use the reserved `pap.` prefix.
@@ -119,6 +122,7 @@ pub fn validate(
         kind: kind.expect("checked"),
         triggered_by,
         value: Value::Object(map),
+        sender: None,
     })
 }
 

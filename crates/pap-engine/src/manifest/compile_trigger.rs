@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::regex_test::RegexTest;
 use serde_json::Value;
 
-use super::compiled::{Concurrency, Condition, Debounce, Test, Throttle, Trigger};
+use super::compiled::{CancelOn, Concurrency, Condition, Debounce, Test, Throttle, Trigger};
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, Operator};
 use super::yaml_tree::PathSeg;
@@ -41,6 +41,10 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         .concurrency
         .as_ref()
         .and_then(|c| compile_concurrency(ctx, c, &path!["trigger", "concurrency"]));
+    let cancel_on = match &raw.cancel_on {
+        None => Some(None),
+        Some(c) => compile_cancel_on(ctx, c).map(Some),
+    };
 
     let agent = match agents.get(&raw.agent) {
         Some(index) => *index,
@@ -73,6 +77,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         throttles,
         debounce,
         concurrency,
+        cancel_on: cancel_on?,
         agent: agent?,
         agent_id: raw.agent.clone(),
         file: ctx.file.to_string(),
@@ -330,6 +335,47 @@ fn compile_debounce(ctx: &mut FileCtx, d: &raw::Debounce) -> Option<Debounce> {
         quiet: Duration::from_secs(u64::try_from(d.seconds).ok()?),
         window_key,
         mode: d.mode.unwrap_or(raw::DebounceMode::Trailing),
+    })
+}
+
+/// `cancel_on`: its type (as `match.type`: `*` for a whole segment) and key path.
+fn compile_cancel_on(ctx: &mut FileCtx, c: &raw::CancelOn) -> Option<CancelOn> {
+    let pattern = match TypePattern::new(&c.event_type) {
+        Ok(p) => Some(p),
+        Err(problem) => {
+            ctx.at(
+                "invalid-event-type",
+                &path!["trigger", "cancel_on", "type"],
+                format!("`cancel_on.type` `{}` {problem}", c.event_type),
+            )
+            .help("the type of the events that end this trigger's work, e.g. `alertmanager.alert.resolved`");
+            None
+        }
+    };
+    let at = path!["trigger", "cancel_on", "match"];
+    let key = match JsonPath::parse(&c.key) {
+        Ok(p) => {
+            warn_if_costly(ctx, &p, &at);
+            Some(p)
+        }
+        Err(reason) => {
+            ctx.at(
+                "invalid-jsonpath",
+                &at,
+                format!(
+                    "`cancel_on.match` `{}` is not valid JSONPath: {reason}",
+                    c.key
+                ),
+            )
+            .help("e.g. `$.data.fingerprint`: the value both events share");
+            None
+        }
+    };
+    Some(CancelOn {
+        pattern: pattern?,
+        key: key?,
+        running: c.running.unwrap_or(false),
+        from: c.from.clone(),
     })
 }
 

@@ -65,6 +65,8 @@ pub struct Trigger {
     pub(crate) throttles: Vec<Throttle>,
     pub debounce: Option<Debounce>,
     pub concurrency: Option<Concurrency>,
+    /// Events that end what it started (a pap extension).
+    pub cancel_on: Option<CancelOn>,
     /// Index into [`Project::agents`].
     pub agent: usize,
     pub agent_id: String,
@@ -120,6 +122,17 @@ pub struct Throttle {
     pub window_key: Option<JsonPath>,
     /// A throttled decision holds the idempotency key only until this window has room.
     pub release_key: bool,
+}
+
+/// `cancel_on`: events of `pattern` end the trigger's unfinished work with the same `key`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CancelOn {
+    pub pattern: TypePattern,
+    pub key: JsonPath,
+    /// Running invocations too (a graceful stop).
+    pub running: bool,
+    /// Principals that may cancel any of the trigger's work.
+    pub from: Vec<String>,
 }
 
 /// At most `limit` invocations run at once per value `key` selects (a pap extension).

@@ -241,6 +241,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         }
     }
     check_id_suffixes(&triggers, &trigger_at, &mut diags);
+    super::cancel_check::check(&triggers, &trigger_at, &config.adapters, &mut diags);
     for trigger in &mut triggers {
         set_budgets(trigger, config.jsonpath_max_nodes);
     }
@@ -322,12 +323,14 @@ fn set_budgets(trigger: &mut Trigger, max_nodes: usize) {
         .as_mut()
         .and_then(|d| d.window_key.as_mut());
     let concurrency_key = trigger.concurrency.as_mut().and_then(|c| c.key.as_mut());
+    let cancel_key = trigger.cancel_on.as_mut().map(|c| &mut c.key);
     for key in trigger
         .throttles
         .iter_mut()
         .filter_map(|t| t.window_key.as_mut())
         .chain(debounce_key)
         .chain(concurrency_key)
+        .chain(cancel_key)
     {
         key.set_budget(max_nodes);
     }

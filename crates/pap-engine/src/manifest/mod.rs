@@ -4,6 +4,7 @@
 //! → compiled (what the dispatcher runs on). `loader` drives it for a whole project.
 
 pub mod cache;
+mod cancel_check;
 pub mod cascade_graph;
 pub mod compile_adapter;
 pub mod compile_agent;

@@ -60,8 +60,37 @@ pub struct Trigger {
     /// of `key`; the others wait in the queue in the order they were decided.
     #[serde(default)]
     pub concurrency: Option<Concurrency>,
+    /// A pap extension: events that end what this trigger started and has not finished (an
+    /// alert's resolution ending the run its firing started).
+    #[serde(default)]
+    pub cancel_on: Option<CancelOn>,
     /// The id of the agent to provoke.
     pub agent: String,
+}
+
+/// `trigger.cancel_on`: an event of `type` ends this trigger's pending debounce fire and its
+/// queued and awaiting-approval invocations whose starting event has the same value at
+/// `match`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CancelOn {
+    /// The type of the events that cancel, e.g. `alertmanager.alert.resolved`; `*` may stand
+    /// for one whole segment.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// JSONPath evaluated on both events, e.g. `$.data.fingerprint`: an event ends the work
+    /// whose starting event has the same value.
+    #[serde(rename = "match")]
+    pub key: String,
+    /// Also end a running invocation, with the graceful stop `pap invocations cancel` gives.
+    /// Default false.
+    #[serde(default)]
+    pub running: Option<bool>,
+    /// Principals of `listen.auth` whose events may cancel any of this trigger's work.
+    /// Without them, an event posted over HTTP cancels only work started through the same
+    /// adapter route or by the same principal.
+    #[serde(default)]
+    pub from: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

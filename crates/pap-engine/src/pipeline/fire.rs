@@ -65,7 +65,12 @@ impl Pipeline<'_> {
             // Checked when it was decided; `Dispatcher` lets a completion event's type pass.
             let encoded = pending.event.to_string().len();
             match event::validate(pending.event, encoded, u64::MAX, Origin::Dispatcher) {
-                Ok(event) => fire.decided = Some(self.decide_fire(tx, &event, index, now)?),
+                Ok(mut event) => {
+                    // Who sent the burst's last event stays with it: a `cancel_on` event
+                    // may end the invocation it makes only as it could have ended the fire.
+                    event.sender = pending.sender;
+                    fire.decided = Some(self.decide_fire(tx, &event, index, now)?);
+                }
                 Err(bad) => fire.dropped = Some(format!("its event is not valid: {}", bad.reason)),
             }
             fired.push(fire);

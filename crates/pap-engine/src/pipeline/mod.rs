@@ -2,6 +2,7 @@
 //! PAP 0.2 order, and the whole decision (claims, throttle records, invocations, ledger,
 //! audit) is written in the caller's transaction, so it commits (or not) as one.
 
+pub mod cancel_on;
 mod fire;
 pub(crate) mod ids;
 mod prelock;
@@ -15,7 +16,7 @@ use crate::manifest::Project;
 use std::sync::Arc;
 
 use crate::domain::lease::HOLD_MARGIN_MS;
-use crate::domain::{AuditEntry, Invocation, Lease, Provocation};
+use crate::domain::{AuditEntry, CancelKey, Invocation, Lease, Provocation};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{
@@ -47,6 +48,8 @@ pub struct Pipeline<'p> {
     /// Each trigger's id and its agent's id, shared by every report line instead of copied
     /// into each.
     names: Vec<(Arc<str>, Arc<str>)>,
+    /// The triggers with a `cancel_on`, which every event is held against first.
+    cancelers: Vec<usize>,
 }
 
 /// One event decided: its report line, and the invocations this process should now run.
@@ -54,6 +57,9 @@ pub struct Pipeline<'p> {
 pub struct Decided {
     pub report: EventReport,
     pub to_run: Vec<String>,
+    /// Runs its `cancel_on` ended while they ran: once committed, their process groups on
+    /// this node are stopped.
+    pub to_stop: Vec<(String, Lease)>,
 }
 
 impl<'p> Pipeline<'p> {
@@ -68,11 +74,19 @@ impl<'p> Pipeline<'p> {
                 )
             })
             .collect();
+        let cancelers = project
+            .triggers
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.cancel_on.is_some())
+            .map(|(i, _)| i)
+            .collect();
         Pipeline {
             project,
             index: TriggerIndex::new(project),
             options,
             names,
+            cancelers,
         }
     }
 
@@ -97,8 +111,16 @@ impl<'p> Pipeline<'p> {
             error: None,
             input,
             triggered_by: None,
+            cancelled: Vec::new(),
         };
         let mut to_run = Vec::new();
+        // `cancel_on` first: what this event ends is ended before it provokes anything.
+        let ended = if self.cancelers.is_empty() {
+            cancel_on::Ended::default()
+        } else {
+            self.cancel_on(tx, &event, now)?
+        };
+        report.cancelled = ended.lines;
         // The depth needs a store read; only events that reach the cascade stage pay for it.
         let mut depth: Option<Depth> = None;
         for considered in prepared.triggers {
@@ -131,7 +153,19 @@ impl<'p> Pipeline<'p> {
         report.event_id = Some(event.id);
         report.kind = Some(event.kind);
         report.triggered_by = event.triggered_by;
-        Ok((Decided { report, to_run }, event.value))
+        let to_stop = if self.options.dry_run {
+            Vec::new()
+        } else {
+            ended.running
+        };
+        Ok((
+            Decided {
+                report,
+                to_run,
+                to_stop,
+            },
+            event.value,
+        ))
     }
 
     fn depth_of(&self, tx: &dyn WriteTx, event: &Event) -> storage::Result<Depth> {
@@ -231,7 +265,14 @@ impl<'p> Pipeline<'p> {
                 .debounce_key
                 .unwrap_or_else(|| debounce::window_key(d, &event.value));
             let state = tx.debounce_state(&trigger.id, &key)?;
-            let (decided, next) = debounce::check(d, &key, state.as_ref(), &event.value, now);
+            let (decided, next) = debounce::check(
+                d,
+                &key,
+                state.as_ref(),
+                &event.value,
+                event.sender.as_ref(),
+                now,
+            );
             tx.debounce_put(&trigger.id, &key, &next)?;
             verdict = decided;
             note(&mut explain, "debounce", &verdict, || {
@@ -455,6 +496,15 @@ impl<'p> Pipeline<'p> {
         let deadline = awaiting.then(|| now.saturating_add(timeout));
         let mut inv = Invocation::new(provocation, deadline, now);
         inv.concurrency = concurrency_slots(trigger, agent, &event.value);
+        // Indexed by the store under its trigger and key while it is unfinished, so a
+        // `cancel_on` event finds it (a key that selects nothing names no work to end).
+        inv.cancel = trigger.cancel_on.as_ref().and_then(|c| {
+            let key = throttle::key_of(Some(&c.key), &event.value);
+            (!key.is_empty()).then(|| CancelKey {
+                key,
+                sender: event.sender.clone(),
+            })
+        });
         // Held from the decision on by the process that will run it, so a `pap serve`
         // watching the queue does not start it too; `--no-run` leaves it to serve, and so
         // does `leave_blocked` one that waits for its keys (the gate reads their holders and

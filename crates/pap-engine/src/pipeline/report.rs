@@ -24,6 +24,10 @@ pub struct EventReport {
     /// agent run produced.
     pub input: Location,
     pub triggered_by: Option<String>,
+    /// What the event ended through triggers' `cancel_on` (a pap extension), and what it
+    /// was refused to end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cancelled: Vec<super::cancel_on::Cancellation>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -90,6 +94,7 @@ impl EventReport {
             error: Some(reason),
             input,
             triggered_by: None,
+            cancelled: Vec::new(),
         }
     }
 }
