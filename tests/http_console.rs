@@ -319,3 +319,78 @@ fn a_real_browser_logs_in_sees_the_request_and_approves_it() {
         browser.screenshot(&dir.join("console-inbox.png"));
     }
 }
+
+#[test]
+fn an_alerts_approval_page_leads_with_what_fired_and_folds_the_json() {
+    let Some((chromium, driver)) = common::webdriver::tools() else {
+        return;
+    };
+    let p = console_project();
+    std::fs::write(
+        p.root().join("triggers/t-am-gated.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-am-gated\n  match:\n    type: alertmanager.alert.firing\n  agent: gated\n",
+    )
+    .unwrap();
+    let (_serve, url) = serve(&p, &[], &[("FEEDER_TOKEN", FEEDER_TOKEN)]);
+    // The captured Alertmanager body, with a runbook and a link that must never be one.
+    let text =
+        std::fs::read_to_string(common::fixture("webhooks/alertmanager-v4-captured.json")).unwrap();
+    let mut body: Value = serde_json::from_str(&text).unwrap();
+    body["alerts"][0]["annotations"]["runbook_url"] = json!("https://runbooks.example/high-value");
+    body["alerts"][0]["annotations"]["dashboard"] = json!("javascript:alert(3)");
+    let auth = format!("Authorization: Bearer {FEEDER_TOKEN}");
+    let r = post(
+        &format!("{url}/v1/ingest/alertmanager"),
+        "application/json",
+        body.to_string().as_bytes(),
+        &["-H", &auth],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let line = &r.lines()[0];
+    let inv = line["triggers"][0]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let browser = Browser::start(&driver, &chromium);
+    browser.go(&format!("{url}/login"));
+    browser.type_into("input[name=name]", "alice");
+    browser.type_into("input[name=password]", PASSWORD);
+    browser.click("#login");
+    wait_until("the inbox after login", || browser.count("#inbox") == 1);
+    browser.go(&format!("{url}/approvals"));
+    let section = format!("#approval-{inv}");
+    assert_eq!(
+        browser.text(&format!("{section} h2")),
+        "Approve gated: HighValue (high) on api:8000: poc_metric above 0.5?"
+    );
+    assert_eq!(
+        browser.text(&format!("{section} p.summary")),
+        "HighValue (high) on api:8000: poc_metric above 0.5"
+    );
+    let labels = browser.text(&format!("{section} table.labels"));
+    assert!(
+        labels.contains("alertname") && labels.contains("HighValue"),
+        "{labels}"
+    );
+    let links = browser.text(&format!("{section} ul.links"));
+    assert!(
+        links.contains("source") && links.contains("runbook") && links.contains("silence"),
+        "{links}"
+    );
+    assert!(
+        !links.contains("dashboard"),
+        "a javascript: link is dropped: {links}"
+    );
+    assert_eq!(browser.count("a[href^='javascript']"), 0);
+    let intended = browser.text(&format!("{section} p.intended"));
+    assert!(intended.contains("runs at risk high"), "{intended}");
+    // The raw JSON is there, folded.
+    assert_eq!(browser.text(&format!("{section} details.raw pre.json")), "");
+    if let Some(dir) = std::env::var_os("PAP_TEST_SCREENSHOTS").map(std::path::PathBuf::from) {
+        browser.screenshot(&dir.join("console-alert-approval.png"));
+    }
+    browser.click(&format!("{section} details.raw summary"));
+    let raw = browser.text(&format!("{section} details.raw pre.json"));
+    assert!(raw.contains("948c667b1fc76492"), "{raw}");
+}

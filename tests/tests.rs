@@ -15,6 +15,7 @@ mod common;
 mod adapt;
 mod agent_lifetime;
 mod alert_identity;
+mod alert_texts;
 mod approvals;
 mod architecture;
 mod auth_reload;

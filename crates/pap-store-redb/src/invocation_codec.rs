@@ -376,6 +376,7 @@ mod tests {
         inv.retry_of = None;
         inv.concurrency.clear();
         inv.stopping_until = None;
+        inv.cancel = None;
         inv.emitted.clear();
         inv.history.clear();
         assert!(encode(&inv, 1_000_000).len() < 40);

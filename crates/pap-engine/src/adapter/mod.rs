@@ -15,9 +15,11 @@
 //! What comes out is checked as any event is (`event::validate`): a mapping is a convenience,
 //! never a way around validation.
 
+mod alert_text;
 mod body;
 pub(crate) mod presets;
 
+pub use alert_text::{lead as alert_lead, web_url};
 pub use body::{BodyEvent, events_of_body};
 
 use serde::{Deserialize, Serialize};
@@ -130,6 +132,9 @@ pub struct Adapter {
     pub data: Data,
     /// What besides the mapped id tells one occurrence of an alert from another.
     pub identity: Identity,
+    /// Each element is an alert (`labels`, `annotations`): its event's `data` gets a one-line
+    /// `summary` and the `links` to go to (see `alert_text`).
+    pub alert: bool,
 }
 
 /// `identity_annotations` and `refire_after`: what an alert adapter adds to the id its `event.id`
@@ -348,6 +353,18 @@ impl Adapter {
                     .collect(),
             ),
         };
+        let mut data = data;
+        if self.alert
+            && let Some(fields) = data.as_object_mut()
+            && let Some(summary) = alert_text::summary(&doc["item"])
+        {
+            fields
+                .entry("summary")
+                .or_insert_with(|| Value::String(summary));
+            fields
+                .entry("links")
+                .or_insert_with(|| Value::Array(alert_text::links(&doc["item"], &doc["body"])));
+        }
         Ok(json!({
             "pap_version": "0.2",
             "id": id_text,
@@ -418,6 +435,7 @@ mod tests {
                 ("missing".into(), expr("$.item.nope")),
             ]),
             identity: Identity::default(),
+            alert: false,
         }
     }
 

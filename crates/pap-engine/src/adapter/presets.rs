@@ -14,6 +14,7 @@ pub(crate) const ALERTMANAGER: &str = r#"
 name: alertmanager
 path: /v1/ingest/alertmanager
 each: $.alerts
+alert: true
 event:
   id: "am-{item.fingerprint}-{item.status}-{item.startsAt}"
   type: "alertmanager.alert.{item.status}"
@@ -40,6 +41,7 @@ pub(crate) const GRAFANA: &str = r#"
 name: grafana
 path: /v1/ingest/grafana
 each: $.alerts
+alert: true
 event:
   id: "grafana-{item.fingerprint}-{item.status}-{item.startsAt}"
   type: "grafana.alert.{item.status}"

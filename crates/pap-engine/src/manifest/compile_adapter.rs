@@ -107,6 +107,9 @@ fn overlay(mut base: AdapterSettings, over: &AdapterSettings) -> AdapterSettings
     if over.refire_after.is_some() {
         base.refire_after = over.refire_after.clone();
     }
+    if over.alert.is_some() {
+        base.alert = over.alert;
+    }
     if let Some(e) = &over.event {
         let b = base.event.get_or_insert_with(AdapterEventSettings::default);
         let fields = [
@@ -240,6 +243,7 @@ pub fn compile(raw: &AdapterSettings) -> (Option<Adapter>, Vec<Problem>) {
                 time,
                 data,
                 identity,
+                alert: raw.alert.unwrap_or(false),
             })
         }
         _ => None,

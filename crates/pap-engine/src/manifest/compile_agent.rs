@@ -51,7 +51,7 @@ pub fn compile(raw: &raw::Agent, ctx: &mut FileCtx, env: &AgentEnv) -> Option<Ag
         .filter_map(|(_, override_)| *override_)
         .fold(raw.risk_level, RiskLevel::max);
 
-    let notify = super::compile_notify::compile_routes(raw.notify.as_ref(), ctx);
+    let notify = super::compile_notify::compile_routes(raw.notify.as_ref(), "agent", ctx);
     let budget = raw
         .budget
         .as_ref()

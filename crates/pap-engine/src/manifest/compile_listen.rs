@@ -29,6 +29,19 @@ pub fn compile(raw: &raw::ListenSettings, ctx: &mut FileCtx) -> ListenConfig {
             .map_or(defaults.max_connections, |n| n as usize),
         ..defaults
     };
+    if let Some(url) = &raw.public_url {
+        let trimmed = url.trim_end_matches('/');
+        if crate::adapter::web_url(trimmed) && !trimmed.contains(['?', '#']) {
+            config.public_url = Some(trimmed.to_owned());
+        } else {
+            ctx.at(
+                "invalid-listen-address",
+                &path!["listen", "public_url"],
+                format!("`{url}` is not an http(s) URL without a query or fragment"),
+            )
+            .help("the console's address as people reach it, e.g. https://pap.example.com");
+        }
+    }
     if let Some(address) = &raw.address
         && let Err(why) = check_address(address)
     {

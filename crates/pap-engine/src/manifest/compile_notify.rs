@@ -18,9 +18,11 @@ use crate::interpolate;
 use crate::path;
 use crate::template::Template;
 
-/// The routes of every outcome, defaults filled in.
+/// The routes of every outcome, defaults filled in, of `notify:` under `section` (an agent's,
+/// or a trigger's, which wins for that trigger's invocations).
 pub(crate) fn compile_routes(
     raw: Option<&raw::Notify>,
+    section: &'static str,
     ctx: &mut FileCtx,
 ) -> BTreeMap<OutcomeKind, RouteSpec> {
     let mut out = BTreeMap::new();
@@ -38,7 +40,7 @@ pub(crate) fn compile_routes(
             OutcomeKind::ExternalToolCall => &raw.external_tool_call,
         };
         if let Some(route) = route {
-            let base = path!["agent", "notify", kind.key()];
+            let base = path![section, "notify", kind.key()];
             out.insert(kind, compile_route(route, kind, &base, ctx));
         }
     }

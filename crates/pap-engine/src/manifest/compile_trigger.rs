@@ -41,6 +41,20 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         .concurrency
         .as_ref()
         .and_then(|c| compile_concurrency(ctx, c, &path!["trigger", "concurrency"]));
+    let notify = super::compile_notify::compile_routes(raw.notify.as_ref(), "trigger", ctx);
+    for (kind, route) in &notify {
+        if let Some(name) = route.agent.as_ref().filter(|n| !agents.contains_key(*n)) {
+            ctx.at(
+                "unknown-agent",
+                &path!["trigger", "notify", kind.key(), "agent"],
+                format!(
+                    "`notify.{}.agent` names `{name}`, which no agent manifest defines",
+                    kind.key()
+                ),
+            )
+            .help("agents are defined in agents/**/*.yaml");
+        }
+    }
     let cancel_on = match &raw.cancel_on {
         None => Some(None),
         Some(c) => compile_cancel_on(ctx, c).map(Some),
@@ -78,6 +92,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         debounce,
         concurrency,
         cancel_on: cancel_on?,
+        notify,
         agent: agent?,
         agent_id: raw.agent.clone(),
         file: ctx.file.to_string(),

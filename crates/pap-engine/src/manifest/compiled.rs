@@ -67,6 +67,8 @@ pub struct Trigger {
     pub concurrency: Option<Concurrency>,
     /// Events that end what it started (a pap extension).
     pub cancel_on: Option<CancelOn>,
+    /// Its invocations' notification routes, per outcome, over the agent's (a pap extension).
+    pub notify: BTreeMap<super::compiled_notify::OutcomeKind, super::compiled_notify::RouteSpec>,
     /// Index into [`Project::agents`].
     pub agent: usize,
     pub agent_id: String,

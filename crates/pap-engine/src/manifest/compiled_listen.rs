@@ -82,6 +82,9 @@ pub struct ListenConfig {
     pub principals: Vec<Principal>,
     /// `None`: the default (see [`ListenConfig::anonymous_scopes`]).
     pub anonymous: Option<Vec<Scope>>,
+    /// Where people reach the console (`https://pap.example.com`, no trailing `/`): links in
+    /// messages sent out (a Slack sink's) point there.
+    pub public_url: Option<String>,
 }
 
 impl Default for ListenConfig {
@@ -97,6 +100,7 @@ impl Default for ListenConfig {
             max_connections: 1024,
             principals: Vec::new(),
             anonymous: None,
+            public_url: None,
         }
     }
 }

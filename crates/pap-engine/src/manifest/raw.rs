@@ -64,6 +64,10 @@ pub struct Trigger {
     /// alert's resolution ending the run its firing started).
     #[serde(default)]
     pub cancel_on: Option<CancelOn>,
+    /// A pap extension: the notifications of this trigger's invocations, per outcome, as an
+    /// agent's `notify:` says them; an outcome named here wins over the agent's.
+    #[serde(default)]
+    pub notify: Option<Notify>,
     /// The id of the agent to provoke.
     pub agent: String,
 }
@@ -711,6 +715,12 @@ pub struct AdapterSettings {
     /// keeps firing is looked at again. Default: never.
     #[serde(default)]
     pub refire_after: Option<String>,
+    /// Each element is an alert (`labels`, `annotations`, as Alertmanager's and Grafana's
+    /// are): its event's `data` gets `summary` (name, severity, instance and summary
+    /// annotation, one line) and `links` (source, runbook, dashboard, silence). The presets
+    /// say true.
+    #[serde(default)]
+    pub alert: Option<bool>,
 }
 
 /// `adapters[].auth`.
@@ -810,6 +820,11 @@ pub struct ListenSettings {
     /// Who may do what.
     #[serde(default)]
     pub auth: Option<AuthSettings>,
+    /// The console's address as people reach it (behind a proxy, say), e.g.
+    /// `https://pap.example.com`: messages sent out (a Slack sink's) link to the invocation
+    /// there.
+    #[serde(default)]
+    pub public_url: Option<String>,
 }
 
 /// `listen.tls`: PEM files.

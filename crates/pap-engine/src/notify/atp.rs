@@ -69,7 +69,10 @@ pub(crate) fn request(project: &Project, inv: &Invocation, description: &str, no
         "timestamp": rfc3339_ms(now),
         "service": {"id": "pap", "name": "pap (Provoke the Agent Protocol dispatcher)"},
         "context": {
-            "title": format!("Approve {} for {}?", inv.agent, inv.event_type),
+            "title": match crate::adapter::alert_lead(&inv.event) {
+                Some((summary, _)) => format!("Approve {}: {summary}?", inv.agent),
+                None => format!("Approve {} for {}?", inv.agent, inv.event_type),
+            },
             "description": description,
             "project": project_name,
             "metadata": {

@@ -27,7 +27,7 @@ pub(crate) fn invocation_outcome(
     if kind == OutcomeKind::AwaitingApproval {
         return approval_request(tx, project, inv, now).map(|_| ());
     }
-    let route = route_of(project, &inv.agent, kind);
+    let route = route_of(project, inv, kind);
     if !route.enabled {
         return Ok(());
     }
@@ -45,7 +45,7 @@ pub(crate) fn approval_request(
     now: i64,
 ) -> storage::Result<String> {
     let kind = OutcomeKind::AwaitingApproval;
-    let mut route = route_of(project, &inv.agent, kind);
+    let mut route = route_of(project, inv, kind);
     // Lint refuses an agent side here; a manifest that slipped through still reaches a human.
     route.routing.target = Party::User;
     route.routing.handler = Handler::System;
@@ -67,7 +67,7 @@ pub(crate) fn external_call(
     now: i64,
 ) -> storage::Result<()> {
     let kind = OutcomeKind::ExternalToolCall;
-    let mut route = route_of(project, &inv.agent, kind);
+    let mut route = route_of(project, inv, kind);
     // ANP 6.1 is a hard requirement: the manifest check refuses a route that would keep the
     // user from hearing of the call, and this holds whatever a route says.
     route.enabled = true;
@@ -145,10 +145,14 @@ pub(crate) fn budget_exceeded(
     Ok(())
 }
 
-fn route_of(project: &Project, agent: &str, kind: OutcomeKind) -> RouteSpec {
-    project
-        .agent(agent)
-        .and_then(|a| a.notify.get(&kind))
+/// The route of `inv`'s `kind` notification: its trigger's, else its agent's, else the
+/// defaults.
+fn route_of(project: &Project, inv: &Invocation, kind: OutcomeKind) -> RouteSpec {
+    let of_trigger = project
+        .trigger(&inv.trigger)
+        .and_then(|t| t.notify.get(&kind));
+    of_trigger
+        .or_else(|| project.agent(&inv.agent).and_then(|a| a.notify.get(&kind)))
         .cloned()
         .unwrap_or_default()
 }
@@ -271,6 +275,17 @@ fn output_excerpt(inv: &Invocation) -> Option<String> {
 
 fn default_content(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) -> String {
     let text = outcome_text(kind, inv, extra);
+    // An alert leads with what fired, and ends with where to go rather than a field dump.
+    if kind != OutcomeKind::ExternalToolCall
+        && let Some((summary, links)) = crate::adapter::alert_lead(&inv.event)
+    {
+        let links: Vec<String> = links.iter().map(|(t, u)| format!("{t}: {u}")).collect();
+        return if links.is_empty() {
+            format!("{summary} — {text}")
+        } else {
+            format!("{summary} — {text} ({})", links.join(", "))
+        };
+    }
     let fields = key_fields(inv);
     if fields.is_empty() || kind == OutcomeKind::ExternalToolCall {
         text
@@ -360,5 +375,27 @@ mod tests {
         inv.output = None;
         let text = default_content(OutcomeKind::Succeeded, &inv, &[]);
         assert!(text.contains("after 1 attempt(s) [host=db-1"), "{text}");
+    }
+
+    #[test]
+    fn an_alert_leads_with_its_summary_and_ends_with_its_links() {
+        let mut inv = Invocation::for_tests("inv_1", Status::AwaitingApproval);
+        inv.agent = "restart".into();
+        inv.event_type = "alertmanager.alert.firing".into();
+        inv.event = json!({"data": {
+            "summary": "HighLatency (page) on api:8000: p99 above 2s",
+            "links": [{"title": "runbook", "url": "https://runbooks/lat"},
+                      {"title": "evil", "url": "javascript:alert(1)"}],
+            "endsAt": "0001-01-01T00:00:00Z", "groupKey": "{}:{}"}});
+        let text = default_content(OutcomeKind::AwaitingApproval, &inv, &[]);
+        assert!(
+            text.starts_with("HighLatency (page) on api:8000: p99 above 2s — restart (risk high) waits for approval"),
+            "{text}"
+        );
+        assert!(text.ends_with("(runbook: https://runbooks/lat)"), "{text}");
+        assert!(
+            !text.contains("endsAt") && !text.contains("javascript"),
+            "{text}"
+        );
     }
 }

@@ -64,7 +64,8 @@ pub async fn pump(
             continue;
         };
         // A sink program's stderr or a server's answer may quote a credential.
-        let outcome = sinks::deliver(sink, &project.root, &c.body)
+        let console = project.config.listen.public_url.as_deref();
+        let outcome = sinks::deliver(sink, &project.root, console, &c.body)
             .await
             .map_err(|e| project.redactor.text(&e).into_owned());
         match &outcome {

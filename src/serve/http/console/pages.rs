@@ -111,8 +111,7 @@ pub(super) fn approvals(
              <dt>trigger</dt><dd>{trigger}</dd><dt>agent</dt><dd>{agent}</dd>\
              <dt>effective risk</dt><dd class=\"risk {risk}\">{risk}</dd>\
              <dt>event</dt><dd>{event_id} ({event_type})</dd>\
-             <dt>waiting since</dt><dd>{since}</dd><dt>deadline</dt><dd>{deadline}</dd></dl>\
-             <h3>Event data</h3>{data}",
+             <dt>waiting since</dt><dd>{since}</dd><dt>deadline</dt><dd>{deadline}</dd></dl>",
             id = esc(&inv.id),
             idu = url_part(&inv.id),
             title = esc(atp["context"]["title"].as_str().unwrap_or("Approve?")),
@@ -123,12 +122,21 @@ pub(super) fn approvals(
             event_type = esc(&inv.event_type),
             since = time(inv.created_at),
             deadline = inv.approval_deadline.map_or("none".into(), time),
-            data = json_block(&clipped(inv.event.get("data").unwrap_or(&Value::Null))),
         );
-        if let Some(agent) = project.agent(&inv.agent) {
-            let tools = agent.high_risk_tools();
-            if !tools.is_empty() {
-                let _ = write!(o, "<p>High-risk tools: {}</p>", esc(&tools.join(", ")));
+        let data = json_block(&clipped(inv.event.get("data").unwrap_or(&Value::Null)));
+        match alert_block(&inv.event) {
+            // An alert: what fired and where to look first, the raw JSON folded.
+            Some(block) => {
+                o.push_str(&block);
+                o.push_str(&intended(project, inv));
+                let _ = write!(
+                    o,
+                    "<details class=\"raw\"><summary>Event data (JSON)</summary>{data}</details>"
+                );
+            }
+            None => {
+                let _ = write!(o, "<h3>Event data</h3>{data}");
+                o.push_str(&intended(project, inv));
             }
         }
         match csrf {
@@ -177,6 +185,62 @@ pub(super) fn approvals(
         );
     }
     Ok(o)
+}
+
+/// An alert's summary, labels and links (an alert adapter's `data`), when the event is one.
+fn alert_block(event: &Value) -> Option<String> {
+    let (summary, links) = crate::adapter::alert_lead(event)?;
+    let mut o = format!("<p class=\"summary\">{}</p>", esc(summary));
+    if let Some(labels) = event["data"]["labels"]
+        .as_object()
+        .filter(|l| !l.is_empty())
+    {
+        o.push_str("<table class=\"labels\"><tbody>");
+        for (name, value) in labels {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            let _ = write!(o, "<tr><th>{}</th><td>{}</td></tr>", esc(name), esc(&value));
+        }
+        o.push_str("</tbody></table>");
+    }
+    if !links.is_empty() {
+        o.push_str("<ul class=\"links\">");
+        for (title, url) in links {
+            // Only http(s) URLs reach here (`alert_lead`); escaped as any attribute.
+            let _ = write!(
+                o,
+                "<li><a href=\"{}\" rel=\"noopener noreferrer\">{}</a></li>",
+                esc(url),
+                esc(title)
+            );
+        }
+        o.push_str("</ul>");
+    }
+    Some(o)
+}
+
+/// What approving lets the agent do: its effective risk, and its tools with each one's risk.
+fn intended(project: &Project, inv: &crate::domain::Invocation) -> String {
+    let Some(agent) = project.agent(&inv.agent) else {
+        return String::new();
+    };
+    let tools: Vec<String> = agent
+        .tools
+        .iter()
+        .map(|t| format!("{} ({})", esc(&t.name), esc(t.risk.as_str())))
+        .collect();
+    let tools = if tools.is_empty() {
+        "none: it runs its command or answers without tools".to_owned()
+    } else {
+        tools.join(", ")
+    };
+    format!(
+        "<p class=\"intended\">If approved, {} runs at risk <span class=\"risk {}\">{}</span>. Tools: {tools}</p>",
+        esc(&agent.id),
+        esc(&inv.risk),
+        esc(&inv.risk)
+    )
 }
 
 /// Event data as a page shows it: clipped past [`DATA_SHOWN`] bytes of JSON (the whole
