@@ -76,7 +76,7 @@ pub enum Command {
         after_help = "A rule test file (default: every *.yaml under rule-tests/) lists cases; each case \
         decides its events in order on a fresh, throwaway state, each at `start` plus its `at`, and \
         checks the outcome expected per trigger (invoked, filtered, duplicate, cascade_rejected, \
-        debounced, throttled, budget_exceeded, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
+        debounced, batched, throttled, budget_exceeded, awaiting_approval, disabled, unmatched) and optionally a substring of the reason. \
         A step may be `webhook: {adapter: alertmanager, file: body.json}` (or `body:` inline): \
         the body is mapped as serve maps a post of it, and each event it makes is decided and \
         held to the step's expectations. \

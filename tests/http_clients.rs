@@ -227,7 +227,7 @@ fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
 
 pub(crate) struct Alertmanager {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Alertmanager {

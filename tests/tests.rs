@@ -19,6 +19,7 @@ mod alert_texts;
 mod approvals;
 mod architecture;
 mod auth_reload;
+mod batch;
 mod book_walkthrough;
 mod budget;
 mod cancel_on;

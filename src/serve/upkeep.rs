@@ -121,10 +121,12 @@ impl Server {
         let s = &self.settings;
         let project = &self.runtime.project;
         let quiet_of = |trigger: &str| {
-            project
-                .trigger(trigger)
-                .and_then(|t| t.debounce.as_ref())
-                .map(crate::stages::debounce::quiet_ms)
+            let t = project.trigger(trigger)?;
+            match (&t.debounce, &t.batch) {
+                (Some(d), _) => Some(crate::stages::debounce::quiet_ms(d)),
+                (None, Some(b)) => Some(crate::stages::batch::window_ms(b)),
+                (None, None) => None,
+            }
         };
         f(&purge::Due {
             now,

@@ -24,4 +24,8 @@ pub struct PendingFire {
     /// that sender started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender: Option<crate::invocation::Sender>,
+    /// A `batch` (a pap extension): every event of the burst so far, in order (`event` is the
+    /// first). Empty for a trailing debounce.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch: Vec<Value>,
 }

@@ -405,6 +405,7 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
             due,
             event: serde_json::json!({"n": n}),
             sender: None,
+            batch: Vec::new(),
         }),
     };
     assert_eq!(s.read(|r| r.debounce_next_due())?, None);
@@ -1048,6 +1049,7 @@ fn populate(s: &dyn Storage) -> Result<()> {
                         route: "/v1/ingest/alertmanager".into(),
                         principal: None,
                     }),
+                    batch: vec![json!({"id": "ev-2"}), json!({"id": "ev-3"})],
                 }),
             },
         )?;

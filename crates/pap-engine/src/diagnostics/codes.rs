@@ -253,6 +253,10 @@ pub const CODES: &[CodeInfo] = &[
         "a webhook adapter's route that is not under /v1/ingest/, or that another adapter has",
     ),
     error(
+        "batch-with-debounce",
+        "a trigger with both `debounce` and `batch` (each keeps the burst's one pending invocation)",
+    ),
+    error(
         "cancel-key-unknown",
         "a trigger's `cancel_on.match` names a field the events an adapter makes for its `match.type` or `cancel_on.type` never have",
     ),

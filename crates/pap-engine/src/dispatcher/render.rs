@@ -53,6 +53,7 @@ impl Format {
             Outcome::AwaitingApproval,
             Outcome::Throttled,
             Outcome::Debounced,
+            Outcome::Batched,
             Outcome::BudgetExceeded,
             Outcome::CascadeRejected,
             Outcome::Duplicate,
@@ -188,6 +189,7 @@ fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String) {
         Outcome::AwaitingApproval
         | Outcome::Throttled
         | Outcome::Debounced
+        | Outcome::Batched
         | Outcome::BudgetExceeded
         | Outcome::CascadeRejected => p.yellow(&outcome),
         Outcome::Filtered | Outcome::Duplicate | Outcome::Disabled => p.dim(&outcome),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::regex_test::RegexTest;
 use serde_json::Value;
 
-use super::compiled::{CancelOn, Concurrency, Condition, Debounce, Test, Throttle, Trigger};
+use super::compiled::{Batch, CancelOn, Concurrency, Condition, Debounce, Test, Throttle, Trigger};
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, Operator};
 use super::yaml_tree::PathSeg;
@@ -55,6 +55,10 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
             .help("agents are defined in agents/**/*.yaml");
         }
     }
+    let batch = match &raw.batch {
+        None => Some(None),
+        Some(b) => compile_batch(ctx, b, raw.debounce.is_some()).map(Some),
+    };
     let cancel_on = match &raw.cancel_on {
         None => Some(None),
         Some(c) => compile_cancel_on(ctx, c).map(Some),
@@ -92,6 +96,7 @@ pub fn compile(raw: &raw::Trigger, ctx: &mut FileCtx, agents: &AgentIds) -> Opti
         debounce,
         concurrency,
         cancel_on: cancel_on?,
+        batch: batch?,
         notify,
         agent: agent?,
         agent_id: raw.agent.clone(),
@@ -353,6 +358,46 @@ fn compile_debounce(ctx: &mut FileCtx, d: &raw::Debounce) -> Option<Debounce> {
     })
 }
 
+/// `batch`: its window (a duration of at least a second) and key; a trigger cannot both
+/// debounce and batch (both keep the burst's one pending invocation).
+fn compile_batch(ctx: &mut FileCtx, b: &raw::Batch, debounces: bool) -> Option<Batch> {
+    if debounces {
+        ctx.at(
+            "batch-with-debounce",
+            &path!["trigger", "batch"],
+            "a trigger cannot both `debounce` and `batch` a burst".to_owned(),
+        )
+        .help("`batch` is the trailing debounce that hands over every event: keep one of them");
+        return None;
+    }
+    let window = match super::duration::parse(&b.window) {
+        Ok(d) if d >= Duration::from_secs(1) => Some(d),
+        Ok(_) => {
+            ctx.at(
+                "invalid-duration",
+                &path!["trigger", "batch", "window"],
+                format!("batch window `{}` is shorter than a second", b.window),
+            );
+            None
+        }
+        Err(why) => {
+            ctx.at(
+                "invalid-duration",
+                &path!["trigger", "batch", "window"],
+                format!("batch window `{}`: {}", b.window, why.reason()),
+            )
+            .help("a duration such as `30s` or `5m`");
+            None
+        }
+    };
+    let key = compile_window_key_named(ctx, b.key.as_deref(), &path!["trigger", "batch"], "key")?;
+    Some(Batch {
+        max: b.max,
+        window: window?,
+        key,
+    })
+}
+
 /// `cancel_on`: its type (as `match.type`: `*` for a whole segment) and key path.
 fn compile_cancel_on(ctx: &mut FileCtx, c: &raw::CancelOn) -> Option<CancelOn> {
     let pattern = match TypePattern::new(&c.event_type) {
@@ -435,14 +480,21 @@ fn compile_window_key(
     text: Option<&str>,
     at: &[PathSeg],
 ) -> Option<Option<JsonPath>> {
+    compile_window_key_named(ctx, text, at, "window_key")
+}
+
+/// A key path named `name` under `at` (`window_key`, or a batch's `key`): `Some(None)` when
+/// there is none, `None` when it is invalid (reported).
+fn compile_window_key_named(
+    ctx: &mut FileCtx,
+    text: Option<&str>,
+    at: &[PathSeg],
+    name: &'static str,
+) -> Option<Option<JsonPath>> {
     let Some(text) = text else {
         return Some(None);
     };
-    let key_at: Vec<PathSeg> = at
-        .iter()
-        .cloned()
-        .chain([PathSeg::from("window_key")])
-        .collect();
+    let key_at: Vec<PathSeg> = at.iter().cloned().chain([PathSeg::from(name)]).collect();
     match JsonPath::parse(text) {
         Ok(p) => {
             warn_if_costly(ctx, &p, &key_at);
@@ -452,7 +504,7 @@ fn compile_window_key(
             ctx.at(
                 "invalid-window-key",
                 &key_at,
-                format!("`window_key` `{text}` is not valid JSONPath: {reason}"),
+                format!("`{name}` `{text}` is not valid JSONPath: {reason}"),
             )
             .help("e.g. `$.data.region`: one window per region");
             None

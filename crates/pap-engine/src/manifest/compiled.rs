@@ -67,6 +67,8 @@ pub struct Trigger {
     pub concurrency: Option<Concurrency>,
     /// Events that end what it started (a pap extension).
     pub cancel_on: Option<CancelOn>,
+    /// Bursts collected into one invocation (a pap extension).
+    pub batch: Option<Batch>,
     /// Its invocations' notification routes, per outcome, over the agent's (a pap extension).
     pub notify: BTreeMap<super::compiled_notify::OutcomeKind, super::compiled_notify::RouteSpec>,
     /// Index into [`Project::agents`].
@@ -124,6 +126,15 @@ pub struct Throttle {
     pub window_key: Option<JsonPath>,
     /// A throttled decision holds the idempotency key only until this window has room.
     pub release_key: bool,
+}
+
+/// `batch`: at most `max` events per invocation, collected for `window` from the first, one
+/// batch per value of `key`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Batch {
+    pub max: u32,
+    pub window: Duration,
+    pub key: Option<JsonPath>,
 }
 
 /// `cancel_on`: events of `pattern` end the trigger's unfinished work with the same `key`.

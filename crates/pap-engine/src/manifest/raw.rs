@@ -64,12 +64,31 @@ pub struct Trigger {
     /// alert's resolution ending the run its firing started).
     #[serde(default)]
     pub cancel_on: Option<CancelOn>,
+    /// A pap extension: collect a burst of events into one invocation that gets every one of
+    /// them, in order (the trailing debounce hands over only the last).
+    #[serde(default)]
+    pub batch: Option<Batch>,
     /// A pap extension: the notifications of this trigger's invocations, per outcome, as an
     /// agent's `notify:` says them; an outcome named here wins over the agent's.
     #[serde(default)]
     pub notify: Option<Notify>,
     /// The id of the agent to provoke.
     pub agent: String,
+}
+
+/// `trigger.batch`: the events of a burst (per value of `key`) are `batched`, and one
+/// invocation gets them all once `window` has passed since the first, or once there are `max`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Batch {
+    /// The most events one invocation gets (1 to 1000).
+    #[schemars(range(min = 1, max = 1000))]
+    pub max: u32,
+    /// How long a batch collects from its first event, e.g. `30s`.
+    pub window: String,
+    /// JSONPath whose value (serialised as JSON) separates batches, e.g. `$.data.groupKey`.
+    #[serde(default)]
+    pub key: Option<String>,
 }
 
 /// `trigger.cancel_on`: an event of `type` ends this trigger's pending debounce fire and its

@@ -128,14 +128,13 @@ impl Pipeline<'_> {
             event,
             name,
         } = *asked;
-        let Some(d) = trigger
-            .debounce
-            .as_ref()
-            .filter(|d| d.mode == DebounceMode::Trailing)
-        else {
-            return Ok(());
+        let burst = match (&trigger.batch, &trigger.debounce) {
+            (Some(b), _) => crate::stages::batch::key(b, &event.value),
+            (None, Some(d)) if d.mode == DebounceMode::Trailing => {
+                debounce::window_key(d, &event.value)
+            }
+            _ => return Ok(()),
         };
-        let burst = debounce::window_key(d, &event.value);
         let Some(mut state) = tx.debounce_state(&trigger.id, &burst)? else {
             return Ok(());
         };

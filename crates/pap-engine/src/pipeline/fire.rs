@@ -52,23 +52,32 @@ impl Pipeline<'_> {
             let index = self.project.triggers.iter().position(|t| {
                 t.id == trigger_id
                     && t.enabled
-                    && t.debounce
-                        .as_ref()
-                        .is_some_and(|d| d.mode == DebounceMode::Trailing)
+                    && (t.batch.is_some()
+                        || t.debounce
+                            .as_ref()
+                            .is_some_and(|d| d.mode == DebounceMode::Trailing))
             });
             let Some(index) = index else {
-                fire.dropped =
-                    Some("the trigger no longer has an enabled trailing debounce".to_owned());
+                fire.dropped = Some(
+                    "the trigger no longer has an enabled trailing debounce or batch".to_owned(),
+                );
                 fired.push(fire);
                 continue;
             };
+            let sender = pending.sender.clone();
+            // A batch hands over every event of it; a debounce its last.
+            let value = if pending.batch.is_empty() {
+                pending.event
+            } else {
+                crate::stages::batch::handed_over(pending)
+            };
             // Checked when it was decided; `Dispatcher` lets a completion event's type pass.
-            let encoded = pending.event.to_string().len();
-            match event::validate(pending.event, encoded, u64::MAX, Origin::Dispatcher) {
+            let encoded = value.to_string().len();
+            match event::validate(value, encoded, u64::MAX, Origin::Dispatcher) {
                 Ok(mut event) => {
-                    // Who sent the burst's last event stays with it: a `cancel_on` event
-                    // may end the invocation it makes only as it could have ended the fire.
-                    event.sender = pending.sender;
+                    // Who sent the burst's event stays with it: a `cancel_on` event may end
+                    // the invocation it makes only as it could have ended the fire.
+                    event.sender = sender;
                     fire.decided = Some(self.decide_fire(tx, &event, index, now)?);
                 }
                 Err(bad) => fire.dropped = Some(format!("its event is not valid: {}", bad.reason)),

@@ -20,7 +20,7 @@ use crate::domain::{AuditEntry, CancelKey, Invocation, Lease, Provocation};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{
-    Outcome, Reason, Verdict, budget, cascade, debounce, idempotency, risk, throttle,
+    Outcome, Reason, Verdict, batch, budget, cascade, debounce, idempotency, risk, throttle,
 };
 use crate::storage::{self, Claimed, RowRef, Sequence, WriteTx};
 pub(crate) use fire::Fired;
@@ -277,6 +277,30 @@ impl<'p> Pipeline<'p> {
             verdict = decided;
             note(&mut explain, "debounce", &verdict, || {
                 "the first event of a burst".to_string()
+            });
+        }
+
+        // batch (a pap extension)
+        if verdict == Verdict::Continue
+            && let Some(b) = &trigger.batch
+        {
+            let key = batch::key(b, &event.value);
+            let state = tx.debounce_state(&trigger.id, &key)?;
+            let max_bytes = usize::try_from(config.max_event_bytes).unwrap_or(usize::MAX);
+            let (decided, next) = batch::check(
+                b,
+                &key,
+                state.as_ref(),
+                &event.value,
+                event.sender.as_ref(),
+                max_bytes,
+                now,
+            );
+            tx.debounce_put(&trigger.id, &key, &next)?;
+            verdict = decided;
+            note(&mut explain, "batch", &verdict, || {
+                "the batch is full of bytes: handed over now, and this event goes on alone"
+                    .to_string()
             });
         }
 

@@ -67,6 +67,7 @@ pub fn check(
                 due: now.saturating_add(quiet),
                 event: event.clone(),
                 sender: sender.cloned(),
+                batch: Vec::new(),
             });
             let verdict = Verdict::Stop(
                 Outcome::Debounced,

@@ -2,6 +2,7 @@
 //! (debounce, a pap extension), throttle, (budget, a pap extension), risk. Each is a small unit deciding Continue or Stop for one (event, trigger);
 //! the pipeline runs them in order and the first Stop decides the outcome.
 
+pub mod batch;
 pub mod budget;
 pub mod cascade;
 pub mod debounce;
@@ -24,6 +25,8 @@ pub enum Outcome {
     Throttled,
     /// A pap extension: part of a burst a debounce acts on once.
     Debounced,
+    /// A pap extension: collected into a batch that one invocation gets whole.
+    Batched,
     /// A pap extension: the agent's budget for the last 24 hours is used up.
     BudgetExceeded,
     AwaitingApproval,
@@ -41,6 +44,7 @@ impl Outcome {
             Outcome::CascadeRejected => "cascade_rejected",
             Outcome::Throttled => "throttled",
             Outcome::Debounced => "debounced",
+            Outcome::Batched => "batched",
             Outcome::BudgetExceeded => "budget_exceeded",
             Outcome::AwaitingApproval => "awaiting_approval",
             Outcome::Disabled => "disabled",
@@ -70,6 +74,15 @@ pub enum Reason {
         /// When the oldest invocation in the window leaves it (ms).
         next: i64,
     },
+    Batched {
+        /// Events in the batch with this one.
+        count: usize,
+        max: u32,
+        /// The batch key (JSON), empty without one.
+        key: String,
+        /// When the batch is handed over (ms).
+        due: i64,
+    },
     Debounced {
         trailing: bool,
         quiet: std::time::Duration,
@@ -97,6 +110,23 @@ impl std::fmt::Display for Reason {
                     write!(f, " for window key {key}")?;
                 }
                 write!(f, "; next slot {}", crate::clock::at_or_never(*next))
+            }
+            Reason::Batched {
+                count,
+                max,
+                key,
+                due,
+            } => {
+                let key = if key.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (batch key {key})")
+                };
+                write!(
+                    f,
+                    "batch of {count} (at most {max}){key}: one invocation gets every event of it {}; `pap serve` makes it",
+                    crate::clock::at_or_never(*due)
+                )
             }
             Reason::Debounced {
                 trailing,
