@@ -35,6 +35,7 @@ mod doctor;
 mod durability;
 mod example_project;
 mod fuzz;
+mod group_events;
 mod hardening;
 mod help;
 mod http_adapters;

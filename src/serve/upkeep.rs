@@ -120,7 +120,12 @@ impl Server {
             |d: Duration| now.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let s = &self.settings;
         let project = &self.runtime.project;
+        let ttl = i64::try_from(project.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
         let quiet_of = |trigger: &str| {
+            // A group memory lasts as long as an idempotency key.
+            if let Some(of) = crate::pipeline::group_memory::trigger_of(trigger) {
+                return project.trigger(of).map(|_| ttl);
+            }
             let t = project.trigger(trigger)?;
             match (&t.debounce, &t.batch) {
                 (Some(d), _) => Some(crate::stages::debounce::quiet_ms(d)),

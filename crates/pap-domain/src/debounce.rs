@@ -12,6 +12,10 @@ pub struct DebounceState {
     /// Trailing mode: the invocation to make once the burst has been quiet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingFire>,
+    /// Group events (a pap extension): the firing alerts of the group already decided for
+    /// the trigger, by their events' ids; a repeat of the group with none new is a duplicate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<String>,
 }
 
 /// A trailing debounce's invocation-to-be: the burst's last event, and when it fires.

@@ -407,6 +407,7 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
             sender: None,
             batch: Vec::new(),
         }),
+        seen: Vec::new(),
     };
     assert_eq!(s.read(|r| r.debounce_next_due())?, None);
     s.write(|tx| {
@@ -429,6 +430,7 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
         let quiet = DebounceState {
             last_seen: 840,
             pending: None,
+            seen: Vec::new(),
         };
         tx.debounce_put("t", "a", &quiet)?;
         tx.debounce_put("t", "b", &quiet)?;
@@ -447,6 +449,7 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
             &DebounceState {
                 last_seen: 990,
                 pending: None,
+                seen: Vec::new(),
             },
         )?;
         tx.debounce_put(
@@ -455,6 +458,7 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
             &DebounceState {
                 last_seen: 999,
                 pending: None,
+                seen: Vec::new(),
             },
         )?;
         let quiet_of = |trigger: &str| (trigger == "t").then_some(60);
@@ -1051,6 +1055,7 @@ fn populate(s: &dyn Storage) -> Result<()> {
                     }),
                     batch: vec![json!({"id": "ev-2"}), json!({"id": "ev-3"})],
                 }),
+                seen: Vec::new(),
             },
         )?;
         tx.set_token_uses(

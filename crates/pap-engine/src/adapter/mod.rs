@@ -17,6 +17,7 @@
 
 mod alert_text;
 mod body;
+pub(crate) mod group;
 pub(crate) mod presets;
 
 pub use alert_text::{lead as alert_lead, web_url};
@@ -135,6 +136,8 @@ pub struct Adapter {
     /// Each element is an alert (`labels`, `annotations`): its event's `data` gets a one-line
     /// `summary` and the `links` to go to (see `alert_text`).
     pub alert: bool,
+    /// `per: group`: one event per body, holding every element (see `group`).
+    pub per_group: bool,
 }
 
 /// `identity_annotations` and `refire_after`: what an alert adapter adds to the id its `event.id`
@@ -277,6 +280,12 @@ impl Adapter {
             }
             None => return Err(format!("the body has no `$.{}`", each.join("."))),
         };
+        if self.per_group {
+            return Ok(vec![Mapped {
+                index: None,
+                event: Self::measure(self.group_event(items, body, now), limits, &mut total)?,
+            }]);
+        }
         let mut doc = Value::Object(Map::from_iter([
             ("item".to_owned(), Value::Null),
             ("body".to_owned(), body),
@@ -301,7 +310,17 @@ impl Adapter {
         now: i64,
         total: &mut usize,
     ) -> Result<Result<Value, MapError>, String> {
-        let event = match self.event(doc, now) {
+        Self::measure(self.event(doc, now), limits, total)
+    }
+
+    /// An event made (or why not), measured against `limits`: one over the event limit is
+    /// refused on its own, `total` going over the body's budget refuses the whole body.
+    fn measure(
+        made: Result<Value, MapError>,
+        limits: Limits,
+        total: &mut usize,
+    ) -> Result<Result<Value, MapError>, String> {
+        let event = match made {
             Ok(event) => event,
             Err(e) => return Ok(Err(e)),
         };
@@ -436,6 +455,7 @@ mod tests {
             ]),
             identity: Identity::default(),
             alert: false,
+            per_group: false,
         }
     }
 

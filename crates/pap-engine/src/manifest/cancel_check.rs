@@ -71,6 +71,11 @@ pub(crate) fn check(
 
 /// Whether `adapter` can make events of a type `pattern` matches.
 fn makes(adapter: &Adapter, pattern: &TypePattern) -> bool {
+    if adapter.per_group {
+        return ["firing", "resolved"]
+            .iter()
+            .any(|s| pattern.matches(&format!("{}.group.{s}", adapter.name)));
+    }
     // A `*` segment stands for a value a placeholder can take.
     let example = pattern.as_str().replace('*', "x");
     adapter.kind.0.iter().any(|e| match e {
@@ -90,16 +95,33 @@ fn missing(adapter: &Adapter, key: &str) -> Option<String> {
             EVENT_FIELDS.join(", ")
         ));
     }
-    let (Some(field), Data::Fields(fields)) = (names.get(1), &adapter.data) else {
+    let (Some(field), true) = (names.get(1), first == "data") else {
         return None;
     };
-    if first != "data" || fields.iter().any(|(name, _)| name == field) {
+    let known: Vec<&str> = if adapter.per_group {
+        crate::adapter::group::data_fields(adapter)
+    } else {
+        match &adapter.data {
+            Data::Fields(fields) => fields.iter().map(|(n, _)| n.as_str()).collect(),
+            Data::Whole(_) => return None,
+        }
+    };
+    // An alert adapter adds `summary` and `links` to every event's data.
+    let added = adapter.alert && matches!(field.as_str(), "summary" | "links");
+    if added || known.contains(&field.as_str()) {
         return None;
     }
     Some(format!("its `data` has no `{field}`"))
 }
 
 fn fields_help(adapter: &Adapter) -> String {
+    if adapter.per_group {
+        let names: Vec<String> = crate::adapter::group::data_fields(adapter)
+            .iter()
+            .map(|n| format!("$.data.{n}"))
+            .collect();
+        return format!("its group events carry {}", names.join(", "));
+    }
     match &adapter.data {
         Data::Fields(fields) => {
             let names: Vec<String> = fields.iter().map(|(n, _)| format!("$.data.{n}")).collect();
@@ -173,6 +195,13 @@ mod tests {
         );
         // What a filter or recursion selects is not judged.
         assert_eq!(missing(&am, "$..fingerprint"), None);
+        // Group events have their own shape.
+        let mut group = preset("alertmanager");
+        group.per_group = true;
+        assert_eq!(missing(&group, "$.data.groupKey"), None);
+        assert!(missing(&group, "$.data.fingerprint").is_some());
+        let p = TypePattern::new("alertmanager.group.resolved").unwrap();
+        assert!(makes(&group, &p) && !makes(&am, &p));
     }
 
     #[test]

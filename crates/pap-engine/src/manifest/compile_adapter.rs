@@ -9,7 +9,8 @@ use std::collections::HashSet;
 use super::compile_agent::valid_env_name;
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{
-    AdapterAuthSettings, AdapterData, AdapterEventSettings, AdapterField, AdapterSettings,
+    AdapterAuthSettings, AdapterData, AdapterEventSettings, AdapterField, AdapterPer,
+    AdapterSettings,
 };
 use super::yaml_tree::PathSeg;
 use crate::adapter::{self, Adapter, AdapterAuth, Data, Expr, Field, Hmac, Identity, presets};
@@ -110,6 +111,9 @@ fn overlay(mut base: AdapterSettings, over: &AdapterSettings) -> AdapterSettings
     if over.alert.is_some() {
         base.alert = over.alert;
     }
+    if over.per.is_some() {
+        base.per = over.per;
+    }
     if let Some(e) = &over.event {
         let b = base.event.get_or_insert_with(AdapterEventSettings::default);
         let fields = [
@@ -176,6 +180,14 @@ pub fn compile(raw: &AdapterSettings) -> (Option<Adapter>, Vec<Problem>) {
             .ok()
     });
     let identity = compile_identity(raw, &mut problems);
+    if raw.per == Some(AdapterPer::Group) && raw.each.is_none() {
+        problems.push(Problem {
+            code: "missing-field",
+            at: path!["per"].to_vec(),
+            message: "`per: group` makes one event of the elements `each` names, and this adapter has no `each`".to_owned(),
+            help: Some("add `each: $.alerts` (the array of the group's alerts)"),
+        });
+    }
     let event = raw.event.clone().unwrap_or_default();
     let mut field = |name: &str, f: &Option<AdapterField>| -> Option<Field> {
         let Some(f) = f else {
@@ -244,6 +256,7 @@ pub fn compile(raw: &AdapterSettings) -> (Option<Adapter>, Vec<Problem>) {
                 data,
                 identity,
                 alert: raw.alert.unwrap_or(false),
+                per_group: raw.per == Some(AdapterPer::Group),
             })
         }
         _ => None,

@@ -740,6 +740,18 @@ pub struct AdapterSettings {
     /// say true.
     #[serde(default)]
     pub alert: Option<bool>,
+    /// `alert` (default): one event per element of `each`. `group`: one event per body, with
+    /// every element under `data.alerts` (Alertmanager's and Grafana's notification groups).
+    #[serde(default)]
+    pub per: Option<AdapterPer>,
+}
+
+/// `adapters[].per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AdapterPer {
+    Alert,
+    Group,
 }
 
 /// `adapters[].auth`.

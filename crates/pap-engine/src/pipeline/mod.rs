@@ -4,6 +4,7 @@
 
 pub mod cancel_on;
 mod fire;
+pub mod group_memory;
 pub(crate) mod ids;
 mod prelock;
 mod prepare;
@@ -229,6 +230,10 @@ impl<'p> Pipeline<'p> {
             match claimed {
                 Claimed::New => claimed_new = true,
                 Claimed::Live(claim) => verdict = idempotency::check(Some(&claim)),
+            }
+            // A group event with no new firing alert is a repeat that only dropped some.
+            if claimed_new {
+                verdict = self.group_check(tx, &trigger.id, event, now)?;
             }
             note(&mut explain, "idempotency", &verdict, || {
                 format!("new key {}", idempotency::hex(&key))

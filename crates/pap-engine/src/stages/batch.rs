@@ -48,6 +48,7 @@ pub fn check(
             let next = DebounceState {
                 last_seen: now,
                 pending,
+                seen: Vec::new(),
             };
             return (Verdict::Continue, next);
         }
@@ -74,6 +75,7 @@ pub fn check(
     let next = DebounceState {
         last_seen: now,
         pending: Some(pending),
+        seen: Vec::new(),
     };
     (verdict, next)
 }

@@ -54,6 +54,7 @@ pub fn check(
             let next = DebounceState {
                 last_seen: latest,
                 pending: None,
+                seen: Vec::new(),
             };
             (verdict, next)
         }
@@ -81,6 +82,7 @@ pub fn check(
             let next = DebounceState {
                 last_seen: latest,
                 pending: Some(pending),
+                seen: Vec::new(),
             };
             (verdict, next)
         }
