@@ -294,3 +294,39 @@ fn a_running_run_is_stopped_only_when_cancel_on_says_running() {
     assert_eq!(p.invocation_status(&running), "running");
     assert!(Path::new(&format!("/proc/{}", pid_of(&running))).exists());
 }
+
+#[test]
+fn explain_shows_where_cancel_on_sits_and_the_key_it_keeps() {
+    let p = project("");
+    cancelled_by_resolution(&p, "t-approve", "gated", "");
+    let file = write(
+        &p,
+        "firing.json",
+        &alert_body("firing", "0001-01-01T00:00:00Z"),
+    );
+    let out = p
+        .cmd()
+        .args([
+            "dispatch",
+            "--adapter",
+            "alertmanager",
+            "--dry-run",
+            "--explain",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "cancel_on: a later `alertmanager.alert.resolved` event with the same $.data.fingerprint (\"948c667b1fc76492\") ends what this starts"
+        ),
+        "{text}"
+    );
+    // Before the stages, in their order.
+    let at = |stage: &str| text.find(&format!(" {stage}:")).unwrap_or(usize::MAX);
+    assert!(
+        at("cancel_on") < at("idempotency") && at("idempotency") < at("risk"),
+        "{text}"
+    );
+}

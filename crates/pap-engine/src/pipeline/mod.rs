@@ -197,6 +197,21 @@ impl<'p> Pipeline<'p> {
         let mut verdict = considered.filter;
         if let Some(ex) = explain.as_mut() {
             ex.conditions = considered.conditions;
+            // Where `cancel_on` sits: held against every event before any trigger's stages,
+            // it ends this trigger's work later; the key this event would leave is shown.
+            if let Some(c) = &trigger.cancel_on {
+                let key = throttle::key_of(Some(&c.key), &event.value);
+                ex.stages.push(StageExplain {
+                    stage: "cancel_on",
+                    passed: true,
+                    note: format!(
+                        "a later `{}` event with the same {} ({}) ends what this starts; every event meets cancel_on before any stage",
+                        c.pattern.as_str(),
+                        c.key.as_str(),
+                        if key.is_empty() { "nothing here: this event's work cannot be ended".to_owned() } else { key }
+                    ),
+                });
+            }
         }
         note(&mut explain, "filter", &verdict, || {
             format!("{} condition(s) hold", trigger.filter.len())
