@@ -106,21 +106,32 @@ fn sample(samples: &[Value], name: &str, labels: &[(&str, &str)]) -> Option<f64>
         .and_then(|s| s["value"].as_f64())
 }
 
-#[test]
-fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
+const METRICS_TOKEN: &str = "metrics-0123456789abcdef";
+
+/// A serve whose principal `prom` (token [`METRICS_TOKEN`]) has `scopes`, with `extra` in
+/// pap.yaml; `None` (with a note) without curl or Prometheus' Python parser.
+fn scraped_serve(scopes: &str, extra: &str) -> Option<(Project, common::serve::Serve, String)> {
     if !curl_available()
         || !python_has(
             "prometheus_client.openmetrics.parser",
             "/metrics is not read by Prometheus' own parser",
         )
     {
-        return;
+        return None;
     }
-    let token = "metrics-0123456789abcdef";
-    let p = project(
-        "listen:\n  auth:\n    principals:\n      - name: prom\n        token: ${PROM_TOKEN}\n        scopes: [metrics, ingest]\n",
-    );
-    let (_serve, url) = serve(&p, &[], &[("PROM_TOKEN", token)]);
+    let p = project(&format!(
+        "listen:\n  auth:\n    principals:\n      - name: prom\n        token: ${{PROM_TOKEN}}\n        scopes: {scopes}\n{extra}"
+    ));
+    let (serve, url) = serve(&p, &[], &[("PROM_TOKEN", METRICS_TOKEN)]);
+    Some((p, serve, url))
+}
+
+#[test]
+fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
+    let Some((p, _serve, url)) = scraped_serve("[metrics, ingest]", "") else {
+        return;
+    };
+    let token = METRICS_TOKEN;
     let auth = format!("Authorization: Bearer {token}");
     let events = format!("{url}/v1/events");
     let body = format!(
@@ -223,6 +234,106 @@ fn metrics_are_read_by_the_prometheus_parser_with_their_names_and_labels() {
             "{condition}"
         );
     }
+}
+
+#[test]
+fn every_family_is_in_the_first_scrape_with_its_known_labels_at_zero_and_a_reload_is_told() {
+    let sink = "notifications:\n  sinks:\n    - name: archive\n      type: ndjson\n      path: archive.ndjson\n";
+    let Some((p, serve, url)) = scraped_serve("[metrics]", sink) else {
+        return;
+    };
+    let token = METRICS_TOKEN;
+    // Nothing happened yet: every family is there all the same.
+    let samples = python("scrape_metrics.py", &[&format!("{url}/metrics"), token]);
+    let get = |name: &str, labels: &[(&str, &str)]| sample(&samples, name, labels);
+    assert_eq!(
+        get("pap_build_info", &[("version", env!("CARGO_PKG_VERSION"))]),
+        Some(1.0)
+    );
+    for status in ["awaiting_approval", "expired", "queued", "running"] {
+        assert_eq!(
+            get("pap_queue_depth", &[("status", status)]),
+            Some(0.0),
+            "{status}"
+        );
+    }
+    for status in [
+        "pending",
+        "dispatched",
+        "locked",
+        "delivered",
+        "escalated",
+        "failed",
+    ] {
+        assert_eq!(
+            get("pap_notifications", &[("status", status)]),
+            Some(0.0),
+            "{status}"
+        );
+    }
+    assert_eq!(get("pap_sink_failures", &[("sink", "archive")]), Some(0.0));
+    for route in [
+        "/v1/events",
+        "spool",
+        "/v1/ingest/alertmanager",
+        "/v1/ingest/grafana",
+    ] {
+        assert_eq!(
+            get(
+                "pap_events_received_total",
+                &[("route", route), ("valid", "true")]
+            ),
+            Some(0.0),
+            "{route}"
+        );
+    }
+    for outcome in ["invoked", "throttled", "batched", "awaiting_approval"] {
+        assert_eq!(
+            get(
+                "pap_decisions_total",
+                &[("trigger", "t-quick"), ("outcome", outcome)]
+            ),
+            Some(0.0),
+            "{outcome}"
+        );
+    }
+    assert_eq!(
+        get(
+            "pap_invocations_finished_total",
+            &[("agent", "quick"), ("result", "failed")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        get(
+            "pap_schedule_fires_total",
+            &[("schedule", "monthly-report")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(get("pap_purged_total", &[("kind", "claims")]), Some(0.0));
+    // The process, the state and the last load.
+    assert!(get("process_cpu_seconds_total", &[]).is_some_and(|s| s > 0.0));
+    assert!(get("process_resident_memory_bytes", &[]).is_some_and(|b| b > 1e6));
+    assert!(get("process_open_fds", &[]).is_some_and(|n| n >= 3.0));
+    assert!(get("process_start_time_seconds", &[]).is_some_and(|t| t > 1.7e9));
+    assert!(get("pap_state_bytes", &[]).is_some_and(|b| b > 0.0));
+    assert!(get("pap_state_filesystem_free_bytes", &[]).is_some_and(|b| b > 0.0));
+    assert_eq!(get("pap_reload_success", &[]), Some(1.0));
+    let loaded = get("pap_reload_last_timestamp_seconds", &[]).unwrap();
+    assert!(loaded > 1.7e9, "{loaded}");
+
+    // A reload of a broken manifest is refused, and the scrape says so.
+    std::fs::write(
+        p.root().join("triggers/t-broken.yaml"),
+        "pap_version: \"0.2\"\ntrigger: {id: t-broken}\n",
+    )
+    .unwrap();
+    serve.signal(nix::sys::signal::Signal::SIGHUP);
+    wait_until("the refused reload in the scrape", || {
+        let samples = python("scrape_metrics.py", &[&format!("{url}/metrics"), token]);
+        sample(&samples, "pap_reload_success", &[]) == Some(0.0)
+    });
 }
 
 pub(crate) struct Alertmanager {

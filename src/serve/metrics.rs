@@ -6,6 +6,11 @@
 //! approvals waiting, notifications by status, failing sink deliveries) is read from the
 //! store at each scrape, so it is right also for what other processes (`pap dispatch`,
 //! `pap approve`) changed. The names and labels are listed in docs/src/reference/metrics.md.
+//!
+//! Every family is in the scrape from the start (issue 35), with the label values the project
+//! knows at zero (its triggers, agents, routes, sinks, schedules, every status): a dashboard
+//! and an `absent()` alert see a series before anything happened. Beside pap's own families
+//! are the standard `process_*` ones, the build, the state's bytes, and the last reload.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -16,6 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use super::conditions::{Condition, Conditions};
@@ -46,6 +52,16 @@ pub struct Metrics {
     notifications: Family<Labels, Gauge>,
     sink_failures: Family<Labels, Gauge>,
     serve_conditions: Family<Labels, Gauge>,
+    reload_success: Gauge,
+    reload_last_seconds: Gauge<f64, AtomicU64>,
+    state_bytes: Gauge,
+    state_free_bytes: Gauge,
+    cpu_seconds: Counter<f64, AtomicU64>,
+    /// The CPU seconds the counter holds, to add what was used since.
+    cpu_counted: std::sync::Mutex<f64>,
+    resident_bytes: Gauge,
+    open_fds: Gauge,
+    start_time_seconds: Gauge<f64, AtomicU64>,
     conditions: Arc<Conditions>,
 }
 
@@ -58,7 +74,8 @@ impl Default for Metrics {
 impl Metrics {
     /// `conditions` are serve's, shown at each scrape.
     pub fn new(conditions: Arc<Conditions>) -> Metrics {
-        let mut registry = Registry::with_prefix("pap");
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("pap");
         let m = Metrics {
             registry: Registry::default(),
             events_received: Family::default(),
@@ -76,8 +93,44 @@ impl Metrics {
             notifications: Family::default(),
             sink_failures: Family::default(),
             serve_conditions: Family::default(),
+            reload_success: Gauge::default(),
+            reload_last_seconds: Gauge::default(),
+            state_bytes: Gauge::default(),
+            state_free_bytes: Gauge::default(),
+            cpu_seconds: Counter::default(),
+            cpu_counted: std::sync::Mutex::new(0.0),
+            resident_bytes: Gauge::default(),
+            open_fds: Gauge::default(),
+            start_time_seconds: Gauge::default(),
             conditions,
         };
+        // Loaded at start (serve says when: `reloaded`).
+        m.reload_success.set(1);
+        registry.register(
+            "build",
+            "The pap build serving: its version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_owned())]),
+        );
+        registry.register(
+            "reload_success",
+            "1 when serve's last load of the manifests (at start or a reload) was applied, 0 when it was refused",
+            m.reload_success.clone(),
+        );
+        registry.register(
+            "reload_last_timestamp_seconds",
+            "When serve last loaded the manifests (at start or a reload), applied or refused",
+            m.reload_last_seconds.clone(),
+        );
+        registry.register(
+            "state_bytes",
+            "Bytes the files of the state directory take (the redb store and its companions)",
+            m.state_bytes.clone(),
+        );
+        registry.register(
+            "state_filesystem_free_bytes",
+            "Bytes free to pap on the state directory's file system",
+            m.state_free_bytes.clone(),
+        );
         registry.register(
             "events_received",
             "Events received, by route (an HTTP route, or spool) and validity",
@@ -148,7 +201,104 @@ impl Metrics {
             "1 while serve has this condition (spool not taken, reload refused, restart needed; pap status says why), else 0",
             m.serve_conditions.clone(),
         );
-        Metrics { registry, ..m }
+        root.register(
+            "process_cpu_seconds",
+            "User and system CPU time spent, in seconds",
+            m.cpu_seconds.clone(),
+        );
+        root.register(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes",
+            m.resident_bytes.clone(),
+        );
+        root.register(
+            "process_open_fds",
+            "Number of open file descriptors",
+            m.open_fds.clone(),
+        );
+        root.register(
+            "process_start_time_seconds",
+            "Start time of the process since the Unix epoch, in seconds",
+            m.start_time_seconds.clone(),
+        );
+        Metrics {
+            registry: root,
+            ..m
+        }
+    }
+
+    /// A load of the manifests (at start, or a reload) at `now` (ms): applied or refused.
+    pub fn reloaded(&self, applied: bool, now: i64) {
+        self.reload_success.set(i64::from(applied));
+        self.reload_last_seconds.set(now as f64 / 1000.0);
+    }
+
+    /// Every label value `project` knows, at zero where nothing was counted yet.
+    fn prime(&self, project: &crate::manifest::Project) {
+        let mut routes = vec!["/v1/events".to_owned(), "spool".to_owned()];
+        routes.extend(project.config.adapters.iter().map(|a| a.path.clone()));
+        for route in routes {
+            for valid in ["true", "false"] {
+                let _ = self
+                    .events_received
+                    .get_or_create(&vec![("route", route.clone()), ("valid", valid.into())]);
+            }
+        }
+        for t in &project.triggers {
+            for outcome in Outcome::DECIDED {
+                let _ = self.decisions.get_or_create(&vec![
+                    ("trigger", t.id.clone()),
+                    ("outcome", outcome.as_str().into()),
+                ]);
+            }
+        }
+        for a in &project.agents {
+            for result in ["succeeded", "failed", "cancelled", "retry_queued"] {
+                let _ = self
+                    .invocations
+                    .get_or_create(&vec![("agent", a.id.clone()), ("result", result.into())]);
+            }
+            let _ = self
+                .invocation_seconds
+                .get_or_create(&vec![("agent", a.id.clone())]);
+        }
+        for s in &project.schedules {
+            let _ = self
+                .schedule_fires
+                .get_or_create(&vec![("schedule", s.id.clone())]);
+        }
+        for kind in super::purge::Kind::ALL {
+            let _ = self
+                .purged
+                .get_or_create(&vec![("kind", kind.name().to_owned())]);
+        }
+    }
+
+    /// The process and the state directory (`None` for a store with none).
+    fn read_process(&self, state_dir: Option<&std::path::Path>) {
+        let p = super::process_metrics::read_process();
+        if let Some(cpu) = p.cpu_seconds {
+            let mut counted = self.cpu_counted.lock().unwrap_or_else(|e| e.into_inner());
+            if cpu > *counted {
+                self.cpu_seconds.inc_by(cpu - *counted);
+                *counted = cpu;
+            }
+        }
+        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        if let Some(b) = p.resident_bytes {
+            self.resident_bytes.set(to_i64(b));
+        }
+        if let Some(n) = p.open_fds {
+            self.open_fds.set(to_i64(n));
+        }
+        if let Some(t) = p.start_time_seconds {
+            self.start_time_seconds.set(t);
+        }
+        if let Some(dir) = state_dir {
+            let (used, free) = super::process_metrics::state_bytes(dir);
+            self.state_bytes.set(used.map_or(0, to_i64));
+            self.state_free_bytes.set(free.map_or(0, to_i64));
+        }
     }
 
     pub fn received(&self, route: &str, valid: usize, invalid: usize) {
@@ -206,8 +356,16 @@ impl Metrics {
             .inc();
     }
 
-    /// Reads the states from the store and encodes everything.
-    pub fn scrape(&self, store: &dyn Storage, now: i64) -> storage::Result<String> {
+    /// Reads the states from the store (and the process) and encodes everything, every
+    /// label value `project` knows present.
+    pub fn scrape(
+        &self,
+        store: &dyn Storage,
+        project: &crate::manifest::Project,
+        now: i64,
+    ) -> storage::Result<String> {
+        self.prime(project);
+        self.read_process(store.dir().as_deref());
         // The queue's counts come from the store's indexes (no invocation is read).
         let counts =
             store.read(|r| r.queue_counts(now, now - crate::status_report::OVERDUE_AFTER_MS))?;
@@ -228,24 +386,33 @@ impl Metrics {
             Ok(counts)
         })?;
         let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let notifications: Vec<(String, i64)> = told
-            .by_status
-            .into_iter()
-            .map(|(k, v)| (k, to_i64(v)))
+        // Every status and every configured sink, at zero unless counted.
+        let mut notifications: std::collections::BTreeMap<String, i64> = NOTIFY_STATUSES
+            .iter()
+            .map(|s| ((*s).to_owned(), 0))
             .collect();
-        let sinks: Vec<(String, i64)> = told
-            .failing_by_sink
-            .into_iter()
-            .map(|(k, v)| (k, to_i64(v)))
+        notifications.extend(told.by_status.into_iter().map(|(k, v)| (k, to_i64(v))));
+        let mut sinks: std::collections::BTreeMap<String, i64> = project
+            .config
+            .notify
+            .sinks
+            .iter()
+            .map(|s| (s.name.clone(), 0))
             .collect();
+        sinks.extend(
+            told.failing_by_sink
+                .into_iter()
+                .map(|(k, v)| (k, to_i64(v))),
+        );
         self.approvals_waiting
             .set(i64::try_from(counts.waiting()).unwrap_or(i64::MAX));
         set_all(
             &self.queue,
             "status",
-            queue
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), i64::try_from(v).unwrap_or(i64::MAX))),
+            QUEUE_STATUSES.iter().map(|s| {
+                let n = queue.get(s).copied().unwrap_or(0);
+                ((*s).to_owned(), i64::try_from(n).unwrap_or(i64::MAX))
+            }),
         );
         self.approval_oldest_seconds
             .set(oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0));
@@ -261,6 +428,19 @@ impl Metrics {
         Ok(text)
     }
 }
+
+/// The statuses of an invocation not yet ended, each always in `pap_queue_depth`.
+const QUEUE_STATUSES: [&str; 4] = ["awaiting_approval", "expired", "queued", "running"];
+
+/// Every ANP status, each always in `pap_notifications`.
+const NOTIFY_STATUSES: [&str; 6] = [
+    "pending",
+    "dispatched",
+    "locked",
+    "delivered",
+    "escalated",
+    "failed",
+];
 
 /// Replaces a gauge family's values: a label that is gone is dropped, not left stale.
 fn set_all(

@@ -20,6 +20,7 @@ pub mod log;
 pub mod metrics;
 mod node;
 mod outage;
+mod process_metrics;
 mod purge;
 pub mod recent;
 mod reload;
@@ -218,6 +219,7 @@ pub fn run(
     let stop = Arc::new(AtomicBool::new(false));
     let conditions = Arc::new(conditions::Conditions::default());
     let metrics = Arc::new(metrics::Metrics::new(conditions.clone()));
+    metrics.reloaded(true, runtime.clock.now_ms());
     let recent = Arc::new(recent::RecentDecisions::default());
     let worker = Worker::start(
         &rt,

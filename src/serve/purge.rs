@@ -64,7 +64,7 @@ pub(super) enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 8] = [
+    pub(super) const ALL: [Kind; 8] = [
         Kind::Claims,
         Kind::Ledger,
         Kind::Debounce,

@@ -143,10 +143,12 @@ impl Server {
             pending_restart = pending.len(),
             "manifests reloaded"
         );
+        self.metrics.reloaded(true, self.runtime.clock.now_ms());
     }
 
     /// Records a refused reload: the set loaded before keeps running.
     fn refuse(&mut self, why: String) {
+        self.metrics.reloaded(false, self.runtime.clock.now_ms());
         let now = self.now_text();
         self.conditions.set(
             Condition::ReloadRefused,

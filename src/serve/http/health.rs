@@ -91,8 +91,9 @@ pub(super) async fn metrics(
         return r;
     }
     let (metrics, store) = (app.metrics.clone(), app.store.clone());
+    let project = app.project_now();
     let now = app.clock.now_ms();
-    match tokio::task::spawn_blocking(move || metrics.scrape(&*store, now)).await {
+    match tokio::task::spawn_blocking(move || metrics.scrape(&*store, &project, now)).await {
         Ok(Ok(text)) => (
             StatusCode::OK,
             [(

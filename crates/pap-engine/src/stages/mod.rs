@@ -35,6 +35,20 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome a decision can have (`Disabled` is only `--explain`'s).
+    pub const DECIDED: [Outcome; 10] = [
+        Outcome::Invoked,
+        Outcome::Queued,
+        Outcome::Filtered,
+        Outcome::Duplicate,
+        Outcome::CascadeRejected,
+        Outcome::Throttled,
+        Outcome::Debounced,
+        Outcome::Batched,
+        Outcome::BudgetExceeded,
+        Outcome::AwaitingApproval,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Invoked => "invoked",
