@@ -36,7 +36,7 @@ fn client(name: &str) -> PathBuf {
     common::fixture(&format!("clients/{name}"))
 }
 
-fn python(script: &str, args: &[&str]) -> Vec<Value> {
+pub(crate) fn python(script: &str, args: &[&str]) -> Vec<Value> {
     let out = Command::new("python3")
         .arg(client(script))
         .args(args)
@@ -106,11 +106,14 @@ fn sample(samples: &[Value], name: &str, labels: &[(&str, &str)]) -> Option<f64>
         .and_then(|s| s["value"].as_f64())
 }
 
-const METRICS_TOKEN: &str = "metrics-0123456789abcdef";
+pub(crate) const METRICS_TOKEN: &str = "metrics-0123456789abcdef";
 
 /// A serve whose principal `prom` (token [`METRICS_TOKEN`]) has `scopes`, with `extra` in
 /// pap.yaml; `None` (with a note) without curl or Prometheus' Python parser.
-fn scraped_serve(scopes: &str, extra: &str) -> Option<(Project, common::serve::Serve, String)> {
+pub(crate) fn scraped_serve(
+    scopes: &str,
+    extra: &str,
+) -> Option<(Project, common::serve::Serve, String)> {
     if !curl_available()
         || !python_has(
             "prometheus_client.openmetrics.parser",

@@ -53,6 +53,7 @@ mod llm;
 mod manifest_cache;
 mod mcp_server;
 mod mcp_stdio;
+mod monitoring;
 mod notify_lifecycle;
 mod notify_routing;
 mod notify_watch;
