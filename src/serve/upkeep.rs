@@ -120,19 +120,7 @@ impl Server {
             |d: Duration| now.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let s = &self.settings;
         let project = &self.runtime.project;
-        let ttl = i64::try_from(project.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
-        let quiet_of = |trigger: &str| {
-            // A group memory lasts as long as an idempotency key.
-            if let Some(of) = crate::pipeline::group_memory::trigger_of(trigger) {
-                return project.trigger(of).map(|_| ttl);
-            }
-            let t = project.trigger(trigger)?;
-            match (&t.debounce, &t.batch) {
-                (Some(d), _) => Some(crate::stages::debounce::quiet_ms(d)),
-                (None, Some(b)) => Some(crate::stages::batch::window_ms(b)),
-                (None, None) => None,
-            }
-        };
+        let quiet_of = |bucket: &str| kept_for(project, bucket);
         f(&purge::Due {
             now,
             cutoffs: purge::Cutoffs {
@@ -249,5 +237,49 @@ mod tests {
             ["inv-new"],
             "the audit past its retention stays, or the recent one went"
         );
+    }
+}
+
+/// How long an idle state of the debounce table is kept (ms), by its bucket: a debounce's
+/// quiet period, a batch's window, a group memory's idempotency TTL; `None` (it may go) when
+/// its trigger no longer has what kept it.
+fn kept_for(project: &crate::manifest::Project, bucket: &str) -> Option<i64> {
+    if let Some(of) = crate::pipeline::group_memory::trigger_of(bucket) {
+        project.trigger(of)?;
+        return Some(i64::try_from(project.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX));
+    }
+    let t = project.trigger(bucket)?;
+    match (&t.debounce, &t.batch) {
+        (Some(d), _) => Some(crate::stages::debounce::quiet_ms(d)),
+        (None, Some(b)) => Some(crate::stages::batch::window_ms(b)),
+        (None, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod kept_for_tests {
+    use super::super::test_server::{project, trigger};
+
+    #[test]
+    fn a_batch_keeps_its_window_a_group_memory_its_ttl_and_a_plain_trigger_nothing() {
+        let dir = project(&[
+            (
+                "triggers/b.yaml",
+                &format!(
+                    "{}  batch: {{max: 5, window: 30s}}\n",
+                    trigger("b", "a.b.crossed")
+                ),
+            ),
+            ("triggers/p.yaml", &trigger("p", "a.b.crossed")),
+        ]);
+        let loaded = crate::manifest::load(dir.path(), &[]);
+        let project = loaded.project.expect("a project");
+        assert_eq!(super::kept_for(&project, "b"), Some(30_000));
+        assert_eq!(super::kept_for(&project, "p"), None);
+        // A group memory lasts as long as an idempotency key (24 h by default), whatever the
+        // trigger debounces, and goes with its trigger.
+        assert_eq!(super::kept_for(&project, "p#group"), Some(86_400_000));
+        assert_eq!(super::kept_for(&project, "gone#group"), None);
+        assert_eq!(super::kept_for(&project, "gone"), None);
     }
 }

@@ -32,4 +32,12 @@ pub struct PendingFire {
     /// first). Empty for a trailing debounce.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch: Vec<Value>,
+    /// The encoded bytes of `batch`, kept so that a new event is measured against the bound
+    /// without encoding every event already in it again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -406,6 +406,7 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
             event: serde_json::json!({"n": n}),
             sender: None,
             batch: Vec::new(),
+            batch_bytes: 0,
         }),
         seen: Vec::new(),
     };
@@ -1054,6 +1055,7 @@ fn populate(s: &dyn Storage) -> Result<()> {
                         principal: None,
                     }),
                     batch: vec![json!({"id": "ev-2"}), json!({"id": "ev-3"})],
+                    batch_bytes: 26,
                 }),
                 seen: Vec::new(),
             },

@@ -51,8 +51,8 @@ pub struct Cancellation {
     pub invocation_id: Option<String>,
     /// The event that started the work.
     pub event_id: String,
-    /// What the work was: `queued`, `awaiting_approval`, `running`, or `debounce` for a
-    /// trailing debounce's pending fire.
+    /// What the work was: `queued`, `awaiting_approval`, `running`, `debounce` for a
+    /// trailing debounce's pending fire, or `batch` for a pending batch.
     pub was: &'static str,
     pub cancelled: bool,
     /// Why it was left alone.
@@ -150,7 +150,11 @@ impl Pipeline<'_> {
             trigger: name.clone(),
             invocation_id: None,
             event_id: pending.event["id"].as_str().unwrap_or_default().to_owned(),
-            was: "debounce",
+            was: if pending.batch.is_empty() {
+                "debounce"
+            } else {
+                "batch"
+            },
             cancelled: refused.is_none(),
             refused: refused.clone(),
         });

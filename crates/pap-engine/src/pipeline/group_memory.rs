@@ -61,11 +61,14 @@ impl Pipeline<'_> {
             pending: None,
             seen: Vec::new(),
         });
-        let new: Vec<&str> = members
+        // Up to MAX_MEMBERS remembered: looked up as a set, not once per member.
+        let seen: std::collections::HashSet<&str> = state.seen.iter().map(String::as_str).collect();
+        let new: Vec<String> = members
             .iter()
-            .copied()
-            .filter(|m| !state.seen.iter().any(|s| s == m))
+            .filter(|m| !seen.contains(**m))
+            .map(|m| (*m).to_owned())
             .collect();
+        drop(seen);
         if new.is_empty() && !members.is_empty() {
             return Ok(Verdict::Stop(
                 Outcome::Duplicate,
@@ -76,7 +79,7 @@ impl Pipeline<'_> {
                 .into(),
             ));
         }
-        state.seen.extend(new.into_iter().map(str::to_owned));
+        state.seen.extend(new);
         let over = state.seen.len().saturating_sub(MAX_MEMBERS);
         state.seen.drain(..over);
         state.last_seen = now;

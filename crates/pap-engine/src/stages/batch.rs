@@ -38,11 +38,10 @@ pub fn check(
     max_bytes: usize,
     now: i64,
 ) -> (Verdict, DebounceState) {
-    let size = crate::event::encoded_len(event);
+    let size = crate::event::encoded_len(event) as u64;
     let mut pending = state.and_then(|s| s.pending.clone());
     if let Some(p) = pending.as_mut() {
-        let held: usize = p.batch.iter().map(crate::event::encoded_len).sum();
-        if held.saturating_add(size) > max_bytes {
+        if p.batch_bytes.saturating_add(size) > max_bytes as u64 {
             // It does not fit: the batch goes now, and this event on alone.
             p.due = p.due.min(now);
             let next = DebounceState {
@@ -53,12 +52,14 @@ pub fn check(
             return (Verdict::Continue, next);
         }
         p.batch.push(event.clone());
+        p.batch_bytes = p.batch_bytes.saturating_add(size);
     }
     let mut pending = pending.unwrap_or_else(|| PendingFire {
         due: now.saturating_add(window_ms(batch)),
         event: event.clone(),
         sender: sender.cloned(),
         batch: vec![event.clone()],
+        batch_bytes: size,
     });
     if pending.batch.len() >= batch.max as usize {
         pending.due = pending.due.min(now);

@@ -69,6 +69,7 @@ pub fn check(
                 event: event.clone(),
                 sender: sender.cloned(),
                 batch: Vec::new(),
+                batch_bytes: 0,
             });
             let verdict = Verdict::Stop(
                 Outcome::Debounced,
