@@ -367,15 +367,27 @@ pub(crate) fn alertmanager_and_amtool(unchecked: &str) -> Option<PathBuf> {
     curl_available().then_some(program)
 }
 
-/// A real Alertmanager whose one receiver posts to `pap_url`/v1/ingest/alertmanager.
+/// A real Alertmanager whose one receiver posts to `pap_url`/v1/ingest/alertmanager, with no
+/// `group_wait`: a group's first alert goes out at once.
 pub(crate) fn alertmanager(p: &Project, program: &std::path::Path, pap_url: &str) -> Alertmanager {
+    alertmanager_waiting(p, program, pap_url, "0s")
+}
+
+/// As [`alertmanager`], waiting `group_wait` before a group's first notification, as deployed
+/// Alertmanagers do (30 s by default) so that a storm goes out as one group.
+pub(crate) fn alertmanager_waiting(
+    p: &Project,
+    program: &std::path::Path,
+    pap_url: &str,
+    group_wait: &str,
+) -> Alertmanager {
     let dir = p.root().join("alertmanager");
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let config = dir.join("alertmanager.yml");
     std::fs::write(
         &config,
         format!(
-            "route:\n  receiver: pap\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 2s\nreceivers:\n  - name: pap\n    webhook_configs:\n      - url: {pap_url}/v1/ingest/alertmanager\n        send_resolved: true\n"
+            "route:\n  receiver: pap\n  group_by: [alertname]\n  group_wait: {group_wait}\n  group_interval: 1s\n  repeat_interval: 2s\nreceivers:\n  - name: pap\n    webhook_configs:\n      - url: {pap_url}/v1/ingest/alertmanager\n        send_resolved: true\n"
         ),
     )
     .unwrap();
