@@ -474,3 +474,96 @@ fn a_real_alertmanager_alert_is_decided_once_its_resends_are_duplicates_and_its_
     );
     assert_eq!(am_invocations(&p, "firing").len(), 1);
 }
+
+/// Tokens and cost by agent and model (issue 35): an LLM agent's series are at zero before it
+/// runs, and count what the fake provider reported (80 of 100 input tokens from the cache)
+/// priced at pap.yaml's prices once it has run.
+#[test]
+fn llm_tokens_and_cost_are_counted_by_agent_and_model() {
+    use common::fake_llm::{FakeLlm, Scripted, anthropic_text};
+    let mut reply = anthropic_text("done");
+    reply["usage"] =
+        serde_json::json!({"input_tokens": 20, "cache_read_input_tokens": 80, "output_tokens": 20});
+    let fake = FakeLlm::start(vec![Scripted::ok(reply)]);
+    if !curl_available()
+        || !python_has(
+            "prometheus_client.openmetrics.parser",
+            "/metrics is not read by Prometheus' own parser",
+        )
+    {
+        return;
+    }
+    let p = project(
+        "listen:\n  auth:\n    principals:\n      - name: prom\n        token: ${PROM_TOKEN}\n        scopes: [metrics, ingest]\nprices:\n  anthropic:\n    test-model: {input: 3.0, output: 15.0, cached_input: 0.30}\n",
+    );
+    std::fs::write(
+        p.root().join("agents/priced.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nagent:\n  id: priced\n  risk_level: low\n  model:\n    provider: anthropic\n    model_id: test-model\n    base_url: \"{}\"\n",
+            fake.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        p.root().join("triggers/t-priced.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-priced\n  match:\n    type: test.priced.asked\n  agent: priced\n",
+    )
+    .unwrap();
+    let (_serve, url) = serve(
+        &p,
+        &[],
+        &[
+            ("PROM_TOKEN", METRICS_TOKEN),
+            ("ANTHROPIC_API_KEY", "sk-test"),
+        ],
+    );
+    let scrape = || {
+        python(
+            "scrape_metrics.py",
+            &[&format!("{url}/metrics"), METRICS_TOKEN],
+        )
+    };
+    let labels =
+        |kind: &'static str| [("agent", "priced"), ("model", "test-model"), ("kind", kind)];
+    let cost_labels = [
+        ("agent", "priced"),
+        ("model", "test-model"),
+        ("currency", "USD"),
+    ];
+    let samples = scrape();
+    for kind in ["input", "cached_input", "output"] {
+        assert_eq!(
+            sample(&samples, "pap_llm_tokens_total", &labels(kind)),
+            Some(0.0),
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        sample(&samples, "pap_llm_cost_total", &cost_labels),
+        Some(0.0)
+    );
+
+    let r = common::http::post(
+        &format!("{url}/v1/events"),
+        "application/json",
+        common::dispatch::ev("c1", "test.priced.asked", serde_json::json!({}))
+            .to_string()
+            .as_bytes(),
+        &["-H", &format!("Authorization: Bearer {METRICS_TOKEN}")],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    wait_until("c1 ran", || {
+        p.invocations_of("c1")
+            .iter()
+            .any(|i| i["status"] == "succeeded")
+    });
+    let samples = scrape();
+    let got: Vec<Option<f64>> = ["input", "cached_input", "output"]
+        .iter()
+        .map(|k| sample(&samples, "pap_llm_tokens_total", &labels(k)))
+        .collect();
+    assert_eq!(got, [Some(100.0), Some(80.0), Some(20.0)]);
+    // 20 × 3 + 80 × 0.30 + 20 × 15 = 384 millionths of a dollar.
+    let cost = sample(&samples, "pap_llm_cost_total", &cost_labels).unwrap();
+    assert!((cost - 0.000384).abs() < 1e-9, "{cost}");
+}

@@ -116,12 +116,11 @@ pub(super) fn row_human(shown: &AsOf, short: &str, p: Paint, out: &mut String) {
 fn transcript_human(o: &mut String, t: &Transcript, p: Paint) {
     let _ = writeln!(
         o,
-        "    {} {} · {} turns · tokens in {} out {}",
+        "    {} {} · {} turns · {}",
         t.provider,
         t.model,
         t.turns.len(),
-        t.input_tokens,
-        t.output_tokens
+        crate::views::spend_line(t)
     );
     for (n, turn) in t.turns.iter().enumerate() {
         let _ = writeln!(

@@ -31,6 +31,25 @@ use crate::storage::{self, Storage};
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The kinds of `pap_llm_tokens`: `cached_input` is part of `input`.
+const TOKEN_KINDS: [&str; 3] = ["input", "cached_input", "output"];
+
+fn token_labels(agent: &str, model: &str, kind: &str) -> Labels {
+    vec![
+        ("agent", agent.to_owned()),
+        ("model", model.to_owned()),
+        ("kind", kind.to_owned()),
+    ]
+}
+
+fn cost_labels(agent: &str, model: &str, currency: &str) -> Labels {
+    vec![
+        ("agent", agent.to_owned()),
+        ("model", model.to_owned()),
+        ("currency", currency.to_owned()),
+    ]
+}
+
 fn duration_buckets() -> Histogram {
     // 1 ms to about 65 s.
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
@@ -46,6 +65,8 @@ pub struct Metrics {
     purged: Family<Labels, Counter>,
     purge_step_seconds: Histogram,
     schedule_fires: Family<Labels, Counter>,
+    llm_tokens: Family<Labels, Counter>,
+    llm_cost: Family<Labels, Counter<f64, AtomicU64>>,
     queue: Family<Labels, Gauge>,
     approvals_waiting: Gauge,
     approval_oldest_seconds: Gauge<f64, AtomicU64>,
@@ -87,6 +108,8 @@ impl Metrics {
             // 0.1 ms to about 3 s: a step aims at 2 ms.
             purge_step_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 15)),
             schedule_fires: Family::default(),
+            llm_tokens: Family::default(),
+            llm_cost: Family::default(),
             queue: Family::default(),
             approvals_waiting: Gauge::default(),
             approval_oldest_seconds: Gauge::default(),
@@ -170,6 +193,16 @@ impl Metrics {
             "schedule_fires",
             "Schedule fires, by schedule",
             m.schedule_fires.clone(),
+        );
+        registry.register(
+            "llm_tokens",
+            "Model tokens LLM runs used, by agent, model and kind (input, of which cached_input, and output)",
+            m.llm_tokens.clone(),
+        );
+        registry.register(
+            "llm_cost",
+            "What LLM runs cost at pap.yaml's prices, by agent, model and currency (runs of a model without a price count nothing)",
+            m.llm_cost.clone(),
         );
         registry.register(
             "queue_depth",
@@ -261,6 +294,21 @@ impl Metrics {
             let _ = self
                 .invocation_seconds
                 .get_or_create(&vec![("agent", a.id.clone())]);
+            let model = match &a.model {
+                crate::manifest::compiled::ModelSpec::Anthropic(m)
+                | crate::manifest::compiled::ModelSpec::Openai(m) => &m.model_id,
+                crate::manifest::compiled::ModelSpec::Command { .. } => continue,
+            };
+            for kind in TOKEN_KINDS {
+                let _ = self
+                    .llm_tokens
+                    .get_or_create(&token_labels(&a.id, model, kind));
+            }
+            let _ = self.llm_cost.get_or_create(&cost_labels(
+                &a.id,
+                model,
+                &project.config.prices.currency,
+            ));
         }
         for s in &project.schedules {
             let _ = self
@@ -348,6 +396,24 @@ impl Metrics {
         self.invocation_seconds
             .get_or_create(&vec![("agent", agent.to_owned())])
             .observe(took.as_secs_f64());
+    }
+
+    /// What one LLM attempt of `agent` used and cost.
+    pub fn spent(&self, agent: &str, spend: &crate::agent::Spend) {
+        for (kind, n) in [
+            ("input", spend.input_tokens),
+            ("cached_input", spend.cached_input_tokens),
+            ("output", spend.output_tokens),
+        ] {
+            self.llm_tokens
+                .get_or_create(&token_labels(agent, &spend.model, kind))
+                .inc_by(n);
+        }
+        if let Some(cost) = &spend.cost {
+            self.llm_cost
+                .get_or_create(&cost_labels(agent, &spend.model, &cost.currency))
+                .inc_by(cost.micros as f64 / 1e6);
+        }
     }
 
     pub fn schedule_fired(&self, schedule: &str) {

@@ -236,6 +236,9 @@ impl State {
                         _ => "failed",
                     };
                     metrics.run_ended(&r.agent, how, started.elapsed());
+                    if let Some(spend) = &r.spend {
+                        metrics.spent(&r.agent, spend);
+                    }
                 }
                 (id, result)
             }

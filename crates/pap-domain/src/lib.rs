@@ -11,6 +11,7 @@ pub mod invocation;
 pub mod lease;
 pub mod lifecycle;
 pub mod liveness;
+pub mod money;
 pub mod notification;
 pub mod short_id;
 

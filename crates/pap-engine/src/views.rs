@@ -38,6 +38,13 @@ pub fn invocation(inv: &Invocation, detail: bool) -> Value {
         "notifications": inv.notifications,
         "retry_of": inv.retry_of,
     });
+    if let Some(cost) = cost_of_runs(inv) {
+        v["cost"] = json!({
+            "currency": cost.currency,
+            "amount": crate::domain::money::format_micros(cost.micros),
+            "micros": cost.micros,
+        });
+    }
     if detail {
         v["idempotency_key"] = json!(idempotency_key(inv));
         v["history"] = inv
@@ -62,6 +69,38 @@ pub fn invocation(inv: &Invocation, detail: bool) -> Value {
         v["event"] = inv.event.clone();
     }
     v
+}
+
+/// What every priced attempt of `inv` cost together (attempts in another currency, after a
+/// change of `prices.currency`, are left out of the sum).
+pub fn cost_of_runs(inv: &Invocation) -> Option<crate::domain::money::Cost> {
+    let mut costs = inv
+        .history
+        .iter()
+        .filter_map(|a| a.transcript.as_ref()?.cost.as_ref());
+    let mut total = costs.next()?.clone();
+    for c in costs.filter(|c| c.currency == total.currency) {
+        total.micros = total.micros.saturating_add(c.micros);
+    }
+    Some(total)
+}
+
+/// A transcript's tokens and cost on one line: `tokens in 1200 (cached 800) out 90 · cost
+/// 0.004512 USD`, or `cost unknown (no price)`.
+pub fn spend_line(t: &crate::domain::Transcript) -> String {
+    let cached = if t.cached_input_tokens > 0 {
+        format!(" (cached {})", t.cached_input_tokens)
+    } else {
+        String::new()
+    };
+    let cost = t.cost.as_ref().map_or_else(
+        || "cost unknown (no price for the model in pap.yaml)".to_owned(),
+        |c| format!("cost {}", c.display()),
+    );
+    format!(
+        "tokens in {}{cached} out {} · {cost}",
+        t.input_tokens, t.output_tokens
+    )
 }
 
 /// The PAP idempotency key of the invocation's (event, trigger) pair, in hex (contract

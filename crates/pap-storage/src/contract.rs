@@ -1065,6 +1065,7 @@ fn populate(s: &dyn Storage) -> Result<()> {
             &[crate::domain::budget::TokenUse {
                 at: 5,
                 tokens: 1200,
+                micros: 3600,
                 invocation: "inv-a".into(),
                 reserved: false,
             }],

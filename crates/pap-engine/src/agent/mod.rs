@@ -61,6 +61,19 @@ pub struct RunResult {
     /// An operator cancelled it while this process ran or held it (`pap invocations
     /// cancel`): not a failure of the agent's.
     pub cancelled: bool,
+    /// What the last attempt used of its model (LLM agents): the attempt this run made when
+    /// retries are queued, as serve queues them.
+    pub spend: Option<Spend>,
+}
+
+/// Tokens and cost of one LLM attempt, for serve's counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spend {
+    pub model: String,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost: Option<crate::domain::money::Cost>,
 }
 
 #[derive(Clone)]
@@ -295,9 +308,10 @@ impl Runtime {
                     tx.put_invocation(&inv)?;
                     return Ok(Err(Waiting { why, gate }));
                 }
-                // A token budget: the run reserves its most, or waits until it fits.
+                // A token or money budget: the run reserves its most, or waits until it fits.
                 if let Some(agent) = project.agent(&inv.agent)
-                    && let Err((why, at)) = tokens::reserve(tx, agent, &inv, now)?
+                    && let Err((why, at)) =
+                        tokens::reserve(tx, agent, &project.config.prices, &inv, now)?
                 {
                     inv.lease = None;
                     if inv.status == Status::Queued {
@@ -843,6 +857,17 @@ fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
         error: inv.error.clone(),
         retry_queued: false,
         cancelled: false,
+        spend: inv
+            .history
+            .last()
+            .and_then(|a| a.transcript.as_ref())
+            .map(|t| Spend {
+                model: t.model.clone(),
+                input_tokens: t.input_tokens,
+                cached_input_tokens: t.cached_input_tokens,
+                output_tokens: t.output_tokens,
+                cost: t.cost.clone(),
+            }),
     }
 }
 

@@ -1,65 +1,170 @@
-//! Token budgets at run time (a pap extension; the decision side is `stages::budget`): a run
-//! of an agent with `budget.tokens_per_day` reserves the most it may use before it starts,
-//! in the transaction that starts it, and settles to what it used when it ends. Runs that
-//! start together therefore cannot spend past the budget, and a run that would not fit waits
-//! (queued, due when enough spending has left the 24-hour window).
+//! Token and money budgets at run time (a pap extension; the decision side is
+//! `stages::budget`): a run of an agent with `budget.tokens_per_day` or a budget in money
+//! reserves the most it may use before it starts, in the transaction that starts it, and
+//! settles to what it used when it ends. Runs that start together therefore cannot spend
+//! past the budget, and a run that would not fit waits (queued, due when enough spending has
+//! left the 24-hour window). A run's money reservation is its token bound priced at the
+//! model's dearest rate, since the bound counts input and output together.
 
 use crate::domain::Invocation;
-use crate::domain::budget::{self, TokenUse, tokens_in_window};
-use crate::manifest::compiled::Agent;
+use crate::domain::budget::{self, Measure, TokenUse};
+use crate::domain::money::{cost_of, format_micros};
+use crate::manifest::compiled::{Agent, ModelSpec};
+use crate::manifest::prices::Prices;
 use crate::storage::{self, WriteTx};
 
-/// The most one run of `agent` may use and the day's budget, when it has a token budget
-/// (the reservation is worked out when the manifest is compiled).
-pub fn reservation(agent: &Agent) -> Option<(u64, u64)> {
-    let budget = agent.budget?;
-    Some((budget.run_tokens?, budget.tokens_per_day?))
+/// When a run whose model has no price checks again whether it has one (a reload may add it).
+const UNPRICED_RECHECK_MS: i64 = 60 * 60 * 1000;
+
+/// What one run of an agent reserves against its day's budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// (tokens one run reserves, the day's token budget).
+    pub tokens: Option<(u64, u64)>,
+    /// (micros one run reserves, the day's budget in micros); `Err` with the day's budget
+    /// when the agent's model has no price.
+    pub money: Option<Result<(u64, u64), u64>>,
 }
 
-/// Reserves the run's tokens, or says why it must wait and until when (ms).
+impl Reservation {
+    fn any(&self) -> bool {
+        self.tokens.is_some() || self.money.is_some()
+    }
+}
+
+/// What `agent` reserves per run, when it has a token or money budget (its token bound is
+/// worked out when the manifest is compiled).
+pub fn reservation(agent: &Agent, prices: &Prices) -> Reservation {
+    let Some(b) = agent.budget else {
+        return Reservation {
+            tokens: None,
+            money: None,
+        };
+    };
+    let run = b.run_tokens;
+    Reservation {
+        tokens: run.zip(b.tokens_per_day),
+        money: b.money_per_day.filter(|_| run.is_some()).map(|max| {
+            model_price(agent, prices)
+                .map(|dearest| (cost_of(run.unwrap_or(0), dearest), max))
+                .ok_or(max)
+        }),
+    }
+}
+
+/// The dearest rate of `agent`'s model, in micros per million tokens.
+fn model_price(agent: &Agent, prices: &Prices) -> Option<u64> {
+    let (provider, model) = match &agent.model {
+        ModelSpec::Anthropic(m) => ("anthropic", &m.model_id),
+        ModelSpec::Openai(m) => ("openai", &m.model_id),
+        ModelSpec::Command { .. } => return None,
+    };
+    prices.of(provider, model).map(|p| p.dearest())
+}
+
+/// Reserves the run's tokens and money, or says why it must wait and until when (ms).
 pub fn reserve(
     tx: &mut dyn WriteTx,
     agent: &Agent,
+    prices: &Prices,
     inv: &Invocation,
     now: i64,
 ) -> storage::Result<Result<(), (String, i64)>> {
-    let Some((needed, max)) = reservation(agent) else {
+    let r = reservation(agent, prices);
+    if !r.any() {
         return Ok(Ok(()));
-    };
+    }
     let mut uses = tx.token_uses(&agent.id)?;
     // A reservation left by an attempt of this invocation that never ended is replaced.
     uses.retain(|u| !(u.reserved && u.invocation == inv.id));
-    let used = tokens_in_window(&uses, now);
-    if used.saturating_add(needed) > max {
-        let at = budget::room_at(&uses, needed, max, now).unwrap_or(now + budget::DAY_MS);
-        let why = format!(
-            "waiting for the token budget: a run reserves {needed} tokens, and {used} of agent {}'s {max} for the last 24h are used or reserved; room at {}",
-            agent.id,
-            crate::clock::rfc3339_ms(at)
-        );
-        return Ok(Err((why, at)));
-    }
-    uses.retain(|u| u.at > now.saturating_sub(budget::DAY_MS));
-    uses.push(TokenUse {
+    let mut reserved = TokenUse {
         at: now,
-        tokens: needed,
+        tokens: 0,
+        micros: 0,
         invocation: inv.id.clone(),
         reserved: true,
-    });
+    };
+    if let Some((needed, max)) = r.tokens {
+        if let Err(wait) = fits(&uses, Measure::Tokens, needed, max, now) {
+            return Ok(Err((
+                format!(
+                    "waiting for the token budget: a run reserves {needed} tokens, and {} of agent {}'s {max} for the last 24h are used or reserved; room at {}",
+                    wait.used,
+                    agent.id,
+                    crate::clock::rfc3339_ms(wait.at)
+                ),
+                wait.at,
+            )));
+        }
+        reserved.tokens = needed;
+    }
+    match r.money {
+        Some(Ok((needed, max))) => {
+            if let Err(wait) = fits(&uses, Measure::Money, needed, max, now) {
+                let currency = &prices.currency;
+                return Ok(Err((
+                    format!(
+                        "waiting for the money budget: a run reserves {} {currency}, and {} of agent {}'s {} {currency} for the last 24h are spent or reserved; room at {}",
+                        format_micros(needed),
+                        format_micros(wait.used),
+                        agent.id,
+                        format_micros(max),
+                        crate::clock::rfc3339_ms(wait.at)
+                    ),
+                    wait.at,
+                )));
+            }
+            reserved.micros = needed;
+        }
+        Some(Err(_)) => {
+            return Ok(Err((
+                format!(
+                    "waiting for a price: agent {} has a budget in money, but its model has no price in pap.yaml's `prices`",
+                    agent.id
+                ),
+                now.saturating_add(UNPRICED_RECHECK_MS),
+            )));
+        }
+        None => {}
+    }
+    uses.retain(|u| u.at > now.saturating_sub(budget::DAY_MS));
+    uses.push(reserved);
     tx.set_token_uses(&agent.id, &uses)?;
     Ok(Ok(()))
 }
 
-/// Takes the lock of `agent`'s token budget now, if it has one (a store with several writers
-/// serialises work under one budget with it). Decisions and ends of runs take an agent's
-/// budget before its concurrency keys (a key belongs to one agent: the trigger's or the
-/// agent's own); a start or a failure that takes a key first calls this before, so that no
-/// two transactions take the two in opposite orders.
+struct Wait {
+    used: u64,
+    at: i64,
+}
+
+fn fits(uses: &[TokenUse], measure: Measure, needed: u64, max: u64, now: i64) -> Result<(), Wait> {
+    let used = budget::in_window(uses, measure, now);
+    if used.saturating_add(needed) <= max {
+        return Ok(());
+    }
+    let at = budget::room_for(uses, measure, needed, max, now)
+        .unwrap_or(now.saturating_add(budget::DAY_MS));
+    Err(Wait { used, at })
+}
+
+/// Takes the lock of `agent`'s budget now, if it has a token or money budget (a store with
+/// several writers serialises work under one budget with it). Decisions and ends of runs take
+/// an agent's budget before its concurrency keys (a key belongs to one agent: the trigger's
+/// or the agent's own); a start or a failure that takes a key first calls this before, so
+/// that no two transactions take the two in opposite orders.
 pub fn lock_budget(tx: &mut dyn WriteTx, agent: Option<&Agent>) -> storage::Result<()> {
-    if let Some(agent) = agent.filter(|a| reservation(a).is_some()) {
+    if let Some(agent) = agent.filter(|a| budgeted(a)) {
         tx.token_uses(&agent.id)?;
     }
     Ok(())
+}
+
+/// Whether runs of `agent` reserve against a budget (prices aside).
+fn budgeted(agent: &Agent) -> bool {
+    agent.budget.is_some_and(|b| {
+        b.run_tokens.is_some() && (b.tokens_per_day.is_some() || b.money_per_day.is_some())
+    })
 }
 
 /// Turns the reservation of `inv`'s attempt that just ended into what it used.
@@ -69,27 +174,47 @@ pub fn settle(
     inv: &Invocation,
     now: i64,
 ) -> storage::Result<()> {
-    if agent.and_then(reservation).is_none() {
+    if !agent.is_some_and(budgeted) {
         return Ok(());
     }
-    let used = inv
-        .history
-        .last()
-        .and_then(|a| a.transcript.as_ref())
-        .map_or(0, |t| t.input_tokens.saturating_add(t.output_tokens));
+    let transcript = inv.history.last().and_then(|a| a.transcript.as_ref());
+    let used = transcript.map_or(0, |t| t.input_tokens.saturating_add(t.output_tokens));
+    let micros = transcript
+        .and_then(|t| t.cost.as_ref())
+        .map_or(0, |c| c.micros);
     let mut uses = tx.token_uses(&inv.agent)?;
-    budget::settle(&mut uses, &inv.id, used, now);
+    budget::settle(&mut uses, &inv.id, used, micros, now);
     tx.set_token_uses(&inv.agent, &uses)
 }
 
-/// Whether a run that has used `used` tokens may take another turn: a run stays within what
-/// it reserved, so the day's budget holds however the conversation grows.
-pub(crate) fn may_take_turn(agent: &Agent, used: u64) -> Result<(), String> {
-    match reservation(agent) {
-        Some((reserved, _)) if used >= reserved => Err(format!(
+/// Whether a run that has used `used` tokens costing `spent` micros may take another turn: a
+/// run stays within what it reserved, so the day's budgets hold however the conversation
+/// grows.
+pub(crate) fn may_take_turn(
+    agent: &Agent,
+    prices: &Prices,
+    used: u64,
+    spent: u64,
+) -> Result<(), String> {
+    let r = reservation(agent, prices);
+    if let Some((reserved, _)) = r.tokens
+        && used >= reserved
+    {
+        return Err(format!(
             "stopped: the run used the {reserved} tokens it reserved from agent {}'s daily budget ({used} used)",
             agent.id
-        )),
-        _ => Ok(()),
+        ));
     }
+    if let Some(Ok((reserved, _))) = r.money
+        && spent >= reserved
+    {
+        return Err(format!(
+            "stopped: the run spent the {} {} it reserved from agent {}'s daily budget ({} spent)",
+            format_micros(reserved),
+            prices.currency,
+            agent.id,
+            format_micros(spent)
+        ));
+    }
+    Ok(())
 }

@@ -81,7 +81,15 @@ pub const CODES: &[CodeInfo] = &[
     error("debounce-range", "`debounce.seconds` below 1"),
     error(
         "budget-needs-turn-limit",
-        "an LLM agent's `budget.tokens_per_day` with no bound on a run (`limits.max_tool_calls`, openai's `model.max_tokens`), or less than one run reserves",
+        "an LLM agent's token or money budget with no bound on a run (`limits.max_tool_calls`, openai's `model.max_tokens`), or less than one run reserves",
+    ),
+    error(
+        "budget-currency",
+        "`usd_per_day` where pap.yaml's prices are in another currency",
+    ),
+    warning(
+        "unpriced-model",
+        "an agent with a money budget whose model has no price in pap.yaml",
     ),
     error("retry-attempts-range", "`retry.max_attempts` outside 1..10"),
     // Meaning, checked by the compile step that dispatch and serve share.
@@ -187,6 +195,10 @@ pub const CODES: &[CodeInfo] = &[
     error(
         "invalid-size",
         "a size that is not like `64MiB` or `1GiB`, or is out of its range",
+    ),
+    error(
+        "invalid-price",
+        "a `prices:` rate that is not a number of 0 or more, or a currency that is not an ISO 4217 code",
     ),
     error("idempotency-ttl", "an idempotency TTL below 24 hours"),
     error(

@@ -103,19 +103,60 @@ fn compile_budget(
     agent: &raw::Agent,
     b: &raw::Budget,
 ) -> Option<crate::manifest::compiled::Budget> {
-    if b.invocations_per_day.is_none() && b.tokens_per_day.is_none() {
+    if b.usd_per_day.is_some() && b.money_per_day.is_some() {
+        ctx.at_key(
+            "unused-field",
+            &path!["agent", "budget", "money_per_day"],
+            "`budget` sets both `usd_per_day` and `money_per_day`: keep one",
+        );
+        return None;
+    }
+    let money = b.usd_per_day.or(b.money_per_day);
+    if b.invocations_per_day.is_none() && b.tokens_per_day.is_none() && money.is_none() {
         ctx.at(
             "missing-field",
             &path!["agent", "budget"],
-            "`budget` sets neither `invocations_per_day` nor `tokens_per_day`",
+            "`budget` sets none of `invocations_per_day`, `tokens_per_day`, `usd_per_day` and `money_per_day`",
         )
         .help("e.g. `budget: {invocations_per_day: 50}`");
         return None;
     }
-    // A token budget bounds a run only if the run is bounded: its reservation is
-    // max_tokens × (max_tool_calls + 1), worked out here once for every run.
+    let money_per_day = match money {
+        Some(amount) if amount.is_finite() && amount > 0.0 && amount * 1e6 < u64::MAX as f64 => {
+            Some((amount * 1_000_000.0).round() as u64)
+        }
+        Some(amount) => {
+            let field = if b.usd_per_day.is_some() {
+                "usd_per_day"
+            } else {
+                "money_per_day"
+            };
+            ctx.at(
+                "wrong-type",
+                &path!["agent", "budget", field],
+                format!("`{field}` {amount} is not an amount of money above 0"),
+            );
+            return None;
+        }
+        None => None,
+    };
+    // A token or money budget bounds a run only if the run is bounded: its reservation is
+    // max_tokens × (max_tool_calls + 1) tokens, worked out here once for every run.
     let mut run_tokens = None;
-    if let Some(per_day) = b.tokens_per_day {
+    let bounded = b
+        .tokens_per_day
+        .map(|n| ("tokens_per_day", Some(n)))
+        .or(money_per_day.map(|_| {
+            (
+                if b.usd_per_day.is_some() {
+                    "usd_per_day"
+                } else {
+                    "money_per_day"
+                },
+                None,
+            )
+        }));
+    if let Some((field, per_day)) = bounded {
         let per_turn = match agent.model.provider {
             raw::Provider::Command => None,
             raw::Provider::Anthropic => Some(
@@ -132,7 +173,9 @@ fn compile_budget(
             (false, ..) => {}
             (true, Some(per_turn), Some(calls)) => {
                 let run = u64::from(per_turn).saturating_mul(calls.saturating_add(1));
-                if u64::try_from(per_day).unwrap_or(0) < run {
+                if let Some(per_day) = per_day
+                    && u64::try_from(per_day).unwrap_or(0) < run
+                {
                     ctx.at(
                         "budget-needs-turn-limit",
                         &path!["agent", "budget", "tokens_per_day"],
@@ -147,8 +190,8 @@ fn compile_budget(
             (true, ..) => {
                 ctx.at(
                     "budget-needs-turn-limit",
-                    &path!["agent", "budget", "tokens_per_day"],
-                    "a token budget needs `limits.max_tool_calls` (and for openai `model.max_tokens`): without them a run's tokens have no bound to reserve",
+                    &path!["agent", "budget", field],
+                    "a token or money budget needs `limits.max_tool_calls` (and for openai `model.max_tokens`): without them a run's tokens have no bound to reserve",
                 )
                 .help("set `limits: {max_tool_calls: 8}`: a run then reserves max_tokens × 9 tokens");
                 return None;
@@ -158,6 +201,8 @@ fn compile_budget(
     Some(crate::manifest::compiled::Budget {
         invocations_per_day: b.invocations_per_day.and_then(|n| u64::try_from(n).ok()),
         tokens_per_day: b.tokens_per_day.and_then(|n| u64::try_from(n).ok()),
+        money_per_day,
+        money_in_usd: b.usd_per_day.is_some(),
         run_tokens,
     })
 }

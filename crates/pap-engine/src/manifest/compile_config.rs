@@ -108,6 +108,9 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
         }
         config.chat.approvers = chat.approvers.clone();
     }
+    if let Some(prices) = &raw.prices {
+        config.prices = super::prices::compile(prices, ctx);
+    }
     if let Some(listen) = &raw.listen {
         config.listen = super::compile_listen::compile(listen, ctx);
     }

@@ -198,8 +198,13 @@ pub(crate) const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
 pub struct Budget {
     pub invocations_per_day: Option<u64>,
     pub tokens_per_day: Option<u64>,
-    /// What one run reserves of `tokens_per_day`: max_tokens × (max_tool_calls + 1); `None`
-    /// for a command agent (it spends no tokens) or without a token budget.
+    /// `usd_per_day` or `money_per_day`, in micros of the price table's currency.
+    pub money_per_day: Option<u64>,
+    /// The budget was written as `usd_per_day` (the price table's currency must be USD).
+    pub money_in_usd: bool,
+    /// The most tokens one run may use: max_tokens × (max_tool_calls + 1); what it reserves
+    /// of `tokens_per_day`, and what its money reservation is priced from. `None` for a
+    /// command agent (it spends nothing) or without a token or money budget.
     pub(crate) run_tokens: Option<u64>,
 }
 
@@ -339,6 +344,8 @@ pub struct Config {
     pub adapters: Vec<crate::adapter::Adapter>,
     /// `chat:`.
     pub chat: ChatConfig,
+    /// `prices:`.
+    pub prices: super::prices::Prices,
 }
 
 /// `chat:` in pap.yaml, with defaults applied.
@@ -480,6 +487,7 @@ impl Default for Config {
             listen: Default::default(),
             adapters: super::compile_adapter::all_presets(),
             chat: ChatConfig::default(),
+            prices: Default::default(),
         }
     }
 }

@@ -217,6 +217,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
     }
 
     check_route_agents(&agents, &agent_trees, &agent_ids, &mut diags);
+    super::budget_check::check(&agents, &agent_trees, &config.prices, &mut diags);
 
     let mut triggers: Vec<Trigger> = Vec::new();
     let mut trigger_at: Vec<(&str, &Located<Node>)> = Vec::new();

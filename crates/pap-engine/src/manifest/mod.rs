@@ -3,6 +3,7 @@
 //! raw (serde mirror of the YAML) → schema_check (shape, every problem) → compile_* (meaning)
 //! → compiled (what the dispatcher runs on). `loader` drives it for a whole project.
 
+mod budget_check;
 pub mod cache;
 mod cancel_check;
 pub mod cascade_graph;
@@ -20,6 +21,7 @@ pub mod discover;
 pub mod duration;
 pub mod file_ctx;
 pub mod loader;
+pub mod prices;
 pub mod raw;
 pub mod regex_test;
 pub mod schema_check;

@@ -316,6 +316,16 @@ pub struct Budget {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub tokens_per_day: Option<i64>,
+    /// US dollars in any 24 hours, at the prices of `prices` in pap.yaml (whose `currency`
+    /// must then be USD); LLM agents only. A run reserves what its most tokens would cost
+    /// at the model's dearest rate when it starts, and settles to what it cost when it ends.
+    #[serde(default)]
+    #[schemars(range(min = 0.000001))]
+    pub usd_per_day: Option<f64>,
+    /// As `usd_per_day`, in the currency `prices.currency` names (e.g. EUR).
+    #[serde(default)]
+    #[schemars(range(min = 0.000001))]
+    pub money_per_day: Option<f64>,
 }
 
 /// ATP action flags.
@@ -682,10 +692,46 @@ pub struct ProjectConfig {
     /// The chat inbox over MCP (`pap mcp` and `/mcp`): human posts and who answers approvals.
     #[serde(default)]
     pub chat: Option<ChatSettings>,
+    /// What model tokens cost, per provider and model, for what runs cost (`invocations
+    /// show`, the console, `/metrics`) and money budgets (`budget.usd_per_day`).
+    #[serde(default)]
+    pub prices: Option<PriceSettings>,
     /// Webhooks mapped to PAP events, each at `/v1/ingest/NAME`. `alertmanager` and `grafana`
     /// are built in; an entry with their name changes the fields it gives.
     #[serde(default)]
     pub adapters: Vec<AdapterSettings>,
+}
+
+/// `prices:` in pap.yaml: what a million tokens of each model cost.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct PriceSettings {
+    /// The ISO 4217 code every price here is in (three capital letters). Default USD.
+    #[serde(default)]
+    #[schemars(regex(pattern = r"^[A-Z]{3}$"))]
+    pub currency: Option<String>,
+    /// Models of `provider: anthropic`, by `model.id`.
+    #[serde(default)]
+    pub anthropic: BTreeMap<String, ModelPrice>,
+    /// Models of `provider: openai` (and OpenAI-compatible servers), by `model.id`.
+    #[serde(default)]
+    pub openai: BTreeMap<String, ModelPrice>,
+}
+
+/// What a million tokens of one model cost, in `prices.currency`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ModelPrice {
+    /// A million input tokens not read from the prompt cache.
+    #[schemars(range(min = 0))]
+    pub input: f64,
+    /// A million output tokens.
+    #[schemars(range(min = 0))]
+    pub output: f64,
+    /// A million input tokens read from the provider's prompt cache. Default: `input`.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub cached_input: Option<f64>,
 }
 
 /// `chat:` in pap.yaml.

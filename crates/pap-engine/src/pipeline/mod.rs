@@ -431,12 +431,18 @@ impl<'p> Pipeline<'p> {
             } else {
                 Vec::new()
             };
-            let tokens = if b.tokens_per_day.is_some() {
+            let uses = if b.tokens_per_day.is_some() || b.money_per_day.is_some() {
                 tx.token_uses(&agent.id)?
             } else {
                 Vec::new()
             };
-            verdict = budget::check(b, &agent.id, &times, &tokens, now);
+            let money = budget::Money {
+                currency: &self.project.config.prices.currency,
+                priced: crate::agent::tokens::reservation(agent, &self.project.config.prices)
+                    .money
+                    .is_none_or(|r| r.is_ok()),
+            };
+            verdict = budget::check(b, &agent.id, &times, &uses, money, now);
             note(explain, "budget", &verdict, || {
                 "within the agent's budget for the last 24h".to_string()
             });

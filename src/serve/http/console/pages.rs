@@ -389,7 +389,11 @@ pub(super) fn invocation(
         if let Some(t) = &a.transcript {
             let _ = write!(
                 o,
-                "<h3>Transcript</h3>{}",
+                "<h3>Transcript</h3><p class=\"spend\">{} {} · {} turns · {}</p>{}",
+                esc(&t.provider),
+                esc(&t.model),
+                t.turns.len(),
+                esc(&crate::views::spend_line(t)),
                 json_block(&serde_json::to_value(t).unwrap_or(Value::Null))
             );
         }

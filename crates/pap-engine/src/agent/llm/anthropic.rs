@@ -104,7 +104,17 @@ impl Conversation {
             text,
             calls,
             stop,
-            input_tokens: tokens("input_tokens").unwrap_or(0),
+            // Anthropic counts cache reads and writes apart from `input_tokens`; pap's input
+            // is all of them, with the reads also counted as cached.
+            input_tokens: [
+                "input_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+            ]
+            .into_iter()
+            .filter_map(tokens)
+            .fold(0, u64::saturating_add),
+            cached_input_tokens: tokens("cache_read_input_tokens").unwrap_or(0),
             output_tokens: tokens("output_tokens").unwrap_or(0),
         })
     }
@@ -147,12 +157,19 @@ mod tests {
                     {"type": "tool_use", "id": "toolu_1", "name": "get-sum", "input": {"a": 1, "b": 2}}
                 ],
                 "stop_reason": "tool_use",
-                "usage": {"input_tokens": 10, "output_tokens": 5}
+                "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100}
             }))
             .unwrap();
         assert_eq!(reply.stop, Stop::ToolUse);
         assert_eq!(reply.calls[0].id, "toolu_1");
-        assert_eq!((reply.input_tokens, reply.output_tokens), (10, 5));
+        assert_eq!(
+            (
+                reply.input_tokens,
+                reply.cached_input_tokens,
+                reply.output_tokens
+            ),
+            (110, 100, 5)
+        );
         c.answer(
             &[ToolResult {
                 call_id: "toolu_1".into(),

@@ -79,6 +79,9 @@ pub(super) struct Reply {
     pub text: String,
     pub calls: Vec<ToolCall>,
     pub stop: Stop,
+    /// Every input token, those read from the prompt cache included.
     pub input_tokens: u64,
+    /// The input tokens read from the provider's prompt cache.
+    pub cached_input_tokens: u64,
     pub output_tokens: u64,
 }

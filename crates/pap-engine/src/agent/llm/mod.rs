@@ -191,12 +191,20 @@ impl Attempt<'_> {
                     retry: false,
                 });
             }
-            // A run with a token budget stays within what it reserved.
-            let used = {
+            // A run with a token or money budget stays within what it reserved.
+            let (used, spent) = {
                 let t = self.transcript.lock().expect("transcript");
-                t.input_tokens.saturating_add(t.output_tokens)
+                (
+                    t.input_tokens.saturating_add(t.output_tokens),
+                    t.cost.as_ref().map_or(0, |c| c.micros),
+                )
             };
-            if let Err(reason) = crate::agent::tokens::may_take_turn(self.agent, used) {
+            if let Err(reason) = crate::agent::tokens::may_take_turn(
+                self.agent,
+                &self.rt.project.config.prices,
+                used,
+                spent,
+            ) {
                 return Err(Failure {
                     reason,
                     retry: false,
@@ -340,6 +348,17 @@ impl Attempt<'_> {
         let mut t = self.transcript.lock().expect("transcript");
         t.input_tokens += reply.input_tokens;
         t.output_tokens += reply.output_tokens;
+        t.cached_input_tokens += reply.cached_input_tokens;
+        // Priced as it runs, so a run cut short still has what it cost so far.
+        t.cost = self.rt.project.config.prices.cost(
+            &t.provider,
+            &t.model,
+            crate::manifest::prices::Usage {
+                input: t.input_tokens,
+                cached_input: t.cached_input_tokens,
+                output: t.output_tokens,
+            },
+        );
         t.turns.push(Turn {
             request_ms: took.as_millis() as u64,
             stop_reason: Some(reply.stop.label()),
@@ -347,6 +366,7 @@ impl Attempt<'_> {
             tool_calls: Vec::new(),
             input_tokens: reply.input_tokens,
             output_tokens: reply.output_tokens,
+            cached_input_tokens: reply.cached_input_tokens,
             carried: Vec::new(),
         });
         t.turns.len() - 1

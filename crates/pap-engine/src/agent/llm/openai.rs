@@ -139,6 +139,10 @@ impl Conversation {
             calls,
             stop,
             input_tokens: tokens("prompt_tokens").unwrap_or(0),
+            cached_input_tokens: usage
+                .and_then(|u| u.pointer("/prompt_tokens_details/cached_tokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
             output_tokens: tokens("completion_tokens").unwrap_or(0),
         })
     }
