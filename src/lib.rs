@@ -13,6 +13,8 @@ pub mod cli;
 mod cmd;
 pub mod composition;
 pub use pap_database_url as database_url;
+mod env_view;
+mod health;
 pub use pap_domain as domain;
 use pap_domain::liveness;
 pub use pap_jsonpath as jsonpath;

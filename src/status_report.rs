@@ -31,6 +31,8 @@ pub(crate) struct Report {
     pub approvals_waiting: u64,
     pub approvals: Vec<Approval>,
     pub sinks: Vec<SinkHealth>,
+    /// Agents whose recent runs all failed (see `health`): each is also an `attention` line.
+    pub agents_failing: Vec<crate::health::AgentFailing>,
     pub schedules: Vec<ScheduleState>,
     pub store: StoreState,
     /// The serve nodes sharing the store (a database), newest word first; empty for redb.
@@ -121,8 +123,9 @@ pub(crate) fn gather(
         .collect();
     // Counts from the store's indexes, and a page of the oldest approvals: nothing here
     // reads every invocation, however long the queue.
-    let (counts, awaiting) = store.read(|r| {
+    let (counts, due, awaiting) = store.read(|r| {
         let counts = r.queue_counts(now, now.saturating_sub(OVERDUE_AFTER_MS))?;
+        let due = r.queue_counts(now, now)?.overdue;
         let mut awaiting: Vec<Invocation> = Vec::new();
         let scan = Scan {
             only: Only::Awaiting,
@@ -136,19 +139,21 @@ pub(crate) fn gather(
                 Next::Stop
             })
         })?;
-        Ok((counts, awaiting))
+        Ok((counts, due, awaiting))
     })?;
     let queue = queue_map(&counts);
-    if counts.overdue > 0 {
+    let nodes = nodes(store, now)?;
+    // Who runs due work: this host's serve, or a node of a shared store heard from lately.
+    let no_runner = serve.is_none() && !nodes.iter().any(|n| n.alive);
+    if no_runner && due > 0 {
         attention.push(format!(
-            "{} queued invocation(s) overdue by more than {} minutes{}",
+            "{due} queued invocation(s) due, and no pap serve is running to run them (start `pap serve`, or `pap dispatch` runs what it decides)"
+        ));
+    } else if counts.overdue > 0 {
+        attention.push(format!(
+            "{} queued invocation(s) overdue by more than {} minutes",
             counts.overdue,
             OVERDUE_AFTER_MS / 60_000,
-            if serve.is_none() {
-                ": no pap serve is running"
-            } else {
-                ""
-            }
         ));
     }
     let ids: Vec<&str> = awaiting.iter().map(|i| i.id.as_str()).collect();
@@ -190,6 +195,9 @@ pub(crate) fn gather(
         ));
     }
 
+    let agents_failing = crate::health::failing_agents(store, now)?;
+    attention.extend(agents_failing.iter().map(crate::health::failing_sentence));
+
     let mut schedules = Vec::new();
     match project {
         Some(project) => {
@@ -209,20 +217,6 @@ pub(crate) fn gather(
         }
         None => attention.push("the project has errors (`pap lint` shows them)".into()),
     }
-    let nodes: Vec<NodeState> = store
-        .nodes()?
-        .into_iter()
-        .map(|n| NodeState {
-            alive: now.saturating_sub(n.last_seen) < storage::NODE_GONE_MS,
-            since: crate::clock::rfc3339_ms(n.started_at),
-            last_seen: crate::clock::rfc3339_ms(n.last_seen),
-            id: n.id,
-            host: n.host,
-            pid: n.pid,
-            version: n.version,
-            listen: n.listen,
-        })
-        .collect();
     let gone = nodes.iter().filter(|n| !n.alive).count();
     if gone > 0 {
         attention.push(format!(
@@ -243,6 +237,7 @@ pub(crate) fn gather(
         approvals_waiting: counts.waiting(),
         approvals,
         sinks,
+        agents_failing,
         schedules,
         nodes,
         store: StoreState {
@@ -252,6 +247,24 @@ pub(crate) fn gather(
             tables: Vec::new(),
         },
     })
+}
+
+/// The serve nodes sharing the store (none for redb).
+fn nodes(store: &dyn Storage, now: i64) -> storage::Result<Vec<NodeState>> {
+    Ok(store
+        .nodes()?
+        .into_iter()
+        .map(|n| NodeState {
+            alive: now.saturating_sub(n.last_seen) < storage::NODE_GONE_MS,
+            since: crate::clock::rfc3339_ms(n.started_at),
+            last_seen: crate::clock::rfc3339_ms(n.last_seen),
+            id: n.id,
+            host: n.host,
+            pid: n.pid,
+            version: n.version,
+            listen: n.listen,
+        })
+        .collect())
 }
 
 /// How many of the newest notifications the sink health looks at, at most: a delivery older
@@ -357,6 +370,7 @@ mod tests {
             queue: BTreeMap::from([("queued", 2)]),
             approvals_waiting: 0,
             approvals: Vec::new(),
+            agents_failing: Vec::new(),
             sinks: Vec::new(),
             schedules: Vec::new(),
             store: StoreState {

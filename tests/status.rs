@@ -58,16 +58,16 @@ fn an_approval_past_half_its_deadline_and_overdue_work_need_a_person() {
         "{attention}"
     );
 
-    // Queued work that nobody takes.
+    // Queued work that nobody takes: due, and no serve runs (issue 35: degraded at once, not
+    // only once overdue).
     let p = Project::new();
     let file = p.events("q.ndjson", &[ev("q1", "test.basic.happened", json!({}))]);
     assert_eq!(p.dispatch(T0, &file, &["--no-run"]).code, 0);
-    assert_eq!(status(&p, "2026-03-11T06:04:00Z").0, 0);
-    let (code, s) = status(&p, "2026-03-11T06:06:00Z");
+    let (code, s) = status(&p, "2026-03-11T06:00:01Z");
     assert_eq!(code, 5, "{s}");
     let attention = s["attention"].to_string();
     assert!(
-        attention.contains("overdue") && attention.contains("no pap serve is running"),
+        attention.contains("1 queued invocation(s) due, and no pap serve is running"),
         "{attention}"
     );
     let human = p

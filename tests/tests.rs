@@ -37,6 +37,7 @@ mod example_project;
 mod fuzz;
 mod group_events;
 mod hardening;
+mod health;
 mod help;
 mod http_adapters;
 mod http_clients;

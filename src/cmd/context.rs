@@ -211,6 +211,7 @@ pub(super) fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
         store,
         clock,
         queue_retries: false,
+        environment: crate::agent::Environment::ThisCommand,
     })
 }
 

@@ -1,7 +1,11 @@
 //! `pap doctor`: what would stop the first real page, checked before it: the project loads,
-//! the state dir is writable, each provider's key is set, each program exists, each MCP
-//! server starts and lists the tools the agents use, each sink's address resolves. One line
-//! per check; exit 1 when any fails.
+//! the state dir is writable, each provider's key and listener token is set, each program
+//! exists, each MCP server starts and lists the tools the agents use, each sink's address
+//! resolves. One line per check; exit 1 when any fails.
+//!
+//! Variables and programs are checked in two environments when a serve runs on the state:
+//! this shell's and serve's (asked over the control socket, names only). Serve runs retries
+//! and new work, so its side decides the verdict, and the line says which one a retry uses.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -29,6 +33,12 @@ struct Check {
     check: String,
     status: Verdict,
     detail: String,
+    /// Variables and programs: what this shell's environment has (`set`, `not set`, a path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shell: Option<String>,
+    /// The same in the running serve's environment, when one answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serve: Option<String>,
 }
 
 fn check(checks: &mut Vec<Check>, name: String, verdict: Verdict, detail: String) {
@@ -36,8 +46,13 @@ fn check(checks: &mut Vec<Check>, name: String, verdict: Verdict, detail: String
         check: name,
         status: verdict,
         detail,
+        shell: None,
+        serve: None,
     });
 }
+
+/// The running serve's side, when one answered: its pid and its view.
+type ServeSide = Option<(u32, crate::env_view::View)>;
 
 pub(super) fn run(cli: &Cli, args: &DoctorArgs) -> anyhow::Result<Outcome> {
     let mut checks = Vec::new();
@@ -55,9 +70,14 @@ pub(super) fn run(cli: &Cli, args: &DoctorArgs) -> anyhow::Result<Outcome> {
                     project.schedules.len()
                 ),
             );
-            state_dir(&mut checks, &context::state_dir(cli, &project));
-            provider_keys(&mut checks, &project);
+            let dir = context::state_dir(cli, &project);
+            state_dir(&mut checks, &dir);
+            let serve = crate::serve::control::environment(&dir);
+            let shell = crate::env_view::view(&project, &|name| std::env::var_os(name));
+            runs_in(&mut checks, &serve);
+            variables(&mut checks, &shell, &serve);
             programs(&mut checks, &project);
+            serve_programs(&mut checks, &shell, &serve);
             mcp_servers(&mut checks, &project, args.timeout)?;
             sinks(&mut checks, &project);
         }
@@ -107,31 +127,107 @@ fn state_dir(checks: &mut Vec<Check>, dir: &Path) {
     check(checks, "state dir".into(), verdict.0, verdict.1);
 }
 
-fn provider_keys(checks: &mut Vec<Check>, project: &Project) {
-    let mut by_var: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for agent in &project.agents {
-        if let ModelSpec::Anthropic(m) | ModelSpec::Openai(m) = &agent.model {
-            by_var
-                .entry(m.api_key_env.as_str())
-                .or_default()
-                .push(&agent.id);
-        }
-    }
-    for (var, agents) in by_var {
-        let set = std::env::var_os(var).is_some_and(|v| !v.is_empty());
-        let (verdict, detail) = if set {
-            (Verdict::Ok, format!("set (agents {})", agents.join(", ")))
-        } else {
+/// Where retries and new work run: the serve on this state, or (none running) whatever
+/// starts next from this shell.
+fn runs_in(checks: &mut Vec<Check>, serve: &ServeSide) {
+    let detail = match serve {
+        Some((pid, _)) => format!(
+            "pap serve (pid {pid}) runs retries and new work: its environment is the one that counts"
+        ),
+        None => "no pap serve answers on this state: the next `pap serve` or `pap dispatch` started from this shell runs the work".to_owned(),
+    };
+    check(checks, "runs in".into(), Verdict::Ok, detail);
+}
+
+/// What a variable that is not set stops.
+fn consequence(var: &crate::env_view::Variable) -> String {
+    let what = match var.role.as_str() {
+        "provider key" => "cannot run (each run would fail at once)",
+        "listen token" => "cannot sign in (serve refuses to start its listener without it)",
+        _ => "cannot start",
+    };
+    format!("{} {what}", var.needed_by.join(", "))
+}
+
+fn said(set: bool) -> &'static str {
+    if set { "set" } else { "not set" }
+}
+
+/// Each variable the project needs, in this shell and in serve.
+fn variables(checks: &mut Vec<Check>, shell: &crate::env_view::View, serve: &ServeSide) {
+    for var in &shell.variables {
+        let who = var.needed_by.join(", ");
+        let on_serve = serve.as_ref().map(|(pid, view)| {
             (
+                *pid,
+                view.variable(&var.name, &var.role).is_some_and(|v| v.set),
+            )
+        });
+        let (verdict, detail) = match on_serve {
+            Some((pid, true)) if var.set => (
+                Verdict::Ok,
+                format!("set in serve (pid {pid}) and in this shell ({who})"),
+            ),
+            Some((pid, true)) => (
+                Verdict::Warn,
+                format!(
+                    "set in serve (pid {pid}), which a retry uses; not in this shell, so a `pap dispatch` run from here would fail ({who})"
+                ),
+            ),
+            Some((pid, false)) => (
                 Verdict::Fail,
                 format!(
-                    "not set: {} {} cannot run (each run would fail at once)",
-                    if agents.len() == 1 { "agent" } else { "agents" },
-                    agents.join(", ")
+                    "not set in serve's environment (pid {pid}), which runs retries and new work: {}{}",
+                    consequence(var),
+                    if var.set {
+                        "; it is set in this shell, which serve does not read: set it where serve starts (its unit's Environment=, or the shell that started it) and restart serve"
+                    } else {
+                        ""
+                    }
                 ),
-            )
+            ),
+            None if var.set => (Verdict::Ok, format!("set in this shell ({who})")),
+            None => (Verdict::Fail, format!("not set: {}", consequence(var))),
         };
-        check(checks, format!("provider key {var}"), verdict, detail);
+        checks.push(Check {
+            check: format!("{} {}", var.role, var.name),
+            status: verdict,
+            detail,
+            shell: Some(said(var.set).to_owned()),
+            serve: on_serve.map(|(_, set)| said(set).to_owned()),
+        });
+    }
+}
+
+/// Programs serve cannot find though this shell can (a PATH that differs): the shell's side is
+/// checked by `programs` and `mcp_servers`.
+fn serve_programs(checks: &mut Vec<Check>, shell: &crate::env_view::View, serve: &ServeSide) {
+    let Some((pid, view)) = serve else {
+        return;
+    };
+    for p in &view.programs {
+        let here = shell.program(&p.role).map(|s| s.found.clone());
+        let (verdict, detail) = match (&p.found, &here) {
+            (Ok(_), _) => continue,
+            (Err(why), Some(Ok(path))) => (
+                Verdict::Fail,
+                format!(
+                    "serve (pid {pid}) cannot find `{}`: {why}; this shell finds {path}: give serve the same PATH, or an absolute path",
+                    p.name
+                ),
+            ),
+            (Err(why), _) => (
+                Verdict::Fail,
+                format!("serve (pid {pid}) cannot find `{}`: {why}", p.name),
+            ),
+        };
+        checks.push(Check {
+            check: format!("{} program in serve", p.role),
+            status: verdict,
+            detail,
+            shell: here.map(|h| h.unwrap_or_else(|e| e)),
+            serve: Some(p.found.clone().unwrap_or_else(|e| e)),
+        });
     }
 }
 

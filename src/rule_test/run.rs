@@ -242,6 +242,7 @@ fn run_invoked(
         store: store.clone(),
         clock: crate::clock::Clock::fake(at),
         queue_retries: false,
+        environment: crate::agent::Environment::ThisCommand,
     };
     for t in triggers.iter_mut() {
         let Some(id) = t

@@ -4,6 +4,8 @@
 //!
 //! - `{"op":"ping"}` → `{"ok":true,"pid":…,"started_at":…,"version":…,"conditions":[…]}`
 //! - `{"op":"wake"}` → `{"ok":true}`: look at the queue now (an approval, `--no-run` work)
+//! - `{"op":"environment"}` → `{"ok":true,"pid":…,"view":{…}}`: what serve's environment
+//!   gives the project, names only (see `env_view`), for `pap doctor`
 //!
 //! Decisions and state never travel over the socket: every command reads and writes the
 //! store itself (the store takes turns between processes), so a serve that dies mid-request
@@ -35,13 +37,18 @@ pub struct ServeInfo {
     pub conditions: Vec<super::conditions::Shown>,
 }
 
-/// Listens on the socket on its own thread; `info` makes the reply to a ping (as of then),
-/// `on_wake` is called for each wake request.
-pub fn listen(
-    state_dir: &Path,
-    info: impl Fn() -> Value + Send + 'static,
-    on_wake: impl Fn() + Send + 'static,
-) -> std::io::Result<PathBuf> {
+/// What serve does for each request.
+pub struct Handlers {
+    /// The reply to a ping, as of then.
+    pub info: Box<dyn Fn() -> Value + Send>,
+    /// The reply to `environment`, as of then.
+    pub environment: Box<dyn Fn() -> Value + Send>,
+    /// Called for each wake request.
+    pub wake: Box<dyn Fn() + Send>,
+}
+
+/// Listens on the socket on its own thread.
+pub fn listen(state_dir: &Path, handlers: Handlers) -> std::io::Result<PathBuf> {
     let path = state_dir.join(SOCKET_FILE);
     // Serve holds the state lock, so any socket file left here is from a dead serve.
     let _ = std::fs::remove_file(&path);
@@ -52,13 +59,13 @@ pub fn listen(
         .spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let _ = answer(conn, &info, &on_wake);
+                let _ = answer(conn, &handlers);
             }
         })?;
     Ok(path)
 }
 
-fn answer(conn: UnixStream, info: &impl Fn() -> Value, on_wake: &impl Fn()) -> std::io::Result<()> {
+fn answer(conn: UnixStream, handlers: &Handlers) -> std::io::Result<()> {
     conn.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -66,13 +73,14 @@ fn answer(conn: UnixStream, info: &impl Fn() -> Value, on_wake: &impl Fn()) -> s
     reader.by_ref().take(64 * 1024).read_line(&mut line)?;
     let request: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
     let reply = match request.get("op").and_then(Value::as_str) {
-        Some("ping") => info(),
+        Some("ping") => (handlers.info)(),
+        Some("environment") => (handlers.environment)(),
         Some("wake") => {
-            on_wake();
+            (handlers.wake)();
             json!({"ok": true})
         }
         _ => {
-            json!({"ok": false, "error": "unknown request; expected {\"op\":\"ping\"} or {\"op\":\"wake\"}"})
+            json!({"ok": false, "error": "unknown request; expected {\"op\":\"ping\"}, {\"op\":\"environment\"} or {\"op\":\"wake\"}"})
         }
     };
     let mut conn = conn;
@@ -95,6 +103,18 @@ fn request(state_dir: &Path, op: &str) -> Option<Value> {
 /// The serve running on `state_dir`, if one answers.
 pub fn running(state_dir: &Path) -> Option<ServeInfo> {
     serde_json::from_value(request(state_dir, "ping")?).ok()
+}
+
+/// What the serve running on `state_dir` says its environment gives the project: its pid
+/// and its view; `None` when none answers (or one of an earlier release, which knows no such
+/// request).
+pub(crate) fn environment(state_dir: &Path) -> Option<(u32, crate::env_view::View)> {
+    let reply = request(state_dir, "environment")?;
+    let pid = u32::try_from(reply.get("pid")?.as_u64()?).ok()?;
+    Some((
+        pid,
+        serde_json::from_value(reply.get("view")?.clone()).ok()?,
+    ))
 }
 
 /// Asks a running serve to look at its queue now; false when none answered.

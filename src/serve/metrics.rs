@@ -83,7 +83,11 @@ pub struct Metrics {
     resident_bytes: Gauge,
     open_fds: Gauge,
     start_time_seconds: Gauge<f64, AtomicU64>,
+    agent_failing: Family<Labels, Gauge>,
+    degraded: Gauge,
     conditions: Arc<Conditions>,
+    /// Whether serve is degraded, for `/readyz` and the scrape alike.
+    pub(crate) health: super::health::ServeHealth,
 }
 
 impl Default for Metrics {
@@ -125,6 +129,9 @@ impl Metrics {
             resident_bytes: Gauge::default(),
             open_fds: Gauge::default(),
             start_time_seconds: Gauge::default(),
+            agent_failing: Family::default(),
+            degraded: Gauge::default(),
+            health: super::health::ServeHealth::new(conditions.clone()),
             conditions,
         };
         // Loaded at start (serve says when: `reloaded`).
@@ -228,6 +235,16 @@ impl Metrics {
             "sink_failures",
             "Sink deliveries failed or being retried, by sink",
             m.sink_failures.clone(),
+        );
+        registry.register(
+            "agent_failing",
+            "1 while the agent's recent runs all failed (its newest 3 that ended in the last 24h), else 0",
+            m.agent_failing.clone(),
+        );
+        registry.register(
+            "degraded",
+            "1 while pap is degraded: an agent failing, a sink failing, a refused reload or a spool not taken",
+            m.degraded.clone(),
         );
         registry.register(
             "serve_condition",
@@ -484,6 +501,16 @@ impl Metrics {
             .set(oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0));
         set_all(&self.notifications, "status", notifications.into_iter());
         set_all(&self.sink_failures, "sink", sinks.into_iter());
+        let health = self.health.snapshot(store, now)?;
+        set_all(
+            &self.agent_failing,
+            "agent",
+            project.agents.iter().map(|a| {
+                let failing = health.agents_failing.iter().any(|f| f.agent == a.id);
+                (a.id.clone(), i64::from(failing))
+            }),
+        );
+        self.degraded.set(i64::from(health.degraded()));
         for condition in Condition::ALL {
             self.serve_conditions
                 .get_or_create(&vec![("condition", condition.as_str().to_owned())])

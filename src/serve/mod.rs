@@ -13,6 +13,7 @@
 pub mod conditions;
 pub mod control;
 pub mod decider;
+mod health;
 pub mod http;
 mod intake;
 pub mod lock;
@@ -213,6 +214,9 @@ pub fn run(
         store,
         clock,
         queue_retries: true,
+        environment: crate::agent::Environment::Serve {
+            pid: std::process::id(),
+        },
     };
     relimit_waiting(&runtime);
     let (wake_tx, wakes) = std::sync::mpsc::channel();
@@ -233,11 +237,12 @@ pub fn run(
     let mut _watches = None;
     let mut _changes = None;
     let mut listening = None;
-    let mut shared_project = None;
+    // The project as reloads replace it, for the listener and the control socket.
+    let shared = Arc::new(std::sync::RwLock::new(runtime.project.clone()));
+    let shared_project = Some(shared.clone());
     if let Some(address) = &settings.listen {
         let project = &runtime.project;
-        let shared = Arc::new(std::sync::RwLock::new(project.clone()));
-        shared_project = Some(shared.clone());
+        let shared = shared.clone();
         let listen = &project.config.listen;
         let l = http::start(
             &rt,
@@ -281,9 +286,25 @@ pub fn run(
             }
         };
         let poke = wake_tx.clone();
-        match control::listen(state_dir, info, move || {
-            let _ = poke.send(Wake::Work);
-        }) {
+        let environment = {
+            let shared = shared.clone();
+            move || {
+                let project = shared.read().unwrap_or_else(|p| p.into_inner()).clone();
+                json!({
+                    "ok": true,
+                    "pid": std::process::id(),
+                    "view": crate::env_view::view(&project, &|name| std::env::var_os(name)),
+                })
+            }
+        };
+        let handlers = control::Handlers {
+            info: Box::new(info),
+            environment: Box::new(environment),
+            wake: Box::new(move || {
+                let _ = poke.send(Wake::Work);
+            }),
+        };
+        match control::listen(state_dir, handlers) {
             Ok(path) => tracing::debug!(socket = %path.display(), "control socket ready"),
             Err(e) => tracing::warn!(
                 error = %e,

@@ -56,6 +56,9 @@ pub(super) fn server(root: &Path) -> Server {
         store: crate::store::Store::memory_for_tests(),
         clock,
         queue_retries: true,
+        environment: crate::agent::Environment::Serve {
+            pid: std::process::id(),
+        },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -22,7 +22,7 @@ pub(crate) fn check(value: &str) -> Result<(), ExpandError> {
 }
 
 /// The names `value` refers to with `${NAME}`, in order (none when its syntax is wrong).
-pub(crate) fn names(value: &str) -> Vec<String> {
+pub fn names(value: &str) -> Vec<String> {
     let found = std::cell::RefCell::new(Vec::new());
     let _ = expand(value, |name| {
         found.borrow_mut().push(name.to_owned());

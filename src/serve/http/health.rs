@@ -21,9 +21,10 @@ pub(super) async fn healthz() -> Response {
 
 /// Ready means only "can take events now": serve is not stopping, its queue of events to
 /// decide has room, and the store can be read (one small read, the same for every caller: a
-/// probe never gathers the status report, which is `GET /status`). A failing sink or a late
-/// approval makes pap *need attention* (`healthy: false` in the report), not unready: taking
-/// it out of a load balancer would not help either.
+/// probe never gathers the status report, which is `GET /status`). A failing sink or agent, a
+/// refused reload or a late approval makes pap *need attention* (`healthy: false` in the
+/// report), not unready: taking it out of a load balancer would not help. The body's
+/// `degraded` says it is so (worked out at most every 15 s, see `serve::health`).
 pub(super) async fn readyz(State(app): State<App>) -> Response {
     if app.decider.stopping() {
         return reply::unavailable("pap serve is stopping", 5);
@@ -41,12 +42,28 @@ pub(super) async fn readyz(State(app): State<App>) -> Response {
             .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(1));
         return r;
     }
-    let store = app.store.clone();
-    let readable = tokio::task::spawn_blocking(move || store.read(|r| r.inbox_last()).is_ok())
-        .await
-        .unwrap_or(false);
-    if readable {
-        json_ok(json!({ "ready": true, "events_waiting": app.decider.queued() }))
+    let (store, inner) = (app.store.clone(), app.clone());
+    let now = app.clock.now_ms();
+    // Degraded or not, it is ready: a failing agent must not take the node out of a Service
+    // nor stop deliveries. The body says so, with no names and no error text (the probe may
+    // be anonymous); `GET /status` says what and why.
+    let answer = tokio::task::spawn_blocking(move || {
+        store.read(|r| r.inbox_last()).is_ok().then(|| {
+            inner
+                .metrics
+                .health
+                .snapshot(&*inner.store, now)
+                .is_ok_and(|h| h.degraded())
+        })
+    })
+    .await
+    .unwrap_or(None);
+    if let Some(degraded) = answer {
+        json_ok(json!({
+            "ready": true,
+            "degraded": degraded,
+            "events_waiting": app.decider.queued(),
+        }))
     } else {
         reply::unavailable("the store cannot be read", 5)
     }

@@ -85,6 +85,27 @@ pub struct Runtime {
     /// time, instead of this task waiting out the backoff (which would hold a concurrency
     /// slot for as long as the backoff lasts). `pap dispatch` waits: it returns when done.
     pub queue_retries: bool,
+    /// Whose environment runs take their variables from (a provider's key, `${NAME}`), as
+    /// their errors name it: a key set in a person's shell but not in serve's is then plain.
+    pub environment: Environment,
+}
+
+/// The process whose environment a run reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Environment {
+    /// `pap serve`, with its pid.
+    Serve { pid: u32 },
+    /// The command that runs it (`pap dispatch`, `pap test`).
+    ThisCommand,
+}
+
+impl std::fmt::Display for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Environment::Serve { pid } => write!(f, "pap serve's environment (pid {pid})"),
+            Environment::ThisCommand => f.write_str("this command's environment"),
+        }
+    }
 }
 
 /// Why [`Runtime::run`] did not run an invocation to its end.
@@ -412,7 +433,7 @@ impl Runtime {
         match &agent.model {
             ModelSpec::Command { program, args, env } => {
                 // A variable that is not set cannot become set by trying again.
-                let env = match expand_env(env) {
+                let env = match expand_env(env, self.environment) {
                     Ok(env) => env,
                     Err(reason) => {
                         let retry = false;
@@ -787,12 +808,13 @@ fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Resu
 /// A command agent's `model.env` with `${NAME}` taken from pap's environment.
 fn expand_env(
     env: &std::collections::BTreeMap<String, String>,
+    whose: Environment,
 ) -> Result<Vec<(String, String)>, String> {
     env.iter()
         .map(|(key, value)| {
             crate::interpolate::expand(value, |name| std::env::var(name).ok())
                 .map(|v| (key.clone(), v))
-                .map_err(|e| format!("model.env {key}: {e}"))
+                .map_err(|e| format!("model.env {key}: {e} in {whose}"))
         })
         .collect()
 }

@@ -102,8 +102,8 @@ impl Attempt<'_> {
             .filter(|k| !k.trim().is_empty())
             .ok_or_else(|| Failure {
                 reason: format!(
-                    "the API key variable {} is not set (model.api_key_env)",
-                    self.model.api_key_env
+                    "the API key variable {} is not set in {} (model.api_key_env)",
+                    self.model.api_key_env, self.rt.environment
                 ),
                 retry: false,
             })?;
