@@ -347,7 +347,7 @@ fn an_unset_model_env_variable_fails_the_attempt_without_retry() {
     let inv = p.invocation_of("u1", "t-leak");
     assert_eq!(
         inv["error"],
-        "model.env GIVEN_TOKEN: environment variable GIVEN_TOKEN is not set"
+        "model.env GIVEN_TOKEN: environment variable GIVEN_TOKEN is not set in this command's environment"
     );
 }
 

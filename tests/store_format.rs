@@ -232,3 +232,112 @@ fn a_format_6_store_with_work_behind_concurrency_keys_is_migrated_and_run_in_ord
     let list = run(state.path(), &["invocations", "--json"]);
     assert_eq!(common::statuses(&list), vec!["succeeded"; 7]);
 }
+
+/// Money budgets (issue 35) add fields to JSON parts of existing records and no format: a store
+/// the last pap before them wrote (`tests/fixtures/store/format-9-spend.redb`, see the script
+/// beside it) reads as it is. Its run shows with its tokens and no cost; its agent's token
+/// budget still counts the 120 tokens it used; priced and given a money budget, the agent's
+/// next run is reserved and recorded in money from nothing, beside the old use.
+#[test]
+fn a_store_from_before_money_budgets_keeps_its_runs_and_token_budget() {
+    use common::fake_llm::{FakeLlm, Scripted, anthropic_text};
+    let fake = FakeLlm::start(vec![Scripted::ok(anthropic_text("second"))]);
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    std::fs::create_dir_all(r.join(".pap")).unwrap();
+    std::fs::create_dir_all(r.join("agents")).unwrap();
+    std::fs::create_dir_all(r.join("triggers")).unwrap();
+    std::fs::copy(
+        fixture("store/format-9-spend.redb"),
+        r.join(".pap/state.redb"),
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("pap.yaml"),
+        "pap_version: \"0.2\"\nprices:\n  anthropic:\n    test-model: {input: 3.0, output: 15.0}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("agents/writer.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nagent:\n  id: writer\n  risk_level: low\n  model:\n    provider: anthropic\n    model_id: test-model\n    base_url: \"{}\"\n    max_tokens: 100\n  limits:\n    max_tool_calls: 1\n  budget:\n    tokens_per_day: 10000\n    usd_per_day: 1\n",
+            fake.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("triggers/stale.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: stale\n  match:\n    type: docs.page.stale\n  agent: writer\n",
+    )
+    .unwrap();
+    let at = |when: &str, args: &[&str]| {
+        pap()
+            .arg("--root")
+            .arg(r)
+            .args(args)
+            .env("PAP_NOW", when)
+            .env("ANTHROPIC_API_KEY", "sk-test")
+            .output()
+            .unwrap()
+    };
+    let check = at("2026-03-11T07:00:00Z", &["store", "check"]);
+    assert_eq!(code(&check), 0, "{}{}", stdout(&check), stderr(&check));
+
+    // The old run: tokens, no cost (no price was known when it ran).
+    let list = at("2026-03-11T07:00:00Z", &["invocations", "--json"]);
+    let rows: Vec<Value> = stdout(&list)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{}", stdout(&list));
+    assert_eq!(rows[0]["status"], "succeeded");
+    assert_eq!(rows[0]["cost"], Value::Null);
+    let id = rows[0]["id"].as_str().unwrap();
+    let show = at("2026-03-11T07:00:00Z", &["invocations", "show", id]);
+    assert!(
+        stdout(&show).contains("tokens in 100 out 20 · cost unknown"),
+        "{}",
+        stdout(&show)
+    );
+
+    // A second event an hour later: the budgets see the old 120 tokens and no money.
+    let event = r.join("p2.json");
+    std::fs::write(
+        &event,
+        r#"{"pap_version":"0.2","id":"p2","type":"docs.page.stale","source":"test","time":"2026-03-11T07:00:00Z","data":{"page":"faq"}}"#,
+    )
+    .unwrap();
+    let run = at(
+        "2026-03-11T07:00:00Z",
+        &["dispatch", "--json", event.to_str().unwrap(), "--explain"],
+    );
+    assert_eq!(code(&run), 0, "{}{}", stdout(&run), stderr(&run));
+    assert_eq!(fake.requests().len(), 1);
+    let list = at("2026-03-11T07:00:01Z", &["invocations", "--json"]);
+    let second: Value = stdout(&list)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|i| i["event_id"] == "p2")
+        .unwrap();
+    // 100 × 3 + 20 × 15 = 600 millionths of a dollar.
+    assert_eq!(second["cost"]["micros"], 600, "{second}");
+
+    // The ledger holds the old use (tokens only) and the new one (tokens and money): a
+    // budget small enough shows both in its reason.
+    std::fs::write(
+        r.join("agents/writer.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nagent:\n  id: writer\n  risk_level: low\n  model:\n    provider: anthropic\n    model_id: test-model\n    base_url: \"{}\"\n    max_tokens: 100\n  limits:\n    max_tool_calls: 1\n  budget:\n    tokens_per_day: 240\n",
+            fake.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(&event, r#"{"pap_version":"0.2","id":"p3","type":"docs.page.stale","source":"test","time":"2026-03-11T07:00:00Z","data":{}}"#).unwrap();
+    let run = at(
+        "2026-03-11T07:00:02Z",
+        &["dispatch", "--json", "--no-run", event.to_str().unwrap()],
+    );
+    let line: Value = serde_json::from_str(stdout(&run).lines().next().unwrap()).unwrap();
+    let reason = line["triggers"][0]["reason"].to_string();
+    assert!(reason.contains("240 of 240 tokens"), "{line}");
+}

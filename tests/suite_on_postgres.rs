@@ -33,6 +33,7 @@ const SUITES: &[&str] = &[
     "doctor",
     "example_project",
     "group_events",
+    "health",
     "http_adapters",
     "http_clients",
     "http_console",

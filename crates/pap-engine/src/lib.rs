@@ -36,6 +36,7 @@ pub mod schedule;
 mod secrets;
 pub mod stages;
 mod template;
+pub mod trace_context;
 pub mod views;
 
 pub use pap_database_url as database_url;
