@@ -24,6 +24,7 @@ pub use pap_text::panic_report;
 mod rule_test;
 pub mod serve;
 mod status_report;
+pub mod telemetry;
 pub use pap_storage as storage;
 pub use pap_store_redb as store;
 pub use pap_text::term;
@@ -36,7 +37,7 @@ use pap_text::{out, say};
 // The engine's modules under their old names, so `crate::manifest::Project` reads as before.
 pub use pap_engine::{
     adapter, agent, chat, clock, diagnostics, dispatcher, error_text, event, interpolate, manifest,
-    notify, pipeline, program, regular_file, schedule, stages, views,
+    notify, pipeline, program, regular_file, schedule, stages, trace_context, views,
 };
 
 pub use cmd::run;

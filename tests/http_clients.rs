@@ -16,7 +16,7 @@ use common::serve::{Project, wait_until};
 use serde_json::Value;
 
 /// Whether python3 imports `modules`; a skip (or, in CI, a failure) when it does not.
-fn python_has(modules: &str, what: &str) -> bool {
+pub(crate) fn python_has(modules: &str, what: &str) -> bool {
     let ok = Command::new("python3")
         .args(["-c", &format!("import {modules}")])
         .stderr(Stdio::null())

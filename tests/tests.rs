@@ -78,5 +78,6 @@ mod store_format;
 mod suite_on_postgres;
 mod supervisor_lease;
 mod syncs;
+mod traces;
 mod typed_ids;
 mod workspace;

@@ -85,6 +85,12 @@ pub struct Metrics {
     start_time_seconds: Gauge<f64, AtomicU64>,
     agent_failing: Family<Labels, Gauge>,
     degraded: Gauge,
+    /// Spans started, dropped at a full export queue, and batches not exported: counted by
+    /// the telemetry modules, added here at each scrape (`traced` holds what was added).
+    trace_spans: Counter,
+    trace_dropped: Counter,
+    trace_failed: Counter,
+    traced: std::sync::Mutex<[u64; 3]>,
     conditions: Arc<Conditions>,
     /// Whether serve is degraded, for `/readyz` and the scrape alike.
     pub(crate) health: super::health::ServeHealth,
@@ -131,6 +137,10 @@ impl Metrics {
             start_time_seconds: Gauge::default(),
             agent_failing: Family::default(),
             degraded: Gauge::default(),
+            trace_spans: Counter::default(),
+            trace_dropped: Counter::default(),
+            trace_failed: Counter::default(),
+            traced: std::sync::Mutex::new([0; 3]),
             health: super::health::ServeHealth::new(conditions.clone()),
             conditions,
         };
@@ -245,6 +255,21 @@ impl Metrics {
             "degraded",
             "1 while pap is degraded: an agent failing, a sink failing, a refused reload or a spool not taken",
             m.degraded.clone(),
+        );
+        registry.register(
+            "trace_spans",
+            "Spans this process started for traces (0 while traces are off: none is made)",
+            m.trace_spans.clone(),
+        );
+        registry.register(
+            "trace_spans_dropped",
+            "Spans dropped because the export queue was full (traces.max_queue)",
+            m.trace_dropped.clone(),
+        );
+        registry.register(
+            "trace_exports_failed",
+            "Batches of spans the collector did not take",
+            m.trace_failed.clone(),
         );
         registry.register(
             "serve_condition",
@@ -415,6 +440,26 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// Adds what the telemetry modules counted since the last scrape.
+    fn count_traces(&self) {
+        let now = [
+            pap_engine::telemetry::spans_started(),
+            crate::telemetry::spans_dropped(),
+            crate::telemetry::failed_exports(),
+        ];
+        let mut seen = self.traced.lock().unwrap_or_else(|e| e.into_inner());
+        for ((counter, now), seen) in [&self.trace_spans, &self.trace_dropped, &self.trace_failed]
+            .into_iter()
+            .zip(now)
+            .zip(seen.iter_mut())
+        {
+            if now > *seen {
+                counter.inc_by(now - *seen);
+                *seen = now;
+            }
+        }
+    }
+
     /// What one LLM attempt of `agent` used and cost.
     pub fn spent(&self, agent: &str, spend: &crate::agent::Spend) {
         for (kind, n) in [
@@ -501,6 +546,7 @@ impl Metrics {
             .set(oldest.map_or(0.0, |at| (now - at).max(0) as f64 / 1000.0));
         set_all(&self.notifications, "status", notifications.into_iter());
         set_all(&self.sink_failures, "sink", sinks.into_iter());
+        self.count_traces();
         let health = self.health.snapshot(store, now)?;
         set_all(
             &self.agent_failing,

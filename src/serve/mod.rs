@@ -208,6 +208,8 @@ pub fn run(
         .thread_keep_alive(std::time::Duration::from_secs(60))
         .build()
         .context("starting the async runtime")?;
+    // Traces, when an endpoint is configured: installed before anything makes a span.
+    let traces = crate::telemetry::install(&project.config.traces, rt.handle());
     let root = project.root.clone();
     let runtime = Runtime {
         project: Arc::new(project),
@@ -380,6 +382,10 @@ pub fn run(
         server.serve()
     };
     server.shutdown();
+    // The runtime the exporter posts on is still up (the server owns it until it is dropped).
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     result
 }
 

@@ -1,6 +1,6 @@
 //! The settings of pap.yaml serve takes at start only: where its state, store and spool are
 //! (held open, locked and claimed into for its whole life), the listener's address, whether
-//! it speaks TLS, and its connection bound. A reload that changes one of them applies
+//! it speaks TLS, its connection bound, and where its traces go (the exporter is made once). A reload that changes one of them applies
 //! everything else and names these: a warning each, and the `restart_needed` condition
 //! (`pap status`, `/metrics`) until serve restarts or the change is reverted. A setting the
 //! command line (or `PAP_DATABASE_URL`) gives is not pap.yaml's, so its change is no change.
@@ -80,6 +80,18 @@ impl Fixed {
                 config.listen.max_connections.to_string(),
             ));
         }
+        let t = &config.traces;
+        entries.push((
+            "traces",
+            format!(
+                "endpoint {}, service {}, queue {}",
+                t.endpoint
+                    .as_deref()
+                    .map_or("(none)".into(), crate::telemetry::shown_url),
+                t.service_name,
+                t.max_queue
+            ),
+        ));
         Fixed(entries)
     }
 

@@ -129,6 +129,10 @@ pub struct Invocation {
     /// extension): stores index the unfinished ones by trigger and key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelKey>,
+    /// The trace its decision was part of, when traces are exported (issue 35): the span of
+    /// its trigger's decision, which its attempts' spans are children of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace_context::TraceContext>,
 }
 
 /// Who sent an event over HTTP: the route it came through and the principal that posted it
@@ -235,6 +239,7 @@ impl Invocation {
             concurrency: Vec::new(),
             stopping_until: None,
             cancel: None,
+            trace: None,
         }
     }
 
@@ -315,6 +320,10 @@ pub struct Attempt {
     /// `agent::groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<Runner>,
+    /// The attempt's span when traces are exported (issue 35): the context its emitted events
+    /// and a command agent's `TRACEPARENT` carry on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace_context::TraceContext>,
 }
 
 /// One LLM attempt: each model turn with its tool calls, token usage and timings. Texts are

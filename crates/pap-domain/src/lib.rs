@@ -14,6 +14,7 @@ pub mod liveness;
 pub mod money;
 pub mod notification;
 pub mod short_id;
+pub mod trace_context;
 
 pub use audit::AuditEntry;
 pub use debounce::{DebounceState, PendingFire};

@@ -91,6 +91,7 @@ impl Invocation {
             error: None,
             transcript: None,
             group: None,
+            trace: None,
         });
         Ok(())
     }

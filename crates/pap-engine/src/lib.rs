@@ -36,7 +36,8 @@ pub mod schedule;
 mod secrets;
 pub mod stages;
 mod template;
-pub mod trace_context;
+pub use pap_domain::trace_context;
+pub mod telemetry;
 pub mod views;
 
 pub use pap_database_url as database_url;

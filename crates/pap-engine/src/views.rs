@@ -63,6 +63,10 @@ pub fn invocation(inv: &Invocation, detail: bool) -> Value {
                 if let Some(g) = &a.group {
                     row["process_group"] = json!(g.pid);
                 }
+                if let Some(t) = &a.trace {
+                    // The attempt's span, to find it in the tracing backend.
+                    row["trace"] = json!({"trace_id": t.trace_id, "span_id": t.parent_id});
+                }
                 row
             })
             .collect();

@@ -71,6 +71,8 @@ struct ExtrasRef<'a> {
     stopping_until: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cancel: Option<&'a CancelKey>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<&'a pap_domain::trace_context::TraceContext>,
 }
 
 #[derive(Deserialize)]
@@ -103,6 +105,8 @@ struct Extras {
     stopping_until: Option<i64>,
     #[serde(default)]
     cancel: Option<CancelKey>,
+    #[serde(default)]
+    trace: Option<pap_domain::trace_context::TraceContext>,
 }
 
 /// The status byte's flag for an internal turn.
@@ -163,6 +167,7 @@ pub(super) fn encode(inv: &Invocation, event: EventRef) -> Vec<u8> {
         concurrency: &inv.concurrency,
         stopping_until: inv.stopping_until,
         cancel: inv.cancel.as_ref(),
+        trace: inv.trace.as_ref(),
     };
     serde_json::to_writer(&mut out, &extras).expect("records serialise");
     out
@@ -231,6 +236,7 @@ pub(super) fn decode(id: &str, bytes: &[u8]) -> Result<(Invocation, EventRef), M
         concurrency: extras.concurrency,
         stopping_until: extras.stopping_until,
         cancel: extras.cancel,
+        trace: extras.trace,
     };
     Ok((inv, event))
 }
@@ -330,6 +336,7 @@ mod tests {
                 error: None,
                 transcript: None,
                 group: None,
+                trace: None,
             }],
             event: Value::Null,
             internal: true,
@@ -347,6 +354,12 @@ mod tests {
                     route: "/v1/ingest/alertmanager".into(),
                     principal: Some("am".into()),
                 }),
+            }),
+            trace: Some(pap_domain::trace_context::TraceContext {
+                trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+                parent_id: "00f067aa0ba902b7".into(),
+                flags: 1,
+                tracestate: None,
             }),
         }
     }

@@ -41,6 +41,7 @@ pub(super) async fn post_events(
         Err(r) => return r,
     };
     let max_event_bytes = app.project_now().config.max_event_bytes;
+    let trace = trace_headers(&headers);
     let size = bytes.len();
     let parsed =
         match off_thread_if_large(size, move || body::parse(&headers, &bytes, max_event_bytes))
@@ -58,7 +59,22 @@ pub(super) async fn post_events(
             return reply::error(StatusCode::UNSUPPORTED_MEDIA_TYPE, why);
         }
     };
-    answer(&app, &caller, "/v1/events", parsed).await
+    answer(&app, &caller, "/v1/events", trace, parsed).await
+}
+
+/// The `traceparent` and `tracestate` headers (several `tracestate` headers are one list), for
+/// events without their own; read only while traces are exported.
+pub(super) fn trace_headers(headers: &HeaderMap) -> Option<(String, Option<String>)> {
+    if !pap_engine::telemetry::enabled() {
+        return None;
+    }
+    let parent = headers.get("traceparent")?.to_str().ok()?.to_owned();
+    let states: Vec<&str> = headers
+        .get_all("tracestate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    Some((parent, (!states.is_empty()).then(|| states.join(","))))
 }
 
 /// Runs `work` (parsing a body of `size` bytes) here when small, else on the blocking pool,
@@ -78,6 +94,7 @@ pub(super) async fn answer(
     app: &App,
     caller: &super::auth::Caller,
     route: &str,
+    trace: Option<(String, Option<String>)>,
     mut parsed: Vec<Parsed>,
 ) -> Response {
     // How they arrived goes with them: a trigger's `cancel_on` checks who may end what.
@@ -88,6 +105,10 @@ pub(super) async fn answer(
     for p in &mut parsed {
         if let Ok(event) = &mut p.event {
             event.sender = Some(sender.clone());
+            if pap_engine::telemetry::enabled() {
+                let headers = trace.as_ref().map(|(p, s)| (p.as_str(), s.as_deref()));
+                event.trace = crate::trace_context::TraceContext::of_event(&event.value, headers);
+            }
         }
     }
     let valid = parsed.iter().filter(|p| p.event.is_ok()).count();

@@ -95,13 +95,14 @@ pub(super) async fn post_webhook(
     let max_event_bytes = app.project_now().config.max_event_bytes;
     let adapter = Arc::new(adapter);
     let route = adapter.path.clone();
+    let trace = super::ingest::trace_headers(&headers);
     let size = bytes.len();
     let now = app.clock.now_ms();
     let mapped =
         off_thread_if_large(size, move || map(&adapter, &bytes, max_event_bytes, now)).await;
     drop(place);
     match mapped {
-        Some(Ok(parsed)) => answer(&app, &caller, &route, parsed).await,
+        Some(Ok(parsed)) => answer(&app, &caller, &route, trace, parsed).await,
         Some(Err(why)) => reply::error(StatusCode::BAD_REQUEST, why),
         None => reply::error(StatusCode::INTERNAL_SERVER_ERROR, "mapping the body failed"),
     }

@@ -180,6 +180,14 @@ fn build(
     map.insert("time".into(), rfc3339_ms(now).into());
     map.insert("triggered_by".into(), inv.id.clone().into());
     map.insert("data".into(), data);
+    // The attempt's trace goes on (the CloudEvents distributed-tracing extension): deciding
+    // this event makes a span of the same trace, so a cascade is one trace.
+    if let Some(cx) = inv.history.last().and_then(|a| a.trace.as_ref()) {
+        map.insert("traceparent".into(), cx.traceparent().into());
+        if let Some(state) = &cx.tracestate {
+            map.insert("tracestate".into(), state.clone().into());
+        }
+    }
     map.extend(extra);
     let value = Value::Object(map);
     let len = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());

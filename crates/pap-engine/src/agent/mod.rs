@@ -35,6 +35,7 @@ use crate::manifest::compiled_notify::OutcomeKind;
 use crate::notify;
 use crate::pipeline::{audit_entry, audited};
 use crate::storage::{self, Storage, WriteTx};
+use crate::telemetry;
 use emit::Ending;
 
 /// Without `limits.max_runtime_seconds`, an attempt may run this long.
@@ -220,13 +221,17 @@ impl Runtime {
                 let now = self.clock.now_ms();
                 return self.finish_failure(inv, reason, now).await;
             };
+            let span = attempt_span(&inv, &agent);
+            if let Some(last) = inv.history.last_mut() {
+                last.trace = span.context();
+            }
             let (mut outcome, mut transcript) = match self.lease_term() {
-                None => self.attempt(&inv, &agent, None).await,
+                None => self.attempt(&inv, &agent, None, &span).await,
                 Some(term) => {
                     let (deadline, lapses_at) = tokio::sync::watch::channel(began + term);
                     let token = lease_token(&inv);
                     let lapse_watch = lapses_at.clone();
-                    let attempt = self.attempt(&inv, &agent, Some(lapses_at));
+                    let attempt = self.attempt(&inv, &agent, Some(lapses_at), &span);
                     tokio::pin!(attempt);
                     // The lease's end is looked at first: an attempt that ended after its
                     // lease lapsed (this process was paused) is not this process's to record.
@@ -259,6 +264,7 @@ impl Runtime {
             // Everything the attempt brings back is redacted here, before it is stored or
             // printed anywhere: the record, events, notifications and sinks inherit it.
             redact_attempt(&self.project.redactor, &mut outcome, transcript.as_mut());
+            end_attempt_span(span, &outcome, transcript.as_ref());
             if let Some(last) = inv.history.last_mut() {
                 last.transcript = transcript;
             }
@@ -426,6 +432,7 @@ impl Runtime {
         inv: &Invocation,
         agent: &Agent,
         lease: Option<tokio::sync::watch::Receiver<std::time::Instant>>,
+        span: &telemetry::Span,
     ) -> (
         Result<(Value, Vec<Event>), Failure>,
         Option<crate::domain::Transcript>,
@@ -433,20 +440,28 @@ impl Runtime {
         match &agent.model {
             ModelSpec::Command { program, args, env } => {
                 // A variable that is not set cannot become set by trying again.
-                let env = match expand_env(env, self.environment) {
+                let mut env = match expand_env(env, self.environment) {
                     Ok(env) => env,
                     Err(reason) => {
                         let retry = false;
                         return (Err(Failure { reason, retry }), None);
                     }
                 };
+                // The W3C variables OpenTelemetry's SDKs read: a program that traces makes its
+                // spans children of this attempt's.
+                if let Some(cx) = span.context() {
+                    env.push(("TRACEPARENT".into(), cx.traceparent()));
+                    if let Some(state) = cx.tracestate {
+                        env.push(("TRACESTATE".into(), state));
+                    }
+                }
                 let result = self
                     .run_command(inv, agent, program, args, env, lease)
                     .await;
                 (result, None)
             }
             ModelSpec::Anthropic(_) | ModelSpec::Openai(_) => {
-                let (result, transcript) = llm::attempt(self, inv, agent).await;
+                let (result, transcript) = llm::attempt(self, inv, agent, span).await;
                 (result.map(|output| (output, Vec::new())), Some(transcript))
             }
         }
@@ -803,6 +818,55 @@ fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Resu
         tx.outbox_put(&e.id, &e.value, Some(&owner))?;
     }
     Ok(())
+}
+
+/// The span of one attempt: a child of its trigger's decision (GenAI's `invoke_agent`).
+fn attempt_span(inv: &Invocation, agent: &Agent) -> telemetry::Span {
+    telemetry::start(
+        format!("invoke_agent {}", agent.id),
+        telemetry::Parent::Remote(inv.trace.as_ref()),
+        telemetry::Kind::Internal,
+        || {
+            vec![
+                telemetry::Attr::new("gen_ai.operation.name", "invoke_agent"),
+                telemetry::Attr::new("gen_ai.agent.name", agent.id.clone()),
+                telemetry::Attr::new("pap.invocation.id", inv.id.clone()),
+                telemetry::Attr::new("pap.trigger.id", inv.trigger.clone()),
+                telemetry::Attr::new("pap.attempt", i64::from(inv.attempts)),
+            ]
+        },
+    )
+}
+
+/// Ends an attempt's span with how it went (its error already redacted) and, for an LLM
+/// agent, the run's tokens and cost.
+fn end_attempt_span(
+    span: telemetry::Span,
+    outcome: &Result<(Value, Vec<Event>), Failure>,
+    transcript: Option<&crate::domain::Transcript>,
+) {
+    if !span.is_recording() {
+        return;
+    }
+    if let Some(t) = transcript {
+        span.set_all([
+            telemetry::Attr::new("gen_ai.usage.input_tokens", t.input_tokens as i64),
+            telemetry::Attr::new("gen_ai.usage.output_tokens", t.output_tokens as i64),
+        ]);
+        if let Some(cost) = &t.cost {
+            span.set_all([
+                telemetry::Attr::new("pap.cost.micros", cost.micros as i64),
+                telemetry::Attr::new("pap.cost.currency", cost.currency.clone()),
+            ]);
+        }
+    }
+    match outcome {
+        Ok(_) => span.set(telemetry::Attr::new("pap.result", "succeeded")),
+        Err(f) => {
+            span.set(telemetry::Attr::new("pap.result", "failed"));
+            span.fail("agent_error", &f.reason);
+        }
+    }
 }
 
 /// A command agent's `model.env` with `${NAME}` taken from pap's environment.

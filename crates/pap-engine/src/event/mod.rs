@@ -27,6 +27,10 @@ pub struct Event {
     /// Who sent it over HTTP (route and principal); `None` for an event from this host. Not
     /// part of the event: how it arrived, which a trigger's `cancel_on` checks.
     pub sender: Option<crate::domain::Sender>,
+    /// The trace it is part of, when traces are exported: its own `traceparent` field (the
+    /// CloudEvents distributed-tracing extension), else the HTTP headers it came with. Not
+    /// part of the event either.
+    pub trace: Option<crate::trace_context::TraceContext>,
 }
 
 /// Who produced the event: only the dispatcher may use the reserved `pap.` prefix.
@@ -123,6 +127,7 @@ pub fn validate(
         triggered_by,
         value: Value::Object(map),
         sender: None,
+        trace: None,
     })
 }
 

@@ -108,6 +108,26 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
         }
         config.chat.approvers = chat.approvers.clone();
     }
+    if let Some(t) = &raw.traces {
+        if let Some(url) = &t.endpoint {
+            if is_http_url(url) {
+                config.traces.endpoint = Some(url.clone());
+            } else {
+                ctx.at(
+                    "invalid-url",
+                    &path!["traces", "endpoint"],
+                    "`traces.endpoint` is not an http(s) URL",
+                )
+                .help("e.g. `endpoint: http://otel-collector:4318/v1/traces`");
+            }
+        }
+        if let Some(name) = &t.service_name {
+            config.traces.service_name = name.clone();
+        }
+        if let Some(n) = t.max_queue {
+            config.traces.max_queue = n.max(1) as usize;
+        }
+    }
     if let Some(prices) = &raw.prices {
         config.prices = super::prices::compile(prices, ctx);
     }

@@ -346,6 +346,27 @@ pub struct Config {
     pub chat: ChatConfig,
     /// `prices:`.
     pub prices: super::prices::Prices,
+    /// `traces:`.
+    pub traces: TraceConfig,
+}
+
+/// `traces:` in pap.yaml, with defaults applied (the `OTEL_*` variables are read where the
+/// exporter is made, and win).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceConfig {
+    pub endpoint: Option<String>,
+    pub service_name: String,
+    pub max_queue: usize,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        TraceConfig {
+            endpoint: None,
+            service_name: "pap".to_owned(),
+            max_queue: 2048,
+        }
+    }
 }
 
 /// `chat:` in pap.yaml, with defaults applied.
@@ -488,6 +509,7 @@ impl Default for Config {
             adapters: super::compile_adapter::all_presets(),
             chat: ChatConfig::default(),
             prices: Default::default(),
+            traces: TraceConfig::default(),
         }
     }
 }

@@ -692,6 +692,10 @@ pub struct ProjectConfig {
     /// The chat inbox over MCP (`pap mcp` and `/mcp`): human posts and who answers approvals.
     #[serde(default)]
     pub chat: Option<ChatSettings>,
+    /// OpenTelemetry traces of what pap does, over OTLP HTTP/protobuf. Off unless an endpoint
+    /// is given here or by `OTEL_EXPORTER_OTLP_ENDPOINT`; the standard `OTEL_*` variables win.
+    #[serde(default)]
+    pub traces: Option<TraceSettings>,
     /// What model tokens cost, per provider and model, for what runs cost (`invocations
     /// show`, the console, `/metrics`) and money budgets (`budget.usd_per_day`).
     #[serde(default)]
@@ -700,6 +704,25 @@ pub struct ProjectConfig {
     /// are built in; an entry with their name changes the fields it gives.
     #[serde(default)]
     pub adapters: Vec<AdapterSettings>,
+}
+
+/// `traces:` in pap.yaml.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct TraceSettings {
+    /// Where spans are posted (OTLP HTTP/protobuf), e.g. `http://otel-collector:4318/v1/traces`.
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and `OTEL_EXPORTER_OTLP_ENDPOINT` win. Headers
+    /// (credentials) only from `OTEL_EXPORTER_OTLP_HEADERS`, never from this file.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// The `service.name` of pap's spans. Default `pap`; `OTEL_SERVICE_NAME` wins.
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// Spans waiting to be exported, at most; more are dropped and counted
+    /// (`pap_trace_spans_dropped_total`). Default 2048.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_queue: Option<u32>,
 }
 
 /// `prices:` in pap.yaml: what a million tokens of each model cost.

@@ -107,6 +107,8 @@ impl Pipeline<'_> {
             &depth,
             now,
             &mut explain,
+            // A fire is decided later, apart from its events' decisions: its own run.
+            None,
         )?;
         let (trigger_name, agent_name) = &self.names[index];
         Ok(TriggerReport {

@@ -14,6 +14,8 @@ mod trigger_index;
 use crate::event::Event;
 use crate::event::input::Location;
 use crate::manifest::Project;
+use crate::telemetry::{self, Attr, Parent, Span};
+use crate::trace_context::TraceContext;
 use std::sync::Arc;
 
 use crate::domain::lease::HOLD_MARGIN_MS;
@@ -124,6 +126,7 @@ impl<'p> Pipeline<'p> {
         report.cancelled = ended.lines;
         // The depth needs a store read; only events that reach the cascade stage pay for it.
         let mut depth: Option<Depth> = None;
+        let event_span = decision_span(&event);
         for considered in prepared.triggers {
             let trigger = &self.project.triggers[considered.index];
             if !trigger.enabled {
@@ -133,12 +136,32 @@ impl<'p> Pipeline<'p> {
                 continue;
             }
             report.status = "dispatched";
-            let decided = self.decide_trigger(tx, &event, considered, now, &mut depth)?;
+            let span = telemetry::start(
+                format!("trigger {}", trigger.id),
+                Parent::Span(&event_span),
+                telemetry::Kind::Internal,
+                || {
+                    vec![
+                        Attr::new("pap.trigger.id", trigger.id.clone()),
+                        Attr::new("pap.agent.id", self.names[considered.index].1.to_string()),
+                    ]
+                },
+            );
+            let trace = span.context();
+            let mut decided =
+                self.decide_trigger(tx, &event, considered, now, &mut depth, trace.as_ref())?;
+            if span.is_recording() {
+                trace_verdict(&span, &decided, &self.project.redactor);
+                if !self.options.explain {
+                    decided.explain = None;
+                }
+            }
             if decided.outcome == Outcome::Invoked && decided.held && !self.options.dry_run {
                 to_run.extend(decided.invocation_id.clone());
             }
             report.triggers.push(decided);
         }
+        event_span.set(Attr::new("pap.event.status", report.status));
         if report.status == "dispatched" {
             let depth = match &depth {
                 Some(d) => d.clone(),
@@ -184,12 +207,15 @@ impl<'p> Pipeline<'p> {
         considered: Considered,
         now: i64,
         depth: &mut Option<Depth>,
+        trace: Option<&TraceContext>,
     ) -> storage::Result<TriggerReport> {
         let considered_index = considered.index;
         let trigger = &self.project.triggers[considered_index];
         let agent = &self.project.agents[trigger.agent];
         let config = &self.project.config;
-        let mut explain = self.options.explain.then(|| Explain {
+        // A trace's span carries the stages' verdicts as events: they are worked out as for
+        // `--explain` while one records (and left out of the report unless asked for).
+        let mut explain = (self.options.explain || trace.is_some()).then(|| Explain {
             file: trigger.file.clone(),
             ..Explain::default()
         });
@@ -334,6 +360,7 @@ impl<'p> Pipeline<'p> {
                 depth,
                 now,
                 &mut explain,
+                trace,
             )?
         } else {
             let Verdict::Stop(outcome, reason) = verdict else {
@@ -391,6 +418,7 @@ impl<'p> Pipeline<'p> {
         depth: &Option<Depth>,
         now: i64,
         explain: &mut Option<Explain>,
+        trace: Option<&TraceContext>,
     ) -> storage::Result<(Outcome, Option<Reason>, Option<String>, bool)> {
         let trigger = &self.project.triggers[index];
         let agent = &self.project.agents[trigger.agent];
@@ -492,6 +520,7 @@ impl<'p> Pipeline<'p> {
                 tx.throttle_record(&bucket, "", now, crate::domain::budget::DAY_MS)?;
             }
             let mut inv = self.new_invocation(tx, &id, event, trigger, outcome, depth, now)?;
+            inv.trace = trace.cloned();
             if outcome == Outcome::AwaitingApproval {
                 inv.approval_request = Some(crate::notify::outcome::approval_request(
                     tx,
@@ -589,6 +618,52 @@ impl<'p> Pipeline<'p> {
             }),
             held: false,
         }
+    }
+}
+
+/// The span of one event's decision: a child of the trace the event came with, if any.
+fn decision_span(event: &Event) -> Span {
+    if !telemetry::enabled() {
+        return Span::none();
+    }
+    let parent = event
+        .trace
+        .clone()
+        .or_else(|| TraceContext::of_event(&event.value, None));
+    telemetry::start(
+        format!("decide {}", event.kind),
+        Parent::Remote(parent.as_ref()),
+        telemetry::Kind::Internal,
+        || {
+            vec![
+                Attr::new("pap.event.id", event.id.clone()),
+                Attr::new("pap.event.type", event.kind.clone()),
+            ]
+        },
+    )
+}
+
+/// A trigger's verdict on its span: the outcome, the reason (redacted: it may quote the
+/// event), the invocation, and each stage as an event.
+fn trace_verdict(span: &Span, decided: &TriggerReport, redactor: &crate::secrets::Redactor) {
+    span.set(Attr::new("pap.outcome", decided.outcome.as_str()));
+    if let Some(reason) = &decided.reason {
+        span.set(Attr::new(
+            "pap.reason",
+            redactor.text(&reason.to_string()).into_owned(),
+        ));
+    }
+    if let Some(id) = &decided.invocation_id {
+        span.set(Attr::new("pap.invocation.id", id.clone()));
+    }
+    for stage in decided.explain.iter().flat_map(|e| &e.stages) {
+        span.event(
+            stage.stage,
+            vec![
+                Attr::new("pap.stage.passed", stage.passed),
+                Attr::new("pap.stage.note", redactor.text(&stage.note).into_owned()),
+            ],
+        );
     }
 }
 

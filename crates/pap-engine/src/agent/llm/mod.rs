@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::{DEFAULT_MAX_RUNTIME, Failure, Runtime, output};
 use crate::domain::{Invocation, Transcript, Turn};
 use crate::manifest::compiled::{Agent, LlmModel, ModelSpec};
+use crate::telemetry;
 use crate::text::clip as truncate;
 use chat::{Reply, Stop};
 
@@ -28,6 +29,7 @@ pub(super) async fn attempt(
     rt: &Runtime,
     inv: &Invocation,
     agent: &Agent,
+    span: &telemetry::Span,
 ) -> (Result<Value, Failure>, Transcript) {
     let (provider, model) = match &agent.model {
         ModelSpec::Anthropic(m) => (Provider::Anthropic, m),
@@ -48,6 +50,7 @@ pub(super) async fn attempt(
         provider,
         transcript: transcript.clone(),
         deadline_ms: rt.clock.now_ms() + limit.as_millis() as i64,
+        span,
     };
     // Wall clock for the whole attempt: connecting servers, every turn and every tool call.
     let result = match tokio::time::timeout(limit, run.run()).await {
@@ -92,6 +95,8 @@ struct Attempt<'a> {
     provider: Provider,
     transcript: Arc<Mutex<Transcript>>,
     deadline_ms: i64,
+    /// The attempt's span, which each request's span is a child of.
+    span: &'a telemetry::Span,
 }
 
 impl Attempt<'_> {
@@ -225,7 +230,8 @@ impl Attempt<'_> {
                     session.offered(),
                 ),
             };
-            let (answer, took) = http::post(http::Request {
+            let request_span = self.request_span(url);
+            let posted = http::post(http::Request {
                 client: &client,
                 url: url.to_owned(),
                 headers: headers.clone(),
@@ -233,17 +239,24 @@ impl Attempt<'_> {
                 deadline_ms: self.deadline_ms,
                 clock: &self.rt.clock,
             })
-            .await
-            .map_err(|failed| Failure {
-                reason: failed.why,
-                retry: !failed.permanent,
+            .await;
+            let (answer, took) = posted.map_err(|failed| {
+                request_span.fail("http", &self.rt.project.redactor.text(&failed.why));
+                Failure {
+                    reason: failed.why,
+                    retry: !failed.permanent,
+                }
             })?;
             let reply = match conversation {
                 Conversation::Anthropic(c) => c.receive(&answer),
                 Conversation::Openai(c) => c.receive(&answer),
             }
-            .map_err(|e| retryable(format!("{url}: {e}")))?;
+            .map_err(|e| {
+                request_span.fail("malformed_reply", e.what);
+                retryable(format!("{url}: {e}"))
+            })?;
             let turn = self.record_turn(&reply, took);
+            end_request_span(request_span, &reply);
             match &reply.stop {
                 Stop::MaxTokens => {
                     return Err(retryable(format!(
@@ -282,7 +295,7 @@ impl Attempt<'_> {
                 });
             }
             let (results, records) = session
-                .call_all(self.rt, self.inv, &reply.calls)
+                .call_all(self.rt, self.inv, &reply.calls, self.span)
                 .await
                 .map_err(retryable)?;
             let riding = self.queued_meanwhile().await;
@@ -344,6 +357,38 @@ impl Attempt<'_> {
         }
     }
 
+    /// The span of one request to the model (OpenTelemetry's GenAI conventions: `chat
+    /// {model}`, a client span). No message content is put on it.
+    fn request_span(&self, url: &str) -> telemetry::Span {
+        telemetry::start(
+            format!("chat {}", self.model.model_id),
+            telemetry::Parent::Span(self.span),
+            telemetry::Kind::Client,
+            || {
+                let mut attrs = vec![
+                    telemetry::Attr::new("gen_ai.operation.name", "chat"),
+                    telemetry::Attr::new("gen_ai.provider.name", self.provider.name()),
+                    telemetry::Attr::new("gen_ai.request.model", self.model.model_id.clone()),
+                ];
+                if let Some(n) = self.model.max_tokens {
+                    attrs.push(telemetry::Attr::new(
+                        "gen_ai.request.max_tokens",
+                        i64::from(n),
+                    ));
+                }
+                if let Ok(u) = reqwest::Url::parse(url)
+                    && let Some(host) = u.host_str()
+                {
+                    attrs.push(telemetry::Attr::new("server.address", host.to_owned()));
+                    if let Some(port) = u.port_or_known_default() {
+                        attrs.push(telemetry::Attr::new("server.port", i64::from(port)));
+                    }
+                }
+                attrs
+            },
+        )
+    }
+
     fn record_turn(&self, reply: &Reply, took: Duration) -> usize {
         let mut t = self.transcript.lock().expect("transcript");
         t.input_tokens += reply.input_tokens;
@@ -382,6 +427,24 @@ impl Attempt<'_> {
         }
         output::parse_answer(&self.agent.output, &reply.text).map_err(|e| retryable(e.to_string()))
     }
+}
+
+/// A request's span ends with what the model reported: tokens and why it stopped.
+fn end_request_span(span: telemetry::Span, reply: &Reply) {
+    span.set_all([
+        telemetry::Attr::new("gen_ai.usage.input_tokens", reply.input_tokens as i64),
+        telemetry::Attr::new("gen_ai.usage.output_tokens", reply.output_tokens as i64),
+        telemetry::Attr::new(
+            "gen_ai.usage.cache_read.input_tokens",
+            reply.cached_input_tokens as i64,
+        ),
+        telemetry::Attr::new(
+            "gen_ai.response.finish_reasons",
+            opentelemetry::Value::Array(
+                vec![opentelemetry::StringValue::from(reply.stop.label())].into(),
+            ),
+        ),
+    ]);
 }
 
 fn retryable(reason: String) -> Failure {

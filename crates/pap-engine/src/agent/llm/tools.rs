@@ -85,8 +85,9 @@ impl Session {
         rt: &Runtime,
         inv: &Invocation,
         calls: &[ToolCall],
+        span: &crate::telemetry::Span,
     ) -> Result<(Vec<ToolResult>, Vec<ToolCallRecord>), String> {
-        let runs = calls.iter().map(|call| self.call_one(rt, inv, call));
+        let runs = calls.iter().map(|call| self.call_one(rt, inv, call, span));
         let done = futures_util::future::join_all(runs).await;
         let mut results = Vec::new();
         let mut records = Vec::new();
@@ -103,6 +104,7 @@ impl Session {
         rt: &Runtime,
         inv: &Invocation,
         call: &ToolCall,
+        parent: &crate::telemetry::Span,
     ) -> Result<(ToolResult, ToolCallRecord), String> {
         let started = Instant::now();
         let arguments_text = match &call.arguments {
@@ -226,7 +228,16 @@ impl Session {
             )
         })?;
         let mcp = self.mcp.as_ref().expect("offered tools have a session");
-        let outcome = mcp.call(&tool.spec.server, &call.name, arguments).await?;
+        let span = tool_span(parent, call, &tool.spec.server);
+        let outcome = mcp
+            .call(&tool.spec.server, &call.name, arguments)
+            .await
+            .inspect_err(|why| span.fail("mcp_error", &rt.project.redactor.text(why)))?;
+        if outcome.is_error {
+            // The result is the server's text: not put on the span (it may quote anything).
+            span.fail("tool_error", "the tool answered with an error");
+        }
+        drop(span);
         record.is_error = outcome.is_error;
         record.result = truncate(&outcome.text, KEEP);
         record.duration_ms = started.elapsed().as_millis() as u64;
@@ -245,6 +256,30 @@ impl Session {
             mcp.shutdown().await;
         }
     }
+}
+
+/// The span of one MCP tool call (OpenTelemetry's MCP conventions: `tools/call {tool}`, a
+/// client span), a child of the model's turn's attempt. No arguments or result on it.
+fn tool_span(
+    parent: &crate::telemetry::Span,
+    call: &ToolCall,
+    server: &str,
+) -> crate::telemetry::Span {
+    use crate::telemetry::{self, Attr};
+    telemetry::start(
+        format!("tools/call {}", call.name),
+        telemetry::Parent::Span(parent),
+        telemetry::Kind::Client,
+        || {
+            vec![
+                Attr::new("mcp.method.name", "tools/call"),
+                Attr::new("gen_ai.operation.name", "execute_tool"),
+                Attr::new("gen_ai.tool.name", call.name.clone()),
+                Attr::new("gen_ai.tool.call.id", call.id.clone()),
+                Attr::new("pap.mcp.server", server.to_owned()),
+            ]
+        },
+    )
 }
 
 /// Each tool the manifest lists, found on its server, with its argument validator.

@@ -1,0 +1,335 @@
+//! OpenTelemetry traces (issue 35, item 1) through the real binary: serve exports OTLP over
+//! HTTP/protobuf to a small receiver that decodes it with the official protobuf definitions
+//! (`tests/fixtures/clients/otlp_receiver.py`, PyPI `opentelemetry-proto`). A CloudEvent posted
+//! with a `traceparent` provokes an LLM agent (the fake provider) that calls a tool of a real
+//! MCP server and emits a completion event: one trace, each span under the right parent, the
+//! GenAI attributes, and none of the secrets the test seeds in any attribute. With traces off
+//! no span is made at all.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::common;
+
+use common::fake_llm::{FakeLlm, Scripted, anthropic_text, anthropic_tool_use};
+use common::http::{curl, curl_available, post, project, serve};
+use common::serve::{Project, wait_until};
+use serde_json::{Value, json};
+
+const OPS_TOKEN: &str = "ops-token-5f1c9e0a7b3d";
+const PROVIDER_KEY: &str = "sk-ant-api03-traces-key-7d2e";
+const PASSWORD: &str = "correct-horse-battery-staple-91";
+const OTLP_SECRET: &str = "otlp-collector-secret-3a8b";
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID: &str = "00f067aa0ba902b7";
+
+/// The receiver, killed when dropped; its spans are read from `spans`.
+struct Receiver {
+    child: Child,
+    port: u16,
+    spans: PathBuf,
+}
+
+impl Receiver {
+    fn start(dir: &Path) -> Receiver {
+        let spans = dir.join("spans.ndjson");
+        let mut child = Command::new("python3")
+            .arg(common::fixture("clients/otlp_receiver.py"))
+            .arg(&spans)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the receiver's port");
+        Receiver { child, port, spans }
+    }
+
+    fn spans(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.spans)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether the tools these tests need are here (a skip note, or a failure where CI requires
+/// them, otherwise).
+fn tools_here() -> Option<PathBuf> {
+    let server = common::llm::everything_server()?;
+    let here = curl_available()
+        && crate::http_clients::python_has(
+            "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+            "traces are not decoded with the official OTLP definitions",
+        );
+    here.then_some(server)
+}
+
+/// The serve fixture with agent `writer` (anthropic at `llm`, the `get-sum` tool of the real
+/// MCP server, a completion event) provoked by `test.traced.asked`, a principal `ops`, and
+/// `DB_PASSWORD` among the secrets.
+fn traced_project(llm: &str, mcp: &Path) -> Project {
+    let p = project(&format!(
+        "secrets: [DB_PASSWORD]\nmcp_servers:\n  everything:\n    command: \"{}\"\nlisten:\n  auth:\n    principals:\n      - name: ops\n        token: ${{OPS_TOKEN}}\n        scopes: [ingest, read, metrics]\n",
+        mcp.display()
+    ));
+    std::fs::write(
+        p.root().join("agents/writer.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nagent:\n  id: writer\n  risk_level: low\n  model:\n    provider: anthropic\n    model_id: test-model\n    base_url: \"{llm}\"\n    max_tokens: 500\n  tools:\n    - name: get-sum\n      source: mcp://everything\n      risk_override: read_only\n      impact: internal\n  on_complete:\n    emit_event: pap.agent.invocation.completed\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        p.root().join("triggers/t-writer.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-writer\n  match:\n    type: test.traced.asked\n  agent: writer\n",
+    )
+    .unwrap();
+    p
+}
+
+fn post_event(url: &str, id: &str, extra_headers: &[&str]) {
+    let event = json!({
+        "specversion": "1.0", "id": id, "type": "test.traced.asked", "source": "/tests/traces",
+        "time": "2026-03-11T06:00:00Z",
+        "traceparent": format!("00-{TRACE_ID}-{PARENT_ID}-01"),
+        "tracestate": "vendor=opaque",
+        "data": {"note": PASSWORD, "key": PROVIDER_KEY},
+    });
+    let auth = format!("Authorization: Bearer {OPS_TOKEN}");
+    let mut headers = vec!["-H", &auth];
+    headers.extend_from_slice(extra_headers);
+    let r = post(
+        &format!("{url}/v1/events"),
+        "application/cloudevents+json",
+        event.to_string().as_bytes(),
+        &headers,
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+/// `pap invocations show --json` of the invocation `event_id` provoked.
+fn shown(p: &Project, event_id: &str) -> Value {
+    let inv = &p.invocations_of(event_id)[0];
+    let out = p
+        .cmd()
+        .args(["invocations", "show", "--json", inv["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn span<'a>(spans: &'a [Value], name: &str) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
+}
+
+#[test]
+fn a_posted_cloudevent_with_a_traceparent_is_one_trace_down_to_the_tool_call_and_its_completion() {
+    let Some(mcp) = tools_here() else {
+        return;
+    };
+    // The provider's last answer echoes the key: it must reach no span.
+    let fake = FakeLlm::start(vec![
+        Scripted::ok(anthropic_tool_use(&[(
+            "toolu_01",
+            "get-sum",
+            json!({"a": 2, "b": 5}),
+        )])),
+        Scripted::ok(anthropic_text(&format!("The sum is 7 ({PROVIDER_KEY})."))),
+    ]);
+    let p = traced_project(&fake.url, &mcp);
+    let receiver = Receiver::start(p.root());
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let headers = format!("authorization=Bearer%20{OTLP_SECRET}");
+    let (serve_process, url) = serve(
+        &p,
+        &[],
+        &[
+            ("OPS_TOKEN", OPS_TOKEN),
+            ("ANTHROPIC_API_KEY", PROVIDER_KEY),
+            ("DB_PASSWORD", PASSWORD),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_HEADERS", &headers),
+            ("OTEL_SERVICE_NAME", "pap-under-test"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    // The header's context differs from the event's own: the event's wins.
+    post_event(
+        &url,
+        "c1",
+        &[
+            "-H",
+            "traceparent: 00-11111111111111111111111111111111-2222222222222222-01",
+        ],
+    );
+    wait_until("c1 ran", || {
+        p.invocations_of("c1")
+            .iter()
+            .any(|i| i["status"] == "succeeded")
+    });
+    wait_until("the completion event's decision is exported", || {
+        receiver
+            .spans()
+            .iter()
+            .any(|s| s["name"] == "decide pap.agent.invocation.completed")
+    });
+    let spans = receiver.spans();
+
+    // One trace: the sender's.
+    for s in &spans {
+        assert_eq!(s["trace_id"], TRACE_ID, "{s}");
+        assert_eq!(s["path"], "/v1/traces");
+        assert_eq!(s["content_type"], "application/x-protobuf");
+        assert_eq!(s["resource"]["service.name"], "pap-under-test");
+        assert_eq!(s["authorization"], format!("Bearer {OTLP_SECRET}").as_str());
+    }
+    let decide = span(&spans, "decide test.traced.asked");
+    assert_eq!(
+        decide["parent_span_id"], PARENT_ID,
+        "the sender's span is the parent"
+    );
+    assert_eq!(decide["attributes"]["pap.event.id"], "c1");
+    let trigger = span(&spans, "trigger t-writer");
+    assert_eq!(trigger["parent_span_id"], decide["span_id"]);
+    assert_eq!(trigger["attributes"]["pap.outcome"], "invoked");
+    let stages: Vec<&str> = trigger["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        stages.contains(&"idempotency") && stages.contains(&"risk"),
+        "{stages:?}"
+    );
+    let attempt = span(&spans, "invoke_agent writer");
+    assert_eq!(attempt["parent_span_id"], trigger["span_id"]);
+    assert_eq!(
+        attempt["attributes"]["gen_ai.operation.name"],
+        "invoke_agent"
+    );
+    assert_eq!(attempt["attributes"]["pap.result"], "succeeded");
+    let chats: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "chat test-model")
+        .collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    for chat in &chats {
+        assert_eq!(chat["parent_span_id"], attempt["span_id"]);
+        assert_eq!(chat["kind"], 3, "a client span");
+        let a = &chat["attributes"];
+        assert_eq!(a["gen_ai.operation.name"], "chat");
+        assert_eq!(a["gen_ai.provider.name"], "anthropic");
+        assert_eq!(a["gen_ai.request.model"], "test-model");
+        assert_eq!(a["gen_ai.request.max_tokens"], 500);
+    }
+    let usage: Vec<(i64, i64, &str)> = chats
+        .iter()
+        .map(|c| {
+            let a = &c["attributes"];
+            (
+                a["gen_ai.usage.input_tokens"].as_i64().unwrap(),
+                a["gen_ai.usage.output_tokens"].as_i64().unwrap(),
+                a["gen_ai.response.finish_reasons"][0].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(usage.contains(&(50, 10, "tool_use")), "{usage:?}");
+    assert!(usage.contains(&(100, 20, "end_turn")), "{usage:?}");
+    let tool = span(&spans, "tools/call get-sum");
+    assert_eq!(tool["parent_span_id"], attempt["span_id"]);
+    assert_eq!(tool["attributes"]["mcp.method.name"], "tools/call");
+    assert_eq!(tool["attributes"]["gen_ai.tool.name"], "get-sum");
+    // The cascade is one trace: the completion event's decision is under the attempt.
+    let completed = span(&spans, "decide pap.agent.invocation.completed");
+    assert_eq!(completed["parent_span_id"], attempt["span_id"]);
+    // The invocation records its attempt's context, and the emitted event carries it.
+    let shown = shown(&p, "c1");
+    assert_eq!(shown["history"][0]["trace"]["span_id"], attempt["span_id"]);
+    assert_eq!(shown["history"][0]["trace"]["trace_id"], TRACE_ID);
+
+    // No secret in any attribute, event or status of any span.
+    let text = serde_json::to_string(
+        &spans
+            .iter()
+            .map(|s| {
+                json!([
+                    s["attributes"],
+                    s["events"],
+                    s["status"],
+                    s["resource"],
+                    s["name"]
+                ])
+            })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    for secret in [OPS_TOKEN, PROVIDER_KEY, PASSWORD, OTLP_SECRET] {
+        assert!(!text.contains(secret), "{secret} in a span");
+    }
+    // The export's credentials are never logged.
+    let log = serve_process.log_text();
+    assert!(log.contains("traces: exporting"), "{log}");
+    assert!(!log.contains(OTLP_SECRET), "{log}");
+}
+
+#[test]
+fn with_traces_off_no_span_is_made() {
+    let Some(mcp) = tools_here() else {
+        return;
+    };
+    let fake = FakeLlm::start(vec![Scripted::ok(anthropic_text("done"))]);
+    let p = traced_project(&fake.url, &mcp);
+    let receiver = Receiver::start(p.root());
+    // An endpoint, but the SDK disabled the standard way: nothing is installed.
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let (serve_process, url) = serve(
+        &p,
+        &[],
+        &[
+            ("OPS_TOKEN", OPS_TOKEN),
+            ("ANTHROPIC_API_KEY", PROVIDER_KEY),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_SDK_DISABLED", "true"),
+        ],
+    );
+    post_event(&url, "off1", &[]);
+    wait_until("off1 ran", || {
+        p.invocations_of("off1")
+            .iter()
+            .any(|i| i["status"] == "succeeded")
+    });
+    let metrics = curl(
+        &[
+            &format!("{url}/metrics"),
+            "-H",
+            &format!("Authorization: Bearer {OPS_TOKEN}"),
+        ],
+        None,
+    );
+    assert!(
+        metrics.body.contains("pap_trace_spans_total 0"),
+        "{}",
+        metrics.body
+    );
+    assert!(!serve_process.log_text().contains("traces: exporting"));
+    let shown = shown(&p, "off1");
+    assert_eq!(shown["history"][0]["trace"], Value::Null);
+    drop(serve_process);
+    assert!(receiver.spans().is_empty());
+}
