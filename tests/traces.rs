@@ -79,9 +79,9 @@ fn tools_here() -> Option<PathBuf> {
 /// The serve fixture with agent `writer` (anthropic at `llm`, the `get-sum` tool of the real
 /// MCP server, a completion event) provoked by `test.traced.asked`, a principal `ops`, and
 /// `DB_PASSWORD` among the secrets.
-fn traced_project(llm: &str, mcp: &Path) -> Project {
+fn traced_project(llm: &str, mcp: &Path, extra: &str) -> Project {
     let p = project(&format!(
-        "secrets: [DB_PASSWORD]\nmcp_servers:\n  everything:\n    command: \"{}\"\nlisten:\n  auth:\n    principals:\n      - name: ops\n        token: ${{OPS_TOKEN}}\n        scopes: [ingest, read, metrics]\n",
+        "{extra}secrets: [DB_PASSWORD]\nmcp_servers:\n  everything:\n    command: \"{}\"\nlisten:\n  auth:\n    principals:\n      - name: ops\n        token: ${{OPS_TOKEN}}\n        scopes: [ingest, read, metrics]\n",
         mcp.display()
     ));
     std::fs::write(
@@ -151,7 +151,7 @@ fn a_posted_cloudevent_with_a_traceparent_is_one_trace_down_to_the_tool_call_and
         )])),
         Scripted::ok(anthropic_text(&format!("The sum is 7 ({PROVIDER_KEY})."))),
     ]);
-    let p = traced_project(&fake.url, &mcp);
+    let p = traced_project(&fake.url, &mcp, "");
     let receiver = Receiver::start(p.root());
     let endpoint = format!("http://127.0.0.1:{}", receiver.port);
     let headers = format!("authorization=Bearer%20{OTLP_SECRET}");
@@ -282,6 +282,12 @@ fn a_posted_cloudevent_with_a_traceparent_is_one_trace_down_to_the_tool_call_and
     for secret in [OPS_TOKEN, PROVIDER_KEY, PASSWORD, OTLP_SECRET] {
         assert!(!text.contains(secret), "{secret} in a span");
     }
+    // A provider is a third party: no trace context unless `traces.to_providers`.
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.headers.contains_key("traceparent"))
+    );
     // The export's credentials are never logged.
     let log = serve_process.log_text();
     assert!(log.contains("traces: exporting"), "{log}");
@@ -294,7 +300,7 @@ fn with_traces_off_no_span_is_made() {
         return;
     };
     let fake = FakeLlm::start(vec![Scripted::ok(anthropic_text("done"))]);
-    let p = traced_project(&fake.url, &mcp);
+    let p = traced_project(&fake.url, &mcp, "");
     let receiver = Receiver::start(p.root());
     // An endpoint, but the SDK disabled the standard way: nothing is installed.
     let endpoint = format!("http://127.0.0.1:{}", receiver.port);
@@ -332,4 +338,126 @@ fn with_traces_off_no_span_is_made() {
     assert_eq!(shown["history"][0]["trace"], Value::Null);
     drop(serve_process);
     assert!(receiver.spans().is_empty());
+}
+
+/// Decisions never wait on an export: with a queue of one span and a collector that is not
+/// there, a burst is decided and run all the same, and what could not be exported is counted.
+#[test]
+fn a_full_export_queue_drops_spans_and_counts_them_without_slowing_decisions() {
+    if !curl_available() {
+        return;
+    }
+    let p = project(
+        "traces:\n  endpoint: http://127.0.0.1:9/v1/traces\n  max_queue: 1\nlisten:\n  auth:\n    principals:\n      - name: ops\n        token: ${OPS_TOKEN}\n        scopes: [ingest, metrics]\n",
+    );
+    let (serve_process, url) = serve(
+        &p,
+        &[],
+        &[("OPS_TOKEN", OPS_TOKEN), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    let body: String = (1..=5)
+        .map(|i| {
+            format!(
+                "{}\n",
+                common::dispatch::ev(&format!("q{i}"), "test.quick.happened", json!({}))
+            )
+        })
+        .collect();
+    let r = post(
+        &format!("{url}/v1/events"),
+        "application/x-ndjson",
+        body.as_bytes(),
+        &["-H", &format!("Authorization: Bearer {OPS_TOKEN}")],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    wait_until("q1..q5 ran", || {
+        (1..=5).all(|i| {
+            p.invocations_of(&format!("q{i}"))
+                .iter()
+                .any(|inv| inv["status"] == "succeeded")
+        })
+    });
+    let counter = |body: &str, name: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in\n{body}"))
+    };
+    let scrape = || {
+        curl(
+            &[
+                &format!("{url}/metrics"),
+                "-H",
+                &format!("Authorization: Bearer {OPS_TOKEN}"),
+            ],
+            None,
+        )
+        .body
+    };
+    wait_until("a failed export is counted", || {
+        counter(&scrape(), "pap_trace_exports_failed_total") >= 1.0
+    });
+    let body = scrape();
+    assert!(counter(&body, "pap_trace_spans_total") >= 20.0, "{body}");
+    assert!(
+        counter(&body, "pap_trace_spans_dropped_total") >= 1.0,
+        "{body}"
+    );
+    assert!(serve_process.log_text().contains("traces: exporting"));
+}
+
+/// The trace goes on to those pap calls: a webhook sink gets the `traceparent` of its
+/// delivery's span, and an LLM provider too once `traces.to_providers` allows it.
+#[test]
+fn sinks_and_allowed_providers_get_the_traceparent() {
+    let Some(mcp) = tools_here() else {
+        return;
+    };
+    let provider = FakeLlm::start(vec![Scripted::status(400, json!({"error": "bad request"}))]);
+    let sink = FakeLlm::start(vec![Scripted::ok(json!({}))]);
+    let extra = format!(
+        "traces:\n  to_providers: true\nnotifications:\n  sinks:\n    - {{name: hook, type: webhook, url: \"{}/hook\", format: anp}}\n",
+        sink.url
+    );
+    let p = traced_project(&provider.url, &mcp, &extra);
+    let receiver = Receiver::start(p.root());
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let (_serve, url) = serve(
+        &p,
+        &[],
+        &[
+            ("OPS_TOKEN", OPS_TOKEN),
+            ("ANTHROPIC_API_KEY", PROVIDER_KEY),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    post_event(&url, "f1", &[]);
+    wait_until("f1 failed", || {
+        p.invocations_of("f1")
+            .iter()
+            .any(|i| i["status"] == "failed")
+    });
+    wait_until("the failure reached the sink", || {
+        !sink.requests().is_empty()
+    });
+    wait_until("the delivery's span is exported", || {
+        receiver.spans().iter().any(|s| s["name"] == "deliver hook")
+    });
+    let spans = receiver.spans();
+    let chat = span(&spans, "chat test-model");
+    assert_eq!(chat["status"]["code"], 2, "an error: {chat}");
+    let to_provider = &provider.requests()[0].headers["traceparent"];
+    assert_eq!(
+        to_provider,
+        &format!("00-{TRACE_ID}-{}-01", chat["span_id"].as_str().unwrap())
+    );
+    let delivery = span(&spans, "deliver hook");
+    let to_sink = &sink.requests()[0].headers["traceparent"];
+    assert_eq!(
+        to_sink,
+        &format!("00-{TRACE_ID}-{}-01", delivery["span_id"].as_str().unwrap())
+    );
+    let attempt = span(&spans, "invoke_agent writer");
+    assert_eq!(delivery["parent_span_id"], attempt["span_id"]);
 }

@@ -261,6 +261,11 @@ async fn connect_one(
                 value.set_sensitive(true);
                 map.insert(header, value);
             }
+            if let Some((_, tp)) = context.iter().find(|(k, _)| *k == "TRACEPARENT")
+                && let Ok(value) = HeaderValue::from_str(tp)
+            {
+                map.insert(HeaderName::from_static("traceparent"), value);
+            }
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
             crate::http_client::install_tls_provider();

@@ -127,6 +127,7 @@ pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Pa
         if let Some(n) = t.max_queue {
             config.traces.max_queue = n.max(1) as usize;
         }
+        config.traces.to_providers = t.to_providers.unwrap_or(false);
     }
     if let Some(prices) = &raw.prices {
         config.prices = super::prices::compile(prices, ctx);

@@ -357,6 +357,8 @@ pub struct TraceConfig {
     pub endpoint: Option<String>,
     pub service_name: String,
     pub max_queue: usize,
+    /// `traceparent` on requests to LLM providers (third parties: off by default).
+    pub to_providers: bool,
 }
 
 impl Default for TraceConfig {
@@ -365,6 +367,7 @@ impl Default for TraceConfig {
             endpoint: None,
             service_name: "pap".to_owned(),
             max_queue: 2048,
+            to_providers: false,
         }
     }
 }

@@ -723,6 +723,10 @@ pub struct TraceSettings {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000000))]
     pub max_queue: Option<u32>,
+    /// Send the `traceparent` header to LLM providers too (third parties). Default false:
+    /// HTTP MCP servers and webhook sinks get it, providers do not.
+    #[serde(default)]
+    pub to_providers: Option<bool>,
 }
 
 /// `prices:` in pap.yaml: what a million tokens of each model cost.

@@ -33,6 +33,8 @@ struct Claimed {
     message: u64,
     claimed_until: i64,
     body: Value,
+    /// The trace of the invocation the notification is about (when traces are exported).
+    trace: Option<crate::trace_context::TraceContext>,
 }
 
 /// Runs the watchdog and the sink deliveries due at `now`.
@@ -65,9 +67,14 @@ pub async fn pump(
         };
         // A sink program's stderr or a server's answer may quote a credential.
         let console = project.config.listen.public_url.as_deref();
-        let outcome = sinks::deliver(sink, &project.root, console, &c.body)
+        let span = delivery_span(&c, sink);
+        let outcome = sinks::deliver(sink, &project.root, console, &c.body, span.context())
             .await
             .map_err(|e| project.redactor.text(&e).into_owned());
+        if let Err(e) = &outcome {
+            span.fail("sink_error", e);
+        }
+        drop(span);
         match &outcome {
             Ok(()) => {
                 done.sent += 1;
@@ -86,6 +93,25 @@ pub async fn pump(
             .await??;
     }
     Ok(done)
+}
+
+/// The span of one sink delivery: a child of the run the notification is about.
+fn delivery_span(
+    c: &Claimed,
+    sink: &crate::manifest::compiled_notify::SinkSpec,
+) -> crate::telemetry::Span {
+    use crate::telemetry::{self, Attr};
+    telemetry::start(
+        format!("deliver {}", sink.name),
+        telemetry::Parent::Remote(c.trace.as_ref()),
+        telemetry::Kind::Client,
+        || {
+            vec![
+                Attr::new("pap.sink.name", sink.name.clone()),
+                Attr::new("pap.notification.id", c.notification.clone()),
+            ]
+        },
+    )
 }
 
 /// Escalates notifications past their deadline and claims the sink deliveries that are due.
@@ -134,12 +160,19 @@ fn take_due(
                 .map_or(0, |s| millis(s.timeout));
             let claimed_until = now.saturating_add(timeout + CLAIM_SLACK_MS);
             tx.add_job(claimed_until, &job)?;
+            let trace = match n.metadata.get("invocation_id").and_then(Value::as_str) {
+                Some(inv) if crate::telemetry::enabled() => tx
+                    .invocation(inv)?
+                    .and_then(|i| i.history.last().and_then(|a| a.trace.clone()).or(i.trace)),
+                _ => None,
+            };
             claimed.push(Claimed {
                 sink: sink.to_owned(),
                 notification: id.to_owned(),
                 message,
                 claimed_until,
                 body: inbox::view(&msg, Some(&n), now),
+                trace,
             });
         }
     }

@@ -21,6 +21,7 @@ pub(crate) async fn deliver(
     root: &Path,
     console: Option<&str>,
     message: &Value,
+    trace: Option<crate::trace_context::TraceContext>,
 ) -> Result<(), String> {
     match &sink.target {
         SinkTarget::Webhook {
@@ -30,7 +31,7 @@ pub(crate) async fn deliver(
             topic,
         } => {
             let body = body(*format, topic.as_deref(), console, message);
-            webhook(sink, url, headers, &body).await
+            webhook(sink, url, headers, &body, trace).await
         }
         SinkTarget::Command { program, args } => {
             let program = crate::manifest::compile_notify::resolve_program(root, program);
@@ -90,6 +91,7 @@ async fn webhook(
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
     body: &Value,
+    trace: Option<crate::trace_context::TraceContext>,
 ) -> Result<(), String> {
     let env = |name: &str| std::env::var(name).ok();
     let url = interpolate::expand(url, env).map_err(|e| format!("url: {e}"))?;
@@ -103,6 +105,13 @@ async fn webhook(
             .map_err(|_| format!("header {name}: not a valid header value"))?;
         value.set_sensitive(true);
         req = req.header(name.as_str(), value);
+    }
+    // The delivery's span is the receiver's parent (W3C Trace Context).
+    if let Some(cx) = trace {
+        req = req.header("traceparent", cx.traceparent());
+        if let Some(state) = cx.tracestate {
+            req = req.header("tracestate", state);
+        }
     }
     let resp = req.send().await.map_err(|e| {
         // The URL may itself be the secret (a Slack webhook): never quoted; the causes

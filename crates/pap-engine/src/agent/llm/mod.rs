@@ -113,12 +113,13 @@ impl Attempt<'_> {
                 retry: false,
             })?;
         let (url, headers, mut conversation) = self.setup(&key)?;
-        let mut session = tools::Session::open(self.rt, self.agent, self.inv)
-            .await
-            .map_err(|e| Failure {
-                reason: e.reason,
-                retry: !e.permanent,
-            })?;
+        let mut session =
+            tools::Session::open(self.rt, self.agent, self.inv, self.span.context().as_ref())
+                .await
+                .map_err(|e| Failure {
+                    reason: e.reason,
+                    retry: !e.permanent,
+                })?;
         let result = self.turns(&url, headers, &mut conversation, &session).await;
         session.close().await;
         result
@@ -231,10 +232,18 @@ impl Attempt<'_> {
                 ),
             };
             let request_span = self.request_span(url);
+            let mut request_headers = headers.clone();
+            // A third party's: the trace goes to the provider only when `traces.to_providers`.
+            if self.rt.project.config.traces.to_providers
+                && let Some(cx) = request_span.context()
+                && let Ok(value) = reqwest::header::HeaderValue::from_str(&cx.traceparent())
+            {
+                request_headers.insert("traceparent", value);
+            }
             let posted = http::post(http::Request {
                 client: &client,
                 url: url.to_owned(),
-                headers: headers.clone(),
+                headers: request_headers,
                 body: &body,
                 deadline_ms: self.deadline_ms,
                 clock: &self.rt.clock,

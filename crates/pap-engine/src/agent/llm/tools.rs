@@ -41,6 +41,7 @@ impl Session {
         rt: &Runtime,
         agent: &Agent,
         inv: &Invocation,
+        trace: Option<&crate::trace_context::TraceContext>,
     ) -> Result<Session, mcp::ConnectError> {
         if agent.tools.is_empty() {
             return Ok(Session {
@@ -51,13 +52,19 @@ impl Session {
         }
         let names: BTreeSet<String> = agent.tools.iter().map(|t| t.server.clone()).collect();
         let project = &rt.project;
-        let mut mcp = mcp::Session::connect(
-            &project.root,
-            &project.config.mcp_servers,
-            &names,
-            &[("PAP_INVOCATION_ID", &inv.id), ("PAP_AGENT_ID", &inv.agent)],
-        )
-        .await?;
+        // The attempt's trace, to a server that traces: `TRACEPARENT` for one started here,
+        // the `traceparent` header for one over HTTP (see `mcp::connect_one`).
+        let traceparent = trace.map(|t| t.traceparent());
+        let mut context = vec![
+            ("PAP_INVOCATION_ID", inv.id.as_str()),
+            ("PAP_AGENT_ID", inv.agent.as_str()),
+        ];
+        if let Some(tp) = &traceparent {
+            context.push(("TRACEPARENT", tp.as_str()));
+        }
+        let mut mcp =
+            mcp::Session::connect(&project.root, &project.config.mcp_servers, &names, &context)
+                .await?;
         match find_listed(&mcp, agent).await {
             Ok((defs, offered)) => Ok(Session {
                 mcp: Some(mcp),
