@@ -68,12 +68,16 @@ impl Drop for Receiver {
 /// them, otherwise).
 fn tools_here() -> Option<PathBuf> {
     let server = common::llm::everything_server()?;
-    let here = curl_available()
+    receiver_here().then_some(server)
+}
+
+/// curl, and python3 with the OTLP definitions.
+fn receiver_here() -> bool {
+    curl_available()
         && crate::http_clients::python_has(
             "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
             "traces are not decoded with the official OTLP definitions",
-        );
-    here.then_some(server)
+        )
 }
 
 /// The serve fixture with agent `writer` (anthropic at `llm`, the `get-sum` tool of the real
@@ -460,4 +464,96 @@ fn sinks_and_allowed_providers_get_the_traceparent() {
     );
     let attempt = span(&spans, "invoke_agent writer");
     assert_eq!(delivery["parent_span_id"], attempt["span_id"]);
+}
+
+/// The wait for a person's answer is a span of the trace: here it ends at the deadline.
+#[test]
+fn an_approval_wait_is_a_span_from_the_decision_to_its_end() {
+    if !receiver_here() {
+        return;
+    }
+    let p = project(
+        "approval_timeout: 1s\nlisten:\n  auth:\n    principals:\n      - name: ops\n        token: ${OPS_TOKEN}\n        scopes: [ingest]\n",
+    );
+    let receiver = Receiver::start(p.root());
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let (_serve, url) = serve(
+        &p,
+        &[],
+        &[
+            ("OPS_TOKEN", OPS_TOKEN),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let r = post(
+        &format!("{url}/v1/events"),
+        "application/json",
+        common::dispatch::ev("g1", "test.gated.happened", json!({}))
+            .to_string()
+            .as_bytes(),
+        &["-H", &format!("Authorization: Bearer {OPS_TOKEN}")],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    wait_until("the approval's span", || {
+        receiver
+            .spans()
+            .iter()
+            .any(|s| s["name"] == "approval gated")
+    });
+    let spans = receiver.spans();
+    let wait = span(&spans, "approval gated");
+    assert_eq!(wait["attributes"]["pap.approval.result"], "expired");
+    let trigger = span(&spans, "trigger t-gated");
+    assert_eq!(trigger["attributes"]["pap.outcome"], "awaiting_approval");
+    assert_eq!(wait["parent_span_id"], trigger["span_id"]);
+    assert_eq!(wait["trace_id"], trigger["trace_id"]);
+    let took = wait["end"].as_u64().unwrap() - wait["start"].as_u64().unwrap();
+    assert!(
+        took >= 1_000_000_000,
+        "it lasted until the deadline: {took} ns"
+    );
+}
+
+/// `pap dispatch` exports too, and flushes what it made before it exits.
+#[test]
+fn dispatch_exports_its_spans_before_it_exits() {
+    if !receiver_here() {
+        return;
+    }
+    let p = project("");
+    let receiver = Receiver::start(p.root());
+    let file = p.root().join("one.ndjson");
+    std::fs::write(
+        &file,
+        format!(
+            "{}\n",
+            common::dispatch::ev("d1", "test.quick.happened", json!({}))
+        ),
+    )
+    .unwrap();
+    let out = p
+        .cmd()
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", receiver.port),
+        )
+        .arg("dispatch")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    // Exported before the command returned: no waiting here.
+    let names: Vec<String> = receiver
+        .spans()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect();
+    for name in [
+        "decide test.quick.happened",
+        "trigger t-quick",
+        "invoke_agent quick",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
 }

@@ -101,6 +101,12 @@ pub(super) fn run(cli: &Cli, args: &DispatchArgs) -> anyhow::Result<Outcome> {
     let max_body = runtime.project.config.listen.max_body_bytes;
     let grace = context::grace(args.grace, runtime.project.config.serve.grace_period)?;
     let rt = context::tokio_runtime()?;
+    // Traces, when an endpoint is configured (not for a dry run: nothing it decides is kept).
+    // Declared after the runtime, so it is dropped (flushed) while the runtime still runs.
+    let _traces = match args.dry_run {
+        false => crate::telemetry::install(&runtime.project.config.traces, rt.handle()),
+        true => None,
+    };
     let stop = Stop::on_signals(&rt, grace)?;
     let options = Options {
         no_run: args.no_run,

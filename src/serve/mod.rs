@@ -383,9 +383,7 @@ pub fn run(
     };
     server.shutdown();
     // The runtime the exporter posts on is still up (the server owns it until it is dropped).
-    if let Some(traces) = traces {
-        traces.shutdown();
-    }
+    drop(traces);
     result
 }
 

@@ -93,19 +93,23 @@ pub(crate) fn shown_url(url: &str) -> String {
     }
 }
 
-/// The installed exporter; shut down (flushed) when pap stops.
+/// The installed exporter: dropping it exports what is queued, for at most a few seconds,
+/// then stops it. Drop it while the runtime it was installed on still runs (its requests run
+/// there).
 pub struct Installed {
     provider: SdkTracerProvider,
 }
 
-impl Installed {
-    /// Exports what is queued, for at most a few seconds, then stops.
-    pub fn shutdown(self) {
-        if let Err(e) = self
+impl Drop for Installed {
+    fn drop(&mut self) {
+        match self
             .provider
             .shutdown_with_timeout(std::time::Duration::from_secs(5))
         {
-            tracing::warn!(error = %e, "traces: the last spans may not have been exported");
+            Ok(()) => tracing::debug!("traces: the last spans were handed to the collector"),
+            Err(e) => {
+                tracing::warn!(error = %e, "traces: the last spans may not have been exported")
+            }
         }
     }
 }

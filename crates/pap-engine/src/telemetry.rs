@@ -13,7 +13,8 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use opentelemetry::trace::{
-    SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer as _,
+    Span as _, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
+    Tracer as _,
 };
 use opentelemetry::{Context, KeyValue, global};
 
@@ -156,6 +157,32 @@ pub fn start(
     Span {
         cx: Some(parent_cx.with_span(span)),
     }
+}
+
+/// Records a span that already happened, from `start_ms` to `end_ms` (ms since the epoch, on
+/// pap's clock): the wait for a person's answer, known only once it is over.
+pub fn record(
+    name: impl Into<Cow<'static, str>>,
+    parent: Option<&TraceContext>,
+    (start_ms, end_ms): (i64, i64),
+    attrs: impl FnOnce() -> Vec<KeyValue>,
+) {
+    if !enabled() {
+        return;
+    }
+    let at = |ms: i64| {
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+    };
+    STARTED.fetch_add(1, Ordering::Relaxed);
+    let tracer = global::tracer(SCOPE);
+    let parent_cx = parent.map_or_else(Context::new, remote);
+    let mut span = tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Internal)
+        .with_start_time(at(start_ms))
+        .with_attributes(attrs())
+        .start_with_context(&tracer, &parent_cx);
+    span.end_with_timestamp(at(end_ms.max(start_ms)));
 }
 
 /// The API's context of a context from elsewhere (already validated by `trace_context`).

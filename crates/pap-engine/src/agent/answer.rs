@@ -73,7 +73,25 @@ pub fn approve(tx: &mut dyn WriteTx, id: &str, a: &Answering<'_>, hold: bool) ->
         Some(a.by.to_owned()),
         a.note.clone(),
     ))?;
+    approval_span(&inv, "approved", a.now);
     tx.put_invocation(&inv).map(Ok)
+}
+
+/// The wait for a person's answer, as a span of the invocation's trace (from its decision to
+/// the answer, or to the deadline that expired it).
+pub(crate) fn approval_span(inv: &Invocation, result: &'static str, now: i64) {
+    crate::telemetry::record(
+        format!("approval {}", inv.agent),
+        inv.trace.as_ref(),
+        (inv.created_at, now),
+        || {
+            vec![
+                crate::telemetry::Attr::new("pap.invocation.id", inv.id.clone()),
+                crate::telemetry::Attr::new("pap.approval.result", result),
+                crate::telemetry::Attr::new("pap.risk", inv.risk.clone()),
+            ]
+        },
+    );
 }
 
 /// Rejects `id` for `why`; returns its failure events (in the outbox, to be decided).
@@ -95,6 +113,7 @@ pub fn reject(
         note: Some(why.to_owned()),
     });
     let reason = format!("rejected by {}: {why}", a.by);
+    approval_span(&inv, "rejected", a.now);
     end_in_tx(
         tx,
         project,

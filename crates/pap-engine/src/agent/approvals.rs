@@ -30,6 +30,7 @@ pub(crate) fn expire_due(
         if let Some(request) = &inv.approval_request {
             crate::notify::atp::close_unanswered(tx, request, "expired", now)?;
         }
+        super::answer::approval_span(&inv, "expired", now);
         events.extend(end_in_tx(
             tx,
             project,
