@@ -34,6 +34,7 @@ const SUITES: &[&str] = &[
     "example_project",
     "group_events",
     "health",
+    "traces",
     "http_adapters",
     "http_clients",
     "http_console",
