@@ -11,6 +11,8 @@
 // keeps the product to the injected clock).
 #![allow(clippy::disallowed_methods)]
 
+#[path = "common/example_events.rs"]
+mod example_events;
 #[path = "../tests/common/measure.rs"]
 #[allow(dead_code)]
 mod measure;
@@ -43,12 +45,9 @@ const JQ_FILTER: &str = r#"
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().expect("temp dir");
-    for part in ["triggers", "agents", "examples", "workspace"] {
-        copy_dir(&root.join(part), &dir.path().join(part));
-    }
-    std::fs::copy(root.join("pap.yaml"), dir.path().join("pap.yaml")).unwrap();
+    example_events::copy_example_project(root, dir.path());
     let events = dir.path().join("events.ndjson");
-    let bytes = generate(&root.join("examples/events"), &events);
+    let bytes = example_events::generate(&root.join("examples/events"), &events, EVENTS);
 
     let mut pap_times = Vec::new();
     let mut jq_times = Vec::new();
@@ -109,37 +108,6 @@ fn main() {
     println!(
         "  fdatasync of a 4 KiB append on this disk, same run: median {median:.2} ms, p90 {p90:.2} ms"
     );
-}
-
-/// 100,000 events cycling through the example events, each with its own id.
-fn generate(examples: &Path, out: &Path) -> usize {
-    let mut templates: Vec<serde_json::Value> = std::fs::read_dir(examples)
-        .unwrap()
-        .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
-        .collect();
-    templates.sort_by_key(|t| t["id"].to_string());
-    let mut text = String::new();
-    for i in 0..EVENTS {
-        let mut e = templates[i % templates.len()].clone();
-        e["id"] = format!("bench-{i:06}").into();
-        text.push_str(&e.to_string());
-        text.push('\n');
-    }
-    std::fs::write(out, &text).unwrap();
-    text.len()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 fn time(f: impl FnOnce()) -> Duration {

@@ -24,6 +24,9 @@
 // keeps the product to the injected clock).
 #![allow(clippy::disallowed_methods)]
 
+#[path = "common/example_events.rs"]
+#[allow(dead_code)]
+mod example_events;
 #[path = "../tests/common/measure.rs"]
 #[allow(dead_code)]
 mod measure;
@@ -192,9 +195,7 @@ fn invocation_project(root: &Path, cache: Option<&str>) {
 
 /// The example project, with pap.yaml's `store_cache` set when asked.
 fn throttle_project(manifest: &Path, root: &Path, cache: Option<&str>) {
-    for part in ["triggers", "agents", "examples", "workspace"] {
-        copy_dir(&manifest.join(part), &root.join(part));
-    }
+    example_events::copy_example_project(manifest, root);
     let mut yaml = std::fs::read_to_string(manifest.join("pap.yaml")).unwrap();
     if let Some(size) = cache {
         yaml.push_str(&format!("\nstore_cache: {size}\n"));
@@ -259,17 +260,4 @@ fn throttle_events(templates: &[(String, String)], out: &Path, n: usize) -> usiz
     }
     file.flush().unwrap();
     bytes
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }

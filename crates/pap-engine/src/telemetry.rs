@@ -128,10 +128,11 @@ impl Drop for Span {
     }
 }
 
-/// Starts a span named `name` under `parent`, or returns [`Span::none`] when traces are off.
-/// `attrs` is made only when they are on.
+/// Starts a span named `name()` under `parent`, or returns [`Span::none`] when traces are
+/// off. Its name and `attrs` are made only when they are on: a decision with traces off
+/// allocates nothing for them.
 pub fn start(
-    name: impl Into<Cow<'static, str>>,
+    name: impl FnOnce() -> String,
     parent: Parent<'_>,
     kind: SpanKind,
     attrs: impl FnOnce() -> Vec<KeyValue>,
@@ -150,7 +151,7 @@ pub fn start(
     STARTED.fetch_add(1, Ordering::Relaxed);
     let tracer = global::tracer(SCOPE);
     let span = tracer
-        .span_builder(name)
+        .span_builder(name())
         .with_kind(kind)
         .with_attributes(attrs())
         .start_with_context(&tracer, &parent_cx);
@@ -216,10 +217,15 @@ mod tests {
     fn while_off_nothing_is_made() {
         // `enable` is never called in the engine's unit tests.
         let mut made = false;
-        let span = start("x", Parent::Remote(None), SpanKind::Internal, || {
-            made = true;
-            Vec::new()
-        });
+        let span = start(
+            || "x".into(),
+            Parent::Remote(None),
+            SpanKind::Internal,
+            || {
+                made = true;
+                Vec::new()
+            },
+        );
         assert!(!made && !span.is_recording());
         assert_eq!(span.context(), None);
         assert_eq!(spans_started(), 0);

@@ -823,7 +823,7 @@ fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Resu
 /// The span of one attempt: a child of its trigger's decision (GenAI's `invoke_agent`).
 fn attempt_span(inv: &Invocation, agent: &Agent) -> telemetry::Span {
     telemetry::start(
-        format!("invoke_agent {}", agent.id),
+        || format!("invoke_agent {}", agent.id),
         telemetry::Parent::Remote(inv.trace.as_ref()),
         telemetry::Kind::Internal,
         || {

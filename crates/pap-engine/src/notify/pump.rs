@@ -102,7 +102,7 @@ fn delivery_span(
 ) -> crate::telemetry::Span {
     use crate::telemetry::{self, Attr};
     telemetry::start(
-        format!("deliver {}", sink.name),
+        || format!("deliver {}", sink.name),
         telemetry::Parent::Remote(c.trace.as_ref()),
         telemetry::Kind::Client,
         || {

@@ -137,7 +137,7 @@ impl<'p> Pipeline<'p> {
             }
             report.status = "dispatched";
             let span = telemetry::start(
-                format!("trigger {}", trigger.id),
+                || format!("trigger {}", trigger.id),
                 Parent::Span(&event_span),
                 telemetry::Kind::Internal,
                 || {
@@ -631,7 +631,7 @@ fn decision_span(event: &Event) -> Span {
         .clone()
         .or_else(|| TraceContext::of_event(&event.value, None));
     telemetry::start(
-        format!("decide {}", event.kind),
+        || format!("decide {}", event.kind),
         Parent::Remote(parent.as_ref()),
         telemetry::Kind::Internal,
         || {

@@ -370,7 +370,7 @@ impl Attempt<'_> {
     /// {model}`, a client span). No message content is put on it.
     fn request_span(&self, url: &str) -> telemetry::Span {
         telemetry::start(
-            format!("chat {}", self.model.model_id),
+            || format!("chat {}", self.model.model_id),
             telemetry::Parent::Span(self.span),
             telemetry::Kind::Client,
             || {

@@ -274,7 +274,7 @@ fn tool_span(
 ) -> crate::telemetry::Span {
     use crate::telemetry::{self, Attr};
     telemetry::start(
-        format!("tools/call {}", call.name),
+        || format!("tools/call {}", call.name),
         telemetry::Parent::Span(parent),
         telemetry::Kind::Client,
         || {
