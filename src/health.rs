@@ -41,8 +41,14 @@ pub(crate) struct AgentFailing {
     pub last_failed_at: String,
 }
 
-/// The agents whose recent runs all failed, by agent id.
-pub(crate) fn failing_agents(store: &dyn Storage, now: i64) -> storage::Result<Vec<AgentFailing>> {
+/// The agents whose recent runs all failed, by agent id; only those `known` says the project
+/// has (an agent removed from it leaves runs that fail for that reason: not a condition of
+/// the agents that run now).
+pub(crate) fn failing_agents(
+    store: &dyn Storage,
+    known: &dyn Fn(&str) -> bool,
+    now: i64,
+) -> storage::Result<Vec<AgentFailing>> {
     // agent → its newest ended runs, newest first: (failed, error, ended at).
     let mut recent: BTreeMap<String, Vec<(bool, String, i64)>> = BTreeMap::new();
     let mut looked = 0;
@@ -63,6 +69,9 @@ pub(crate) fn failing_agents(store: &dyn Storage, now: i64) -> storage::Result<V
                 // deadline) or not ended yet: it says nothing of whether the agent works.
                 _ => return Ok(more(looked)),
             };
+            if !known(&inv.agent) {
+                return Ok(more(looked));
+            }
             let runs = recent.entry(inv.agent.clone()).or_default();
             if runs.len() < RECENT {
                 runs.push((
@@ -147,16 +156,24 @@ mod tests {
         run(&*store, "b3", "broken", 6, Status::Failed, day + 5);
         run(&*store, "b4", "broken", 7, Status::Cancelled, day + 6);
         run(&*store, "b5", "broken", 8, Status::Queued, day + 7);
-        let failing = failing_agents(&*store, day + 10).unwrap();
+        let failing = failing_agents(&*store, &|_| true, day + 10).unwrap();
         assert_eq!(failing.len(), 1, "{failing:?}");
         assert_eq!(failing[0].agent, "broken");
         assert_eq!(failing[0].failed, 3);
         assert_eq!(failing[0].last_error, "boom 6");
         // A success after them: it works again.
         run(&*store, "b6", "broken", 9, Status::Succeeded, day + 8);
-        assert!(failing_agents(&*store, day + 10).unwrap().is_empty());
+        assert!(
+            failing_agents(&*store, &|_| true, day + 10)
+                .unwrap()
+                .is_empty()
+        );
         // Failures older than a day say nothing of now.
         run(&*store, "o1", "old", 10, Status::Failed, 0);
-        assert!(failing_agents(&*store, 3 * day).unwrap().is_empty());
+        assert!(
+            failing_agents(&*store, &|_| true, 3 * day)
+                .unwrap()
+                .is_empty()
+        );
     }
 }

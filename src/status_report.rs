@@ -143,8 +143,11 @@ pub(crate) fn gather(
     })?;
     let queue = queue_map(&counts);
     let nodes = nodes(store, now)?;
-    // Who runs due work: this host's serve, or a node of a shared store heard from lately.
-    let no_runner = serve.is_none() && !nodes.iter().any(|n| n.alive);
+    // Who runs due work: this host's serve (answering on its socket, or alive as the holder
+    // of its lock), or a node of a shared store heard from lately.
+    let no_runner = serve.is_none()
+        && crate::serve::lock::live_holder(state_dir).is_none()
+        && !nodes.iter().any(|n| n.alive);
     if no_runner && due > 0 {
         attention.push(format!(
             "{due} queued invocation(s) due, and no pap serve is running to run them (start `pap serve`, or `pap dispatch` runs what it decides)"
@@ -195,7 +198,8 @@ pub(crate) fn gather(
         ));
     }
 
-    let agents_failing = crate::health::failing_agents(store, now)?;
+    let known = |agent: &str| project.is_none_or(|p| p.agent(agent).is_some());
+    let agents_failing = crate::health::failing_agents(store, &known, now)?;
     attention.extend(agents_failing.iter().map(crate::health::failing_sentence));
 
     let mut schedules = Vec::new();

@@ -65,7 +65,12 @@ fn a_failing_agent_degrades_status_and_metrics_but_leaves_the_node_ready() {
 
     // Ready: a failing agent must not take the node out of a Service. The body says it is
     // degraded, and nothing else (no names, no error text: the probe needs no token).
-    let ready = curl(&[&format!("{url}/readyz")], None);
+    // It is worked out in the background of the first probe, never on a probe's time.
+    let probe = || curl(&[&format!("{url}/readyz")], None);
+    wait_until("/readyz says degraded", || {
+        probe().json()["degraded"] == true
+    });
+    let ready = probe();
     assert_eq!(ready.status, 200, "{ready:?}");
     let body = ready.json();
     assert_eq!(body["ready"], true);

@@ -157,12 +157,25 @@ fn said(set: bool) -> &'static str {
 fn variables(checks: &mut Vec<Check>, shell: &crate::env_view::View, serve: &ServeSide) {
     for var in &shell.variables {
         let who = var.needed_by.join(", ");
-        let on_serve = serve.as_ref().map(|(pid, view)| {
-            (
-                *pid,
-                view.variable(&var.name, &var.role).is_some_and(|v| v.set),
-            )
-        });
+        // `None` on serve's side: serve's loaded project does not use the variable (a manifest
+        // changed since its last reload): not a verdict on serve's environment.
+        let seen = serve
+            .as_ref()
+            .map(|(pid, view)| (*pid, view.variable(&var.name, &var.role).map(|v| v.set)));
+        if let Some((pid, None)) = seen {
+            checks.push(Check {
+                check: format!("{} {}", var.role, var.name),
+                status: Verdict::Warn,
+                detail: format!(
+                    "serve (pid {pid}) runs a project that does not use it yet (reload serve); {} in this shell ({who})",
+                    said(var.set)
+                ),
+                shell: Some(said(var.set).to_owned()),
+                serve: None,
+            });
+            continue;
+        }
+        let on_serve = seen.map(|(pid, set)| (pid, set.unwrap_or(false)));
         let (verdict, detail) = match on_serve {
             Some((pid, true)) if var.set => (
                 Verdict::Ok,

@@ -2,7 +2,8 @@
 //! recent runs all fail, a sink that fails, a refused reload or a spool it cannot take (see
 //! `crate::health` and `conditions`). Worked out at most every [`FRESH_MS`] however many
 //! probes ask (a probe every second must not read 500 invocations every second), on serve's
-//! clock; a read that fails leaves the last answer.
+//! clock, and never on a probe's own time: `/readyz` reads the last answer and, when it is
+//! stale, has it worked out again in the background. A read that fails leaves the last answer.
 
 use std::sync::{Arc, Mutex};
 
@@ -43,8 +44,14 @@ impl ServeHealth {
         }
     }
 
-    /// The answer as of `now`: the last one if it is fresh, else read again.
-    pub(crate) fn snapshot(&self, store: &dyn Storage, now: i64) -> storage::Result<Snapshot> {
+    /// The answer as of `now`: the last one if it is fresh, else read again (a read that
+    /// fails keeps the last answer, and says so in the log).
+    pub(crate) fn snapshot(
+        &self,
+        store: &dyn Storage,
+        project: &crate::manifest::Project,
+        now: i64,
+    ) -> storage::Result<Snapshot> {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((at, snap)) = last.as_ref()
             && now.saturating_sub(*at) < FRESH_MS
@@ -55,9 +62,22 @@ impl ServeHealth {
             snap.conditions = self.conditions_now();
             return Ok(snap);
         }
-        let agents_failing = crate::health::failing_agents(store, now)?;
-        let sinks_failing = store
-            .read(|r| r.notification_counts())?
+        let known = |agent: &str| project.agent(agent).is_some();
+        let read = crate::health::failing_agents(store, &known, now).and_then(|failing| {
+            let counts = store.read(|r| r.notification_counts())?;
+            Ok((failing, counts))
+        });
+        let (agents_failing, counts) = match (read, last.as_ref()) {
+            (Ok(read), _) => read,
+            (Err(e), Some((_, snap))) => {
+                tracing::warn!(error = %e, "health: the store could not be read; the last answer stands");
+                let mut snap = snap.clone();
+                snap.conditions = self.conditions_now();
+                return Ok(snap);
+            }
+            (Err(e), None) => return Err(e),
+        };
+        let sinks_failing = counts
             .failing_by_sink
             .into_iter()
             .filter(|(_, n)| *n > 0)
@@ -70,6 +90,28 @@ impl ServeHealth {
         };
         *last = Some((now, snap.clone()));
         Ok(snap)
+    }
+
+    /// The last answer, whatever its age, without waiting for one being worked out: what a
+    /// probe reads (`None` before the first).
+    pub(crate) fn last(&self) -> Option<Snapshot> {
+        let last = self.last.try_lock().ok()?;
+        last.as_ref().map(|(_, snap)| {
+            let mut snap = snap.clone();
+            snap.conditions = self.conditions_now();
+            snap
+        })
+    }
+
+    /// Whether the last answer is missing or older than [`FRESH_MS`] at `now`.
+    pub(crate) fn stale(&self, now: i64) -> bool {
+        match self.last.try_lock() {
+            Ok(last) => last
+                .as_ref()
+                .is_none_or(|(at, _)| now.saturating_sub(*at) >= FRESH_MS || *at > now),
+            // Being worked out now.
+            Err(_) => false,
+        }
     }
 
     fn conditions_now(&self) -> Vec<&'static str> {

@@ -61,6 +61,20 @@ pub fn acquire(state_dir: &Path, holder: &Holder) -> anyhow::Result<ServeLock> {
     Ok(ServeLock { _lock: lock })
 }
 
+/// The serve the lock file names, when that process is alive: serve may run without an
+/// answering socket (a path too long to bind, another user's 0600 socket). Read without taking
+/// the lock, so a serve starting at that moment is never refused because of it.
+pub fn live_holder(state_dir: &Path) -> Option<Holder> {
+    let text = std::fs::read_to_string(state_dir.join(LOCK_FILE)).ok()?;
+    let holder: Holder = serde_json::from_str(&text).ok()?;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(holder.pid).ok()?);
+    let alive = !matches!(
+        nix::sys::signal::kill(pid, None),
+        Err(nix::errno::Errno::ESRCH)
+    );
+    (alive && holder.command.is_none()).then_some(holder)
+}
+
 /// How long a new serve waits for a lock whose named holder is dead.
 const HOLDER_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 

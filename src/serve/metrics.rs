@@ -31,8 +31,8 @@ use crate::storage::{self, Storage};
 
 type Labels = Vec<(&'static str, String)>;
 
-/// The kinds of `pap_llm_tokens`: `cached_input` is part of `input`.
-const TOKEN_KINDS: [&str; 3] = ["input", "cached_input", "output"];
+/// The kinds of `pap_llm_tokens`: `cached_input` and `cache_write_input` are parts of `input`.
+const TOKEN_KINDS: [&str; 4] = ["input", "cached_input", "cache_write_input", "output"];
 
 fn token_labels(agent: &str, model: &str, kind: &str) -> Labels {
     vec![
@@ -465,6 +465,7 @@ impl Metrics {
         for (kind, n) in [
             ("input", spend.input_tokens),
             ("cached_input", spend.cached_input_tokens),
+            ("cache_write_input", spend.cache_write_input_tokens),
             ("output", spend.output_tokens),
         ] {
             self.llm_tokens
@@ -547,7 +548,7 @@ impl Metrics {
         set_all(&self.notifications, "status", notifications.into_iter());
         set_all(&self.sink_failures, "sink", sinks.into_iter());
         self.count_traces();
-        let health = self.health.snapshot(store, now)?;
+        let health = self.health.snapshot(store, project, now)?;
         set_all(
             &self.agent_failing,
             "agent",

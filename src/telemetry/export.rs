@@ -25,15 +25,22 @@ use crate::manifest::compiled::TraceConfig;
 struct OnRuntime {
     client: reqwest::Client,
     rt: tokio::runtime::Handle,
+    /// `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` or `OTEL_EXPORTER_OTLP_TIMEOUT` (ms), else 10 s.
+    timeout: Duration,
 }
 
 #[async_trait::async_trait]
 impl HttpClient for OnRuntime {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let (client, request) = (self.client.clone(), reqwest::Request::try_from(request)?);
+        let limit = self.timeout;
         self.rt
             .spawn(async move {
-                let answer = client.execute(request).await?;
+                // The exporter sets no time limit on a client it did not build: a collector
+                // that takes the connection and never answers must not hold the export thread.
+                let answer = tokio::time::timeout(limit, client.execute(request))
+                    .await
+                    .map_err(|_| format!("the collector did not answer within {limit:?}"))??;
                 let mut out = Response::builder().status(answer.status());
                 if let Some(headers) = out.headers_mut() {
                     *headers = answer.headers().clone();
@@ -121,9 +128,17 @@ pub(super) fn provider(
     endpoint: Option<&str>,
     rt: tokio::runtime::Handle,
 ) -> anyhow::Result<SdkTracerProvider> {
+    let timeout = [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .into_iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse::<u64>().ok())
+    .map_or(Duration::from_secs(10), Duration::from_millis);
     let client = OnRuntime {
         client: pap_engine::telemetry::http_client(),
         rt,
+        timeout,
     };
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()

@@ -131,8 +131,9 @@ pub fn install(config: &TraceConfig, rt: &tokio::runtime::Handle) -> Option<Inst
                     tracing::info!(endpoint = %shown, "traces: exporting over OTLP HTTP/protobuf");
                     Some(Installed { provider })
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "traces: off, the exporter could not be made");
+                Err(_) => {
+                    // The error may quote the endpoint, credentials and all: not logged.
+                    tracing::error!(endpoint = %shown, "traces: off, the exporter could not be made (is the endpoint a valid URL, with its password percent-encoded?)");
                     None
                 }
             }

@@ -341,6 +341,10 @@ pub struct Transcript {
     /// priced at `cached_input`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    /// The input tokens written to the provider's prompt cache (part of `input_tokens`,
+    /// priced at `cache_write`: Anthropic bills them above the input rate).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
     /// What the run cost at `prices` in pap.yaml as it ran; none when its model has no price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<super::money::Cost>,
@@ -365,6 +369,8 @@ pub struct Turn {
     pub output_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
     /// Notifications (and session posts) queued while the loop ran, carried on the request
     /// after this turn's tool results (JP RFD 011).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -163,7 +163,7 @@ pub fn start(
 /// Records a span that already happened, from `start_ms` to `end_ms` (ms since the epoch, on
 /// pap's clock): the wait for a person's answer, known only once it is over.
 pub fn record(
-    name: impl Into<Cow<'static, str>>,
+    name: impl FnOnce() -> String,
     parent: Option<&TraceContext>,
     (start_ms, end_ms): (i64, i64),
     attrs: impl FnOnce() -> Vec<KeyValue>,
@@ -178,7 +178,7 @@ pub fn record(
     let tracer = global::tracer(SCOPE);
     let parent_cx = parent.map_or_else(Context::new, remote);
     let mut span = tracer
-        .span_builder(name)
+        .span_builder(name())
         .with_kind(SpanKind::Internal)
         .with_start_time(at(start_ms))
         .with_attributes(attrs())

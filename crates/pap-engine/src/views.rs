@@ -92,10 +92,10 @@ pub fn cost_of_runs(inv: &Invocation) -> Option<crate::domain::money::Cost> {
 /// A transcript's tokens and cost on one line: `tokens in 1200 (cached 800) out 90 · cost
 /// 0.004512 USD`, or `cost unknown (no price)`.
 pub fn spend_line(t: &crate::domain::Transcript) -> String {
-    let cached = if t.cached_input_tokens > 0 {
-        format!(" (cached {})", t.cached_input_tokens)
-    } else {
-        String::new()
+    let cached = match (t.cached_input_tokens, t.cache_write_input_tokens) {
+        (0, 0) => String::new(),
+        (read, 0) => format!(" (cached {read})"),
+        (read, written) => format!(" (cached {read}, written to the cache {written})"),
     };
     let cost = t.cost.as_ref().map_or_else(
         || "cost unknown (no price for the model in pap.yaml)".to_owned(),

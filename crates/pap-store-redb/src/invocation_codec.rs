@@ -390,6 +390,7 @@ mod tests {
         inv.concurrency.clear();
         inv.stopping_until = None;
         inv.cancel = None;
+        inv.trace = None;
         inv.emitted.clear();
         inv.history.clear();
         assert!(encode(&inv, 1_000_000).len() < 40);

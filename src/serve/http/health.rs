@@ -42,22 +42,24 @@ pub(super) async fn readyz(State(app): State<App>) -> Response {
             .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(1));
         return r;
     }
-    let (store, inner) = (app.store.clone(), app.clone());
-    let now = app.clock.now_ms();
+    let store = app.store.clone();
+    let readable = tokio::task::spawn_blocking(move || store.read(|r| r.inbox_last()).is_ok())
+        .await
+        .unwrap_or(false);
     // Degraded or not, it is ready: a failing agent must not take the node out of a Service
     // nor stop deliveries. The body says so, with no names and no error text (the probe may
-    // be anonymous); `GET /status` says what and why.
-    let answer = tokio::task::spawn_blocking(move || {
-        store.read(|r| r.inbox_last()).is_ok().then(|| {
-            inner
-                .metrics
-                .health
-                .snapshot(&*inner.store, now)
-                .is_ok_and(|h| h.degraded())
-        })
-    })
-    .await
-    .unwrap_or(None);
+    // be anonymous); `GET /status` says what and why. The probe only reads the last answer:
+    // a stale one is worked out again in the background, never on the probe's time.
+    let now = app.clock.now_ms();
+    if app.metrics.health.stale(now) {
+        let inner = app.clone();
+        let project = app.project_now();
+        tokio::task::spawn_blocking(move || {
+            let _ = inner.metrics.health.snapshot(&*inner.store, &project, now);
+        });
+    }
+    let degraded = app.metrics.health.last().is_some_and(|h| h.degraded());
+    let answer = readable.then_some(degraded);
     if let Some(degraded) = answer {
         json_ok(json!({
             "ready": true,

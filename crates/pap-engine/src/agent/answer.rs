@@ -81,7 +81,7 @@ pub fn approve(tx: &mut dyn WriteTx, id: &str, a: &Answering<'_>, hold: bool) ->
 /// the answer, or to the deadline that expired it).
 pub(crate) fn approval_span(inv: &Invocation, result: &'static str, now: i64) {
     crate::telemetry::record(
-        format!("approval {}", inv.agent),
+        || format!("approval {}", inv.agent),
         inv.trace.as_ref(),
         (inv.created_at, now),
         || {

@@ -73,6 +73,7 @@ pub struct Spend {
     pub model: String,
     pub input_tokens: u64,
     pub cached_input_tokens: u64,
+    pub cache_write_input_tokens: u64,
     pub output_tokens: u64,
     pub cost: Option<crate::domain::money::Cost>,
 }
@@ -951,6 +952,7 @@ fn result(inv: &Invocation, succeeded: bool, emitted: Vec<Event>) -> RunResult {
                 model: t.model.clone(),
                 input_tokens: t.input_tokens,
                 cached_input_tokens: t.cached_input_tokens,
+                cache_write_input_tokens: t.cache_write_input_tokens,
                 output_tokens: t.output_tokens,
                 cost: t.cost.clone(),
             }),

@@ -47,6 +47,32 @@ pub(crate) fn check(
             ModelSpec::Openai(m) => ("openai", &m.model_id),
             ModelSpec::Command { .. } => continue,
         };
+        // A budget smaller than what one run reserves would let every decision through and
+        // no run ever start: refused, as a token budget smaller than one run is.
+        if let (Some(price), Some(run), Some(max)) = (
+            prices.of(provider, model),
+            budget.run_tokens,
+            budget.money_per_day,
+        ) {
+            let needed = crate::domain::money::cost_of(run, price.dearest());
+            if needed > max {
+                diags.push(
+                    Diagnostic::new(
+                        "budget-needs-turn-limit",
+                        &agent.file,
+                        at,
+                        format!(
+                            "`{field}` {} is less than one run reserves: {} {} ({run} tokens at {provider} `{model}`'s dearest rate): no run could start",
+                            crate::domain::money::format_micros(max),
+                            crate::domain::money::format_micros(needed),
+                            prices.currency
+                        ),
+                    )
+                    .with_help("raise the budget, or lower `model.max_tokens` or `limits.max_tool_calls`"),
+                );
+            }
+            continue;
+        }
         if prices.of(provider, model).is_none() {
             diags.push(
                 Diagnostic::new(

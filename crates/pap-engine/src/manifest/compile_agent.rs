@@ -122,7 +122,10 @@ fn compile_budget(
         return None;
     }
     let money_per_day = match money {
-        Some(amount) if amount.is_finite() && amount > 0.0 && amount * 1e6 < u64::MAX as f64 => {
+        // At least one millionth: a smaller amount would round to nothing.
+        Some(amount)
+            if amount.is_finite() && amount >= 0.000_001 && amount * 1e6 < u64::MAX as f64 =>
+        {
             Some((amount * 1_000_000.0).round() as u64)
         }
         Some(amount) => {
@@ -134,7 +137,7 @@ fn compile_budget(
             ctx.at(
                 "wrong-type",
                 &path!["agent", "budget", field],
-                format!("`{field}` {amount} is not an amount of money above 0"),
+                format!("`{field}` {amount} is not an amount of money of at least 0.000001"),
             );
             return None;
         }

@@ -18,22 +18,29 @@ pub struct Price {
     pub input: u64,
     pub output: u64,
     pub cached_input: u64,
+    /// Input tokens written to the prompt cache (Anthropic bills them at 1.25× the input
+    /// rate for its 5-minute cache: the default).
+    pub cache_write: u64,
 }
 
 impl Price {
     /// The dearest of the rates: what a run's token bound is reserved at, since the bound
     /// counts input and output together.
     pub fn dearest(&self) -> u64 {
-        self.input.max(self.output).max(self.cached_input)
+        self.input
+            .max(self.output)
+            .max(self.cached_input)
+            .max(self.cache_write)
     }
 }
 
 /// Token counts of a run or a turn, as a provider reported them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Every input token, cached ones included.
+    /// Every input token, cached ones (read or written) included.
     pub input: u64,
     pub cached_input: u64,
+    pub cache_write: u64,
     pub output: u64,
 }
 
@@ -63,12 +70,12 @@ impl Prices {
     /// What `usage` of `provider`'s `model` cost; none when the model has no price.
     pub fn cost(&self, provider: &str, model: &str, usage: Usage) -> Option<Cost> {
         let price = self.of(provider, model)?;
-        let uncached = usage.input.saturating_sub(usage.cached_input);
-        let micros = cost_of(uncached, price.input)
-            .saturating_add(cost_of(
-                usage.cached_input.min(usage.input),
-                price.cached_input,
-            ))
+        let read = usage.cached_input.min(usage.input);
+        let written = usage.cache_write.min(usage.input - read);
+        let plain = usage.input - read - written;
+        let micros = cost_of(plain, price.input)
+            .saturating_add(cost_of(read, price.cached_input))
+            .saturating_add(cost_of(written, price.cache_write))
             .saturating_add(cost_of(usage.output, price.output));
         Some(Cost {
             currency: self.currency.clone(),
@@ -121,13 +128,17 @@ pub fn compile(raw: &raw::PriceSettings, ctx: &mut FileCtx) -> Prices {
             let input = rate("input", rates.input);
             let output = rate("output", rates.output);
             let cached = rates.cached_input.map(|c| rate("cached_input", c));
-            if let (Some(input), Some(output), None | Some(Some(_))) = (input, output, cached) {
+            let write = rates.cache_write.map(|c| rate("cache_write", c));
+            if let (Some(input), Some(output), None | Some(Some(_)), None | Some(Some(_))) =
+                (input, output, cached, write)
+            {
                 prices.models.insert(
                     (provider.to_owned(), model.clone()),
                     Price {
                         input,
                         output,
                         cached_input: cached.flatten().unwrap_or(input),
+                        cache_write: write.flatten().unwrap_or(input.saturating_mul(5) / 4),
                     },
                 );
             }
@@ -149,19 +160,21 @@ mod tests {
                 input: 3_000_000,
                 output: 15_000_000,
                 cached_input: 300_000,
+                cache_write: 3_750_000,
             },
         );
         let usage = Usage {
             input: 10_000,
             cached_input: 8_000,
+            cache_write: 1_000,
             output: 500,
         };
-        // 2,000 × 3 + 8,000 × 0.3 + 500 × 15 = 6,000 + 2,400 + 7,500 micros.
+        // 1,000 × 3 + 8,000 × 0.3 + 1,000 × 3.75 + 500 × 15 = 3,000 + 2,400 + 3,750 + 7,500.
         assert_eq!(
             prices.cost("anthropic", "m", usage),
             Some(Cost {
                 currency: "USD".into(),
-                micros: 15_900
+                micros: 16_650
             })
         );
         assert_eq!(prices.cost("openai", "m", usage), None);

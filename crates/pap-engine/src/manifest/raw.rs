@@ -759,6 +759,11 @@ pub struct ModelPrice {
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub cached_input: Option<f64>,
+    /// A million input tokens written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`). Default: 1.25 × `input`, Anthropic's 5-minute cache.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub cache_write: Option<f64>,
 }
 
 /// `chat:` in pap.yaml.

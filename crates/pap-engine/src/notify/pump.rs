@@ -161,8 +161,12 @@ fn take_due(
             let claimed_until = now.saturating_add(timeout + CLAIM_SLACK_MS);
             tx.add_job(claimed_until, &job)?;
             let trace = match n.metadata.get("invocation_id").and_then(Value::as_str) {
+                // Best effort: a record that cannot be read loses its span's parent, not the
+                // delivery.
                 Some(inv) if crate::telemetry::enabled() => tx
-                    .invocation(inv)?
+                    .invocation(inv)
+                    .ok()
+                    .flatten()
                     .and_then(|i| i.history.last().and_then(|a| a.trace.clone()).or(i.trace)),
                 _ => None,
             };

@@ -115,6 +115,7 @@ impl Conversation {
             .filter_map(tokens)
             .fold(0, u64::saturating_add),
             cached_input_tokens: tokens("cache_read_input_tokens").unwrap_or(0),
+            cache_write_input_tokens: tokens("cache_creation_input_tokens").unwrap_or(0),
             output_tokens: tokens("output_tokens").unwrap_or(0),
         })
     }
@@ -157,7 +158,7 @@ mod tests {
                     {"type": "tool_use", "id": "toolu_1", "name": "get-sum", "input": {"a": 1, "b": 2}}
                 ],
                 "stop_reason": "tool_use",
-                "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100}
+                "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20}
             }))
             .unwrap();
         assert_eq!(reply.stop, Stop::ToolUse);
@@ -166,9 +167,10 @@ mod tests {
             (
                 reply.input_tokens,
                 reply.cached_input_tokens,
+                reply.cache_write_input_tokens,
                 reply.output_tokens
             ),
-            (110, 100, 5)
+            (130, 100, 20, 5)
         );
         c.answer(
             &[ToolResult {

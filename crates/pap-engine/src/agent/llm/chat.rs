@@ -83,5 +83,7 @@ pub(super) struct Reply {
     pub input_tokens: u64,
     /// The input tokens read from the provider's prompt cache.
     pub cached_input_tokens: u64,
+    /// The input tokens written to the provider's prompt cache.
+    pub cache_write_input_tokens: u64,
     pub output_tokens: u64,
 }

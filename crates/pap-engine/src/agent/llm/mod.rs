@@ -400,9 +400,15 @@ impl Attempt<'_> {
 
     fn record_turn(&self, reply: &Reply, took: Duration) -> usize {
         let mut t = self.transcript.lock().expect("transcript");
-        t.input_tokens += reply.input_tokens;
-        t.output_tokens += reply.output_tokens;
-        t.cached_input_tokens += reply.cached_input_tokens;
+        // A provider's counts are untrusted: a huge one must not wrap the sums to a small one.
+        t.input_tokens = t.input_tokens.saturating_add(reply.input_tokens);
+        t.output_tokens = t.output_tokens.saturating_add(reply.output_tokens);
+        t.cached_input_tokens = t
+            .cached_input_tokens
+            .saturating_add(reply.cached_input_tokens);
+        t.cache_write_input_tokens = t
+            .cache_write_input_tokens
+            .saturating_add(reply.cache_write_input_tokens);
         // Priced as it runs, so a run cut short still has what it cost so far.
         t.cost = self.rt.project.config.prices.cost(
             &t.provider,
@@ -410,6 +416,7 @@ impl Attempt<'_> {
             crate::manifest::prices::Usage {
                 input: t.input_tokens,
                 cached_input: t.cached_input_tokens,
+                cache_write: t.cache_write_input_tokens,
                 output: t.output_tokens,
             },
         );
@@ -421,6 +428,7 @@ impl Attempt<'_> {
             input_tokens: reply.input_tokens,
             output_tokens: reply.output_tokens,
             cached_input_tokens: reply.cached_input_tokens,
+            cache_write_input_tokens: reply.cache_write_input_tokens,
             carried: Vec::new(),
         });
         t.turns.len() - 1
@@ -446,6 +454,10 @@ fn end_request_span(span: telemetry::Span, reply: &Reply) {
         telemetry::Attr::new(
             "gen_ai.usage.cache_read.input_tokens",
             reply.cached_input_tokens as i64,
+        ),
+        telemetry::Attr::new(
+            "gen_ai.usage.cache_creation.input_tokens",
+            reply.cache_write_input_tokens as i64,
         ),
         telemetry::Attr::new(
             "gen_ai.response.finish_reasons",

@@ -143,6 +143,8 @@ impl Conversation {
                 .and_then(|u| u.pointer("/prompt_tokens_details/cached_tokens"))
                 .and_then(Value::as_u64)
                 .unwrap_or(0),
+            // OpenAI's caching writes at no extra price.
+            cache_write_input_tokens: 0,
             output_tokens: tokens("completion_tokens").unwrap_or(0),
         })
     }
