@@ -114,6 +114,15 @@ pub(crate) fn scraped_serve(
     scopes: &str,
     extra: &str,
 ) -> Option<(Project, common::serve::Serve, String)> {
+    scraped_serve_with(scopes, extra, &[])
+}
+
+/// [`scraped_serve`] with `files` (path, text) added to the project before serve starts.
+pub(crate) fn scraped_serve_with(
+    scopes: &str,
+    extra: &str,
+    files: &[(&str, &str)],
+) -> Option<(Project, common::serve::Serve, String)> {
     if !curl_available()
         || !python_has(
             "prometheus_client.openmetrics.parser",
@@ -125,6 +134,9 @@ pub(crate) fn scraped_serve(
     let p = project(&format!(
         "listen:\n  auth:\n    principals:\n      - name: prom\n        token: ${{PROM_TOKEN}}\n        scopes: {scopes}\n{extra}"
     ));
+    for (path, text) in files {
+        std::fs::write(p.root().join(path), text).unwrap();
+    }
     let (serve, url) = serve(&p, &[], &[("PROM_TOKEN", METRICS_TOKEN)]);
     Some((p, serve, url))
 }

@@ -119,9 +119,13 @@ fn every_dashboard_query_parses_and_every_metric_is_in_the_first_scrape() {
     std::fs::write(dir.path().join("queries.yml"), rules).unwrap();
     run_promtool(&promtool, &["check", "rules", "queries.yml"], dir.path());
 
-    // With a sink: a family labelled by sink has a series per configured sink (none without).
+    // With a sink and an LLM agent: a family labelled by sink has a series per configured
+    // sink, and the token and cost families one per LLM agent (none without).
     let sink = "notifications:\n  sinks:\n    - name: archive\n      type: ndjson\n      path: archive.ndjson\n";
-    let Some((_p, _serve, url)) = crate::http_clients::scraped_serve("[metrics]", sink) else {
+    let llm = "pap_version: \"0.2\"\nagent:\n  id: writer\n  risk_level: low\n  model:\n    provider: anthropic\n    model_id: test-model\n";
+    let Some((_p, _serve, url)) =
+        crate::http_clients::scraped_serve_with("[metrics]", sink, &[("agents/writer.yaml", llm)])
+    else {
         return;
     };
     let samples = crate::http_clients::python(
