@@ -123,9 +123,8 @@ pub(crate) fn gather(
         .collect();
     // Counts from the store's indexes, and a page of the oldest approvals: nothing here
     // reads every invocation, however long the queue.
-    let (counts, due, awaiting) = store.read(|r| {
+    let (counts, awaiting) = store.read(|r| {
         let counts = r.queue_counts(now, now.saturating_sub(OVERDUE_AFTER_MS))?;
-        let due = r.queue_counts(now, now)?.overdue;
         let mut awaiting: Vec<Invocation> = Vec::new();
         let scan = Scan {
             only: Only::Awaiting,
@@ -139,7 +138,7 @@ pub(crate) fn gather(
                 Next::Stop
             })
         })?;
-        Ok((counts, due, awaiting))
+        Ok((counts, awaiting))
     })?;
     let queue = queue_map(&counts);
     let nodes = nodes(store, now)?;
@@ -148,6 +147,11 @@ pub(crate) fn gather(
     let no_runner = serve.is_none()
         && crate::serve::lock::live_holder(state_dir).is_none()
         && !nodes.iter().any(|n| n.alive);
+    // What is due now is counted only when nobody would run it (a second count of the index).
+    let due = match no_runner {
+        true => store.read(|r| r.queue_counts(now, now))?.overdue,
+        false => 0,
+    };
     if no_runner && due > 0 {
         attention.push(format!(
             "{due} queued invocation(s) due, and no pap serve is running to run them (start `pap serve`, or `pap dispatch` runs what it decides)"

@@ -48,6 +48,10 @@ impl Receiver {
         Receiver { child, port, spans }
     }
 
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
     fn spans(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.spans)
             .unwrap_or_default()
@@ -101,6 +105,23 @@ fn traced_project(llm: &str, mcp: &Path, extra: &str) -> Project {
     )
     .unwrap();
     p
+}
+
+/// `pap serve` exporting to `receiver` (batches every 100 ms), with the principal's token and
+/// `env`; the serve and its URL.
+fn serve_exporting(
+    p: &Project,
+    receiver: &Receiver,
+    env: &[(&str, &str)],
+) -> (common::serve::Serve, String) {
+    let endpoint = receiver.endpoint();
+    let mut all = vec![
+        ("OPS_TOKEN", OPS_TOKEN),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    all.extend_from_slice(env);
+    serve(p, &[], &all)
 }
 
 fn post_event(url: &str, id: &str, extra_headers: &[&str]) {
@@ -157,19 +178,15 @@ fn a_posted_cloudevent_with_a_traceparent_is_one_trace_down_to_the_tool_call_and
     ]);
     let p = traced_project(&fake.url, &mcp, "");
     let receiver = Receiver::start(p.root());
-    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
     let headers = format!("authorization=Bearer%20{OTLP_SECRET}");
-    let (serve_process, url) = serve(
+    let (serve_process, url) = serve_exporting(
         &p,
-        &[],
+        &receiver,
         &[
-            ("OPS_TOKEN", OPS_TOKEN),
             ("ANTHROPIC_API_KEY", PROVIDER_KEY),
             ("DB_PASSWORD", PASSWORD),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_EXPORTER_OTLP_HEADERS", &headers),
             ("OTEL_SERVICE_NAME", "pap-under-test"),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
         ],
     );
     // The header's context differs from the event's own: the event's wins.
@@ -307,14 +324,11 @@ fn with_traces_off_no_span_is_made() {
     let p = traced_project(&fake.url, &mcp, "");
     let receiver = Receiver::start(p.root());
     // An endpoint, but the SDK disabled the standard way: nothing is installed.
-    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
-    let (serve_process, url) = serve(
+    let (serve_process, url) = serve_exporting(
         &p,
-        &[],
+        &receiver,
         &[
-            ("OPS_TOKEN", OPS_TOKEN),
             ("ANTHROPIC_API_KEY", PROVIDER_KEY),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_SDK_DISABLED", "true"),
         ],
     );
@@ -425,17 +439,7 @@ fn sinks_and_allowed_providers_get_the_traceparent() {
     );
     let p = traced_project(&provider.url, &mcp, &extra);
     let receiver = Receiver::start(p.root());
-    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
-    let (_serve, url) = serve(
-        &p,
-        &[],
-        &[
-            ("OPS_TOKEN", OPS_TOKEN),
-            ("ANTHROPIC_API_KEY", PROVIDER_KEY),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    );
+    let (_serve, url) = serve_exporting(&p, &receiver, &[("ANTHROPIC_API_KEY", PROVIDER_KEY)]);
     post_event(&url, "f1", &[]);
     wait_until("f1 failed", || {
         p.invocations_of("f1")
@@ -476,16 +480,7 @@ fn an_approval_wait_is_a_span_from_the_decision_to_its_end() {
         "approval_timeout: 1s\nlisten:\n  auth:\n    principals:\n      - name: ops\n        token: ${OPS_TOKEN}\n        scopes: [ingest]\n",
     );
     let receiver = Receiver::start(p.root());
-    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
-    let (_serve, url) = serve(
-        &p,
-        &[],
-        &[
-            ("OPS_TOKEN", OPS_TOKEN),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    );
+    let (_serve, url) = serve_exporting(&p, &receiver, &[]);
     let r = post(
         &format!("{url}/v1/events"),
         "application/json",
@@ -534,10 +529,7 @@ fn dispatch_exports_its_spans_before_it_exits() {
     .unwrap();
     let out = p
         .cmd()
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{}", receiver.port),
-        )
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
         .arg("dispatch")
         .arg(&file)
         .output()

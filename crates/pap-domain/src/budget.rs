@@ -14,15 +14,11 @@ pub struct TokenUse {
     pub tokens: u64,
     /// Money, in micros of the price table's currency (see `money`): 0 for an agent without
     /// a money budget, and in records written before money budgets.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub micros: u64,
     pub invocation: String,
     /// Still a reservation (the run has not ended).
     pub reserved: bool,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// What a budget counts of a use.

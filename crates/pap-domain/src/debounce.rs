@@ -34,10 +34,6 @@ pub struct PendingFire {
     pub batch: Vec<Value>,
     /// The encoded bytes of `batch`, kept so that a new event is measured against the bound
     /// without encoding every event already in it again.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub batch_bytes: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

@@ -339,19 +339,15 @@ pub struct Transcript {
     pub output_tokens: u64,
     /// The input tokens read from the provider's prompt cache (part of `input_tokens`,
     /// priced at `cached_input`).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub cached_input_tokens: u64,
     /// The input tokens written to the provider's prompt cache (part of `input_tokens`,
     /// priced at `cache_write`: Anthropic bills them above the input rate).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub cache_write_input_tokens: u64,
     /// What the run cost at `prices` in pap.yaml as it ran; none when its model has no price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<super::money::Cost>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -367,9 +363,9 @@ pub struct Turn {
     pub tool_calls: Vec<ToolCallRecord>,
     pub input_tokens: u64,
     pub output_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub cached_input_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub cache_write_input_tokens: u64,
     /// Notifications (and session posts) queued while the loop ran, carried on the request
     /// after this turn's tool results (JP RFD 011).

@@ -16,6 +16,11 @@ pub mod notification;
 pub mod short_id;
 pub mod trace_context;
 
+/// For `skip_serializing_if`: a count of 0 is left out of a record.
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 pub use audit::AuditEntry;
 pub use debounce::{DebounceState, PendingFire};
 pub use decision::{Claim, LedgerRow};

@@ -47,8 +47,8 @@ pub struct Usage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prices {
     pub currency: String,
-    /// (provider, model id) → rates.
-    models: BTreeMap<(String, String), Price>,
+    /// provider → model id → rates (looked up by `&str`, so a lookup allocates nothing).
+    models: BTreeMap<String, BTreeMap<String, Price>>,
 }
 
 impl Default for Prices {
@@ -62,9 +62,7 @@ impl Default for Prices {
 
 impl Prices {
     pub fn of(&self, provider: &str, model: &str) -> Option<Price> {
-        self.models
-            .get(&(provider.to_owned(), model.to_owned()))
-            .copied()
+        self.models.get(provider)?.get(model).copied()
     }
 
     /// What `usage` of `provider`'s `model` cost; none when the model has no price.
@@ -87,7 +85,9 @@ impl Prices {
     pub(crate) fn for_tests(provider: &str, model: &str, price: Price) -> Prices {
         let mut p = Prices::default();
         p.models
-            .insert((provider.to_owned(), model.to_owned()), price);
+            .entry(provider.to_owned())
+            .or_default()
+            .insert(model.to_owned(), price);
         p
     }
 }
@@ -132,15 +132,19 @@ pub fn compile(raw: &raw::PriceSettings, ctx: &mut FileCtx) -> Prices {
             if let (Some(input), Some(output), None | Some(Some(_)), None | Some(Some(_))) =
                 (input, output, cached, write)
             {
-                prices.models.insert(
-                    (provider.to_owned(), model.clone()),
-                    Price {
-                        input,
-                        output,
-                        cached_input: cached.flatten().unwrap_or(input),
-                        cache_write: write.flatten().unwrap_or(input.saturating_mul(5) / 4),
-                    },
-                );
+                prices
+                    .models
+                    .entry(provider.to_owned())
+                    .or_default()
+                    .insert(
+                        model.clone(),
+                        Price {
+                            input,
+                            output,
+                            cached_input: cached.flatten().unwrap_or(input),
+                            cache_write: write.flatten().unwrap_or(input.saturating_mul(5) / 4),
+                        },
+                    );
             }
         }
     }
@@ -178,6 +182,9 @@ mod tests {
             })
         );
         assert_eq!(prices.cost("openai", "m", usage), None);
+        // The project cache keeps the compiled project as JSON: prices must round-trip.
+        let json = serde_json::to_string(&prices).unwrap();
+        assert_eq!(serde_json::from_str::<Prices>(&json).unwrap(), prices);
         assert_eq!(prices.of("anthropic", "m").unwrap().dearest(), 15_000_000);
     }
 }
