@@ -177,3 +177,200 @@ fn a_pending_batch_is_durable_before_the_answer_and_survives_a_sigkill() {
     assert_eq!(all.len(), 1);
     assert_eq!(batched_ids(&all[0]), ["e1", "e2", "e3", "e4"]);
 }
+
+/// A trigger batching firing alerts per alertname: at most `max` in one invocation.
+fn batching_by_alertname(p: &Project, max: u32, window: &str) {
+    std::fs::write(
+        p.root().join("triggers/t-batch.yaml"),
+        format!(
+            "pap_version: \"0.2\"\ntrigger:\n  id: t-batch\n  match:\n    type: alertmanager.alert.firing\n  batch:\n    max: {max}\n    window: {window}\n    key: $.data.labels.alertname\n  agent: quick\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// An Alertmanager webhook body (version 4, as Alertmanager sends it) holding alerts
+/// `from..to` of one alertname, each its own alert (instance `nodeN`).
+fn alertmanager_body(range: std::ops::Range<u32>) -> Vec<u8> {
+    let alerts: Vec<Value> = range
+        .map(|n| {
+            json!({"status": "firing",
+                   "labels": {"alertname": "NodeDown", "instance": format!("node{n}")},
+                   "annotations": {"summary": "node unreachable"},
+                   "startsAt": "2026-03-11T06:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                   "generatorURL": "http://prometheus:9090/graph",
+                   "fingerprint": format!("{n:016x}")})
+        })
+        .collect();
+    json!({"receiver": "pap", "status": "firing", "alerts": alerts,
+           "groupLabels": {"alertname": "NodeDown"}, "commonLabels": {"alertname": "NodeDown"},
+           "commonAnnotations": {}, "externalURL": "http://alertmanager:9093", "version": "4",
+           "groupKey": "{}:{alertname=\"NodeDown\"}", "truncatedAlerts": 0})
+    .to_string()
+    .into_bytes()
+}
+
+/// Posts alerts `range` to serve's Alertmanager route in one request; every alert is
+/// `batched`. Returns the answer's lines.
+fn post_alerts(url: &str, range: std::ops::Range<u32>) -> Vec<Value> {
+    let n = range.len();
+    let r = post(
+        &format!("{url}/v1/ingest/alertmanager"),
+        "application/json",
+        &alertmanager_body(range),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let lines = r.lines();
+    assert_eq!(lines.len(), n, "{r:?}");
+    for line in &lines {
+        assert_eq!(line["triggers"][0]["outcome"], "batched", "{line}");
+    }
+    lines
+}
+
+/// Each batch's alerts (their instance numbers), the batches ordered by their first alert.
+fn batched_alerts(p: &Project) -> Vec<Vec<u32>> {
+    let mut all: Vec<Vec<u32>> = batches(p)
+        .iter()
+        .map(|inv| {
+            inv["event"]["batch"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no batch in {inv}"))
+                .iter()
+                .map(|e| {
+                    let instance = e["data"]["labels"]["instance"].as_str().unwrap();
+                    instance.trim_start_matches("node").parse().unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// Waits for `count` batches, then for the window of a batch that could still come.
+fn settled_batches(p: &Project, count: usize) -> Vec<Vec<u32>> {
+    wait_until(&format!("{count} batch invocations"), || {
+        batches(p).len() >= count
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    batched_alerts(p)
+}
+
+const FOUR_FOUR_TWO: [&[u32]; 3] = [&[0, 1, 2, 3], &[4, 5, 6, 7], &[8, 9]];
+
+#[test]
+fn max_bounds_a_batch_ten_alerts_in_one_body_make_three_invocations_of_four_four_and_two() {
+    if !curl_available() {
+        return;
+    }
+    let p = project("");
+    batching_by_alertname(&p, 4, "2s");
+    let (_serve, url) = serve(&p, &[], &[]);
+    let lines = post_alerts(&url, 0..10);
+    // The 4th and the 8th alert fill a batch: it is handed over in their own decision.
+    for (n, line) in lines.iter().enumerate() {
+        let handed = line["triggers"][0]["handed_over"].as_array();
+        match n {
+            3 | 7 => {
+                let handed = handed.unwrap_or_else(|| panic!("alert {n}: {line}"));
+                assert_eq!(handed.len(), 1, "{line}");
+                assert!(handed[0]["invocation_id"].is_string(), "{line}");
+                assert!(
+                    line["triggers"][0]["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("batch of 4 (at most 4)"),
+                    "{line}"
+                );
+            }
+            _ => assert!(handed.is_none(), "alert {n}: {line}"),
+        }
+    }
+    assert_eq!(settled_batches(&p, 3), FOUR_FOUR_TWO);
+}
+
+#[test]
+fn max_bounds_a_batch_across_requests() {
+    if !curl_available() {
+        return;
+    }
+    let p = project("");
+    batching_by_alertname(&p, 4, "2s");
+    let (_serve, url) = serve(&p, &[], &[]);
+    for range in [0..3, 3..6, 6..10] {
+        post_alerts(&url, range);
+    }
+    assert_eq!(settled_batches(&p, 3), FOUR_FOUR_TWO);
+}
+
+#[test]
+fn max_bounds_a_batch_across_a_sigkill_of_serve() {
+    if !curl_available() {
+        return;
+    }
+    let p = project("");
+    // A window long enough that the two left waiting do not go before the restart.
+    batching_by_alertname(&p, 4, "10s");
+    let (serve_1, url) = serve(&p, &[], &[]);
+    // The first four are handed over at once; 4 and 5 wait in their batch.
+    post_alerts(&url, 0..6);
+    serve_1.kill();
+    assert_eq!(batched_alerts(&p), [[0, 1, 2, 3]]);
+    let (_serve_2, url) = serve(&p, &[], &[]);
+    post_alerts(&url, 6..10);
+    assert_eq!(settled_batches(&p, 3), FOUR_FOUR_TWO);
+}
+
+/// PAP's cascade limit holds through a batch: a trigger that batches the type its own agent
+/// emits, fed outside events all along, runs at the depth of the deepest event of each batch,
+/// so its chain ends at `max_cascade_depth` (3: runs at depths 0, 1 and 2, and the event the
+/// last one emits is rejected).
+#[test]
+fn a_batch_runs_at_its_deepest_event_s_depth_so_a_chain_through_it_ends() {
+    if !curl_available() {
+        return;
+    }
+    let p = project("");
+    std::fs::write(
+        p.root().join("agents/looping.yaml"),
+        "pap_version: \"0.2\"\nagent:\n  id: looping\n  risk_level: read_only\n  model:\n    provider: command\n    command: [\"sh\", \"-c\", \"echo '{\\\"type\\\":\\\"loop.batch.ran\\\",\\\"data\\\":{}}' >> \\\"$PAP_EMIT_FILE\\\"; echo '{}'\"]\n  emits: [loop.batch.ran]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.root().join("triggers/t-loop.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-loop\n  match:\n    type: loop.batch.ran\n  batch:\n    max: 100\n    window: 1s\n  agent: looping\n",
+    )
+    .unwrap();
+    let (_serve, url) = serve(&p, &[], &[]);
+    // Outside events keep coming, so every batch starts with one (depth 0) and the event the
+    // last run emitted joins it later.
+    let started = std::time::Instant::now();
+    let mut n = 0;
+    while started.elapsed() < std::time::Duration::from_secs(9) {
+        let event = json!({"pap_version": "0.2", "id": format!("outside-{n}"),
+                           "type": "loop.batch.ran", "source": "test",
+                           "time": "2026-01-01T00:00:00Z", "data": {}});
+        let r = post(
+            &format!("{url}/v1/events"),
+            "application/json",
+            event.to_string().as_bytes(),
+            &[],
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+        n += 1;
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let runs: Vec<Value> = p
+        .invocations()
+        .into_iter()
+        .filter(|i| i["trigger"] == "t-loop")
+        .collect();
+    let deepest = runs.iter().filter_map(|i| i["depth"].as_u64()).max();
+    // Runs at depths 0, 1 and 2, never deeper: the event the run at depth 2 emits (depth 3)
+    // is rejected, whatever outside events its batch would have held.
+    assert!(runs.len() >= 4, "{runs:?}");
+    assert_eq!(deepest, Some(2), "{runs:#?}");
+}

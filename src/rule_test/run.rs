@@ -201,6 +201,15 @@ fn run_case(
         if let Some(rt) = &rt {
             run_invoked(rt, project, &store, &mut decided.report.triggers, now)?;
         }
+        // A batch this event filled was handed over in its decision: for the case, that is
+        // a fire (`fired:` checks it), as a batch whose window ends is.
+        fired.extend(
+            decided
+                .report
+                .triggers
+                .iter()
+                .flat_map(|t| t.handed_over.iter().cloned()),
+        );
         for t in &decided.report.triggers {
             if let Some(i) = index.get(&*t.trigger) {
                 coverage.record(*i, t);

@@ -36,4 +36,12 @@ pub struct PendingFire {
     /// without encoding every event already in it again.
     #[serde(default, skip_serializing_if = "crate::is_zero")]
     pub batch_bytes: u64,
+    /// The trace the fire continues when traces are exported: the decision of the event
+    /// it uses (a debounce's last, a batch's first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace_context::TraceContext>,
+    /// A batch's other events' decisions, linked from the fire's span (each is a trace of
+    /// its own: one parent, the others links).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<crate::trace_context::TraceContext>,
 }

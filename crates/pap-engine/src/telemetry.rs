@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use opentelemetry::trace::{
-    Span as _, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
+    Link, Span as _, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
     Tracer as _,
 };
 use opentelemetry::{Context, KeyValue, global};
@@ -137,6 +137,28 @@ pub fn start(
     kind: SpanKind,
     attrs: impl FnOnce() -> Vec<KeyValue>,
 ) -> Span {
+    start_with(name, parent, kind, &[], attrs)
+}
+
+/// As [`start`], an internal span linked to `links`: a batch's run continues its first
+/// event's trace and links every other event's decision (span links, as OpenTelemetry
+/// models one operation started by several).
+pub fn start_linked(
+    name: impl FnOnce() -> String,
+    parent: Parent<'_>,
+    links: &[TraceContext],
+    attrs: impl FnOnce() -> Vec<KeyValue>,
+) -> Span {
+    start_with(name, parent, SpanKind::Internal, links, attrs)
+}
+
+fn start_with(
+    name: impl FnOnce() -> String,
+    parent: Parent<'_>,
+    kind: SpanKind,
+    links: &[TraceContext],
+    attrs: impl FnOnce() -> Vec<KeyValue>,
+) -> Span {
     if !enabled() {
         return Span::none();
     }
@@ -150,10 +172,18 @@ pub fn start(
     };
     STARTED.fetch_add(1, Ordering::Relaxed);
     let tracer = global::tracer(SCOPE);
+    let links: Vec<Link> = links
+        .iter()
+        .filter_map(|l| {
+            let sc = remote_span_context(l)?;
+            Some(Link::with_context(sc))
+        })
+        .collect();
     let span = tracer
         .span_builder(name())
         .with_kind(kind)
         .with_attributes(attrs())
+        .with_links(links)
         .start_with_context(&tracer, &parent_cx);
     Span {
         cx: Some(parent_cx.with_span(span)),
@@ -188,25 +218,31 @@ pub fn record(
 
 /// The API's context of a context from elsewhere (already validated by `trace_context`).
 fn remote(tc: &TraceContext) -> Context {
+    match remote_span_context(tc) {
+        Some(sc) => Context::new().with_remote_span_context(sc),
+        None => Context::new(),
+    }
+}
+
+fn remote_span_context(tc: &TraceContext) -> Option<SpanContext> {
     let (Ok(trace_id), Ok(span_id)) = (
         TraceId::from_hex(&tc.trace_id),
         opentelemetry::trace::SpanId::from_hex(&tc.parent_id),
     ) else {
-        return Context::new();
+        return None;
     };
     let state = tc
         .tracestate
         .as_deref()
         .and_then(|s| s.parse::<TraceState>().ok())
         .unwrap_or_default();
-    let sc = SpanContext::new(
+    Some(SpanContext::new(
         trace_id,
         span_id,
         TraceFlags::new(tc.flags) & TraceFlags::SAMPLED,
         true,
         state,
-    );
-    Context::new().with_remote_span_context(sc)
+    ))
 }
 
 #[cfg(test)]

@@ -407,6 +407,8 @@ fn debounce_state_keeps_its_pending_fire_due_in_order(s: &dyn Storage) -> Result
             sender: None,
             batch: Vec::new(),
             batch_bytes: 0,
+            trace: None,
+            links: Vec::new(),
         }),
         seen: Vec::new(),
     };
@@ -1056,6 +1058,19 @@ fn populate(s: &dyn Storage) -> Result<()> {
                     }),
                     batch: vec![json!({"id": "ev-2"}), json!({"id": "ev-3"})],
                     batch_bytes: 26,
+                    // The trace the fire continues and the other events' it links.
+                    trace: Some(crate::domain::trace_context::TraceContext {
+                        trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+                        parent_id: "00f067aa0ba902b7".into(),
+                        flags: 1,
+                        tracestate: Some("congo=t61rcWkgMzE".into()),
+                    }),
+                    links: vec![crate::domain::trace_context::TraceContext {
+                        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+                        parent_id: "b7ad6b7169203331".into(),
+                        flags: 0,
+                        tracestate: None,
+                    }],
                 }),
                 seen: Vec::new(),
             },

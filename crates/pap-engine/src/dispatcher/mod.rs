@@ -7,6 +7,8 @@ mod render;
 mod settle;
 pub(crate) mod stop;
 
+use crate::pipeline::report::TriggerReport;
+use stop::Stopped;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 
@@ -354,47 +356,11 @@ impl<'a> Dispatcher<'a> {
         let stopped = self.stopped().filter(|_| self.defer.is_none());
         for d in &mut decided {
             for t in &mut d.report.triggers {
-                let Some(id) = t.invocation_id.as_ref() else {
-                    continue;
-                };
-                let Some(r) = results.get(id) else {
-                    let left = self
-                        .left_waiting
-                        .lock()
-                        .expect("left_waiting lock")
-                        .remove(id);
-                    if let Some(why) = left
-                        && t.outcome == Outcome::Invoked
-                    {
-                        t.outcome = Outcome::Queued;
-                        t.reason = Some(format!("{why}; queued for pap serve").into());
-                        continue;
-                    }
-                    if let Some(s) = stopped
-                        && t.outcome == Outcome::Invoked
-                    {
-                        t.outcome = Outcome::Queued;
-                        t.reason = Some(
-                            format!(
-                                "pap dispatch stopped ({}) before the run ended; queued for pap serve",
-                                s.signal
-                            )
-                            .into(),
-                        );
-                    }
-                    continue;
-                };
-                t.result = Some(match (r.succeeded, r.cancelled) {
-                    (true, _) => "succeeded",
-                    (false, true) => "cancelled",
-                    (false, false) => "failed",
-                });
-                t.attempts = Some(r.attempts);
-                t.emitted = Some(r.emitted_ids.clone());
-                if t.reason.is_none() {
-                    t.reason = r.error.clone().filter(|_| !r.succeeded).map(Into::into);
+                // A batch handed over by this event is a run of its own, settled alike.
+                for h in &mut t.handed_over {
+                    self.settle_report(h, &results, stopped.as_ref(), &mut next);
                 }
-                next.extend(r.emitted.iter().cloned());
+                self.settle_report(t, &results, stopped.as_ref(), &mut next);
             }
         }
         self.print(decided)?;
@@ -607,6 +573,57 @@ impl<'a> Dispatcher<'a> {
         })
     }
 
+    /// Notes on a decision's report how its run went (or why it was left for serve).
+    fn settle_report(
+        &self,
+        t: &mut TriggerReport,
+        results: &HashMap<String, RunResult>,
+        stopped: Option<&Stopped>,
+        next: &mut Vec<Event>,
+    ) {
+        let Some(id) = t.invocation_id.as_ref() else {
+            return;
+        };
+        let Some(r) = results.get(id) else {
+            let left = self
+                .left_waiting
+                .lock()
+                .expect("left_waiting lock")
+                .remove(id);
+            if let Some(why) = left
+                && t.outcome == Outcome::Invoked
+            {
+                t.outcome = Outcome::Queued;
+                t.reason = Some(format!("{why}; queued for pap serve").into());
+                return;
+            }
+            if let Some(s) = stopped
+                && t.outcome == Outcome::Invoked
+            {
+                t.outcome = Outcome::Queued;
+                t.reason = Some(
+                    format!(
+                        "pap dispatch stopped ({}) before the run ended; queued for pap serve",
+                        s.signal
+                    )
+                    .into(),
+                );
+            }
+            return;
+        };
+        t.result = Some(match (r.succeeded, r.cancelled) {
+            (true, _) => "succeeded",
+            (false, true) => "cancelled",
+            (false, false) => "failed",
+        });
+        t.attempts = Some(r.attempts);
+        t.emitted = Some(r.emitted_ids.clone());
+        if t.reason.is_none() {
+            t.reason = r.error.clone().filter(|_| !r.succeeded).map(Into::into);
+        }
+        next.extend(r.emitted.iter().cloned());
+    }
+
     fn print(&mut self, decided: Vec<Decided>) -> anyhow::Result<()> {
         let reports: Vec<EventReport> = decided.into_iter().map(|d| d.report).collect();
         for r in &reports {
@@ -627,7 +644,8 @@ impl<'a> Dispatcher<'a> {
             _ => {}
         }
         t.cancelled += r.cancelled.iter().filter(|c| c.cancelled).count();
-        for tr in &r.triggers {
+        let handed = r.triggers.iter().flat_map(|tr| &tr.handed_over);
+        for tr in r.triggers.iter().chain(handed) {
             if tr.outcome == Outcome::Disabled {
                 continue;
             }

@@ -128,6 +128,16 @@ fn log(r: &EventReport) {
                     reason = t.reason.as_ref().map(tracing::field::display),
                     "decided"
                 );
+                for h in &t.handed_over {
+                    tracing::info!(
+                        trigger = %h.trigger,
+                        agent = %h.agent,
+                        outcome = h.outcome.as_str(),
+                        invocation = h.invocation_id.as_deref(),
+                        reason = h.reason.as_ref().map(tracing::field::display),
+                        "batch handed over"
+                    );
+                }
             }
         }
     }
@@ -175,13 +185,16 @@ fn human(r: &EventReport, p: Paint, out: &mut String) {
                 cancel_line(c, p, out);
             }
             for t in &r.triggers {
-                trigger_line(t, p, out);
+                trigger_line(t, p, out, "    ");
+                for h in &t.handed_over {
+                    trigger_line(h, p, out, "      ↳ batch handed over: ");
+                }
             }
         }
     }
 }
 
-fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String) {
+fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String, lead: &str) {
     let outcome = t.outcome.as_str().replace('_', " ");
     let painted = match t.outcome {
         Outcome::Invoked if t.result == Some("failed") => p.red(&outcome),
@@ -194,7 +207,7 @@ fn trigger_line(t: &TriggerReport, p: Paint, out: &mut String) {
         | Outcome::CascadeRejected => p.yellow(&outcome),
         Outcome::Filtered | Outcome::Duplicate | Outcome::Disabled => p.dim(&outcome),
     };
-    let mut line = format!("    {} → {}: {painted}", t.trigger, t.agent);
+    let mut line = format!("{lead}{} → {}: {painted}", t.trigger, t.agent);
     if let Some(result) = t.result {
         let attempts = t.attempts.unwrap_or(0);
         let word = if result == "failed" {

@@ -147,7 +147,9 @@ impl<'p> Pipeline<'p> {
                     ]
                 },
             );
-            let trace = span.context();
+            // With traces off here, what the event came with is passed on unchanged, so a
+            // run (approved later, by whatever surface) continues the sender's trace.
+            let trace = span.context().or_else(|| incoming_trace(&event));
             let mut decided =
                 self.decide_trigger(tx, &event, considered, now, &mut depth, trace.as_ref())?;
             if span.is_recording() {
@@ -156,8 +158,12 @@ impl<'p> Pipeline<'p> {
                     decided.explain = None;
                 }
             }
-            if decided.outcome == Outcome::Invoked && decided.held && !self.options.dry_run {
-                to_run.extend(decided.invocation_id.clone());
+            if !self.options.dry_run {
+                for d in std::iter::once(&decided).chain(&decided.handed_over) {
+                    if d.outcome == Outcome::Invoked && d.held {
+                        to_run.extend(d.invocation_id.clone());
+                    }
+                }
             }
             report.triggers.push(decided);
         }
@@ -193,11 +199,26 @@ impl<'p> Pipeline<'p> {
     }
 
     fn depth_of(&self, tx: &dyn WriteTx, event: &Event) -> storage::Result<Depth> {
-        let parent_depth = match &event.triggered_by {
-            Some(parent) => tx.invocation(parent)?.map(|inv| inv.depth),
-            None => None,
+        depth_of_parent(tx, event.triggered_by.as_deref())
+    }
+
+    /// The depth a fire runs at: its event's, or for a batch the deepest of its events'.
+    fn deepest_of(&self, tx: &dyn WriteTx, event: &Event) -> storage::Result<Depth> {
+        let mut deepest = self.depth_of(tx, event)?;
+        let Some(events) = event.value.get("batch").and_then(serde_json::Value::as_array) else {
+            return Ok(deepest);
         };
-        Ok(Depth::of(event.triggered_by.as_deref(), parent_depth))
+        for e in events {
+            let parent = e.get("triggered_by").and_then(serde_json::Value::as_str);
+            if parent.is_none() || parent == event.triggered_by.as_deref() {
+                continue;
+            }
+            let depth = depth_of_parent(tx, parent)?;
+            if depth.value() > deepest.value() {
+                deepest = depth;
+            }
+        }
+        Ok(deepest)
     }
 
     fn decide_trigger(
@@ -316,7 +337,10 @@ impl<'p> Pipeline<'p> {
                 &key,
                 state.as_ref(),
                 &event.value,
-                event.sender.as_ref(),
+                crate::stages::Arrival {
+                    sender: event.sender.as_ref(),
+                    trace,
+                },
                 now,
             );
             tx.debounce_put(&trigger.id, &key, &next)?;
@@ -327,27 +351,41 @@ impl<'p> Pipeline<'p> {
         }
 
         // batch (a pap extension)
+        let mut handed_over = Vec::new();
         if verdict == Verdict::Continue
             && let Some(b) = &trigger.batch
         {
             let key = batch::key(b, &event.value);
             let state = tx.debounce_state(&trigger.id, &key)?;
             let max_bytes = usize::try_from(config.max_event_bytes).unwrap_or(usize::MAX);
-            let (decided, next) = batch::check(
+            let arrival = crate::stages::Arrival {
+                sender: event.sender.as_ref(),
+                trace,
+            };
+            let checked = batch::check(
                 b,
                 &key,
                 state.as_ref(),
                 &event.value,
-                event.sender.as_ref(),
+                arrival,
                 max_bytes,
                 now,
             );
-            tx.debounce_put(&trigger.id, &key, &next)?;
-            verdict = decided;
-            note(&mut explain, "batch", &verdict, || {
-                "the batch is full of bytes: handed over now, and this event goes on alone"
-                    .to_string()
-            });
+            tx.debounce_put(&trigger.id, &key, &checked.next)?;
+            verdict = checked.verdict;
+            note(&mut explain, "batch", &verdict, String::new);
+            // A full batch (or one too full of bytes for this event) goes now, in this
+            // decision: `max` bounds what one invocation gets.
+            for pending in checked.handed_over {
+                match self.fire_pending(tx, considered_index, pending, now)? {
+                    Ok(report) => handed_over.push(report),
+                    Err(why) => tracing::warn!(
+                        trigger = %trigger.id,
+                        why,
+                        "a full batch could not be handed over"
+                    ),
+                }
+            }
         }
 
         let (outcome, reason, invocation_id, held) = if verdict == Verdict::Continue {
@@ -401,6 +439,7 @@ impl<'p> Pipeline<'p> {
             emitted: None,
             explain,
             held,
+            handed_over,
         })
     }
 
@@ -617,8 +656,17 @@ impl<'p> Pipeline<'p> {
                 ..Explain::default()
             }),
             held: false,
+            handed_over: Vec::new(),
         }
     }
+}
+
+/// The trace an event came with: its HTTP request's, else its own `traceparent` field.
+fn incoming_trace(event: &Event) -> Option<TraceContext> {
+    event
+        .trace
+        .clone()
+        .or_else(|| TraceContext::of_event(&event.value, None))
 }
 
 /// The span of one event's decision: a child of the trace the event came with, if any.
@@ -626,10 +674,7 @@ fn decision_span(event: &Event) -> Span {
     if !telemetry::enabled() {
         return Span::none();
     }
-    let parent = event
-        .trace
-        .clone()
-        .or_else(|| TraceContext::of_event(&event.value, None));
+    let parent = incoming_trace(event);
     telemetry::start(
         || format!("decide {}", event.kind),
         Parent::Remote(parent.as_ref()),
@@ -641,6 +686,15 @@ fn decision_span(event: &Event) -> Span {
             ]
         },
     )
+}
+
+/// The depth of an event whose `triggered_by` is `parent`.
+fn depth_of_parent(tx: &dyn WriteTx, parent: Option<&str>) -> storage::Result<Depth> {
+    let parent_depth = match parent {
+        Some(parent) => tx.invocation(parent)?.map(|inv| inv.depth),
+        None => None,
+    };
+    Ok(Depth::of(parent, parent_depth))
 }
 
 /// A trigger's verdict on its span: the outcome, the reason (redacted: it may quote the

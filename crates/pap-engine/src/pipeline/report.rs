@@ -48,6 +48,10 @@ pub struct TriggerReport {
     /// key had no room and `Options::leave_blocked` left it in the queue).
     #[serde(skip)]
     pub held: bool,
+    /// Batches this event handed over in its own decision (it filled one, or one was too
+    /// full of bytes to take it): each one invocation's decision, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub handed_over: Vec<TriggerReport>,
 }
 
 /// `--explain`: every condition with what it saw, and every stage's note.

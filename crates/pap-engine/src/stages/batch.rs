@@ -1,19 +1,22 @@
-//! Batch stage (a pap extension, issue 34): the events of a burst, per trigger and per value
-//! of the batch `key`, are `batched`, and one invocation gets every one of them, in order,
-//! once `window` has passed since the batch's first event or once it holds `max` events
-//! (`pap serve` makes it, as it fires a trailing debounce: see `Pipeline::fire_debounced`).
-//! The batch is kept where a trailing debounce keeps its pending fire, in the deciding
-//! transaction, so an event is in its batch before its sender has an answer, and a batch
-//! survives a crash or a restart.
+//! Batch stage (a pap extension): the events of a burst, per trigger and per value of the
+//! batch `key`, are `batched`, and one invocation gets every one of them, in order, once
+//! `window` has passed since the batch's first event (`pap serve` makes it then, as it fires
+//! a trailing debounce: see `Pipeline::fire_debounced`) or at once when the batch holds `max`
+//! events (the event that fills it hands it over in its own decision). The batch is kept
+//! where a trailing debounce keeps its pending fire, in the deciding transaction, so an event
+//! is in its batch before its sender has an answer, and a batch survives a crash or a
+//! restart.
 //!
-//! A batch is bounded by `max` and by bytes: the events it holds add up to at most the
-//! project's `max_event_bytes`. An event that would go over goes on alone through the stages
-//! after this one (its own invocation), and the batch it did not fit is handed over at once.
+//! `max` is a bound: ten events in one request with `max: 4` make three invocations (4, 4
+//! and, after the window, 2), in order, each event in exactly one. A batch is also bounded
+//! by bytes: the events it holds add up to at most the project's `max_event_bytes`. An event
+//! that would go over hands the batch so far over at once and starts the next one.
 
 use serde_json::Value;
 
+pub use super::Arrival;
 use super::{Outcome, Reason, Verdict};
-use crate::domain::{DebounceState, PendingFire, Sender};
+use crate::domain::{DebounceState, PendingFire};
 use crate::manifest::compiled::Batch;
 
 /// The batch an event belongs to: as for throttle windows, the selected value as JSON.
@@ -26,59 +29,82 @@ pub fn window_ms(batch: &Batch) -> i64 {
     i64::try_from(batch.window.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Decides one event at `now` against the batch so far: `batched` and the state it becomes,
-/// or `Continue` (the event goes on alone) with the state that hands the full batch over.
-/// `max_bytes` bounds the encoded events a batch holds.
+/// What one event does to its batch.
+#[derive(Debug)]
+pub struct Checked {
+    /// Always `batched`: the event is in a batch (the one handed over, or the one collecting).
+    pub verdict: Verdict,
+    /// The state the batch key keeps after this event.
+    pub next: DebounceState,
+    /// Batches to hand over now, in this decision, oldest first: the one too full of bytes
+    /// to take this event, and the one this event fills.
+    pub handed_over: Vec<PendingFire>,
+}
+
+/// Decides one event at `now` against the batch so far. `max_bytes` bounds the encoded
+/// events a batch holds.
 pub fn check(
     batch: &Batch,
     key: &str,
     state: Option<&DebounceState>,
     event: &Value,
-    sender: Option<&Sender>,
+    arrival: Arrival<'_>,
     max_bytes: usize,
     now: i64,
-) -> (Verdict, DebounceState) {
+) -> Checked {
     let size = crate::event::encoded_len(event) as u64;
     let mut pending = state.and_then(|s| s.pending.clone());
-    if let Some(p) = pending.as_mut() {
-        if p.batch_bytes.saturating_add(size) > max_bytes as u64 {
-            // It does not fit: the batch goes now, and this event on alone.
-            p.due = p.due.min(now);
-            let next = DebounceState {
-                last_seen: now,
-                pending,
-                seen: Vec::new(),
-            };
-            return (Verdict::Continue, next);
+    let mut handed_over = Vec::new();
+    if pending
+        .as_ref()
+        .is_some_and(|p| p.batch_bytes.saturating_add(size) > max_bytes as u64)
+    {
+        // It does not fit: the batch so far goes now, and this event starts the next one.
+        handed_over.extend(pending.take());
+    }
+    let pending = match pending {
+        Some(mut p) => {
+            p.batch.push(event.clone());
+            p.batch_bytes = p.batch_bytes.saturating_add(size);
+            p.links.extend(arrival.trace.cloned());
+            p
         }
-        p.batch.push(event.clone());
-        p.batch_bytes = p.batch_bytes.saturating_add(size);
-    }
-    let mut pending = pending.unwrap_or_else(|| PendingFire {
-        due: now.saturating_add(window_ms(batch)),
-        event: event.clone(),
-        sender: sender.cloned(),
-        batch: vec![event.clone()],
-        batch_bytes: size,
-    });
-    if pending.batch.len() >= batch.max as usize {
-        pending.due = pending.due.min(now);
-    }
-    let verdict = Verdict::Stop(
-        Outcome::Batched,
-        Reason::Batched {
-            count: pending.batch.len(),
-            max: batch.max,
-            key: key.to_owned(),
-            due: pending.due,
+        None => PendingFire {
+            due: now.saturating_add(window_ms(batch)),
+            event: event.clone(),
+            sender: arrival.sender.cloned(),
+            batch: vec![event.clone()],
+            batch_bytes: size,
+            trace: arrival.trace.cloned(),
+            links: Vec::new(),
         },
-    );
-    let next = DebounceState {
-        last_seen: now,
-        pending: Some(pending),
-        seen: Vec::new(),
     };
-    (verdict, next)
+    let count = pending.batch.len();
+    let full = count >= batch.max as usize;
+    let reason = Reason::Batched {
+        count,
+        max: batch.max,
+        key: key.to_owned(),
+        due: if full { now } else { pending.due },
+        full,
+    };
+    let kept = if full {
+        // Full with this event: handed over in this decision, so the next event starts a
+        // new batch.
+        handed_over.push(pending);
+        None
+    } else {
+        Some(pending)
+    };
+    Checked {
+        verdict: Verdict::Stop(Outcome::Batched, reason),
+        next: DebounceState {
+            last_seen: now,
+            pending: kept,
+            seen: Vec::new(),
+        },
+        handed_over,
+    }
 }
 
 /// The event the batch's invocation gets: its first event, with every event of the batch in
@@ -95,6 +121,7 @@ pub fn handed_over(pending: PendingFire) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+    use crate::trace_context::TraceContext;
     use std::time::Duration;
 
     fn batch(max: u32) -> Batch {
@@ -105,26 +132,33 @@ mod tests {
         }
     }
 
+    fn ids(p: &PendingFire) -> Vec<&str> {
+        p.batch.iter().map(|e| e["id"].as_str().unwrap()).collect()
+    }
+
+    fn event(n: u32) -> Value {
+        json!({"id": format!("e{n}")})
+    }
+
     #[test]
-    fn events_collect_until_the_window_or_max_then_one_event_holds_them_all() {
+    fn events_collect_until_the_window_and_the_one_that_fills_it_hands_it_over() {
         let b = batch(3);
-        let (v, s) = check(&b, "", None, &json!({"id": "e1"}), None, 1 << 20, 1_000);
-        assert!(matches!(v, Verdict::Stop(Outcome::Batched, _)));
-        assert_eq!(s.pending.as_ref().unwrap().due, 31_000);
-        let (_, s) = check(&b, "", Some(&s), &json!({"id": "e2"}), None, 1 << 20, 2_000);
-        assert_eq!(s.pending.as_ref().unwrap().due, 31_000);
-        // The third fills it: it is due at once.
-        let (v, s) = check(&b, "", Some(&s), &json!({"id": "e3"}), None, 1 << 20, 3_000);
-        let Verdict::Stop(_, reason) = v else {
+        let c = check(&b, "", None, &event(1), Arrival::default(), 1 << 20, 1_000);
+        assert!(matches!(c.verdict, Verdict::Stop(Outcome::Batched, _)));
+        assert!(c.handed_over.is_empty());
+        assert_eq!(c.next.pending.as_ref().unwrap().due, 31_000);
+        let c = check(&b, "", Some(&c.next), &event(2), Arrival::default(), 1 << 20, 2_000);
+        assert_eq!(c.next.pending.as_ref().unwrap().due, 31_000);
+        // The third fills it: it is handed over in this decision, and nothing is kept.
+        let c = check(&b, "", Some(&c.next), &event(3), Arrival::default(), 1 << 20, 3_000);
+        let Verdict::Stop(_, reason) = &c.verdict else {
             panic!()
         };
-        assert!(
-            reason.to_string().contains("batch of 3 (at most 3)"),
-            "{reason}"
-        );
-        let pending = s.pending.unwrap();
-        assert_eq!(pending.due, 3_000);
-        let event = handed_over(pending);
+        assert!(reason.to_string().contains("batch of 3 (at most 3)"), "{reason}");
+        assert!(reason.to_string().contains("full"), "{reason}");
+        assert_eq!(c.next.pending, None);
+        assert_eq!(c.handed_over.len(), 1);
+        let event = handed_over(c.handed_over.into_iter().next().unwrap());
         assert_eq!(event["id"], "e1");
         let ids: Vec<&str> = event["batch"]
             .as_array()
@@ -136,13 +170,62 @@ mod tests {
     }
 
     #[test]
-    fn an_event_that_does_not_fit_the_bytes_goes_on_alone_and_the_batch_goes_now() {
+    fn ten_events_at_once_with_max_four_make_batches_of_four_four_and_two() {
+        let b = batch(4);
+        let mut state: Option<DebounceState> = None;
+        let mut handed = Vec::new();
+        for n in 1..=10 {
+            let c = check(&b, "", state.as_ref(), &event(n), Arrival::default(), 1 << 20, 1_000);
+            handed.extend(c.handed_over);
+            state = Some(c.next);
+        }
+        let sizes: Vec<Vec<&str>> = handed.iter().map(ids).collect();
+        assert_eq!(
+            sizes,
+            [vec!["e1", "e2", "e3", "e4"], vec!["e5", "e6", "e7", "e8"]]
+        );
+        let left = state.unwrap().pending.unwrap();
+        assert_eq!((ids(&left), left.due), (vec!["e9", "e10"], 31_000));
+    }
+
+    #[test]
+    fn an_event_that_does_not_fit_the_bytes_hands_the_batch_over_and_starts_the_next() {
         let b = batch(100);
-        let big = json!({"id": "e2", "data": "x".repeat(600)});
-        let (_, s) = check(&b, "", None, &json!({"id": "e1"}), None, 500, 1_000);
-        let (v, s) = check(&b, "", Some(&s), &big, None, 500, 2_000);
-        assert_eq!(v, Verdict::Continue);
-        let pending = s.pending.unwrap();
-        assert_eq!((pending.due, pending.batch.len()), (2_000, 1));
+        // 11 bytes, then 421: together over 430.
+        let big = json!({"id": "e2", "data": "x".repeat(400)});
+        let c = check(&b, "", None, &event(1), Arrival::default(), 430, 1_000);
+        let c = check(&b, "", Some(&c.next), &big, Arrival::default(), 430, 2_000);
+        assert!(matches!(c.verdict, Verdict::Stop(Outcome::Batched, _)));
+        let handed: Vec<Vec<&str>> = c.handed_over.iter().map(ids).collect();
+        assert_eq!(handed, [vec!["e1"]]);
+        let next = c.next.pending.unwrap();
+        assert_eq!((ids(&next), next.due), (vec!["e2"], 32_000));
+    }
+
+    #[test]
+    fn a_lowered_max_hands_over_both_the_batch_that_overflowed_and_the_new_one() {
+        // A reload lowered `max` below what a pending batch holds.
+        let c = check(&batch(10), "", None, &event(1), Arrival::default(), 1 << 20, 1_000);
+        let big = json!({"id": "e2", "data": "x".repeat(400)});
+        let c = check(&batch(1), "", Some(&c.next), &big, Arrival::default(), 430, 2_000);
+        let handed: Vec<Vec<&str>> = c.handed_over.iter().map(ids).collect();
+        assert_eq!(handed, [vec!["e1"], vec!["e2"]]);
+        assert_eq!(c.next.pending, None);
+    }
+
+    #[test]
+    fn the_first_event_s_trace_is_continued_and_the_others_linked() {
+        let tc = |n: char| TraceContext {
+            trace_id: n.to_string().repeat(32),
+            parent_id: n.to_string().repeat(16),
+            flags: 1,
+            tracestate: None,
+        };
+        let (a, b2) = (tc('a'), tc('b'));
+        let at = |t| Arrival { sender: None, trace: Some(t) };
+        let c = check(&batch(5), "", None, &event(1), at(&a), 1 << 20, 1_000);
+        let c = check(&batch(5), "", Some(&c.next), &event(2), at(&b2), 1 << 20, 1_000);
+        let p = c.next.pending.unwrap();
+        assert_eq!((p.trace, p.links), (Some(a), vec![b2]));
     }
 }

@@ -7,8 +7,8 @@
 
 use serde_json::Value;
 
-use super::{Outcome, Reason, Verdict};
-use crate::domain::{DebounceState, PendingFire, Sender};
+use super::{Arrival, Outcome, Reason, Verdict};
+use crate::domain::{DebounceState, PendingFire};
 use crate::manifest::compiled::Debounce;
 use crate::manifest::raw::DebounceMode;
 
@@ -24,7 +24,7 @@ pub fn check(
     key: &str,
     state: Option<&DebounceState>,
     event: &Value,
-    sender: Option<&Sender>,
+    arrival: Arrival<'_>,
     now: i64,
 ) -> (Verdict, DebounceState) {
     let quiet = quiet_ms(debounce);
@@ -67,9 +67,11 @@ pub fn check(
             let pending = keep.unwrap_or_else(|| PendingFire {
                 due: now.saturating_add(quiet),
                 event: event.clone(),
-                sender: sender.cloned(),
+                sender: arrival.sender.cloned(),
                 batch: Vec::new(),
                 batch_bytes: 0,
+                trace: arrival.trace.cloned(),
+                links: Vec::new(),
             });
             let verdict = Verdict::Stop(
                 Outcome::Debounced,
@@ -112,24 +114,24 @@ mod tests {
     fn leading_lets_the_first_of_a_burst_through_and_waits_for_quiet() {
         let d = debounce(DebounceMode::Leading);
         let e = json!({});
-        let (first, s1) = check(&d, "", None, &e, None, 0);
+        let (first, s1) = check(&d, "", None, &e, Arrival::default(), 0);
         assert_eq!(first, Verdict::Continue);
         // 59.999 s after the last event: still the same burst, which goes on from here.
-        let (second, s2) = check(&d, "", Some(&s1), &e, None, 59_999);
+        let (second, s2) = check(&d, "", Some(&s1), &e, Arrival::default(), 59_999);
         assert!(matches!(second, Verdict::Stop(Outcome::Debounced, _)));
-        let (third, s3) = check(&d, "", Some(&s2), &e, None, 119_000);
+        let (third, s3) = check(&d, "", Some(&s2), &e, Arrival::default(), 119_000);
         assert!(matches!(third, Verdict::Stop(Outcome::Debounced, _)));
         // A full minute of quiet: a new burst.
-        let (fourth, _) = check(&d, "", Some(&s3), &e, None, 179_000);
+        let (fourth, _) = check(&d, "", Some(&s3), &e, Arrival::default(), 179_000);
         assert_eq!(fourth, Verdict::Continue);
     }
 
     #[test]
     fn trailing_debounces_every_event_and_keeps_the_last() {
         let d = debounce(DebounceMode::Trailing);
-        let (v, s1) = check(&d, "", None, &json!({"n": 1}), None, 0);
+        let (v, s1) = check(&d, "", None, &json!({"n": 1}), Arrival::default(), 0);
         assert!(matches!(v, Verdict::Stop(Outcome::Debounced, _)));
-        let (_, s2) = check(&d, "", Some(&s1), &json!({"n": 2}), None, 30_000);
+        let (_, s2) = check(&d, "", Some(&s1), &json!({"n": 2}), Arrival::default(), 30_000);
         let pending = s2.pending.unwrap();
         assert_eq!((pending.due, pending.event), (90_000, json!({"n": 2})));
     }
@@ -138,17 +140,17 @@ mod tests {
     fn a_burst_decided_out_of_clock_order_is_still_one_burst() {
         // A process with a later clock committed first.
         let lead = debounce(DebounceMode::Leading);
-        let (_, s) = check(&lead, "", None, &json!({}), None, 200_000);
-        let (v, s) = check(&lead, "", Some(&s), &json!({}), None, 199_000);
+        let (_, s) = check(&lead, "", None, &json!({}), Arrival::default(), 200_000);
+        let (v, s) = check(&lead, "", Some(&s), &json!({}), Arrival::default(), 199_000);
         assert!(matches!(v, Verdict::Stop(Outcome::Debounced, _)));
         assert_eq!(s.last_seen, 200_000);
         // A clock stepped back by more than the quiet period starts a new burst.
-        let (v, s) = check(&lead, "", Some(&s), &json!({}), None, 100_000);
+        let (v, s) = check(&lead, "", Some(&s), &json!({}), Arrival::default(), 100_000);
         assert_eq!((v, s.last_seen), (Verdict::Continue, 100_000));
 
         let trail = debounce(DebounceMode::Trailing);
-        let (_, s) = check(&trail, "", None, &json!({"n": 2}), None, 10_000);
-        let (_, s) = check(&trail, "", Some(&s), &json!({"n": 1}), None, 9_000);
+        let (_, s) = check(&trail, "", None, &json!({"n": 2}), Arrival::default(), 10_000);
+        let (_, s) = check(&trail, "", Some(&s), &json!({"n": 1}), Arrival::default(), 9_000);
         let p = s.pending.unwrap();
         assert_eq!((p.due, p.event), (70_000, json!({"n": 2})));
     }
@@ -156,7 +158,7 @@ mod tests {
     #[test]
     fn reasons_say_when_it_acts() {
         let d = debounce(DebounceMode::Trailing);
-        let (Verdict::Stop(_, why), _) = check(&d, "\"db1\"", None, &json!({}), None, 0) else {
+        let (Verdict::Stop(_, why), _) = check(&d, "\"db1\"", None, &json!({}), Arrival::default(), 0) else {
             panic!()
         };
         assert_eq!(
@@ -164,8 +166,8 @@ mod tests {
             "trailing debounce: one invocation with the last event of the burst once it has been quiet for 1m (window key \"db1\"), at 1970-01-01T00:01:00.000Z unless another event comes first; `pap serve` makes it"
         );
         let d = debounce(DebounceMode::Leading);
-        let (_, s) = check(&d, "", None, &json!({}), None, 0);
-        let (Verdict::Stop(_, why), _) = check(&d, "", Some(&s), &json!({}), None, 1000) else {
+        let (_, s) = check(&d, "", None, &json!({}), Arrival::default(), 0);
+        let (Verdict::Stop(_, why), _) = check(&d, "", Some(&s), &json!({}), Arrival::default(), 1000) else {
             panic!()
         };
         assert_eq!(

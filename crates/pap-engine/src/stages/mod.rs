@@ -96,6 +96,8 @@ pub enum Reason {
         key: String,
         /// When the batch is handed over (ms).
         due: i64,
+        /// Full with this event: handed over in this decision.
+        full: bool,
     },
     Debounced {
         trailing: bool,
@@ -106,6 +108,15 @@ pub enum Reason {
         /// made unless another event comes first (ms).
         at: i64,
     },
+}
+
+/// What an event brings to a debounce or a batch besides its body: who sent it (a
+/// `cancel_on` event may end a fire only as it could have ended the event), and its
+/// decision's trace (a fire continues it; a batch's later events are linked).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Arrival<'a> {
+    pub sender: Option<&'a crate::domain::Sender>,
+    pub trace: Option<&'a crate::trace_context::TraceContext>,
 }
 
 impl std::fmt::Display for Reason {
@@ -130,17 +141,25 @@ impl std::fmt::Display for Reason {
                 max,
                 key,
                 due,
+                full,
             } => {
                 let key = if key.is_empty() {
                     String::new()
                 } else {
                     format!(" (batch key {key})")
                 };
-                write!(
-                    f,
-                    "batch of {count} (at most {max}){key}: one invocation gets every event of it {}; `pap serve` makes it",
-                    crate::clock::at_or_never(*due)
-                )
+                if *full {
+                    write!(
+                        f,
+                        "batch of {count} (at most {max}){key}: full, so one invocation gets every event of it now"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "batch of {count} (at most {max}){key}: one invocation gets every event of it {}, or as soon as it is full; `pap serve` makes it",
+                        crate::clock::at_or_never(*due)
+                    )
+                }
             }
             Reason::Debounced {
                 trailing,
