@@ -18,6 +18,7 @@ mod alert_identity;
 mod alert_texts;
 mod approvals;
 mod architecture;
+mod auth_backoff;
 mod auth_reload;
 mod batch;
 mod book_walkthrough;

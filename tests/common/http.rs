@@ -210,3 +210,104 @@ pub(crate) fn console_login(
     assert_eq!(r.status, 303, "{r:?}");
     (jar, r)
 }
+
+/// One HTTP/1.1 connection kept alive for many requests: for tests that send hundreds of
+/// requests, where a curl process each would take most of the time. It sends what it is
+/// given and reads each answer whole (by `Content-Length`, or chunk by chunk).
+pub(crate) struct KeepAlive {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    host: String,
+}
+
+impl KeepAlive {
+    /// Connects to `url`'s `host:port` (plain HTTP).
+    pub(crate) fn connect(url: &str) -> KeepAlive {
+        let host = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        KeepAlive {
+            reader: std::io::BufReader::new(Self::open(&host)),
+            host,
+        }
+    }
+
+    fn open(host: &str) -> std::net::TcpStream {
+        let stream = std::net::TcpStream::connect(host).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        stream
+    }
+
+    /// Sends `method path` with `headers` (`Name: value`) and `body`; the status and body.
+    pub(crate) fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[&str],
+        body: &[u8],
+    ) -> (u16, String) {
+        use std::io::{BufRead, Read, Write};
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n",
+            self.host,
+            body.len()
+        );
+        for h in headers {
+            head.push_str(h);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        let mut line = String::new();
+        // The server closes a connection after an answer that left the body unread (a
+        // refusal): then the request is sent again on a new one.
+        for _ in 0..2 {
+            let stream = self.reader.get_mut();
+            let sent = stream
+                .write_all(head.as_bytes())
+                .and_then(|()| stream.write_all(body));
+            line.clear();
+            if sent.is_ok() && self.reader.read_line(&mut line).unwrap_or(0) > 0 {
+                break;
+            }
+            self.reader = std::io::BufReader::new(Self::open(&self.host));
+        }
+        let status: u16 = line.split(' ').nth(1).unwrap().parse().unwrap();
+        let (mut length, mut chunked) = (0usize, false);
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).unwrap();
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            let (name, value) = l.split_once(':').unwrap();
+            match name.trim().to_ascii_lowercase().as_str() {
+                "content-length" => length = value.trim().parse().unwrap(),
+                "transfer-encoding" => chunked = value.contains("chunked"),
+                _ => {}
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line).unwrap();
+                let size = usize::from_str_radix(line.trim(), 16).unwrap();
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk).unwrap();
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            body.resize(length, 0);
+            self.reader.read_exact(&mut body).unwrap();
+        }
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+}

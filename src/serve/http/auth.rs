@@ -5,9 +5,18 @@
 //! where SECRET is the principal's password or token. Tokens are kept only as SHA-256
 //! digests and compared in constant time; passwords only as argon2 hashes, verified on the
 //! blocking pool, a few at a time (an unknown name is checked against a dummy hash, so the
-//! time taken does not tell which names exist). Each failure from an address pushes that
-//! address's next attempt later (250 ms, doubling to 8 s); an attempt before then is refused
-//! at once, unchecked, so parallel guesses gain nothing. A success forgets the failures.
+//! time taken does not tell which names exist).
+//!
+//! Guessing is slowed per client address (the peer, or behind `listen.trusted_proxies` the
+//! address the proxy forwarded for): each failure pushes that address's next failure later
+//! (250 ms, doubling to 8 s). A valid credential is never refused for failures it did not
+//! make: a token is always checked first (a digest compare costs next to nothing), and only
+//! a token that fails is answered 429 while its address is waiting. Behind one proxy address
+//! every client looks alike, so one misconfigured sender cannot keep another's valid posts
+//! out. A password check costs tens of milliseconds of CPU, so a password login (the
+//! console's form, or Basic with a password) from a waiting address is refused unchecked; a
+//! successful one forgets the address's failures. A valid token forgets nothing: it would
+//! let a guesser sharing the address reset its own wait.
 //!
 //! Nothing here logs a credential: a failed login is logged with the principal's name only
 //! when that name exists (a password typed into the name field stays out of the log).
@@ -84,7 +93,8 @@ impl Auth {
         self.principals.store(principals)
     }
 
-    /// The caller of a request with these headers, from `peer`. No credentials: anonymous.
+    /// The caller of a request with these headers, from the client address `peer`. No
+    /// credentials: anonymous.
     pub(super) async fn identify(
         &self,
         headers: &HeaderMap,
@@ -96,22 +106,50 @@ impl Auth {
         let value = value.to_str().map_err(|_| AuthError::Malformed)?;
         let (scheme, rest) = value.split_once(' ').ok_or(AuthError::Malformed)?;
         let rest = rest.trim();
+        if scheme.eq_ignore_ascii_case("bearer") {
+            let found = self.principals().by_token(rest.as_bytes());
+            return self.token_checked(found, peer);
+        }
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return Err(AuthError::Malformed);
+        }
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .map_err(|_| AuthError::Malformed)?;
+        let text = String::from_utf8(decoded).map_err(|_| AuthError::Malformed)?;
+        let (name, secret) = text.split_once(':').ok_or(AuthError::Malformed)?;
+        if let Some(found) = self.by_name_and_token(name, secret) {
+            return self.token_checked(found, peer);
+        }
+        self.password_checked(name, secret, peer).await
+    }
+
+    /// A token's verdict, checked already: valid is accepted whatever its address did; a
+    /// failure counts, or is answered 429 while the address waits after earlier ones.
+    fn token_checked(&self, found: Option<Caller>, peer: IpAddr) -> Result<Caller, AuthError> {
+        match found {
+            Some(caller) => Ok(caller),
+            None => match self.too_soon(peer) {
+                Some(wait) => Err(AuthError::TooSoon(wait)),
+                None => {
+                    self.note_failure(peer);
+                    Err(AuthError::Invalid)
+                }
+            },
+        }
+    }
+
+    /// A password (or an unknown name), checked only when its address is not waiting.
+    async fn password_checked(
+        &self,
+        name: &str,
+        secret: &str,
+        peer: IpAddr,
+    ) -> Result<Caller, AuthError> {
         if let Some(wait) = self.too_soon(peer) {
             return Err(AuthError::TooSoon(wait));
         }
-        let found = if scheme.eq_ignore_ascii_case("bearer") {
-            self.principals().by_token(rest.as_bytes())
-        } else if scheme.eq_ignore_ascii_case("basic") {
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(rest)
-                .map_err(|_| AuthError::Malformed)?;
-            let text = String::from_utf8(decoded).map_err(|_| AuthError::Malformed)?;
-            let (name, secret) = text.split_once(':').ok_or(AuthError::Malformed)?;
-            self.by_name_and_secret(name, secret).await
-        } else {
-            return Err(AuthError::Malformed);
-        };
-        match found {
+        match self.by_name_and_password(name, secret).await {
             Some(caller) => {
                 self.forget_failures(peer);
                 Ok(caller)
@@ -130,25 +168,31 @@ impl Auth {
         secret: &str,
         peer: IpAddr,
     ) -> Result<Caller, AuthError> {
-        if let Some(wait) = self.too_soon(peer) {
-            return Err(AuthError::TooSoon(wait));
+        let result = match self.by_name_and_token(name, secret) {
+            Some(found) => self.token_checked(found, peer),
+            None => self.password_checked(name, secret, peer).await,
+        };
+        if result == Err(AuthError::Invalid) {
+            let known = self.principals().named(name).is_some();
+            let principal = if known { name } else { "(unknown)" };
+            tracing::warn!(principal, %peer, "failed login");
         }
-        match self.by_name_and_secret(name, secret).await {
-            Some(caller) => {
-                self.forget_failures(peer);
-                Ok(caller)
-            }
-            None => {
-                let known = self.principals().named(name).is_some();
-                let principal = if known { name } else { "(unknown)" };
-                tracing::warn!(principal, %peer, "failed login");
-                self.note_failure(peer);
-                Err(AuthError::Invalid)
-            }
-        }
+        result
     }
 
-    async fn by_name_and_secret(&self, name: &str, secret: &str) -> Option<Caller> {
+    /// `Some(verdict)` when `name` is a principal with a token (a cheap check, made at once);
+    /// `None` when it has a password or names nobody.
+    fn by_name_and_token(&self, name: &str, secret: &str) -> Option<Option<Caller>> {
+        let principals = self.principals();
+        let k = principals.named(name)?;
+        let Secret::TokenDigest(d) = &k.secret else {
+            return None;
+        };
+        let ok = bool::from(d.ct_eq(&digest(secret.as_bytes())));
+        Some(ok.then(|| principals.current(&k.caller())).flatten())
+    }
+
+    async fn by_name_and_password(&self, name: &str, secret: &str) -> Option<Caller> {
         let principals = self.principals();
         let Some(k) = principals.named(name) else {
             // As long as a real check: the answer's time must not say the name is unknown.
@@ -318,12 +362,28 @@ mod tests {
             auth.identify(&headers("Bearer nope"), peer(1)).await,
             Err(AuthError::Invalid)
         );
-        // Right after a failure, the same address is refused unchecked.
+        // Right after a failure, a valid token from the same address still gets in; a
+        // further failing one is answered 429, a password refused unchecked.
+        let valid = auth
+            .identify(&headers("Bearer 0123456789abcdef-token"), peer(1))
+            .await
+            .unwrap();
+        assert_eq!(valid.name.as_deref(), Some("am"));
         assert!(matches!(
-            auth.identify(&headers("Bearer 0123456789abcdef-token"), peer(1))
+            auth.identify(&headers("Bearer nope"), peer(1)).await,
+            Err(AuthError::TooSoon(_))
+        ));
+        assert!(matches!(
+            auth.identify(&headers(&basic("alice", "correct horse")), peer(1))
                 .await,
             Err(AuthError::TooSoon(_))
         ));
+        // A token as a Basic secret is a token: checked at once.
+        assert!(
+            auth.identify(&headers(&basic("am", "0123456789abcdef-token")), peer(1))
+                .await
+                .is_ok()
+        );
         assert_eq!(
             auth.identify(&headers("Digest x"), peer(2)).await,
             Err(AuthError::Malformed)

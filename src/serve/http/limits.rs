@@ -18,6 +18,8 @@ pub struct Limits {
     pub read_timeout: Duration,
     /// Set while the listener speaks HTTPS (from start to stop).
     pub tls: Option<TlsAcceptor>,
+    /// Peers whose forwarding headers name the client (`listen.trusted_proxies`).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Limits {
@@ -30,6 +32,7 @@ impl Limits {
             max_body_bytes: config.max_body_bytes,
             read_timeout: config.read_timeout,
             tls,
+            trusted_proxies: config.trusted_proxies.clone(),
         }
     }
 }

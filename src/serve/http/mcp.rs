@@ -198,7 +198,7 @@ async fn authenticate(State(app): State<App>, mut request: Request, next: Next) 
     let Some(conn) = request.extensions().get::<ConnInfo>().copied() else {
         return reply::error(StatusCode::INTERNAL_SERVER_ERROR, "no connection info");
     };
-    let caller = match app.auth.identify(request.headers(), conn.peer.ip()).await {
+    let caller = match app.auth.identify(request.headers(), conn.client).await {
         Ok(c) => c,
         Err(AuthError::TooSoon(wait)) => {
             return reply::too_many(AuthError::TooSoon(wait).to_string(), wait);

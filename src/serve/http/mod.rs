@@ -11,6 +11,7 @@
 
 mod auth;
 mod body;
+mod client_addr;
 mod cloudevents;
 mod console;
 mod credential_file;
@@ -70,11 +71,13 @@ pub(crate) fn test_headers(pairs: &[(&'static str, &str)]) -> axum::http::Header
     h
 }
 
-/// Where a request came in: the client's address and ours.
+/// Where a request came in: the connection's two ends, and the client's address (the peer,
+/// or behind a trusted proxy the address it forwarded for: see `client_addr`).
 #[derive(Debug, Clone, Copy)]
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    pub client: std::net::IpAddr,
 }
 
 /// What every handler shares.
@@ -136,7 +139,7 @@ impl App {
         conn: &ConnInfo,
         scope: Scope,
     ) -> Result<Caller, Response> {
-        let caller = match self.auth.identify(headers, conn.peer.ip()).await {
+        let caller = match self.auth.identify(headers, conn.client).await {
             Ok(c) => c,
             Err(AuthError::Invalid) => {
                 return Err(reply::unauthorized("the credentials are not valid"));
@@ -387,14 +390,18 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
         "/healthz" | "/readyz" | "/status" | "/metrics"
     ) && status < 400;
     let ms = started.elapsed().as_secs_f64() * 1e3;
-    let peer = conn.map(|c| c.peer.to_string()).unwrap_or_default();
+    // The client's address; behind a trusted proxy, the proxy's beside it.
+    let peer = conn.map(|c| c.client.to_string()).unwrap_or_default();
+    let via = conn
+        .filter(|c| c.client != c.peer.ip())
+        .map(|c| c.peer.to_string());
     let path = crate::term::for_humans(&path).into_owned();
     if quiet {
-        tracing::debug!(%method, %path, status, ms, %peer, "http");
+        tracing::debug!(%method, %path, status, ms, %peer, via, "http");
     } else if status >= 400 {
-        tracing::warn!(%method, %path, status, ms, %peer, "http");
+        tracing::warn!(%method, %path, status, ms, %peer, via, "http");
     } else {
-        tracing::info!(%method, %path, status, ms, %peer, "http");
+        tracing::info!(%method, %path, status, ms, %peer, via, "http");
     }
     response
 }
@@ -437,8 +444,8 @@ impl Accept {
             let Ok(local) = stream.local_addr() else {
                 continue;
             };
-            let info = ConnInfo { peer, local };
             let router = self.router.clone();
+            let app = self.app.clone();
             let limits = self.app.limits();
             let tls = limits.tls.clone();
             let timeout = limits.read_timeout;
@@ -447,7 +454,15 @@ impl Accept {
                 let _permit = permit;
                 let service = hyper::service::service_fn(
                     move |mut request: hyper::Request<hyper::body::Incoming>| {
-                        request.extensions_mut().insert(info);
+                        // Per request: a proxy's connection carries many clients, and a
+                        // reload may change who is trusted.
+                        let proxies = &app.limits().trusted_proxies;
+                        let client = client_addr::client(peer.ip(), request.headers(), proxies);
+                        request.extensions_mut().insert(ConnInfo {
+                            peer,
+                            local,
+                            client,
+                        });
                         let router = router.clone();
                         async move {
                             use tower::ServiceExt as _;

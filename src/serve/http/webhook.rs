@@ -46,16 +46,19 @@ pub(super) async fn post_webhook(
         );
     };
     let own_auth = adapter.auth != AdapterAuth::default();
-    let peer = conn.peer.ip();
-    if own_auth && let Some(wait) = app.auth.too_soon(peer) {
-        return reply::too_many(
+    // Checked first, whatever the address did before (a token compare and an HMAC cost
+    // next to nothing): only a failure is slowed, so a valid sender behind the same proxy
+    // as a failing one still gets in.
+    let client = conn.client;
+    let refuse = |why: String| match app.auth.too_soon(client) {
+        Some(wait) => reply::too_many(
             "too many failed attempts from this address; try again later",
             wait,
-        );
-    }
-    let refuse = |why: String| {
-        app.auth.note_failure(peer);
-        reply::unauthorized(format!("adapter `{}`: {why}", adapter.name))
+        ),
+        None => {
+            app.auth.note_failure(client);
+            reply::unauthorized(format!("adapter `{}`: {why}", adapter.name))
+        }
     };
     let caller = if own_auth {
         if let Err(why) = bearer(&adapter, &headers) {

@@ -62,6 +62,19 @@ pub fn compile(raw: &raw::ListenSettings, ctx: &mut FileCtx) -> ListenConfig {
             .help("a host name or address, with an optional :PORT (no scheme, no path)");
         }
     }
+    for (i, text) in raw.trusted_proxies.iter().enumerate() {
+        match parse_network(text) {
+            Some(net) => config.trusted_proxies.push(net),
+            None => {
+                ctx.at(
+                    "invalid-listen-address",
+                    &path!["listen", "trusted_proxies", i],
+                    format!("trusted proxy `{text}` is not an IP address or a CIDR"),
+                )
+                .help("an address (10.1.2.3, ::1) or a network (10.0.0.0/8, fd00::/8)");
+            }
+        }
+    }
     if let Some(text) = &raw.read_timeout {
         match duration::parse(text) {
             Ok(d) if d.is_zero() => ctx
@@ -96,6 +109,15 @@ pub fn compile(raw: &raw::ListenSettings, ctx: &mut FileCtx) -> ListenConfig {
         }
     }
     config
+}
+
+/// An address (a network of one) or a CIDR.
+fn parse_network(text: &str) -> Option<ipnet::IpNet> {
+    let text = text.trim();
+    text.parse::<ipnet::IpNet>()
+        .ok()
+        .or_else(|| text.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from))
+        .map(|net| net.trunc())
 }
 
 fn compile_principals(raw: &[raw::PrincipalSettings], ctx: &mut FileCtx) -> Vec<Principal> {

@@ -85,6 +85,8 @@ pub struct ListenConfig {
     /// Where people reach the console (`https://pap.example.com`, no trailing `/`): links in
     /// messages sent out (a Slack sink's) point there.
     pub public_url: Option<String>,
+    /// Peers whose `Forwarded` / `X-Forwarded-For` name the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for ListenConfig {
@@ -101,6 +103,7 @@ impl Default for ListenConfig {
             principals: Vec::new(),
             anonymous: None,
             public_url: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }

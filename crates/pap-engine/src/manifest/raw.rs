@@ -934,6 +934,12 @@ pub struct ListenSettings {
     /// there.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// Reverse proxies and ingresses in front of serve, as addresses or CIDRs (`10.0.0.0/8`,
+    /// `::1`). From these peers the client's address is taken from `Forwarded` or
+    /// `X-Forwarded-For`; from anyone else those headers are ignored. Logs and the back-off
+    /// after failed credentials use the client's address. Default: none.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
 }
 
 /// `listen.tls`: PEM files.

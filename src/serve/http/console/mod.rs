@@ -325,11 +325,11 @@ async fn login(
 ) -> Response {
     match app
         .auth
-        .login(&form.name, &form.password, conn.peer.ip())
+        .login(&form.name, &form.password, conn.client)
         .await
     {
         Ok(caller) => {
-            tracing::info!(principal = %crate::term::for_humans(caller.label()), peer = %conn.peer, "console login");
+            tracing::info!(principal = %crate::term::for_humans(caller.label()), peer = %conn.client, "console login");
             let token = app.sessions.start(caller);
             let mut r = see_other("/");
             if let Ok(v) = HeaderValue::from_str(&session::set_cookie(&token, app.tls)) {
