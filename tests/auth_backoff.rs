@@ -46,7 +46,10 @@ fn a_thousand_failing_requests_from_one_address_never_keep_its_valid_token_out()
         let (status, body) = client.send(
             "POST",
             "/v1/events",
-            &[json, &format!("Authorization: Bearer wrong-token-{n:04}-0123456789")],
+            &[
+                json,
+                &format!("Authorization: Bearer wrong-token-{n:04}-0123456789"),
+            ],
             &event(&format!("bad-{n}")),
         );
         match status {
@@ -55,8 +58,12 @@ fn a_thousand_failing_requests_from_one_address_never_keep_its_valid_token_out()
             _ => panic!("a failing token got {status}: {body}"),
         }
         if n % 10 == 9 {
-            let (status, body) =
-                client.send("POST", "/v1/events", &[json, &valid], &event(&format!("ok-{n}")));
+            let (status, body) = client.send(
+                "POST",
+                "/v1/events",
+                &[json, &valid],
+                &event(&format!("ok-{n}")),
+            );
             assert_eq!(status, 200, "valid request {valid_sent}: {body}");
             valid_sent += 1;
         }
@@ -79,7 +86,12 @@ fn a_failed_token_leaves_password_logins_from_its_address_waiting() {
     let p = project(&principals(""));
     let (_serve, url) = serve(&p, &[], &[("AM_TOKEN", AM_TOKEN)]);
     let events = format!("{url}/v1/events");
-    let r = post(&events, "application/json", &event("x1"), &["-H", "Authorization: Bearer nope-0123456789abcdef"]);
+    let r = post(
+        &events,
+        "application/json",
+        &event("x1"),
+        &["-H", "Authorization: Bearer nope-0123456789abcdef"],
+    );
     assert_eq!(r.status, 401, "{r:?}");
     // A password costs a real check: from a waiting address it is refused unchecked.
     let user = format!("alice:{PASSWORD}");
@@ -130,7 +142,13 @@ fn forwarding_headers_from_an_untrusted_peer_are_ignored() {
     let list = format!("{url}/v1/invocations");
     let user = format!("alice:{PASSWORD}");
     let r = common::http::curl(
-        &["-u", "alice:wrong", "-H", "X-Forwarded-For: 198.51.100.66", &list],
+        &[
+            "-u",
+            "alice:wrong",
+            "-H",
+            "X-Forwarded-For: 198.51.100.66",
+            &list,
+        ],
         None,
     );
     assert_eq!(r.status, 401, "{r:?}");
@@ -148,6 +166,9 @@ fn a_trusted_proxy_that_is_not_an_address_is_a_lint_error() {
     let out = p.cmd().arg("lint").output().unwrap();
     assert_eq!(common::code(&out), 1);
     let text = common::stdout(&out);
-    assert!(text.contains("trusted proxy `ingress.local` is not an IP address or a CIDR"), "{text}");
+    assert!(
+        text.contains("trusted proxy `ingress.local` is not an IP address or a CIDR"),
+        "{text}"
+    );
     assert!(text.contains("pap.yaml:"), "{text}");
 }

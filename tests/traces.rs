@@ -549,3 +549,171 @@ fn dispatch_exports_its_spans_before_it_exits() {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
 }
+
+/// A high-risk command agent `tracer` (on `test.traced.gated`) that appends the
+/// `TRACEPARENT` it is given to `traceparents.log` in the project.
+fn gated_tracer(p: &Project) -> PathBuf {
+    let log = p.root().join("traceparents.log");
+    std::fs::write(
+        p.root().join("agents/tracer.yaml"),
+        format!(
+            "pap_version: \"0.2\"\nagent:\n  id: tracer\n  risk_level: high\n  model:\n    provider: command\n    command: [\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$TRACEPARENT\\\" >> {log}; echo '{{}}'\"]\n  output:\n    type: structured\n",
+            log = log.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        p.root().join("triggers/t-tracer.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-tracer\n  match:\n    type: test.traced.gated\n  agent: tracer\n",
+    )
+    .unwrap();
+    log
+}
+
+/// Dispatches a PAP event `id` of `test.traced.gated` carrying the test's `traceparent`; the
+/// id of the invocation waiting for approval.
+fn dispatch_gated(p: &Project, id: &str, env: &[(&str, &str)]) -> String {
+    let file = p.root().join(format!("{id}.json"));
+    let mut event = common::dispatch::ev(id, "test.traced.gated", json!({}));
+    event["traceparent"] = json!(format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    std::fs::write(&file, event.to_string()).unwrap();
+    let out = p
+        .cmd()
+        .envs(env.iter().copied())
+        .arg("dispatch")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    p.invocations_of(id)[0]["id"].as_str().unwrap().to_owned()
+}
+
+/// The trace ids of the `TRACEPARENT`s the agent was given, in order.
+fn traces_given(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split('-').nth(1).unwrap_or("(unset)").to_owned())
+        .collect()
+}
+
+#[test]
+fn an_approved_run_and_a_retry_continue_the_event_s_trace_with_traces_off() {
+    if !curl_available() {
+        return;
+    }
+    let p = project("");
+    let log = gated_tracer(&p);
+    let id = dispatch_gated(&p, "gate1", &[]);
+    let out = p.cmd().args(["approve", &id]).output().unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    assert_eq!(traces_given(&log), [TRACE_ID]);
+    // A rejected one retried by an operator, then approved: the same trace again.
+    let id = dispatch_gated(&p, "gate2", &[]);
+    let out = p
+        .cmd()
+        .args(["reject", &id, "--reason", "not now"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let out = p
+        .cmd()
+        .args(["invocations", "retry", &id, "--by", "ops"])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let again = p
+        .invocations_of("gate2")
+        .into_iter()
+        .find(|i| i["status"] == "awaiting_approval")
+        .expect("the retry waits for approval");
+    let out = p
+        .cmd()
+        .args(["approve", again["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    assert_eq!(traces_given(&log), [TRACE_ID, TRACE_ID]);
+}
+
+#[test]
+fn pap_approve_exports_the_approved_run_in_the_event_s_trace() {
+    if !receiver_here() {
+        return;
+    }
+    let p = project("");
+    let log = gated_tracer(&p);
+    let receiver = Receiver::start(p.root());
+    let endpoint = receiver.endpoint();
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
+    let id = dispatch_gated(&p, "gate3", &env);
+    let out = p.cmd().envs(env).args(["approve", &id]).output().unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let spans = receiver.spans();
+    let trigger = span(&spans, "trigger t-tracer");
+    let wait = span(&spans, "approval tracer");
+    let run = span(&spans, "invoke_agent tracer");
+    assert_eq!(trigger["trace_id"], TRACE_ID);
+    assert_eq!(wait["attributes"]["pap.approval.result"], "approved");
+    // The run is a child of the trigger's decision, in the sender's trace; the program got
+    // the run's own span as its parent.
+    assert_eq!(
+        (run["trace_id"].as_str(), run["parent_span_id"].clone()),
+        (Some(TRACE_ID), trigger["span_id"].clone())
+    );
+    let given = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        given.contains(&format!(
+            "00-{TRACE_ID}-{}-",
+            run["span_id"].as_str().unwrap()
+        )),
+        "{given}"
+    );
+}
+
+#[test]
+fn a_batch_s_run_continues_its_first_event_s_trace_and_links_the_others() {
+    if !receiver_here() {
+        return;
+    }
+    let p = project(
+        "listen:\n  auth:\n    principals:\n      - name: ops\n        token: ${OPS_TOKEN}\n        scopes: [ingest]\n",
+    );
+    std::fs::write(
+        p.root().join("triggers/t-batch.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-batch\n  match:\n    type: test.traced.batched\n  batch:\n    max: 2\n    window: 1h\n  agent: quick\n",
+    )
+    .unwrap();
+    let receiver = Receiver::start(p.root());
+    let (_serve, url) = serve_exporting(&p, &receiver, &[]);
+    let second = "0af7651916cd43dd8448eb211c80319c";
+    for (id, trace) in [("b1", TRACE_ID), ("b2", second)] {
+        let mut event = common::dispatch::ev(id, "test.traced.batched", json!({}));
+        event["traceparent"] = json!(format!("00-{trace}-{PARENT_ID}-01"));
+        let r = post(
+            &format!("{url}/v1/events"),
+            "application/json",
+            event.to_string().as_bytes(),
+            &["-H", &format!("Authorization: Bearer {OPS_TOKEN}")],
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    wait_until("the batch's run span", || {
+        receiver
+            .spans()
+            .iter()
+            .any(|s| s["name"] == "invoke_agent quick")
+    });
+    let spans = receiver.spans();
+    let fire = span(&spans, "fire t-batch");
+    let run = span(&spans, "invoke_agent quick");
+    assert_eq!(fire["trace_id"], TRACE_ID);
+    assert_eq!(run["trace_id"], TRACE_ID);
+    let links: Vec<&str> = fire["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["trace_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(links, [second], "{fire}");
+}

@@ -31,6 +31,7 @@ pub(super) fn approve_as(
 ) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
+    let _traces = context::traces(&runtime, &rt);
     let (mut dispatcher, captured) = dispatcher(&runtime, &rt, json);
     dispatcher.expire_approvals()?;
 
@@ -127,6 +128,7 @@ pub(super) fn reject_as(
 ) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
+    let _traces = context::traces(&runtime, &rt);
     let (mut dispatcher, captured) = dispatcher(&runtime, &rt, json);
     dispatcher.expire_approvals()?;
 

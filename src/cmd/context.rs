@@ -196,6 +196,17 @@ pub(super) fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// The trace exporter for a command that answers or runs invocations (approve, reject,
+/// retry, cancel), when the project exports traces: its spans (the wait for the answer, the
+/// run) join the event's trace as serve's and dispatch's do. Hold it until the command ends,
+/// declared after `rt`, so that it is flushed while the runtime still runs.
+pub(super) fn traces(
+    runtime: &Runtime,
+    rt: &tokio::runtime::Runtime,
+) -> Option<crate::telemetry::Installed> {
+    crate::telemetry::install(&runtime.project.config.traces, rt.handle())
+}
+
 /// Project, store and clock for a command that writes.
 pub(super) fn runtime(cli: &Cli, dry_run: bool) -> anyhow::Result<Runtime> {
     let project = load_project(cli)?;

@@ -12,6 +12,7 @@ use crate::serve::control;
 pub(super) fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
+    let _traces = context::traces(&runtime, &rt);
     let (mut dispatcher, captured) = approve::dispatcher(&runtime, &rt, args.json);
     // An approval past its deadline is recorded as expired first, so it can be retried.
     dispatcher.expire_approvals()?;
@@ -72,6 +73,7 @@ pub(super) fn retry(cli: &Cli, args: &RetryArgs) -> anyhow::Result<Outcome> {
 pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
     let runtime = context::runtime(cli, false)?;
     let rt = context::tokio_runtime()?;
+    let _traces = context::traces(&runtime, &rt);
     let (mut dispatcher, _) = approve::dispatcher(&runtime, &rt, args.json);
     dispatcher.expire_approvals()?;
     let by = context::actor(&args.by);

@@ -240,7 +240,7 @@ impl Invocation {
     }
 
     /// A new invocation that runs this one again under the same claim: same trigger, agent,
-    /// event and depth, a fresh attempt count, linked by `retry_of`. `risk` and
+    /// event, depth and trace, a fresh attempt count, linked by `retry_of`. `risk` and
     /// `max_attempts` are the agent's as the project says now; it awaits approval until
     /// `approval_deadline` when it has one.
     pub fn retry(
@@ -268,6 +268,8 @@ impl Invocation {
         let mut again = Invocation::new(provocation, approval_deadline, now);
         again.retry_of = Some(self.id.clone());
         again.concurrency = self.concurrency.clone();
+        // A retry is the same provocation run again: it stays in the event's trace.
+        again.trace = self.trace.clone();
         Ok(again)
     }
 

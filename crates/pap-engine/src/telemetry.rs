@@ -13,8 +13,8 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use opentelemetry::trace::{
-    Link, Span as _, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
-    Tracer as _,
+    Link, Span as _, SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer as _,
 };
 use opentelemetry::{Context, KeyValue, global};
 

@@ -148,7 +148,10 @@ mod tests {
             ),
             ("x-forwarded-for", "198.51.100.1"),
         ]);
-        assert_eq!(client(ip("10.0.0.1"), &h, &proxies), ip("2001:db8:cafe::17"));
+        assert_eq!(
+            client(ip("10.0.0.1"), &h, &proxies),
+            ip("2001:db8:cafe::17")
+        );
         let h = headers(&[("forwarded", "for=\"192.0.2.60:8080\";by=203.0.113.43")]);
         assert_eq!(client(ip("::1"), &h, &proxies), ip("192.0.2.60"));
         // An obfuscated node stops the walk at the proxy that wrote it.

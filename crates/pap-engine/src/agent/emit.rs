@@ -181,8 +181,10 @@ fn build(
     map.insert("triggered_by".into(), inv.id.clone().into());
     map.insert("data".into(), data);
     // The attempt's trace goes on (the CloudEvents distributed-tracing extension): deciding
-    // this event makes a span of the same trace, so a cascade is one trace.
-    if let Some(cx) = inv.history.last().and_then(|a| a.trace.as_ref()) {
+    // this event makes a span of the same trace, so a cascade is one trace. An attempt made
+    // with traces off passes the invocation's context on unchanged.
+    let trace = inv.history.last().and_then(|a| a.trace.as_ref());
+    if let Some(cx) = trace.or(inv.trace.as_ref()) {
         map.insert("traceparent".into(), cx.traceparent().into());
         if let Some(state) = &cx.tracestate {
             map.insert("tracestate".into(), state.clone().into());

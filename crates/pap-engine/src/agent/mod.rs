@@ -449,8 +449,10 @@ impl Runtime {
                     }
                 };
                 // The W3C variables OpenTelemetry's SDKs read: a program that traces makes its
-                // spans children of this attempt's.
-                if let Some(cx) = span.context() {
+                // spans children of this attempt's. With traces off in this process (an
+                // approval's run in `pap approve`, say), the invocation's own context is
+                // passed on unchanged, so the run still continues the event's trace.
+                if let Some(cx) = span.context().or_else(|| inv.trace.clone()) {
                     env.push(("TRACEPARENT".into(), cx.traceparent()));
                     if let Some(state) = cx.tracestate {
                         env.push(("TRACESTATE".into(), state));

@@ -8,9 +8,9 @@ mod settle;
 pub(crate) mod stop;
 
 use crate::pipeline::report::TriggerReport;
-use stop::Stopped;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use stop::Stopped;
 
 use tokio::task::JoinSet;
 

@@ -116,7 +116,11 @@ fn parse_network(text: &str) -> Option<ipnet::IpNet> {
     let text = text.trim();
     text.parse::<ipnet::IpNet>()
         .ok()
-        .or_else(|| text.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from))
+        .or_else(|| {
+            text.parse::<std::net::IpAddr>()
+                .ok()
+                .map(ipnet::IpNet::from)
+        })
         .map(|net| net.trunc())
 }
 

@@ -205,7 +205,11 @@ impl<'p> Pipeline<'p> {
     /// The depth a fire runs at: its event's, or for a batch the deepest of its events'.
     fn deepest_of(&self, tx: &dyn WriteTx, event: &Event) -> storage::Result<Depth> {
         let mut deepest = self.depth_of(tx, event)?;
-        let Some(events) = event.value.get("batch").and_then(serde_json::Value::as_array) else {
+        let Some(events) = event
+            .value
+            .get("batch")
+            .and_then(serde_json::Value::as_array)
+        else {
             return Ok(deepest);
         };
         for e in events {

@@ -120,8 +120,8 @@ pub fn handed_over(pending: PendingFire) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use crate::trace_context::TraceContext;
+    use serde_json::json;
     use std::time::Duration;
 
     fn batch(max: u32) -> Batch {
@@ -147,14 +147,33 @@ mod tests {
         assert!(matches!(c.verdict, Verdict::Stop(Outcome::Batched, _)));
         assert!(c.handed_over.is_empty());
         assert_eq!(c.next.pending.as_ref().unwrap().due, 31_000);
-        let c = check(&b, "", Some(&c.next), &event(2), Arrival::default(), 1 << 20, 2_000);
+        let c = check(
+            &b,
+            "",
+            Some(&c.next),
+            &event(2),
+            Arrival::default(),
+            1 << 20,
+            2_000,
+        );
         assert_eq!(c.next.pending.as_ref().unwrap().due, 31_000);
         // The third fills it: it is handed over in this decision, and nothing is kept.
-        let c = check(&b, "", Some(&c.next), &event(3), Arrival::default(), 1 << 20, 3_000);
+        let c = check(
+            &b,
+            "",
+            Some(&c.next),
+            &event(3),
+            Arrival::default(),
+            1 << 20,
+            3_000,
+        );
         let Verdict::Stop(_, reason) = &c.verdict else {
             panic!()
         };
-        assert!(reason.to_string().contains("batch of 3 (at most 3)"), "{reason}");
+        assert!(
+            reason.to_string().contains("batch of 3 (at most 3)"),
+            "{reason}"
+        );
         assert!(reason.to_string().contains("full"), "{reason}");
         assert_eq!(c.next.pending, None);
         assert_eq!(c.handed_over.len(), 1);
@@ -175,7 +194,15 @@ mod tests {
         let mut state: Option<DebounceState> = None;
         let mut handed = Vec::new();
         for n in 1..=10 {
-            let c = check(&b, "", state.as_ref(), &event(n), Arrival::default(), 1 << 20, 1_000);
+            let c = check(
+                &b,
+                "",
+                state.as_ref(),
+                &event(n),
+                Arrival::default(),
+                1 << 20,
+                1_000,
+            );
             handed.extend(c.handed_over);
             state = Some(c.next);
         }
@@ -205,9 +232,25 @@ mod tests {
     #[test]
     fn a_lowered_max_hands_over_both_the_batch_that_overflowed_and_the_new_one() {
         // A reload lowered `max` below what a pending batch holds.
-        let c = check(&batch(10), "", None, &event(1), Arrival::default(), 1 << 20, 1_000);
+        let c = check(
+            &batch(10),
+            "",
+            None,
+            &event(1),
+            Arrival::default(),
+            1 << 20,
+            1_000,
+        );
         let big = json!({"id": "e2", "data": "x".repeat(400)});
-        let c = check(&batch(1), "", Some(&c.next), &big, Arrival::default(), 430, 2_000);
+        let c = check(
+            &batch(1),
+            "",
+            Some(&c.next),
+            &big,
+            Arrival::default(),
+            430,
+            2_000,
+        );
         let handed: Vec<Vec<&str>> = c.handed_over.iter().map(ids).collect();
         assert_eq!(handed, [vec!["e1"], vec!["e2"]]);
         assert_eq!(c.next.pending, None);
@@ -222,9 +265,20 @@ mod tests {
             tracestate: None,
         };
         let (a, b2) = (tc('a'), tc('b'));
-        let at = |t| Arrival { sender: None, trace: Some(t) };
+        let at = |t| Arrival {
+            sender: None,
+            trace: Some(t),
+        };
         let c = check(&batch(5), "", None, &event(1), at(&a), 1 << 20, 1_000);
-        let c = check(&batch(5), "", Some(&c.next), &event(2), at(&b2), 1 << 20, 1_000);
+        let c = check(
+            &batch(5),
+            "",
+            Some(&c.next),
+            &event(2),
+            at(&b2),
+            1 << 20,
+            1_000,
+        );
         let p = c.next.pending.unwrap();
         assert_eq!((p.trace, p.links), (Some(a), vec![b2]));
     }

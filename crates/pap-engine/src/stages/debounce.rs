@@ -131,7 +131,14 @@ mod tests {
         let d = debounce(DebounceMode::Trailing);
         let (v, s1) = check(&d, "", None, &json!({"n": 1}), Arrival::default(), 0);
         assert!(matches!(v, Verdict::Stop(Outcome::Debounced, _)));
-        let (_, s2) = check(&d, "", Some(&s1), &json!({"n": 2}), Arrival::default(), 30_000);
+        let (_, s2) = check(
+            &d,
+            "",
+            Some(&s1),
+            &json!({"n": 2}),
+            Arrival::default(),
+            30_000,
+        );
         let pending = s2.pending.unwrap();
         assert_eq!((pending.due, pending.event), (90_000, json!({"n": 2})));
     }
@@ -149,8 +156,22 @@ mod tests {
         assert_eq!((v, s.last_seen), (Verdict::Continue, 100_000));
 
         let trail = debounce(DebounceMode::Trailing);
-        let (_, s) = check(&trail, "", None, &json!({"n": 2}), Arrival::default(), 10_000);
-        let (_, s) = check(&trail, "", Some(&s), &json!({"n": 1}), Arrival::default(), 9_000);
+        let (_, s) = check(
+            &trail,
+            "",
+            None,
+            &json!({"n": 2}),
+            Arrival::default(),
+            10_000,
+        );
+        let (_, s) = check(
+            &trail,
+            "",
+            Some(&s),
+            &json!({"n": 1}),
+            Arrival::default(),
+            9_000,
+        );
         let p = s.pending.unwrap();
         assert_eq!((p.due, p.event), (70_000, json!({"n": 2})));
     }
@@ -158,7 +179,9 @@ mod tests {
     #[test]
     fn reasons_say_when_it_acts() {
         let d = debounce(DebounceMode::Trailing);
-        let (Verdict::Stop(_, why), _) = check(&d, "\"db1\"", None, &json!({}), Arrival::default(), 0) else {
+        let (Verdict::Stop(_, why), _) =
+            check(&d, "\"db1\"", None, &json!({}), Arrival::default(), 0)
+        else {
             panic!()
         };
         assert_eq!(
@@ -167,7 +190,9 @@ mod tests {
         );
         let d = debounce(DebounceMode::Leading);
         let (_, s) = check(&d, "", None, &json!({}), Arrival::default(), 0);
-        let (Verdict::Stop(_, why), _) = check(&d, "", Some(&s), &json!({}), Arrival::default(), 1000) else {
+        let (Verdict::Stop(_, why), _) =
+            check(&d, "", Some(&s), &json!({}), Arrival::default(), 1000)
+        else {
             panic!()
         };
         assert_eq!(

@@ -113,13 +113,14 @@ impl Attempt<'_> {
                 retry: false,
             })?;
         let (url, headers, mut conversation) = self.setup(&key)?;
-        let mut session =
-            tools::Session::open(self.rt, self.agent, self.inv, self.span.context().as_ref())
-                .await
-                .map_err(|e| Failure {
-                    reason: e.reason,
-                    retry: !e.permanent,
-                })?;
+        // The attempt's span, or with traces off the invocation's context passed on.
+        let trace = self.span.context().or_else(|| self.inv.trace.clone());
+        let mut session = tools::Session::open(self.rt, self.agent, self.inv, trace.as_ref())
+            .await
+            .map_err(|e| Failure {
+                reason: e.reason,
+                retry: !e.permanent,
+            })?;
         let result = self.turns(&url, headers, &mut conversation, &session).await;
         session.close().await;
         result
