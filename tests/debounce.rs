@@ -174,20 +174,50 @@ fn trailing_debounce_fires_once_after_the_quiet_period() {
     assert_eq!(ran[1]["event"]["id"], "late");
 }
 
+/// Durations are said in words: a quiet period past any sensible bound is a lint error that
+/// names the file and the line, and a valid one reads as a duration in every reason.
 #[test]
-fn a_quiet_period_past_the_last_timestamp_ends_never() {
+fn a_quiet_period_past_a_year_is_refused_and_valid_ones_read_as_durations() {
     let dir = project("trailing");
     let root = dir.path();
-    let manifest = root.join("triggers/alert.yaml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
+    let trigger = root.join("triggers/alert.yaml");
+    let text = std::fs::read_to_string(&trigger).unwrap();
     std::fs::write(
-        &manifest,
-        text.replace("seconds: 60", "seconds: 9223372036854775"),
+        &trigger,
+        text.replace("seconds: 60", "seconds: 106751991167300"),
     )
     .unwrap();
-    let first = dispatch(root, 0, "e1", "db1", 1, &["--no-run"]);
-    assert_eq!(first["outcome"], "debounced");
-    let reason = first["reason"].as_str().unwrap();
-    assert!(reason.contains("never (past the year 9999)"), "{reason}");
-    assert!(!reason.contains("9223372036854775807"), "{reason}");
+    let out = common::pap_at(root).arg("lint").output().unwrap();
+    assert_eq!(common::code(&out), 1);
+    let said = common::stdout(&out);
+    assert!(said.contains("debounce-range"), "{said}");
+    assert!(said.contains("triggers/alert.yaml:"), "{said}");
+    assert!(said.contains("between 1 and 31536000"), "{said}");
+    // Dispatch refuses the project as lint does: nothing is decided with such a value.
+    let file = root.join("e.json");
+    std::fs::write(
+        &file,
+        json!({"pap_version": "0.2", "id": "e1", "type": "host.alert.fired", "source": "t",
+               "time": at(0), "data": {"host": "h"}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = common::pap_at(root)
+        .arg("dispatch")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_ne!(common::code(&out), 0);
+
+    // Two hours and a half: said as such, not as a count of seconds.
+    std::fs::write(&trigger, text.replace("seconds: 60", "seconds: 9000")).unwrap();
+    let out = common::pap_at(root)
+        .env("PAP_NOW", at(0))
+        .args(["dispatch", "--dry-run"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = common::stdout(&out);
+    assert!(said.contains("quiet for 2h30m"), "{said}");
+    assert!(!said.contains("9000"), "{said}");
 }

@@ -76,9 +76,12 @@ pub const CODES: &[CodeInfo] = &[
     error("out-of-range", "a number outside its allowed range"),
     error(
         "throttle-range",
-        "`max_per_window` or `window_seconds` below 1, or a `throttle` list with no window",
+        "`max_per_window` below 1, `window_seconds` outside 1 to a year, or a `throttle` list with no window",
     ),
-    error("debounce-range", "`debounce.seconds` below 1"),
+    error(
+        "debounce-range",
+        "`debounce.seconds` outside 1 to 31536000 (a year)",
+    ),
     error(
         "budget-needs-turn-limit",
         "an LLM agent's token or money budget with no bound on a run (`limits.max_tool_calls`, openai's `model.max_tokens`), or less than one run reserves",

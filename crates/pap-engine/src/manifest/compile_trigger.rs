@@ -358,7 +358,10 @@ fn compile_debounce(ctx: &mut FileCtx, d: &raw::Debounce) -> Option<Debounce> {
     })
 }
 
-/// `batch`: its window (a duration of at least a second) and key; a trigger cannot both
+/// The longest batch window (a week).
+const MAX_BATCH_WINDOW: Duration = Duration::from_secs(7 * 86_400);
+
+/// `batch`: its window (a duration of at least a second and at most a week) and key; a trigger cannot both
 /// debounce and batch (both keep the burst's one pending invocation).
 fn compile_batch(ctx: &mut FileCtx, b: &raw::Batch, debounces: bool) -> Option<Batch> {
     if debounces {
@@ -371,6 +374,22 @@ fn compile_batch(ctx: &mut FileCtx, b: &raw::Batch, debounces: bool) -> Option<B
         return None;
     }
     let window = match super::duration::parse(&b.window) {
+        Ok(d) if d > MAX_BATCH_WINDOW => {
+            // A batch holds its events in the store until it is handed over: a window past
+            // a week is a value nobody meant.
+            ctx.at(
+                "invalid-duration",
+                &path!["trigger", "batch", "window"],
+                format!(
+                    "batch window `{}` ({}) is longer than {}",
+                    b.window,
+                    super::duration::format(d),
+                    super::duration::format(MAX_BATCH_WINDOW)
+                ),
+            )
+            .help("a batch collects a burst: seconds to minutes, such as `30s` or `5m`");
+            None
+        }
         Ok(d) if d >= Duration::from_secs(1) => Some(d),
         Ok(_) => {
             ctx.at(

@@ -58,11 +58,28 @@ pub(crate) fn parse_reason(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total))
 }
 
-/// Formats whole seconds back in the largest exact units (`86400` → `24h`).
+/// A year, for durations too long to read in days.
+const YEAR_SECS: u64 = 365 * 86_400;
+
+/// Formats a duration for people: whole seconds in the largest exact units (`86400` → `1d`,
+/// `5400` → `1h30m`, as pap.yaml writes them), below a second in `ms`, and from a year on in
+/// years (`about 3385083 years`: a value nobody meant, which `pap lint` refuses where a
+/// manifest could set it).
 pub fn format(d: Duration) -> String {
     let mut secs = d.as_secs();
     if secs == 0 {
-        return "0s".to_string();
+        return match d.subsec_millis() {
+            0 => "0s".to_string(),
+            ms => format!("{ms}ms"),
+        };
+    }
+    if secs >= YEAR_SECS {
+        let years = secs / YEAR_SECS;
+        return match (years, secs % YEAR_SECS) {
+            (1, 0) => "1 year".to_owned(),
+            (n, 0) => format!("{n} years"),
+            (n, _) => format!("about {n} year{}", if n == 1 { "" } else { "s" }),
+        };
     }
     let mut out = String::new();
     for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
@@ -96,5 +113,13 @@ mod tests {
     fn formats_in_largest_units() {
         assert_eq!(format(Duration::from_secs(86_400)), "1d");
         assert_eq!(format(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(format(Duration::from_millis(250)), "250ms");
+        assert_eq!(format(Duration::from_secs(364 * 86_400)), "364d");
+        assert_eq!(format(Duration::from_secs(365 * 86_400)), "1 year");
+        // The debounce a manifest once set to 106751991167300 seconds, in words.
+        assert_eq!(
+            format(Duration::from_secs(106_751_991_167_300)),
+            "about 3385083 years"
+        );
     }
 }

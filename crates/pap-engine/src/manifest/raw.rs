@@ -200,8 +200,9 @@ pub struct Throttle {
     /// Invocations allowed per window (at least 1).
     #[schemars(range(min = 1))]
     pub max_per_window: i64,
-    /// Window length in seconds (at least 1). The window slides on the dispatcher's clock.
-    #[schemars(range(min = 1))]
+    /// Window length in seconds (1 to 31536000, a year). The window slides on the
+    /// dispatcher's clock.
+    #[schemars(range(min = 1, max = 31536000))]
     pub window_seconds: i64,
     /// JSONPath whose value (serialised as JSON) separates windows, e.g. `$.data.region`.
     #[serde(default)]
@@ -216,8 +217,8 @@ pub struct Throttle {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct Debounce {
-    /// The quiet period that ends a burst, in seconds (at least 1).
-    #[schemars(range(min = 1))]
+    /// The quiet period that ends a burst, in seconds (1 to 31536000, a year).
+    #[schemars(range(min = 1, max = 31536000))]
     pub seconds: i64,
     /// JSONPath whose value (serialised as JSON) separates bursts, e.g. `$.data.host`.
     #[serde(default)]
@@ -537,9 +538,9 @@ pub enum Impact {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct Limits {
-    /// Wall-clock limit for one attempt, in seconds.
+    /// Wall-clock limit for one attempt, in seconds (1 to 86400, a day).
     #[serde(default)]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 86400))]
     pub max_runtime_seconds: Option<u64>,
     /// Most tool calls one attempt may make.
     #[serde(default)]
@@ -613,9 +614,10 @@ pub struct Retry {
     /// Total attempts, the first included (1 to 10).
     #[schemars(range(min = 1, max = 10))]
     pub max_attempts: i64,
-    /// Delay before the second attempt; doubles after each further failure.
+    /// Delay before the second attempt (0 to 86400, a day); doubles after each further
+    /// failure.
     #[serde(default)]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = 86400))]
     pub backoff_seconds: Option<f64>,
 }
 
