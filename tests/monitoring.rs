@@ -148,3 +148,97 @@ fn every_dashboard_query_parses_and_every_metric_is_in_the_first_scrape() {
         );
     }
 }
+
+/// `/metrics` speaks what the scraper asks for: the Prometheus text format 0.0.4 by default,
+/// which `promtool check metrics` and the Python client's text parser read with every family
+/// typed (a counter as `pap_events_received_total`, the build as a gauge), and OpenMetrics
+/// when asked for, as Prometheus asks, which the OpenMetrics parser reads (`info` and all).
+#[test]
+fn metrics_answer_the_text_format_unless_openmetrics_is_asked_for() {
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let Some((_p, _serve, url)) = crate::http_clients::scraped_serve("[metrics, ingest]", "")
+    else {
+        return;
+    };
+    let token = crate::http_clients::METRICS_TOKEN;
+    let metrics = format!("{url}/metrics");
+    let auth = format!("Authorization: Bearer {token}");
+    let r = common::http::post(
+        &format!("{url}/v1/events"),
+        "application/json",
+        common::dispatch::ev("n1", "test.quick.happened", serde_json::json!({}))
+            .to_string()
+            .as_bytes(),
+        &["-H", &auth],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+
+    // curl asks for nothing in particular: the text format, which promtool checks.
+    let plain = common::http::curl(&["-H", &auth, &metrics], None);
+    assert_eq!(
+        plain.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(!plain.body.contains("# EOF"), "{}", plain.body);
+    let mut check = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plain.body.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+
+    let family_type = |samples: &[serde_json::Value], name: &str| {
+        samples
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| (s["family"].clone(), s["type"].clone()))
+    };
+    let text = crate::http_clients::python("scrape_metrics.py", &[&metrics, token, "--text"]);
+    assert_eq!(
+        text[0]["content_type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert_eq!(
+        family_type(&text, "pap_events_received_total"),
+        Some(("pap_events_received".into(), "counter".into()))
+    );
+    assert_eq!(
+        family_type(&text, "pap_build_info"),
+        Some(("pap_build_info".into(), "gauge".into()))
+    );
+    assert!(
+        !text.iter().any(|s| s["type"] == "unknown"),
+        "untyped families in the text format: {text:?}"
+    );
+
+    let open = crate::http_clients::python("scrape_metrics.py", &[&metrics, token]);
+    assert_eq!(
+        open[0]["content_type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert_eq!(
+        family_type(&open, "pap_events_received_total"),
+        Some(("pap_events_received".into(), "counter".into()))
+    );
+    assert_eq!(
+        family_type(&open, "pap_build_info"),
+        Some(("pap_build".into(), "info".into()))
+    );
+}

@@ -1,5 +1,6 @@
 //! Serve's Prometheus metrics (prometheus-client, the Prometheus project's Rust client),
-//! served at `GET /metrics` in the OpenMetrics text format.
+//! served at `GET /metrics` in OpenMetrics or the Prometheus text format, as the scraper asks
+//! (see `metrics_format`).
 //!
 //! Counters and histograms are kept as things happen (events received, decisions, finished
 //! runs, commits, schedule fires). What is a state rather than an event (the queue by status,

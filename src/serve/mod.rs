@@ -19,6 +19,7 @@ mod intake;
 pub mod lock;
 pub mod log;
 pub mod metrics;
+pub mod metrics_format;
 mod node;
 mod outage;
 mod process_metrics;

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::{App, ConnInfo, reply};
 use crate::manifest::compiled_listen::Scope;
+use crate::serve::metrics_format;
 
 pub(super) async fn healthz() -> Response {
     (
@@ -100,7 +101,8 @@ pub(super) async fn status(
     }
 }
 
-/// `GET /metrics` (the `metrics` scope): OpenMetrics text.
+/// `GET /metrics` (the `metrics` scope): OpenMetrics when the scraper asks for it, the
+/// Prometheus text format 0.0.4 otherwise.
 pub(super) async fn metrics(
     State(app): State<App>,
     axum::Extension(conn): axum::Extension<ConnInfo>,
@@ -112,13 +114,23 @@ pub(super) async fn metrics(
     let (metrics, store) = (app.metrics.clone(), app.store.clone());
     let project = app.project_now();
     let now = app.clock.now_ms();
-    match tokio::task::spawn_blocking(move || metrics.scrape(&*store, &project, now)).await {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = metrics_format::Format::negotiate(accept);
+    let scrape = move || {
+        metrics
+            .scrape(&*store, &project, now)
+            .map(|text| match format {
+                metrics_format::Format::OpenMetrics => text,
+                metrics_format::Format::Text => metrics_format::to_text(&text),
+            })
+    };
+    match tokio::task::spawn_blocking(scrape).await {
         Ok(Ok(text)) => (
             StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
+            [
+                (header::CONTENT_TYPE, format.content_type()),
+                (header::VARY, "Accept"),
+            ],
             text,
         )
             .into_response(),
