@@ -27,7 +27,7 @@
 //! - serve's RSS (`VmRSS`): the median of its readings every 250 ms in the interval, the
 //!   level a leak raises (allocator churn passes above it, a thread exiting below it);
 //! - the state file's size, and the live data: the sum of the tables' page bytes from redb's
-//!   table statistics (`pap status --json`, `store.tables`), the same way at every sample;
+//!   table statistics (`pap status --json --tables`, `store.tables`), the same way at every sample;
 //! - the decision latency of the interval's HTTP posts (request to answer: the answer comes
 //!   once the decision is committed), p50 and p99;
 //! - runs a second (`pap_invocations_finished` from `/metrics`);

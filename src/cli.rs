@@ -862,6 +862,10 @@ pub struct StatusArgs {
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Also what each of the store's tables takes, largest first (`store.tables` in the
+    /// JSON). It reads every page of the store: seconds on a large one, so not by default.
+    #[arg(long)]
+    pub tables: bool,
 }
 
 #[derive(Debug, clap::Args)]

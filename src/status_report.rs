@@ -154,12 +154,13 @@ pub(crate) fn gather(
     };
     if no_runner && due > 0 {
         attention.push(format!(
-            "{due} queued invocation(s) due, and no pap serve is running to run them (start `pap serve`, or `pap dispatch` runs what it decides)"
+            "{} queued invocation(s) due, and no pap serve is running to run them (start `pap serve`, or `pap dispatch` runs what it decides)",
+            QueueCounts::said(due)
         ));
     } else if counts.overdue > 0 {
         attention.push(format!(
             "{} queued invocation(s) overdue by more than {} minutes",
-            counts.overdue,
+            QueueCounts::said(counts.overdue),
             OVERDUE_AFTER_MS / 60_000,
         ));
     }
@@ -184,7 +185,7 @@ pub(crate) fn gather(
     if counts.past_half > 0 {
         attention.push(format!(
             "{} approval(s) waiting past half their deadline",
-            counts.past_half
+            QueueCounts::said(counts.past_half)
         ));
     }
 

@@ -267,7 +267,7 @@ fn compaction_gives_back_what_the_purge_freed_and_never_runs_beside_serve() {
     // `pap status` shows where the room goes.
     let status = common::pap_at(root)
         .env("PAP_NOW", at(31 * DAY))
-        .args(["status", "--json"])
+        .args(["status", "--json", "--tables"])
         .output()
         .unwrap();
     let status = common::json(&status);
@@ -353,7 +353,7 @@ fn on_postgres_the_purge_empties_the_tables_and_compaction_says_what_to_do(root:
     assert_eq!(by_kind.get("ledger"), Some(&(n as u64)), "{by_kind:?}");
     let status = common::pap_at(root)
         .env("PAP_NOW", at(31 * DAY))
-        .args(["status", "--json"])
+        .args(["status", "--json", "--tables"])
         .output()
         .unwrap();
     let status = common::json(&status);

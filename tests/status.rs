@@ -118,3 +118,85 @@ fn status_names_a_running_serve_and_sees_it_gone() {
     let (code, s) = status(&p, T0);
     assert_eq!((code, &s["serve"]), (0, &Value::Null), "{s}");
 }
+
+/// What `pap status` reads of a large store: what a read of the whole store would be is far
+/// more than it reads. Its counts come from kept counters and from the shorter side of `now`
+/// in the time indexes, the oldest approvals from the head of their index, the short ids from
+/// a key-only pass; the tables' sizes, which take a walk over every page, only with
+/// `--tables`. The bytes are the process's own (`rchar` of `/proc/PID/io`, which the shell
+/// that waited for it holds), so the test does not depend on the machine's speed; the
+/// benchmark `cargo bench --bench status` gives the time at 50,000 approvals and 100,000
+/// queued runs.
+#[test]
+fn status_on_a_large_store_reads_a_small_part_of_it() {
+    if common::on_postgres() {
+        return;
+    }
+    let p = common::serve::Project::new();
+    let mut events = String::new();
+    for n in 0..6_000 {
+        events.push_str(&format!(
+            "{}\n",
+            ev(&format!("g{n}"), "test.gated.happened", json!({}))
+        ));
+    }
+    for n in 0..12_000 {
+        events.push_str(&format!(
+            "{}\n",
+            ev(&format!("q{n}"), "test.quick.happened", json!({}))
+        ));
+    }
+    let file = p.root().join("many.ndjson");
+    std::fs::write(&file, events).unwrap();
+    let out = p
+        .cmd()
+        .args(["dispatch", "--no-run"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let file_bytes = std::fs::metadata(p.root().join(".pap/state.redb"))
+        .unwrap()
+        .len();
+    // Bytes read by `pap status ARGS`, and its report.
+    let read = |args: &str| {
+        let script = format!(
+            "\"$PAP\" --root \"$ROOT\" status --json {args} > \"$ROOT/status.json\"; while read -r k v; do [ \"$k\" = rchar: ] && echo \"$v\"; done < /proc/$$/io"
+        );
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("PAP", env!("CARGO_BIN_EXE_pap"))
+            .env("ROOT", p.root())
+            .output()
+            .unwrap();
+        let bytes: u64 = stdout(&out).trim().parse().unwrap();
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(p.root().join("status.json")).unwrap())
+                .unwrap();
+        (bytes, report)
+    };
+    let (bytes, report) = read("");
+    assert_eq!(
+        report["queue"],
+        json!({"awaiting_approval": 6000, "queued": 12000})
+    );
+    assert_eq!(report["approvals_waiting"], 6000);
+    assert!(
+        report["attention"]
+            .to_string()
+            .contains("12000 queued invocation(s) due"),
+        "{report}"
+    );
+    assert_eq!(report["approvals"].as_array().unwrap().len(), 20);
+    assert!(
+        bytes < file_bytes / 4,
+        "pap status read {bytes} bytes of a {file_bytes}-byte store"
+    );
+    // With --tables it measures every table, reading the whole store.
+    let (with_tables, report) = read("--tables");
+    assert!(report["store"]["tables"].as_array().unwrap().len() > 5);
+    assert!(
+        with_tables > file_bytes / 2,
+        "{with_tables} of {file_bytes}"
+    );
+}

@@ -341,3 +341,65 @@ fn a_store_from_before_money_budgets_keeps_its_runs_and_token_budget() {
     let reason = line["triggers"][0]["reason"].to_string();
     assert!(reason.contains("240 of 240 tokens"), "{line}");
 }
+
+/// A store of format 9 (the last before the index of approvals by the middle of their time
+/// to answer) is migrated in place: its approvals are counted past half, expired and waiting
+/// as before, and the oldest is named, from the new index.
+#[test]
+fn a_format_9_store_counts_its_approvals_past_half_after_the_migration() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    std::fs::create_dir_all(r.join(".pap")).unwrap();
+    std::fs::copy(
+        fixture("store/format-9-approvals.redb"),
+        r.join(".pap/state.redb"),
+    )
+    .unwrap();
+    std::fs::write(
+        r.join("pap.yaml"),
+        "pap_version: \"0.2\"\napproval_timeout: 24h\n",
+    )
+    .unwrap();
+    let status_at = |when: &str| -> Value {
+        let out = pap()
+            .arg("--root")
+            .arg(r)
+            .args(["status", "--json"])
+            .env("PAP_NOW", when)
+            .output()
+            .unwrap();
+        serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)))
+    };
+    // a1 (half at 12:00) and a2 (16:00) past half at 17:00; a3 (18:00) not yet.
+    let s = status_at("2026-03-11T17:00:00Z");
+    assert_eq!(s["approvals_waiting"], 3, "{s}");
+    assert_eq!(s["queue"]["queued"], 2, "{s}");
+    let attention = s["attention"].to_string();
+    assert!(
+        attention.contains("2 approval(s) waiting past half their deadline"),
+        "{attention}"
+    );
+    let past: Vec<bool> = s["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["past_half"].as_bool().unwrap())
+        .collect();
+    assert_eq!(past, [true, true, false]);
+    // A day and an hour after a1: a1 has expired (not yet recorded), a2 and a3 are past half.
+    let s = status_at("2026-03-12T01:00:00Z");
+    assert_eq!(s["approvals_waiting"], 2, "{s}");
+    let attention = s["attention"].to_string();
+    assert!(
+        attention.contains("2 approval(s) waiting past half their deadline"),
+        "{attention}"
+    );
+    let check = pap()
+        .arg("--root")
+        .arg(r)
+        .args(["store", "check"])
+        .env("PAP_NOW", "2026-03-12T01:00:00Z")
+        .output()
+        .unwrap();
+    assert_eq!(code(&check), 0, "{}{}", stdout(&check), stderr(&check));
+}

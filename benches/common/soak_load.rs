@@ -604,7 +604,7 @@ pub(crate) fn run(settings: &Settings) -> Vec<Sample> {
 fn sizes(shared: &Shared) -> (f64, f64, Vec<(String, u64)>) {
     let each: Vec<(String, u64)> = shared
         .pap()
-        .args(["status", "--json"])
+        .args(["status", "--json", "--tables"])
         .output()
         .ok()
         .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
@@ -630,7 +630,7 @@ fn sizes(shared: &Shared) -> (f64, f64, Vec<(String, u64)>) {
 fn print_largest_tables(shared: &Shared) {
     let Some(status) = shared
         .pap()
-        .args(["status", "--json"])
+        .args(["status", "--json", "--tables"])
         .output()
         .ok()
         .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())

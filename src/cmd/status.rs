@@ -23,7 +23,9 @@ pub(super) fn run(cli: &Cli, args: &StatusArgs) -> anyhow::Result<Outcome> {
     // Schedules come from the project; a broken one is reported, not fatal.
     let project = context::load_project(cli).ok();
     let mut report = gather(&*store, &state_dir, project.as_ref(), now)?;
-    report.store.tables = store.table_sizes()?;
+    if args.tables {
+        report.store.tables = store.table_sizes()?;
+    }
     if args.json {
         crate::out!("{}", serde_json::to_string(&report)?)?;
     } else {
@@ -143,14 +145,19 @@ fn human(r: &Report, p: Paint, o: &mut String) {
             if n.alive { "" } else { " (gone?)" }
         );
     }
+    // The tables' sizes only when asked for (`--tables`): measuring them reads every page.
     let live: u64 = r.store.tables.iter().map(|t| t.bytes).sum();
+    let tables = if r.store.tables.is_empty() {
+        String::new()
+    } else {
+        format!("; tables {:.1} MB", live as f64 / 1e6)
+    };
     let _ = writeln!(
         o,
-        "store      {} {} ({:.1} MB; tables {:.1} MB)",
+        "store      {} {} ({:.1} MB{tables})",
         r.store.kind,
         r.store.path,
         r.store.bytes as f64 / 1e6,
-        live as f64 / 1e6
     );
     // The largest few that take a megabyte or more: where the room goes.
     for t in r

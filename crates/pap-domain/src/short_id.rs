@@ -28,6 +28,13 @@ pub fn random_part(id: &str) -> &str {
     }
 }
 
+/// The first [`MIN`] digits of `id`'s random part (all of it when shorter): ids that share
+/// them are the only ones its short form must tell it from.
+pub fn head(id: &str) -> &str {
+    let random = random_part(id);
+    random.get(..MIN).unwrap_or(random)
+}
+
 /// The random parts of `ids`, sorted: what [`short`] looks up in.
 pub fn sorted_random_parts(ids: &[String]) -> Vec<&str> {
     let mut parts: Vec<&str> = ids.iter().map(|id| random_part(id)).collect();

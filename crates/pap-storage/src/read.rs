@@ -28,6 +28,16 @@ pub trait ReadTx {
     /// The ids of invocations that `keep` accepts (it sees only the id), at most `max`, in
     /// id order: for resolving the short or partial ids people type.
     fn invocation_ids(&self, keep: &dyn Fn(&str) -> bool, max: usize) -> Result<Vec<String>>;
+    /// The ids whose random part (see `domain::short_id`) starts with one of `heads` (each
+    /// [`crate::domain::short_id::MIN`] hex digits), in id order: what a short form is
+    /// worked out against. A store may compare its keys without making an id of each.
+    fn ids_with_random_heads(&self, heads: &[&str]) -> Result<Vec<String>> {
+        let heads: std::collections::HashSet<&str> = heads.iter().copied().collect();
+        self.invocation_ids(
+            &|id| heads.contains(crate::domain::short_id::head(id)),
+            usize::MAX,
+        )
+    }
     /// As [`WriteTx::work_due`] (a look before taking work in a write).
     fn work_due(&self, now: i64, limit: usize) -> Result<Vec<String>>;
     /// As [`WriteTx::approvals_due`].

@@ -72,17 +72,37 @@ pub enum Next {
 pub struct QueueCounts {
     /// Awaiting approval, past their deadline or not (the recorded status).
     pub awaiting: u64,
-    /// Of those, past their deadline (expired as of now, not yet recorded).
+    /// Of those, past their deadline (expired as of now, not yet recorded). Counted up to
+    /// [`COUNTED_EXACTLY`] (see there).
     pub expired_unrecorded: u64,
     pub queued: u64,
     pub running: u64,
-    /// Queued work due at or before the `overdue_before` asked for (work waiting for a
-    /// concurrency key is not due, so not overdue).
+    /// Queued work due before the `overdue_before` asked for (work waiting for a
+    /// concurrency key is not due, so not overdue). Counted up to [`COUNTED_EXACTLY`].
     pub overdue: u64,
-    /// Awaiting approval as of now, with more than half their time to answer gone.
+    /// Awaiting approval as of now, with more than half their time to answer gone. Counted
+    /// up to [`COUNTED_EXACTLY`].
     pub past_half: u64,
     /// When the oldest approval awaiting an answer as of now was made (ms).
     pub oldest_waiting: Option<i64>,
+}
+
+/// A store may count what depends on the time (overdue work, approvals past half or past
+/// their deadline) from the side of the moment that holds fewer, walking at most this many
+/// entries a side; when both sides hold more, the count reads this bound, a floor: "at least
+/// 10000". So a count costs what the smaller side holds, never the whole queue.
+pub const COUNTED_EXACTLY: u64 = 10_000;
+
+impl QueueCounts {
+    /// `n` as a person reads it: "at least N" when it may be the floor of a longer count
+    /// (a count past the bound was counted from its shorter side, so it is exact).
+    pub fn said(n: u64) -> String {
+        if n == COUNTED_EXACTLY {
+            format!("at least {COUNTED_EXACTLY}")
+        } else {
+            n.to_string()
+        }
+    }
 }
 
 impl QueueCounts {

@@ -9,18 +9,14 @@ use crate::domain::short_id::{self, MIN};
 /// store), read in one pass over the invocations that share a first [`MIN`] digits with one
 /// of them.
 pub fn short_forms(store: &dyn Storage, ids: &[&str]) -> Result<HashMap<String, String>> {
-    let heads: HashSet<&str> = ids.iter().map(|id| head(id)).collect();
-    let alike = store.read(|r| r.invocation_ids(&|id| heads.contains(head(id)), usize::MAX))?;
+    let heads: HashSet<&str> = ids.iter().map(|id| short_id::head(id)).collect();
+    let heads: Vec<&str> = heads.into_iter().collect();
+    let alike = store.read(|r| r.ids_with_random_heads(&heads))?;
     let sorted = short_id::sorted_random_parts(&alike);
     Ok(ids
         .iter()
         .map(|id| (id.to_string(), short_id::short(id, &sorted)))
         .collect())
-}
-
-fn head(id: &str) -> &str {
-    let random = short_id::random_part(id);
-    &random[..MIN.min(random.len())]
 }
 
 /// Short forms for a listing that streams every invocation: the first 16 hex digits of every

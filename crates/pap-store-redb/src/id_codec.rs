@@ -67,6 +67,31 @@ pub(super) fn unpack(bytes: &[u8]) -> Option<String> {
     }
 }
 
+/// The first six hex digits of a packed id's random part (see `short_id::head`), as the
+/// three bytes they pack to; `None` for an id kept as text.
+pub(super) fn random_head(packed: &[u8]) -> Option<[u8; 3]> {
+    let (&tag, rest) = packed.split_first()?;
+    // An invocation's random part follows six bytes of time; a turn's is all of it.
+    let from = match (tag, rest.len()) {
+        (INVOCATION, 16) => 6,
+        (TURN, 12) => 0,
+        _ => return None,
+    };
+    rest.get(from..from + 3)?.try_into().ok()
+}
+
+/// Six lowercase hex digits as the three bytes they pack to.
+pub(super) fn head_bytes(hex: &str) -> Option<[u8; 3]> {
+    let ok = hex.len() == 6
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    ok.then(|| {
+        let b = hex.as_bytes();
+        [0, 2, 4].map(|i| nibble(b[i]) << 4 | nibble(b[i + 1]))
+    })
+}
+
 fn nibble(b: u8) -> u8 {
     match b {
         b'0'..=b'9' => b - b'0',
@@ -95,6 +120,16 @@ mod tests {
         }
         assert_eq!(unpack(&[9, 1]), None);
         assert_eq!(unpack(&[INVOCATION, 1, 2]), None);
+    }
+
+    #[test]
+    fn the_random_head_is_read_from_the_packed_bytes() {
+        let inv = pack("inv_019cdb7b0b00373dbd64595f93f9d5d1");
+        assert_eq!(random_head(&inv), head_bytes("373dbd"));
+        let turn = pack("inv_turn_0123456789abcdef01234567");
+        assert_eq!(random_head(&turn), head_bytes("012345"));
+        assert_eq!(random_head(&pack("i1")), None);
+        assert_eq!(head_bytes("37ZDBD"), None);
     }
 
     #[test]

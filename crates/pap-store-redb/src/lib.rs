@@ -22,6 +22,7 @@ mod read;
 mod read_index;
 mod space;
 mod tables;
+mod time_count;
 mod transfer;
 mod tx;
 mod tx_claims;

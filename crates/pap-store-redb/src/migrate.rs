@@ -13,7 +13,7 @@ use super::{Result, redb_err};
 
 /// Whether a file of format `found` is migrated to the current one.
 pub(super) fn migrates(found: u64) -> bool {
-    (6..=8).contains(&found)
+    (6..=9).contains(&found)
 }
 
 /// Migrates a file of format `found` (see [`migrates`]) to the current format.
@@ -27,6 +27,10 @@ pub(super) fn migrates(found: u64) -> bool {
 ///
 /// 8 → 9: adds the notification counts (see `notify_counts`), from the notifications in one
 /// pass.
+///
+/// 9 → 10: adds the index of the approvals by the middle of their time to answer
+/// (`APPROVAL_HALVES`), from the index of those awaiting (no record is read), so `pap status`
+/// counts those waiting past half without reading each one.
 pub(super) fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
     debug_assert!(migrates(found));
     let txn = db.begin_write().map_err(|e| redb_err(path, e))?;
@@ -43,7 +47,10 @@ pub(super) fn to_current(db: &Database, path: &Path, found: u64) -> Result<()> {
         if found <= 7 {
             tx.build_read_indexes()?;
         }
-        tx.build_notification_counts()?;
+        if found <= 8 {
+            tx.build_notification_counts()?;
+        }
+        tx.build_approval_halves()?;
         tx.finish()?;
         tx.meta
             .insert("schema_version", SCHEMA_VERSION)

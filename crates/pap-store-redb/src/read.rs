@@ -10,11 +10,11 @@ use super::read_index::walk;
 use super::tx::{
     Reader, decode, decode_invocation, ids_due_in, load_event, malformed, read_record, unpack_id,
 };
-use super::{Result, redb_err};
+use super::{Result, id_codec, redb_err, time_count};
 use pap_domain::{
     AuditEntry, InboxMessage, Invocation, LedgerRow, Notification, OutboxEntry, Status,
 };
-use pap_storage::scan::{self, Next, NotifyCounts, Only, QueueCounts, Scan};
+use pap_storage::scan::{Next, NotifyCounts, Only, QueueCounts, Scan};
 
 impl pap_storage::ReadTx for Reader {
     /// When the earliest pending trailing debounce fires (ms), if any.
@@ -101,6 +101,32 @@ impl pap_storage::ReadTx for Reader {
         Ok(out)
     }
 
+    /// As the default, comparing the packed keys of the creation-order index: only an id
+    /// that shares a head is made into text.
+    fn ids_with_random_heads(&self, heads: &[&str]) -> Result<Vec<String>> {
+        let packed: std::collections::HashSet<[u8; 3]> = heads
+            .iter()
+            .filter_map(|h| id_codec::head_bytes(h))
+            .collect();
+        let mut out = Vec::new();
+        for row in self.order.iter().map_err(|e| redb_err(&self.path, e))? {
+            let (key, _) = row.map_err(|e| redb_err(&self.path, e))?;
+            let bytes = key.value().1;
+            let hit = match id_codec::random_head(bytes) {
+                Some(head) => packed.contains(&head),
+                None => {
+                    let id = unpack_id(bytes, &self.path)?;
+                    heads.contains(&pap_domain::short_id::head(&id))
+                }
+            };
+            if hit {
+                out.push(unpack_id(bytes, &self.path)?);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
     /// See [`pap_storage::ReadTx::scan_invocations`].
     fn scan_invocations(
         &self,
@@ -131,42 +157,28 @@ impl pap_storage::ReadTx for Reader {
         }
     }
 
-    /// See [`pap_storage::ReadTx::queue_counts`]: lengths, counters, and key-only passes
-    /// over the awaiting and due-work indexes (no record is decoded).
+    /// See [`pap_storage::ReadTx::queue_counts`]: lengths and counters, and what depends on
+    /// the time counted from the shorter side of `now` in the time indexes (see
+    /// `time_count`): no record is decoded, and nothing walks the whole queue.
     fn queue_counts(&self, now: i64, overdue_before: i64) -> Result<QueueCounts> {
         let e = |e| redb_err(&self.path, e);
-        let mut c = QueueCounts {
+        let after_now = now.saturating_add(1);
+        let expired_unrecorded =
+            time_count::before(&self.approval_deadlines, after_now, &self.path)?;
+        // Past half as of now and not yet past the deadline (an expired one is past half too).
+        let past_half = time_count::before(&self.halves, after_now, &self.path)?
+            .saturating_sub(expired_unrecorded);
+        Ok(QueueCounts {
             awaiting: self.awaiting.len().map_err(e)?,
+            expired_unrecorded,
             queued: self.count(Status::Queued)?,
             running: self.count(Status::Running)?,
-            ..QueueCounts::default()
-        };
-        let due: (i64, &[u8]) = (now.saturating_add(1), &[]);
-        for row in self.approval_deadlines.range(..due).map_err(e)? {
-            row.map_err(e)?;
-            c.expired_unrecorded += 1;
-        }
-        let from: (i64, &[u8]) = (i64::MIN + 1, &[]);
-        let to: (i64, &[u8]) = (overdue_before.saturating_add(1), &[]);
-        if from.0 < to.0 {
-            for row in self.work.range(from..to).map_err(e)? {
-                row.map_err(e)?;
-                c.overdue += 1;
-            }
-        }
-        for row in self.awaiting.iter().map_err(e)? {
-            let (_, v) = row.map_err(e)?;
-            let (created, deadline) = v.value();
-            if deadline <= now {
-                continue;
-            }
-            let deadline = (deadline != i64::MAX).then_some(deadline);
-            if scan::past_half(created, deadline, now) {
-                c.past_half += 1;
-            }
-            c.oldest_waiting = Some(c.oldest_waiting.map_or(created, |o| o.min(created)));
-        }
-        Ok(c)
+            // Running work sits first in the index (at the earliest time), never overdue.
+            overdue: time_count::before(&self.work, overdue_before.saturating_add(1), &self.path)?
+                .saturating_sub(time_count::before(&self.work, i64::MIN + 1, &self.path)?),
+            past_half,
+            oldest_waiting: self.oldest_waiting(now)?,
+        })
     }
 
     /// Ids of due work, as [`Tx::work_due`] (a look before claiming in a write).

@@ -8,7 +8,7 @@ use redb::ReadableTable;
 use super::tx::{Reader, Tx, decode_invocation, unpack_id};
 use super::{Result, id_codec, redb_err};
 use pap_domain::{Invocation, Status};
-use pap_storage::scan::{Next, Order, Scan};
+use pap_storage::scan::{COUNTED_EXACTLY, Next, Order, Scan};
 
 /// Every status, so a rebuild sets each counter (a status without invocations to 0).
 use super::invocation_codec::STATUSES;
@@ -22,6 +22,12 @@ fn count_key(status: Status) -> String {
 fn awaiting_entry(inv: &Invocation) -> Option<(i64, i64)> {
     (inv.status == Status::AwaitingApproval)
         .then(|| (inv.created_at, inv.approval_deadline.unwrap_or(i64::MAX)))
+}
+
+/// Where an `AWAITING` entry (created, deadline) sits in `APPROVAL_HALVES`: the moment half
+/// its time to answer is gone; none without a deadline.
+pub(super) fn half_of((created, deadline): (i64, i64)) -> Option<i64> {
+    (deadline != i64::MAX).then(|| created.saturating_add(deadline.saturating_sub(created) / 2))
 }
 
 impl Tx<'_> {
@@ -59,10 +65,38 @@ impl Tx<'_> {
                 self.awaiting
                     .remove((old.seq, packed.as_slice()))
                     .map_err(e)?;
+                if let Some(half) = before.and_then(half_of) {
+                    self.halves.remove((half, packed.as_slice())).map_err(e)?;
+                }
             }
             if let Some(entry) = after {
                 self.awaiting.insert(key, entry).map_err(e)?;
+                if let Some(half) = half_of(entry) {
+                    self.halves
+                        .insert((half, packed.as_slice()), ())
+                        .map_err(e)?;
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// Format 9 to 10: the approvals' halves (`APPROVAL_HALVES`), from `AWAITING` (which
+    /// holds each one's creation and deadline).
+    pub(super) fn build_approval_halves(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        let e = |e| redb_err(&path, e);
+        let mut entries = Vec::new();
+        for row in self.awaiting.iter().map_err(e)? {
+            let (k, v) = row.map_err(e)?;
+            if let Some(half) = half_of(v.value()) {
+                entries.push((half, k.value().1.to_vec()));
+            }
+        }
+        for (half, packed) in entries {
+            self.halves
+                .insert((half, packed.as_slice()), ())
+                .map_err(e)?;
         }
         Ok(())
     }
@@ -106,6 +140,26 @@ impl Tx<'_> {
 }
 
 impl Reader {
+    /// When the oldest approval still waiting at `now` was made: the first entry of
+    /// `AWAITING` (creation order) whose deadline has not passed. Those expired but not yet
+    /// recorded are skipped, [`COUNTED_EXACTLY`] at most (serve records them as they expire).
+    pub(super) fn oldest_waiting(&self, now: i64) -> Result<Option<i64>> {
+        let e = |e| redb_err(&self.path, e);
+        for row in self
+            .awaiting
+            .iter()
+            .map_err(e)?
+            .take(COUNTED_EXACTLY as usize)
+        {
+            let (_, v) = row.map_err(e)?;
+            let (created, deadline) = v.value();
+            if deadline > now {
+                return Ok(Some(created));
+            }
+        }
+        Ok(None)
+    }
+
     pub(super) fn count(&self, status: Status) -> Result<u64> {
         let found = self
             .meta

@@ -48,6 +48,7 @@ impl Store {
                 INVOCATIONS,
                 INVOCATION_ORDER,
                 AWAITING,
+                APPROVAL_HALVES,
                 CANCEL_KEYS,
                 EVENTS,
                 APPROVAL_DEADLINES

@@ -8,7 +8,7 @@ use super::{Error, Result, redb_err};
 
 /// Bump when a table's layout changes; a newer file is refused at open, an older one of a
 /// released format migrated in place (see `migrate`).
-pub(super) const SCHEMA_VERSION: u64 = 9;
+pub(super) const SCHEMA_VERSION: u64 = 10;
 
 /// The first format a release of pap writes. Older files come from development builds, and
 /// are refused with a message rather than migrated (see CHANGELOG.md).
@@ -73,6 +73,11 @@ pub(super) const INVOCATION_ORDER: TableDefinition<(u64, &[u8]), ()> =
 /// the table's length and a page of the oldest reads no other record (format 8).
 pub(super) const AWAITING: TableDefinition<(u64, &[u8]), (i64, i64)> =
     TableDefinition::new("awaiting");
+/// (the middle of the time to answer, packed invocation id) → (): the invocations awaiting
+/// approval that have a deadline, by the moment half their time to answer is gone, so how
+/// many waited past it is a range of keys (format 10).
+pub(super) const APPROVAL_HALVES: TableDefinition<(i64, &[u8]), ()> =
+    TableDefinition::new("approval_halves");
 /// (trigger id, cancel key, sequence number) → packed invocation id: exactly the unfinished
 /// invocations with a cancel key (a trigger's `cancel_on`), so an event that cancels reads
 /// only its own (added to format 9 as the debounce tables were to 6: a write creates it in a
@@ -185,7 +190,7 @@ pub(super) fn init(db: &Database, path: &Path) -> Result<()> {
         create!(APPROVAL_DEADLINES, LEDGER, AUDIT, OUTBOX, WORK, SCHEDULES);
         create!(DEBOUNCE, DEBOUNCE_DUE, BUDGET_TOKENS);
         create!(CONC_HOLDERS, CONC_WAITERS, CONC_KEYS);
-        create!(INVOCATION_ORDER, AWAITING, CANCEL_KEYS);
+        create!(INVOCATION_ORDER, AWAITING, APPROVAL_HALVES, CANCEL_KEYS);
         create_notify_tables(&txn, path)?;
     }
     txn.commit().map_err(|e| redb_err(path, e))

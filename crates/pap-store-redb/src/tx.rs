@@ -55,6 +55,7 @@ pub struct Tx<'t> {
     /// The read indexes (see `read_index`).
     pub(super) order: Table<'t, (u64, &'static [u8]), ()>,
     pub(super) awaiting: Table<'t, (u64, &'static [u8]), (i64, i64)>,
+    pub(super) halves: Table<'t, (i64, &'static [u8]), ()>,
     pub(super) cancel_keys: Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
 }
 
@@ -85,6 +86,7 @@ impl<'t> Tx<'t> {
             schedules: txn.open_table(SCHEDULES).map_err(e)?,
             order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
             awaiting: txn.open_table(AWAITING).map_err(e)?,
+            halves: txn.open_table(APPROVAL_HALVES).map_err(e)?,
             cancel_keys: txn.open_table(CANCEL_KEYS).map_err(e)?,
         })
     }
@@ -285,6 +287,7 @@ pub struct Reader {
     pub(super) approval_deadlines: ReadOnlyTable<(i64, &'static [u8]), ()>,
     pub(super) order: ReadOnlyTable<(u64, &'static [u8]), ()>,
     pub(super) awaiting: ReadOnlyTable<(u64, &'static [u8]), (i64, i64)>,
+    pub(super) halves: ReadOnlyTable<(i64, &'static [u8]), ()>,
     pub(super) meta: ReadOnlyTable<&'static str, u64>,
     /// `None` in a file from before the debounce tables (no write has created them yet).
     pub(super) debounce_due: Option<ReadOnlyTable<(i64, &'static str, &'static str), ()>>,
@@ -306,6 +309,7 @@ impl Reader {
             approval_deadlines: txn.open_table(APPROVAL_DEADLINES).map_err(e)?,
             order: txn.open_table(INVOCATION_ORDER).map_err(e)?,
             awaiting: txn.open_table(AWAITING).map_err(e)?,
+            halves: txn.open_table(APPROVAL_HALVES).map_err(e)?,
             meta: txn.open_table(META).map_err(e)?,
             debounce_due: match txn.open_table(DEBOUNCE_DUE) {
                 Ok(table) => Some(table),
