@@ -290,3 +290,63 @@ fn an_adapter_whose_secret_is_not_set_stops_the_start() {
         common::stderr(&out)
     );
 }
+
+/// HMAC-SHA256 of `body` with `secret`, in hex.
+fn hmac_hex(secret: &str, body: &[u8]) -> String {
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// While a sender rotates its secret, its signature header holds two signatures (PagerDuty
+/// V3: `X-PagerDuty-Signature: v1=…,v1=…`, "if at least one of the signatures matches, the
+/// webhook should be considered trusted"; Standard Webhooks separates them with spaces): the
+/// request is accepted when any one verifies, and refused when none does.
+#[test]
+fn an_hmac_header_holding_several_signatures_is_accepted_when_one_verifies() {
+    if !curl_available() {
+        return;
+    }
+    let p = project(
+        "adapters:\n  - name: rotating\n    auth:\n      hmac:\n        header: X-PagerDuty-Signature\n        prefix: \"v1=\"\n        secret: ${ROTATING_SECRET}\n    event:\n      id: \"{item.id}\"\n      type: ops.page.triggered\n      source: rotating\n      time: \"{item.at}\"\n",
+    );
+    let lint = p.cmd().arg("lint").output().unwrap();
+    assert_eq!(common::code(&lint), 0, "{}", common::stdout(&lint));
+    let secret = "new-secret-0123456789abcdef";
+    let (_serve, url) = serve(&p, &[], &[("ROTATING_SECRET", secret)]);
+    let route = format!("{url}/v1/ingest/rotating");
+    let body = |id: &str| json!({"id": id, "at": "2026-11-23T10:00:00Z"}).to_string();
+    // Each case: the signatures in the header (`old`: the retired secret's, `new`: the
+    // current one's, anything else as written), their separator, and the answer.
+    let cases = [
+        ("r1", &["old", "new"][..], ",", 200),
+        ("r2", &["new", "old"][..], " ", 200),
+        ("r3", &["old", "v2=abcd", "new"][..], ", ", 200),
+        ("r4", &["old", "old"][..], ",", 401),
+    ];
+    for (id, signatures, separator, want) in cases {
+        let b = body(id);
+        let header: Vec<String> = signatures
+            .iter()
+            .map(|s| match *s {
+                "old" => format!(
+                    "v1={}",
+                    hmac_hex("old-secret-0123456789abcdef", b.as_bytes())
+                ),
+                "new" => format!("v1={}", hmac_hex(secret, b.as_bytes())),
+                other => other.to_owned(),
+            })
+            .collect();
+        let h = format!("X-PagerDuty-Signature: {}", header.join(separator));
+        let r = post_once_allowed(&route, "application/json", b.as_bytes(), &["-H", &h]);
+        assert_eq!(r.status, want, "{id}: {r:?}");
+        if want == 200 {
+            assert_eq!(r.lines()[0]["event_id"], id, "{r:?}");
+        }
+    }
+}

@@ -158,6 +158,13 @@ fn bearer(adapter: &Adapter, headers: &HeaderMap) -> Result<(), String> {
 
 /// The adapter's HMAC-SHA256 signature of the raw body, when it has one; else why the
 /// request is refused.
+///
+/// The header may carry several signatures while a secret rotates: PagerDuty sends
+/// `v1=SIG1,v1=SIG2` ("if at least one of the signatures matches, the webhook should be
+/// considered trusted"), and Standard Webhooks separates them with spaces. The request is
+/// accepted when any one verifies. Every candidate is checked, in constant time each, and
+/// the verdicts are combined without stopping early, so the time taken does not say which
+/// one matched; at most [`MAX_SIGNATURES`] are looked at.
 fn signature(adapter: &Adapter, headers: &HeaderMap, body: &[u8]) -> Result<(), String> {
     use hmac::{KeyInit, Mac};
     let Some(h) = &adapter.auth.hmac else {
@@ -172,19 +179,41 @@ fn signature(adapter: &Adapter, headers: &HeaderMap, body: &[u8]) -> Result<(), 
     let Some(value) = headers.get(h.header.as_str()).and_then(|v| v.to_str().ok()) else {
         return refuse(&format!("the `{}` header is missing", h.header));
     };
-    let Some(sig) = value.strip_prefix(h.prefix.as_str()).and_then(hex_decode) else {
+    let candidates = signatures(value, &h.prefix);
+    if candidates.is_empty() {
         return refuse(&format!(
-            "the `{}` header is not `{}HEX`",
+            "the `{}` header is not `{}HEX` (or several, separated by commas or spaces)",
             h.header, h.prefix
         ));
-    };
+    }
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
         .expect("HMAC takes keys of any length");
     mac.update(body);
-    match mac.verify_slice(&sig) {
-        Ok(()) => Ok(()),
-        Err(_) => refuse("the signature does not match the body"),
+    let expected = mac.finalize().into_bytes();
+    let mut matched = subtle::Choice::from(0);
+    for sig in &candidates {
+        matched |= expected.as_slice().ct_eq(sig.as_slice());
     }
+    if bool::from(matched) {
+        Ok(())
+    } else {
+        refuse("the signature does not match the body")
+    }
+}
+
+/// The most signatures one header is looked at for (a rotation has two).
+const MAX_SIGNATURES: usize = 8;
+
+/// The signatures in a header value: each `PREFIX` + hex, separated by commas or spaces.
+/// Pieces that are not one are skipped (PagerDuty may add versions pap does not know).
+fn signatures(value: &str, prefix: &str) -> Vec<Vec<u8>> {
+    value
+        .split(|c: char| c == ',' || c.is_ascii_whitespace())
+        .filter_map(|piece| piece.trim().strip_prefix(prefix))
+        .filter_map(hex_decode)
+        .filter(|sig| !sig.is_empty())
+        .take(MAX_SIGNATURES)
+        .collect()
 }
 
 fn hex_decode(text: &str) -> Option<Vec<u8>> {
