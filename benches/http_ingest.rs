@@ -13,6 +13,10 @@
 //! not compete with the decisions for the CPU. Reported: events per second, the latency
 //! from sending a request to its 2xx (p50, p99), and what one fsync costs here now.
 //!
+//! The single events run again with `serve.log_decisions: true` (a log line per event and
+//! trigger at INFO, as a full access log) against the default (one INFO line a request): the
+//! cost of logging, with each run's log lines and bytes per event.
+//!
 //! Run: `cargo bench --bench http_ingest` (`PAP_BENCH_HTTP_EVENTS`, default 20,000 per part).
 
 // A harness around pap reads the system's time to set the clock of what it runs (clippy.toml
@@ -38,10 +42,14 @@ fn main() {
         .unwrap_or(20_000);
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path();
+    let config = "pap_version: \"0.2\"\nserve:\n  max_concurrent: 1\n  grace_period: 0s\nlisten:\n  max_queued_events: 1000000\n";
+    write_project(root, "[\"sleep\", \"600\"]", config);
+    // The same project, logging every decision at INFO.
+    let logged = root.join("logged");
     write_project(
-        root,
+        &logged,
         "[\"sleep\", \"600\"]",
-        "pap_version: \"0.2\"\nserve:\n  max_concurrent: 1\n  grace_period: 0s\nlisten:\n  max_queued_events: 1000000\n",
+        &config.replace("serve:\n", "serve:\n  log_decisions: true\n"),
     );
     let (fsync_median, fsync_p90) = measure::fsync_ms(root);
 
@@ -71,9 +79,19 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    for (name, per_request, clients) in [("batches of 100", 100, 4), ("single events", 1, 32)] {
-        let state = root.join(format!("state-{per_request}"));
-        let (serve, url) = start(root, &state);
+    let parts = [
+        ("batches of 100", 100, 4, root),
+        ("single events", 1, 32, root),
+        (
+            "single events, log_decisions: true",
+            1,
+            32,
+            logged.as_path(),
+        ),
+    ];
+    for (part, (name, per_request, clients, project)) in parts.into_iter().enumerate() {
+        let state = root.join(format!("state-{part}"));
+        let (serve, url) = start(project, &state);
         let bodies: Vec<String> = (0..n)
             .collect::<Vec<_>>()
             .chunks(per_request)
@@ -86,14 +104,18 @@ fn main() {
             .collect();
         let (secs, mut latencies) = rt.block_on(load(&url, bodies, clients));
         stop(serve);
+        let log = std::fs::read_to_string(state.join("serve.log")).unwrap_or_default();
+        let (lines, bytes) = (log.lines().count(), log.len());
         latencies.sort_by(f64::total_cmp);
         let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize];
         let rate = n as f64 / secs;
         println!(
-            "POST /v1/events, {name} ({clients} clients): {secs:.2} s, {rate:.0} events/s ({:.2}× the dispatch stream); request → 2xx p50 {:.1} ms, p99 {:.1} ms",
+            "POST /v1/events, {name} ({clients} clients): {secs:.2} s, {rate:.0} events/s ({:.2}× the dispatch stream); request → 2xx p50 {:.1} ms, p99 {:.1} ms; log {:.2} lines, {:.0} bytes an event",
             rate / baseline,
             pct(0.5),
-            pct(0.99)
+            pct(0.99),
+            lines as f64 / n as f64,
+            bytes as f64 / n as f64,
         );
     }
     println!(

@@ -614,3 +614,76 @@ fn a_password_principal_made_with_hash_password_logs_in_with_basic_auth() {
     assert_eq!(r.status, 401);
     assert!(!serve.log_text().contains("correct horse"));
 }
+
+/// The JSON log lines of a serve, each `(level, message, fields)`.
+fn log_lines(serve: &common::serve::Serve) -> Vec<(String, String, Value)> {
+    serve
+        .log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| {
+            let level = v["level"].as_str().unwrap_or("").to_owned();
+            let message = v["fields"]["message"].as_str().unwrap_or("").to_owned();
+            (level, message, v["fields"].clone())
+        })
+        .collect()
+}
+
+/// Logs under load: one INFO line a request, which counts what its events decided; each
+/// event's decision per trigger only at DEBUG, or at INFO with `serve.log_decisions: true`.
+#[test]
+fn a_request_is_one_info_line_with_what_it_decided() {
+    if !curl_available() {
+        return;
+    }
+    for full in [false, true] {
+        let p = project("");
+        if full {
+            let path = p.root().join("pap.yaml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(
+                &path,
+                text.replace("serve:\n", "serve:\n  log_decisions: true\n"),
+            )
+            .unwrap();
+        }
+        let (serve, url) = serve(&p, &["--log-format", "json"], &[]);
+        let events = format!("{url}/v1/events");
+        for n in 0..5 {
+            let r = post_quick(&url, &format!("l{n}"));
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+        // One request of three events, one of them a repeat and one invalid.
+        let body = format!("{}\n{}\nnot json\n", quick("l5"), quick("l0"));
+        let r = post(&events, "application/x-ndjson", body.as_bytes(), &[]);
+        assert_eq!(r.status, 200, "{r:?}");
+        let lines = log_lines(&serve);
+        let requests: Vec<&Value> = lines
+            .iter()
+            .filter(|(level, message, f)| {
+                level == "INFO" && message == "http" && f["path"] == "/v1/events"
+            })
+            .map(|(_, _, f)| f)
+            .collect();
+        assert_eq!(requests.len(), 6, "{lines:#?}");
+        assert_eq!(requests[0]["events"], 1);
+        assert_eq!(requests[0]["decided"], "queued:1", "{:?}", requests[0]);
+        assert_eq!(requests[5]["events"], 3);
+        assert_eq!(
+            requests[5]["decided"], "duplicate:1 invalid:1 queued:1",
+            "{:?}",
+            requests[5]
+        );
+        let per_event = lines
+            .iter()
+            .filter(|(level, message, _)| level == "INFO" && message == "decided")
+            .count();
+        // Full: a line per event and trigger (the seven posted, and the completion events
+        // the runs emit); else none at INFO.
+        if full {
+            assert!(per_event >= 7, "{lines:#?}");
+        } else {
+            assert_eq!(per_event, 0, "{lines:#?}");
+        }
+    }
+}

@@ -636,7 +636,10 @@ impl Server {
             options,
             &self.rt,
             1,
-            Format::Log,
+            Format::Log(match self.runtime.project.config.serve.log_decisions {
+                true => crate::dispatcher::Detail::Info,
+                false => crate::dispatcher::Detail::Debug,
+            }),
             Box::new(std::io::sink()),
             Box::new(|f| f()),
         );

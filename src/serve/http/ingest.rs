@@ -130,12 +130,17 @@ pub(super) async fn answer(
         text.push_str(&serde_json::to_string(r).expect("reports serialise"));
         text.push('\n');
     }
-    (
+    let mut response = (
         status,
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         text,
     )
-        .into_response()
+        .into_response();
+    // The request's one log line says what was decided (see `super::access_log`).
+    response
+        .extensions_mut()
+        .insert(super::access_log::Decided::of(&reports));
+    response
 }
 
 /// The reports of `parsed`, in order: invalid events reported here, valid ones decided by

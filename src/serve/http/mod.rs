@@ -9,6 +9,7 @@
 //! (`/mcp`) write the store in short transactions of their own and hand what they leave in
 //! the outbox to the deciding thread.
 
+mod access_log;
 mod auth;
 mod body;
 mod client_addr;
@@ -396,12 +397,16 @@ async fn guard_and_log(State(app): State<App>, request: Request, next: Next) -> 
         .filter(|c| c.client != c.peer.ip())
         .map(|c| c.peer.to_string());
     let path = crate::term::for_humans(&path).into_owned();
+    // What a post decided, on the same line (see `access_log`).
+    let decided = response.extensions().get::<access_log::Decided>();
+    let events = decided.map(|d| d.events);
+    let outcomes = decided.map(|d| d.outcomes.as_str());
     if quiet {
         tracing::debug!(%method, %path, status, ms, %peer, via, "http");
     } else if status >= 400 {
-        tracing::warn!(%method, %path, status, ms, %peer, via, "http");
+        tracing::warn!(%method, %path, status, ms, %peer, via, events, decided = outcomes, "http");
     } else {
-        tracing::info!(%method, %path, status, ms, %peer, via, "http");
+        tracing::info!(%method, %path, status, ms, %peer, via, events, decided = outcomes, "http");
     }
     response
 }

@@ -21,7 +21,7 @@ use crate::pipeline::report::EventReport;
 use crate::pipeline::{Decided, Fired, Options, Pipeline, Prepared};
 use crate::stages::Outcome;
 use crate::storage::{self, WriteTx};
-pub use render::Format;
+pub use render::{Detail, Format};
 pub use stop::Stop;
 
 /// How many events one transaction decides at most. Larger groups amortise the commit (an

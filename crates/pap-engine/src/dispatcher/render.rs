@@ -13,8 +13,20 @@ use crate::term::Paint;
 pub enum Format {
     Json,
     Human(Paint),
-    /// `pap serve`: each event becomes a tracing span with one log event per trigger.
-    Log,
+    /// `pap serve`: each event becomes a tracing span with one log event per trigger, at
+    /// the level [`Detail`] says.
+    Log(Detail),
+}
+
+/// At which level serve logs each event's decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// DEBUG (the default): an HTTP request's one INFO line counts what its events decided,
+    /// and a log under load stays readable.
+    Debug,
+    /// INFO (`serve.log_decisions: true`): every event's decision per trigger, as a full
+    /// access log.
+    Info,
 }
 
 impl Format {
@@ -29,7 +41,7 @@ impl Format {
                 human(r, *p, out);
                 crate::term::escape_from(out, start);
             }
-            Format::Log => log(r),
+            Format::Log(detail) => log(r, *detail),
         }
     }
 
@@ -90,7 +102,17 @@ impl Format {
     }
 }
 
-fn log(r: &EventReport) {
+/// A log event at INFO or DEBUG, as `detail` says.
+macro_rules! at {
+    ($detail:expr, $($rest:tt)*) => {
+        match $detail {
+            Detail::Info => tracing::info!($($rest)*),
+            Detail::Debug => tracing::debug!($($rest)*),
+        }
+    };
+}
+
+fn log(r: &EventReport, detail: Detail) {
     let span = tracing::info_span!(
         "event",
         id = r.event_id.as_deref().unwrap_or("-"),
@@ -113,14 +135,24 @@ fn log(r: &EventReport) {
         }
     }
     match r.status {
+        // A request's sender is told in its answer (and the request's line counts it); an
+        // event from a file or a schedule has no one else to tell.
+        "invalid" if r.input.source.as_ref() == "request" => {
+            at!(
+                detail,
+                reason = r.error.as_deref().unwrap_or(""),
+                "invalid event"
+            )
+        }
         "invalid" => tracing::warn!(reason = r.error.as_deref().unwrap_or(""), "invalid event"),
-        "no_match" => tracing::info!("no trigger matches the type"),
+        "no_match" => at!(detail, "no trigger matches the type"),
         _ => {
             for t in &r.triggers {
                 if t.outcome == Outcome::Disabled {
                     continue;
                 }
-                tracing::info!(
+                at!(
+                    detail,
                     trigger = %t.trigger,
                     agent = %t.agent,
                     outcome = t.outcome.as_str(),
@@ -129,7 +161,8 @@ fn log(r: &EventReport) {
                     "decided"
                 );
                 for h in &t.handed_over {
-                    tracing::info!(
+                    at!(
+                        detail,
                         trigger = %h.trigger,
                         agent = %h.agent,
                         outcome = h.outcome.as_str(),

@@ -147,6 +147,7 @@ fn compile_serve(ctx: &mut FileCtx, raw: &raw::ServeSettings, out: &mut ServeCon
     if let Some(n) = raw.max_concurrent {
         out.max_concurrent = n as usize;
     }
+    out.log_decisions = raw.log_decisions.unwrap_or(false);
     let fields = [
         (
             "grace_period",

@@ -404,6 +404,9 @@ pub struct ServeConfig {
     pub spool_settle: Duration,
     /// `serve.lease`: a running attempt's lease on a shared store, renewed every third.
     pub lease: Duration,
+    /// `serve.log_decisions`: each event's decisions at INFO, not DEBUG.
+    #[serde(default)]
+    pub log_decisions: bool,
 }
 
 impl Default for ServeConfig {
@@ -420,6 +423,7 @@ impl Default for ServeConfig {
             audit_retention: Duration::from_secs(30 * 24 * 3600),
             spool_settle: Duration::from_secs(1),
             lease: Duration::from_secs(30),
+            log_decisions: false,
         }
     }
 }

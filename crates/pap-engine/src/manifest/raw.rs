@@ -1127,6 +1127,11 @@ pub struct ServeSettings {
     /// lapsed plus as long again. At least `1s`. Default `30s`.
     #[serde(default)]
     pub lease: Option<String>,
+    /// Log each event's decision per trigger at INFO (a full access log). Default false:
+    /// an HTTP request's one INFO line counts what its events decided, and the per-event
+    /// lines are at DEBUG (`PAP_LOG=debug`).
+    #[serde(default)]
+    pub log_decisions: Option<bool>,
 }
 
 /// Budgets of one JSONPath evaluation: an event is untrusted, and a path with descendant
