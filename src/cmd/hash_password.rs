@@ -24,7 +24,7 @@ pub(super) fn run() -> anyhow::Result<Outcome> {
         crate::say!("error: the password is empty; nothing was printed");
         return Ok(Outcome::Failure);
     }
-    let hash = crate::serve::http::hash_password(&password).map_err(anyhow::Error::msg)?;
+    let hash = crate::serve::http::hash_password(&password)?;
     crate::out!("{hash}")?;
     Ok(Outcome::Success)
 }

@@ -47,6 +47,52 @@ pub struct Handlers {
     pub wake: Box<dyn Fn() + Send>,
 }
 
+/// What a running serve answers on its socket from: its start, its listener, its
+/// conditions, the project in force (a reload replaces it) and its wake-up channel.
+pub(super) struct ServeView {
+    pub started_at: String,
+    pub listen: Option<String>,
+    pub conditions: std::sync::Arc<super::conditions::Conditions>,
+    pub project: std::sync::Arc<std::sync::RwLock<std::sync::Arc<crate::manifest::Project>>>,
+    pub wake: std::sync::mpsc::Sender<super::Wake>,
+}
+
+/// Serve's answers: a ping with its pid, start, version, listener and conditions; its view
+/// of the environment the project needs (names only, never a value: `pap doctor`); a wake.
+pub(super) fn serve_handlers(view: ServeView) -> Handlers {
+    let ServeView {
+        started_at,
+        listen,
+        conditions,
+        project,
+        wake,
+    } = view;
+    let pid = std::process::id();
+    Handlers {
+        info: Box::new(move || {
+            json!({
+                "ok": true,
+                "pid": pid,
+                "started_at": started_at,
+                "version": env!("CARGO_PKG_VERSION"),
+                "listen": listen,
+                "conditions": conditions.shown(),
+            })
+        }),
+        environment: Box::new(move || {
+            let project = project.read().unwrap_or_else(|p| p.into_inner()).clone();
+            json!({
+                "ok": true,
+                "pid": pid,
+                "view": crate::env_view::view(&project, &|name| std::env::var_os(name)),
+            })
+        }),
+        wake: Box::new(move || {
+            let _ = wake.send(super::Wake::Work);
+        }),
+    }
+}
+
 /// Listens on the socket on its own thread.
 pub fn listen(state_dir: &Path, handlers: Handlers) -> std::io::Result<PathBuf> {
     let path = state_dir.join(SOCKET_FILE);

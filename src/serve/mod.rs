@@ -29,6 +29,7 @@ mod reload;
 mod restart_only;
 mod schedules;
 mod settings;
+mod signals;
 mod spool;
 #[cfg(test)]
 mod test_server;
@@ -39,11 +40,10 @@ mod work;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::json;
 
 use crate::agent::Runtime;
 use crate::clock::Clock;
@@ -270,43 +270,14 @@ pub fn run(
         listening = Some(l);
     }
     if !settings.once {
-        signals(&rt, wake_tx.clone(), stop.clone());
-        let info = {
-            let (pid, listen) = (
-                std::process::id(),
-                listening.as_ref().map(http::Listening::url),
-            );
-            let conditions = conditions.clone();
-            move || {
-                json!({
-                    "ok": true,
-                    "pid": pid,
-                    "started_at": started_at,
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "listen": listen,
-                    "conditions": conditions.shown(),
-                })
-            }
-        };
-        let poke = wake_tx.clone();
-        let environment = {
-            let shared = shared.clone();
-            move || {
-                let project = shared.read().unwrap_or_else(|p| p.into_inner()).clone();
-                json!({
-                    "ok": true,
-                    "pid": std::process::id(),
-                    "view": crate::env_view::view(&project, &|name| std::env::var_os(name)),
-                })
-            }
-        };
-        let handlers = control::Handlers {
-            info: Box::new(info),
-            environment: Box::new(environment),
-            wake: Box::new(move || {
-                let _ = poke.send(Wake::Work);
-            }),
-        };
+        signals::signals(&rt, wake_tx.clone(), stop.clone());
+        let handlers = control::serve_handlers(control::ServeView {
+            started_at,
+            listen: listening.as_ref().map(http::Listening::url),
+            conditions: conditions.clone(),
+            project: shared.clone(),
+            wake: wake_tx.clone(),
+        });
         match control::listen(state_dir, handlers) {
             Ok(path) => tracing::debug!(socket = %path.display(), "control socket ready"),
             Err(e) => tracing::warn!(
@@ -386,33 +357,6 @@ pub fn run(
     // The runtime the exporter posts on is still up (the server owns it until it is dropped).
     drop(traces);
     result
-}
-
-fn signals(rt: &tokio::runtime::Runtime, wake: Sender<Wake>, stop: Arc<AtomicBool>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    rt.spawn(async move {
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-        ) else {
-            tracing::error!("cannot install signal handlers");
-            return;
-        };
-        loop {
-            let which = tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = int.recv() => "SIGINT",
-                _ = hup.recv() => {
-                    let _ = wake.send(Wake::Reload);
-                    continue;
-                }
-            };
-            tracing::info!(signal = which, "stopping: no new work is claimed");
-            stop.store(true, Ordering::SeqCst);
-            let _ = wake.send(Wake::Stop);
-        }
-    });
 }
 
 /// What `run` opened and started, for [`Server::assemble`].

@@ -60,7 +60,7 @@ impl Server {
             Some(Ok(p)) => Some(p),
             Some(Err(why)) => {
                 tracing::error!(error = %why, "reload refused: nothing of it applies, the previous set keeps running");
-                self.refuse(why);
+                self.refuse(why.to_string());
                 return;
             }
         };

@@ -74,7 +74,7 @@ pub(super) struct Auth {
 }
 
 impl Auth {
-    pub(super) fn new(principals: Principals) -> Result<Auth, String> {
+    pub(super) fn new(principals: Principals) -> Result<Auth, HashError> {
         Ok(Auth {
             principals: Swap::new(principals),
             dummy_hash: hash_password(&crate::serve::http::console_token())?,
@@ -271,16 +271,25 @@ fn verify_password(hash: &str, password: &str) -> bool {
         .is_ok()
 }
 
+/// Why a password could not be hashed.
+#[derive(Debug, thiserror::Error)]
+pub enum HashError {
+    #[error("no randomness for a salt: {0}")]
+    Randomness(getrandom::Error),
+    #[error("argon2: {0}")]
+    Argon2(argon2::password_hash::Error),
+}
+
 /// An argon2id hash of `password` in PHC form, with a fresh salt (`pap hash-password`).
-pub fn hash_password(password: &str) -> Result<String, String> {
+pub fn hash_password(password: &str) -> Result<String, HashError> {
     use argon2::PasswordHasher as _;
     let mut salt = [0u8; 16];
-    getrandom::fill(&mut salt).map_err(|e| format!("no randomness for a salt: {e}"))?;
-    let salt = argon2::password_hash::SaltString::encode_b64(&salt).map_err(|e| e.to_string())?;
+    getrandom::fill(&mut salt).map_err(HashError::Randomness)?;
+    let salt = argon2::password_hash::SaltString::encode_b64(&salt).map_err(HashError::Argon2)?;
     argon2::Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
-        .map_err(|e| e.to_string())
+        .map_err(HashError::Argon2)
 }
 
 #[cfg(test)]

@@ -48,11 +48,11 @@ use tokio::sync::Semaphore;
 use super::decider::Decider;
 use crate::manifest::compiled_listen::{ListenConfig, Scope};
 use crate::storage::Storage;
-pub use auth::hash_password;
 use auth::{Auth, AuthError, Caller};
+pub use auth::{HashError, hash_password};
 use limits::Limits;
 use principals::Principals;
-pub use reload::{Applied, Prepared};
+pub use reload::{Applied, Prepared, ReloadRefused};
 use swap::Swap;
 
 /// 32 random bytes as hex: session tokens, CSRF tokens, the dummy password.
@@ -238,7 +238,7 @@ pub fn start(rt: &tokio::runtime::Runtime, setup: Setup<'_>) -> anyhow::Result<L
     let tls_on = tls.is_some();
     let app = App(Arc::new(AppInner {
         decider: setup.decider,
-        auth: Auth::new(principals).map_err(anyhow::Error::msg)?,
+        auth: Auth::new(principals)?,
         limits: Swap::new(Limits::new(config, setup.address, tls)),
         store: setup.store,
         state_dir: setup.state_dir.to_path_buf(),

@@ -68,7 +68,7 @@ impl Known {
 
 /// Why a set of principals cannot be put in force.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum ResolveError {
+pub enum ResolveError {
     #[error(
         "principal `{principal}`: the environment variable {var} that holds its token is not set"
     )]

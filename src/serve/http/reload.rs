@@ -23,6 +23,36 @@ pub struct Prepared {
     max_queued_events: usize,
 }
 
+/// Why a reload cannot be applied to the listener: each says which setting, and never a
+/// secret.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadRefused {
+    /// A principal's credential cannot be read (an unset variable, a credential file).
+    #[error("listen.auth: {0}{hint}", hint = unset_hint(.0))]
+    Principals(ResolveError),
+    /// An adapter's secret is not in serve's environment.
+    #[error(
+        "{0:#} (serve reads its environment once, at start: restart serve to read a new variable)"
+    )]
+    AdapterSecret(anyhow::Error),
+    /// The listener would be left open to anyone.
+    #[error("{0} (listen.auth would leave this listener without principals)")]
+    Open(String),
+    /// The TLS files cannot be read.
+    #[error("{0:#}")]
+    Tls(anyhow::Error),
+}
+
+/// What to do about a variable serve does not have.
+fn unset_hint(e: &ResolveError) -> String {
+    match e {
+        ResolveError::Unset { principal, .. } => format!(
+            " (serve reads its environment once, at start: restart serve, or give `{principal}` a token_file, which each reload reads)"
+        ),
+        _ => String::new(),
+    }
+}
+
 /// What a committed reload changed.
 #[derive(Debug, Default)]
 pub struct Applied {
@@ -40,24 +70,16 @@ impl Listening {
         &self,
         project: &Project,
         env: impl Fn(&str) -> Option<String> + Copy,
-    ) -> Result<Prepared, String> {
+    ) -> Result<Prepared, ReloadRefused> {
         let config = &project.config.listen;
         let principals =
-            Principals::resolve(config, &project.root, env).map_err(|e| match &e {
-                ResolveError::Unset { principal, .. } => format!(
-                    "listen.auth: {e} (serve reads its environment once, at start: restart serve, or give `{principal}` a token_file, which each reload reads)"
-                ),
-                _ => format!("listen.auth: {e}"),
-            })?;
-        check_adapter_secrets(&project.config.adapters, env).map_err(|e| {
-            format!("{e} (serve reads its environment once, at start: restart serve to read a new variable)")
-        })?;
-        check_open(self.local, &principals, config).map_err(|why| {
-            format!("{why} (listen.auth would leave this listener without principals)")
-        })?;
+            Principals::resolve(config, &project.root, env).map_err(ReloadRefused::Principals)?;
+        check_adapter_secrets(&project.config.adapters, env)
+            .map_err(ReloadRefused::AdapterSecret)?;
+        check_open(self.local, &principals, config).map_err(ReloadRefused::Open)?;
         let running = self.app.limits();
         let tls = limits::tls_again(config, &project.root, running.tls.as_ref())
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(ReloadRefused::Tls)?;
         Ok(Prepared {
             principals,
             limits: Limits::new(config, &self.address, tls),
