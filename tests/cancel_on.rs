@@ -330,3 +330,59 @@ fn explain_shows_where_cancel_on_sits_and_the_key_it_keeps() {
         "{text}"
     );
 }
+
+/// An event is untrusted: a `cancel_on` key path it makes go over `jsonpath.max_nodes`
+/// names no key. Work started by such events cannot be ended by a key they never had, and a
+/// resolution whose key went over its budget ends nothing, where a shared "over budget" key
+/// would have let one resolution end every overflowing firing.
+#[test]
+fn a_cancel_key_over_its_budget_names_no_work() {
+    let p = project("jsonpath:\n  max_nodes: 20\n");
+    std::fs::write(
+        p.root().join("triggers/t-budget.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-budget\n  match:\n    type: alertmanager.alert.firing\n  cancel_on:\n    type: alertmanager.alert.resolved\n    match: $..fingerprint\n  agent: gated\n",
+    )
+    .unwrap();
+    let event = |id: &str, kind: &str, fingerprint: &str, padded: bool| {
+        let pad: Vec<u32> = if padded {
+            (0..50).collect()
+        } else {
+            Vec::new()
+        };
+        json!({"pap_version": "0.2", "id": id, "type": kind, "source": "test",
+               "time": "2026-03-11T06:00:00Z",
+               "data": {"fingerprint": fingerprint, "pad": pad}})
+    };
+    let dispatch = |events: &[Value]| {
+        let file = p.root().join("events.ndjson");
+        let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        let out = p
+            .cmd()
+            .args(["dispatch", "--json"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            matches!(common::code(&out), 0 | 5),
+            "{}",
+            common::stderr(&out)
+        );
+        common::dispatch::lines(&stdout(&out))
+    };
+    dispatch(&[
+        event("f1", "alertmanager.alert.firing", "a", true),
+        event("f2", "alertmanager.alert.firing", "b", true),
+    ]);
+    assert_eq!(of_trigger(&p, "t-budget").len(), 2);
+    let resolved = dispatch(&[
+        event("r1", "alertmanager.alert.resolved", "a", true),
+        event("r2", "alertmanager.alert.resolved", "a", false),
+    ]);
+    for line in &resolved {
+        assert!(line.get("cancelled").is_none(), "{line}");
+    }
+    for inv in of_trigger(&p, "t-budget") {
+        assert_eq!(inv["status"], "awaiting_approval", "{inv}");
+    }
+}

@@ -96,11 +96,10 @@ impl Pipeline<'_> {
             if !cancel.pattern.matches(&event.kind) {
                 continue;
             }
-            let key = throttle::key_of(Some(&cancel.key), &event.value);
-            if key.is_empty() {
-                // It selects nothing here, so it names no work.
+            let Some(key) = throttle::key_of(&cancel.key, &event.value) else {
+                // It selects nothing here (or went over its budget), so it names no work.
                 continue;
-            }
+            };
             let asked = Asked {
                 trigger,
                 cancel,
@@ -141,7 +140,7 @@ impl Pipeline<'_> {
         let Some(pending) = state
             .pending
             .as_ref()
-            .filter(|p| throttle::key_of(Some(&cancel.key), &p.event) == key)
+            .filter(|p| throttle::key_of(&cancel.key, &p.event).as_deref() == Some(key))
         else {
             return Ok(());
         };

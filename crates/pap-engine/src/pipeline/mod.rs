@@ -251,7 +251,7 @@ impl<'p> Pipeline<'p> {
             // Where `cancel_on` sits: held against every event before any trigger's stages,
             // it ends this trigger's work later; the key this event would leave is shown.
             if let Some(c) = &trigger.cancel_on {
-                let key = throttle::key_of(Some(&c.key), &event.value);
+                let key = throttle::key_of(&c.key, &event.value).unwrap_or_default();
                 ex.stages.push(StageExplain {
                     stage: "cancel_on",
                     passed: true,
@@ -621,8 +621,7 @@ impl<'p> Pipeline<'p> {
         // Indexed by the store under its trigger and key while it is unfinished, so a
         // `cancel_on` event finds it (a key that selects nothing names no work to end).
         inv.cancel = trigger.cancel_on.as_ref().and_then(|c| {
-            let key = throttle::key_of(Some(&c.key), &event.value);
-            (!key.is_empty()).then(|| CancelKey {
+            throttle::key_of(&c.key, &event.value).map(|key| CancelKey {
                 key,
                 sender: event.sender.clone(),
             })
@@ -762,7 +761,7 @@ pub(crate) fn concurrency_slots(
             let c = c?;
             Some(crate::domain::ConcurrencySlot {
                 scope: format!("{kind}:{id}"),
-                key: throttle::key_of(c.key.as_ref(), event),
+                key: throttle::bucket_of(c.key.as_ref(), event),
                 limit: c.limit,
             })
         })

@@ -21,7 +21,7 @@ use crate::manifest::compiled::Batch;
 
 /// The batch an event belongs to: as for throttle windows, the selected value as JSON.
 pub fn key(batch: &Batch, event: &Value) -> String {
-    super::throttle::key_of(batch.key.as_ref(), event)
+    super::throttle::bucket_of(batch.key.as_ref(), event)
 }
 
 /// How long a batch collects, in ms (a stale state's age, for the purge).

@@ -14,7 +14,7 @@ use crate::manifest::raw::DebounceMode;
 
 /// The burst an event belongs to: as for throttle windows, the selected value as JSON.
 pub fn window_key(debounce: &Debounce, event: &Value) -> String {
-    super::throttle::key_of(debounce.window_key.as_ref(), event)
+    super::throttle::bucket_of(debounce.window_key.as_ref(), event)
 }
 
 /// Decides one event at `now` against the burst's state so far, and says what the state

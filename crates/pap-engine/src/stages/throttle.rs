@@ -11,26 +11,31 @@ use super::{Outcome, Reason, Verdict};
 use crate::manifest::compiled::Throttle;
 
 /// The bucket an event falls in: the selected value as JSON, `""` when missing (or when the
-/// trigger has no `window_key`), a JSON array when the path selects several nodes.
+/// trigger has no `window_key`, or the path went over its budget), a JSON array when the
+/// path selects several nodes.
 pub fn window_key(throttle: &Throttle, event: &Value) -> String {
-    key_of(throttle.window_key.as_ref(), event)
+    bucket_of(throttle.window_key.as_ref(), event)
 }
 
-/// The bucket `path` selects in `event` (a throttle's or a debounce's `window_key`).
-pub(crate) fn key_of(path: Option<&crate::jsonpath::JsonPath>, event: &Value) -> String {
-    let Some(path) = path else {
-        return String::new();
-    };
-    let Ok(selected) = path.select(event) else {
-        // Not JSON text, so it shares a bucket with no real value: every event whose key
-        // path went over budget is throttled together.
-        return "over budget".to_owned();
-    };
+/// The value `path` selects in `event`, as JSON text (a JSON array when it selects several
+/// nodes); `None` when it selects nothing or went over its budget. An event is untrusted: a
+/// path it makes too costly names no key at all, never a key shared by every such event (a
+/// `cancel_on` key that every overflowing event shared would let one resolution end them
+/// all).
+pub(crate) fn key_of(path: &crate::jsonpath::JsonPath, event: &Value) -> Option<String> {
+    let selected = path.select(event).ok()?;
     match selected.as_slice() {
-        [] => String::new(),
-        [one] => one.to_string(),
-        many => Value::Array(many.iter().map(|v| (*v).clone()).collect()).to_string(),
+        [] => None,
+        [one] => Some(one.to_string()),
+        many => Some(Value::Array(many.iter().map(|v| (*v).clone()).collect()).to_string()),
     }
+}
+
+/// The bucket `path` selects in `event` (a throttle's, a debounce's, a batch's or a
+/// concurrency key): its key, or `""` without a path or a key (the bucket of events where
+/// the value is missing).
+pub(crate) fn bucket_of(path: Option<&crate::jsonpath::JsonPath>, event: &Value) -> String {
+    path.and_then(|p| key_of(p, event)).unwrap_or_default()
 }
 
 /// Where window `index` of a trigger keeps its times: the first under the trigger's id, as
