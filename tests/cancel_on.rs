@@ -386,3 +386,86 @@ fn a_cancel_key_over_its_budget_names_no_work() {
         assert_eq!(inv["status"], "awaiting_approval", "{inv}");
     }
 }
+
+/// Work that `cancel_on` ends emits its failure event, as a rejected or expired one does
+/// (status `cancelled`), and a trigger on it follows; its approval request does not stay
+/// `dispatched`: it is settled, unacknowledged, and the person is told by the cancellation's
+/// own notification. The same holds for `pap invocations cancel`.
+#[test]
+fn cancelled_work_emits_its_failure_event_and_settles_its_approval_request() {
+    let p = project("");
+    std::fs::write(
+        p.root().join("agents/guarded.yaml"),
+        "pap_version: \"0.2\"\nagent:\n  id: guarded\n  risk_level: high\n  model:\n    provider: command\n    command: [\"true\"]\n  on_failure:\n    emit_event: pap.agent.invocation.failed\n",
+    )
+    .unwrap();
+    cancelled_by_resolution(&p, "t-guarded", "guarded", "");
+    std::fs::write(
+        p.root().join("triggers/t-after.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-after\n  match:\n    type: pap.agent.invocation.failed\n  filter:\n    - path: $.data.status\n      operator: eq\n      value: cancelled\n  agent: quick\n",
+    )
+    .unwrap();
+    let alert = |id: &str, status: &str, fingerprint: &str| {
+        json!({"pap_version": "0.2", "id": id, "type": format!("alertmanager.alert.{status}"),
+               "source": "test", "time": "2026-03-11T06:00:00Z",
+               "data": {"fingerprint": fingerprint}})
+    };
+    let dispatch = |events: &[Value]| {
+        let file = p.root().join("events.ndjson");
+        let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        let out = p
+            .cmd()
+            .args(["dispatch", "--json", "--no-run"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            matches!(common::code(&out), 0 | 5),
+            "{}",
+            common::stderr(&out)
+        );
+        common::dispatch::lines(&stdout(&out))
+    };
+    dispatch(&[alert("f1", "firing", "a"), alert("f2", "firing", "b")]);
+    let lines = dispatch(&[alert("r1", "resolved", "a")]);
+    // The resolution, then the failure event of what it ended, decided after it.
+    let failed = lines
+        .iter()
+        .find(|l| l["type"] == "pap.agent.invocation.failed")
+        .unwrap_or_else(|| panic!("no failure event: {lines:#?}"));
+    assert_eq!(failed["triggers"][0]["trigger"], "t-after", "{failed}");
+    assert_eq!(failed["triggers"][0]["outcome"], "queued", "{failed}");
+    let ended = &of_trigger(&p, "t-guarded")
+        .into_iter()
+        .find(|i| i["event_id"] == "f1")
+        .unwrap();
+    assert_eq!(ended["status"], "cancelled");
+    assert_eq!(ended["emitted"], json!([failed["event_id"]]));
+
+    // An operator's cancel does the same.
+    let other = of_trigger(&p, "t-guarded")
+        .into_iter()
+        .find(|i| i["event_id"] == "f2")
+        .unwrap();
+    let out = p
+        .cmd()
+        .args(["invocations", "cancel", other["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let after: Vec<Value> = of_trigger(&p, "t-after");
+    assert_eq!(after.len(), 2, "{after:#?}");
+
+    // Neither approval request stays `dispatched`.
+    let out = p.cmd().args(["notifications", "--json"]).output().unwrap();
+    let requests: Vec<Value> = common::dispatch::lines(&stdout(&out))
+        .into_iter()
+        .filter(|n| n["kind"] == "invocation.awaiting_approval")
+        .collect();
+    assert_eq!(requests.len(), 2, "{}", stdout(&out));
+    for r in &requests {
+        assert_eq!(r["status"], "delivered", "{r}");
+        assert_eq!(r["ack_at"], Value::Null, "{r}");
+    }
+}

@@ -114,16 +114,20 @@ pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
         }
     };
     let grace_ms = i64::try_from(args.grace.as_millis()).unwrap_or(i64::MAX / 4);
-    let (cancelled, refused) = runtime.store.write(|tx| {
+    let (cancelled, refused, emitted) = runtime.store.write(|tx| {
         let mut cancelled: Vec<(Invocation, Option<Lease>)> = Vec::new();
         let mut refused = Vec::new();
+        let mut emitted = Vec::new();
         for id in &ids {
             match invocation::cancel(tx, &project, id, &reason, &by, now, grace_ms)? {
-                Ok(done) => cancelled.push((done.invocation, done.lease)),
+                Ok(done) => {
+                    cancelled.push((done.invocation, done.lease));
+                    emitted.extend(done.emitted);
+                }
                 Err(why) => refused.push(why),
             }
         }
-        Ok((cancelled, refused))
+        Ok((cancelled, refused, emitted))
     })?;
 
     // Recorded first, so a runner that outlives its processes finds its lease gone and
@@ -180,6 +184,8 @@ pub(super) fn cancel(cli: &Cli, args: &CancelArgs) -> anyhow::Result<Outcome> {
             Ok(())
         })?;
     }
+    // Their failure events (status `cancelled`), as a rejection's are decided.
+    dispatcher.dispatch_emitted(emitted)?;
     dispatcher.settle_notifications()?;
     for why in &refused {
         crate::say!("error: {why}");

@@ -31,15 +31,18 @@ pub enum Refused {
 /// Beyond the grace period: the wait for a SIGKILLed group to go, and a margin.
 const STOP_SLACK_MS: i64 = 10_000;
 
-/// A cancelled invocation, and the lease it had when it was running: its runner must now be
-/// stopped.
+/// A cancelled invocation, the lease it had when it was running (its runner must now be
+/// stopped), and its failure event (in the outbox, for the caller to dispatch).
 pub struct Cancelled {
     pub invocation: Invocation,
     pub lease: Option<Lease>,
+    pub emitted: Vec<crate::event::Event>,
 }
 
 /// Cancels `id` for `reason`, by `by`: its approval request closes unanswered, the audit and
-/// its outcome notification record it. A running one keeps its concurrency slots for
+/// its outcome notification record it, and it emits its `on_failure` event (status
+/// `cancelled`) as a rejected or expired one does, so what follows a failure (a trigger on
+/// `pap.agent.invocation.failed`) follows a cancellation too. A running one keeps its concurrency slots for
 /// `grace_ms` and a margin, so the next run of its key cannot start beside it.
 pub fn cancel(
     tx: &mut dyn WriteTx,
@@ -62,6 +65,10 @@ pub fn cancel(
     if let Err(e) = inv.cancel(reason, now) {
         return Ok(Err(e.into()));
     }
+    let emitted =
+        super::failure_events(project, &inv, super::emit::Ending::Cancelled(reason), now)?;
+    inv.emitted = emitted.iter().map(|e| e.id.clone()).collect();
+    super::put_outbox(tx, &emitted, now)?;
     if lease.is_some() && !inv.concurrency.is_empty() {
         inv.stopping_until = Some(now.saturating_add(grace_ms).saturating_add(STOP_SLACK_MS));
     }
@@ -80,6 +87,7 @@ pub fn cancel(
     Ok(Ok(Cancelled {
         invocation: inv,
         lease,
+        emitted,
     }))
 }
 

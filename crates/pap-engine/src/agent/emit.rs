@@ -27,6 +27,8 @@ pub enum Ending<'a> {
     Failed(&'a str),
     Rejected(&'a str),
     Expired(&'a str),
+    /// Ended by an operator or a `cancel_on` event before it finished.
+    Cancelled(&'a str),
 }
 
 /// The `on_complete` (success) or `on_failure` (anything else) event of `inv`.
@@ -42,6 +44,7 @@ pub(crate) fn outcome_event(
         Ending::Failed(_) => ("failure", "failed"),
         Ending::Rejected(_) => ("failure", "rejected"),
         Ending::Expired(_) => ("failure", "expired"),
+        Ending::Cancelled(_) => ("failure", "cancelled"),
     };
     let mut data = json!({
         "invocation_id": inv.id,
@@ -54,9 +57,10 @@ pub(crate) fn outcome_event(
     });
     match ending {
         Ending::Succeeded(output) => data["output"] = output.clone(),
-        Ending::Failed(why) | Ending::Rejected(why) | Ending::Expired(why) => {
-            data["error"] = Value::from(why)
-        }
+        Ending::Failed(why)
+        | Ending::Rejected(why)
+        | Ending::Expired(why)
+        | Ending::Cancelled(why) => data["error"] = Value::from(why),
     }
     build(
         inv,

@@ -751,6 +751,30 @@ pub(crate) struct FailureEventRefused {
     why: String,
 }
 
+/// The `on_failure` event of `inv` ending as `ending`, when its agent declares one (an agent
+/// whose manifest is gone ends without one).
+pub(crate) fn failure_events(
+    project: &Project,
+    inv: &Invocation,
+    ending: emit::Ending<'_>,
+    now: i64,
+) -> storage::Result<Vec<Event>> {
+    let kind = project
+        .agent(&inv.agent)
+        .and_then(|a| a.on_failure_emit.as_ref());
+    let Some(kind) = kind else {
+        return Ok(Vec::new());
+    };
+    let event = emit::outcome_event(inv, kind, ending, now, project.config.max_event_bytes)
+        .map_err(|why| {
+            storage::Error::refused(FailureEventRefused {
+                invocation: inv.id.clone(),
+                why,
+            })
+        })?;
+    Ok(vec![event])
+}
+
 /// Ends `inv` as failed, rejected or expired inside `tx`, with its `on_failure` event when
 /// its agent declares one: the one way retries running out, `pap reject` and approval expiry
 /// end an invocation. Returns the events to dispatch.
@@ -768,23 +792,7 @@ pub(crate) fn end_in_tx(
         Status::Expired => Ending::Expired(reason),
         _ => Ending::Failed(reason),
     };
-    // An agent whose manifest is gone ends without a failure event.
-    let kind = project
-        .agent(&inv.agent)
-        .and_then(|a| a.on_failure_emit.as_ref());
-    let events = match kind {
-        Some(kind) => vec![
-            emit::outcome_event(inv, kind, ending, now, project.config.max_event_bytes).map_err(
-                |why| {
-                    storage::Error::refused(FailureEventRefused {
-                        invocation: inv.id.clone(),
-                        why,
-                    })
-                },
-            )?,
-        ],
-        None => Vec::new(),
-    };
+    let events = failure_events(project, inv, ending, now)?;
     let ids = events.iter().map(|e| e.id.clone()).collect();
     // The lifecycle's refusal stays typed (`domain::NotAllowed`) inside the store's error.
     inv.end(status, reason, ids, now)
@@ -815,7 +823,7 @@ pub(crate) fn end_in_tx(
 
 /// Emitted events wait in the outbox until they are decided, so a crash in between loses none.
 /// This process decides them next; if it dies first, `pap serve` finds them.
-fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Result<()> {
+pub(crate) fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Result<()> {
     let owner = Runner::current(now);
     for e in events {
         tx.outbox_put(&e.id, &e.value, Some(&owner))?;

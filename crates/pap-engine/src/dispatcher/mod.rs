@@ -355,6 +355,8 @@ impl<'a> Dispatcher<'a> {
         let mut next = Vec::new();
         let stopped = self.stopped().filter(|_| self.defer.is_none());
         for d in &mut decided {
+            // What its `cancel_on` ended emitted its failure events.
+            next.append(&mut d.emitted);
             for t in &mut d.report.triggers {
                 // A batch handed over by this event is a run of its own, settled alike.
                 for h in &mut t.handed_over {
@@ -429,6 +431,7 @@ impl<'a> Dispatcher<'a> {
                         report: EventReport::invalid(p.input, bad.id, bad.kind, bad.reason),
                         to_run: Vec::new(),
                         to_stop: Vec::new(),
+                        emitted: Vec::new(),
                     },
                 });
             }

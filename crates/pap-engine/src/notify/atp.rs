@@ -149,7 +149,7 @@ pub(crate) fn record_answer(
 
 /// Closes the approval request `notification` unanswered (`reason`: `expired` or
 /// `cancelled`), in the transaction that ends its invocation: nobody can answer it any more,
-/// and no ATP response is invented for it.
+/// no ATP response is invented for it, and it is settled (DELIVERED, unacknowledged).
 pub(crate) fn close_unanswered(
     tx: &mut dyn WriteTx,
     notification: &str,
@@ -166,6 +166,13 @@ pub(crate) fn close_unanswered(
         reason: reason.to_owned(),
         at: now,
     });
+    // Nothing is left for anyone to do with it: it leaves `dispatched` for DELIVERED (ANP's
+    // terminal state of a notification that reached its channel), by the system, with no
+    // acknowledgement (`ack_at` stays unset: no person saw it). The outcome notification of
+    // the ending tells the person what happened.
+    let lease = n.owner_lease;
+    let note = Some(format!("closed unanswered: {reason}"));
+    let _ = ledger::finish(&mut n, lease, NotifyStatus::Delivered, "system", note, now);
     tx.put_notification(&n)
 }
 

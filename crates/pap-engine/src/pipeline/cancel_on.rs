@@ -66,6 +66,8 @@ pub struct Cancellation {
 pub(crate) struct Ended {
     pub lines: Vec<Cancellation>,
     pub running: Vec<(String, Lease)>,
+    /// The failure events of what was ended (in the outbox), to decide after this event.
+    pub emitted: Vec<crate::event::Event>,
 }
 
 /// One trigger's `cancel_on` asked by one event: the key it selected, and the trigger's name
@@ -210,6 +212,7 @@ impl Pipeline<'_> {
                         if let Some(lease) = done.lease {
                             ended.running.push((inv.id.clone(), lease));
                         }
+                        ended.emitted.extend(done.emitted);
                     }
                     Err(why) => line.refused = Some(why.to_string()),
                 }

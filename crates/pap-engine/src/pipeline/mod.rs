@@ -63,6 +63,8 @@ pub struct Decided {
     /// Runs its `cancel_on` ended while they ran: once committed, their process groups on
     /// this node are stopped.
     pub to_stop: Vec<(String, Lease)>,
+    /// The failure events of the work its `cancel_on` ended (in the outbox), decided next.
+    pub emitted: Vec<Event>,
 }
 
 impl<'p> Pipeline<'p> {
@@ -183,16 +185,17 @@ impl<'p> Pipeline<'p> {
         report.event_id = Some(event.id);
         report.kind = Some(event.kind);
         report.triggered_by = event.triggered_by;
-        let to_stop = if self.options.dry_run {
-            Vec::new()
+        let (to_stop, emitted) = if self.options.dry_run {
+            (Vec::new(), Vec::new())
         } else {
-            ended.running
+            (ended.running, ended.emitted)
         };
         Ok((
             Decided {
                 report,
                 to_run,
                 to_stop,
+                emitted,
             },
             event.value,
         ))
