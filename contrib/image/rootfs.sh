@@ -13,9 +13,8 @@ set -eu
 bin=$1
 root=$2
 certs=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
-for b in pap pap-supervise; do
-    [ -x "$bin/$b" ] || { echo "rootfs.sh: $bin/$b is missing" >&2; exit 1; }
-done
+# Only a release build ships (a test build lets PAP_NOW move its clock).
+"$(dirname "$0")/../release/release-binary.sh" "$bin"
 [ -r "$certs" ] || { echo "rootfs.sh: no CA certificates at $certs (Debian: ca-certificates)" >&2; exit 1; }
 
 rm -rf "$root"

@@ -11,6 +11,7 @@
 #                                             systemd/pap.service (for /usr/local/bin),
 #                                             LICENSE-MIT, LICENSE-APACHE, README.md
 #   pap-VERSION-ARCH-linux-gnu.tar.gz.sha256  its SHA-256, as `sha256sum -c` reads it
+#   bin/                                      the binaries the .deb installs, as checked
 #   share/                                    the man page (gzipped) and completions the
 #                                             .deb installs (Cargo.toml, package.metadata.deb)
 #
@@ -23,21 +24,20 @@ set -eu
 cd "$(dirname "$0")/../.."
 target=${1:-target}
 bin="$target/release"
-for b in pap pap-supervise; do
-    if [ ! -x "$bin/$b" ]; then
-        echo "dist.sh: $bin/$b is missing: run cargo build --release --locked --bin pap --bin pap-supervise first" >&2
-        exit 1
-    fi
-done
+# Only a release build ships (a test build lets PAP_NOW move its clock).
+contrib/release/release-binary.sh "$bin"
 
 version=$("$bin/pap" --version | awk '{print $2}')
 arch=$(uname -m)
 name="pap-$version-$arch-linux-gnu"
 dist="$target/dist"
 stage="$dist/$name"
-rm -rf "$stage" "$dist/share"
+rm -rf "$stage" "$dist/share" "$dist/bin"
 mkdir -p "$stage/bin" "$stage/man" "$stage/completions" "$stage/systemd" \
-    "$dist/share/man" "$dist/share/completions"
+    "$dist/share/man" "$dist/share/completions" "$dist/bin"
+# The .deb takes its binaries from here (`cargo deb --no-build`): the ones checked above,
+# whatever a later `cargo test --release` writes into target/release.
+install -m 0755 "$bin/pap" "$bin/pap-supervise" "$dist/bin/"
 
 install -m 0755 "$bin/pap" "$bin/pap-supervise" "$stage/bin/"
 "$bin/pap" man > "$stage/man/pap.1"

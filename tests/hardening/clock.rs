@@ -147,3 +147,55 @@ fn a_production_build_ignores_the_test_clock() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("2099-"), "{text}");
 }
+
+/// Every packaging path refuses a test build: the release archive (`dist.sh`), the Debian
+/// package (its binaries are the ones `dist.sh` checked and copied to `target/dist/bin`, not
+/// whatever `target/release` holds when `cargo deb --no-build` runs) and the container image
+/// (`rootfs.sh`). A test build lets PAP_NOW move its clock; `cargo test --release` and
+/// `cargo bench` write one into `target/release`.
+#[test]
+fn packaging_refuses_a_test_build() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target");
+    let release = target.join("release");
+    std::fs::create_dir_all(&release).unwrap();
+    for (name, built) in [
+        ("pap", env!("CARGO_BIN_EXE_pap")),
+        ("pap-supervise", env!("CARGO_BIN_EXE_pap-supervise")),
+    ] {
+        std::fs::copy(built, release.join(name)).unwrap();
+    }
+    let dist = Command::new(root.join("contrib/release/dist.sh"))
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert_ne!(code(&dist), 0, "dist.sh packaged a test build");
+    assert!(stderr(&dist).contains("is a test build"), "{}", stderr(&dist));
+    assert!(!target.join("dist/bin/pap").exists());
+    let rootfs = Command::new(root.join("contrib/image/rootfs.sh"))
+        .arg(&release)
+        .arg(dir.path().join("rootfs"))
+        .output()
+        .unwrap();
+    assert_ne!(code(&rootfs), 0, "rootfs.sh laid out a test build");
+    assert!(stderr(&rootfs).contains("is a test build"), "{}", stderr(&rootfs));
+    // The .deb ships only what dist.sh checked.
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    for bin in ["pap", "pap-supervise"] {
+        assert!(
+            manifest.contains(&format!("[\"target/dist/bin/{bin}\", \"usr/bin/\"")),
+            "the .deb's {bin} is not the checked copy"
+        );
+        assert!(!manifest.contains(&format!("[\"target/release/{bin}\"")));
+    }
+    // A production build passes the same check.
+    if let Some(bin) = production_binary() {
+        std::fs::copy(bin, release.join("pap")).unwrap();
+        let check = Command::new(root.join("contrib/release/release-binary.sh"))
+            .arg(&release)
+            .output()
+            .unwrap();
+        assert_eq!(code(&check), 0, "{}", stderr(&check));
+    }
+}
