@@ -579,3 +579,71 @@ fn llm_tokens_and_cost_are_counted_by_agent_and_model() {
     let cost = sample(&samples, "pap_llm_cost_total", &cost_labels).unwrap();
     assert!((cost - 0.000384).abs() < 1e-9, "{cost}");
 }
+
+/// Work made or ended apart from an event's own decision is counted too: a trailing
+/// debounce's fire counts as its trigger's `invoked` decision, and what a `cancel_on` event
+/// ended counts in `pap_cancellations_total` by what it was.
+#[test]
+fn fires_and_cancellations_are_counted() {
+    let files = [
+        (
+            "triggers/t-quiet.yaml",
+            "pap_version: \"0.2\"\ntrigger:\n  id: t-quiet\n  match:\n    type: test.quiet.happened\n  debounce:\n    seconds: 1\n    mode: trailing\n  agent: quick\n",
+        ),
+        (
+            "triggers/t-ends.yaml",
+            "pap_version: \"0.2\"\ntrigger:\n  id: t-ends\n  match:\n    type: test.ends.firing\n  cancel_on:\n    type: test.ends.resolved\n    match: $.data.key\n  agent: gated\n",
+        ),
+    ];
+    let Some((p, _serve, url)) = scraped_serve_with("[metrics, ingest]", "", &files) else {
+        return;
+    };
+    let auth = format!("Authorization: Bearer {METRICS_TOKEN}");
+    let post = |id: &str, kind: &str| {
+        let r = common::http::post(
+            &format!("{url}/v1/events"),
+            "application/json",
+            common::dispatch::ev(id, kind, serde_json::json!({"key": "k1"}))
+                .to_string()
+                .as_bytes(),
+            &["-H", &auth],
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+    };
+    let scrape = || {
+        python(
+            "scrape_metrics.py",
+            &[&format!("{url}/metrics"), METRICS_TOKEN],
+        )
+    };
+    let decided = |samples: &[Value], trigger: &str, outcome: &str| {
+        sample(
+            samples,
+            "pap_decisions_total",
+            &[("trigger", trigger), ("outcome", outcome)],
+        )
+    };
+    let cancelled = |samples: &[Value]| {
+        sample(
+            samples,
+            "pap_cancellations_total",
+            &[("trigger", "t-ends"), ("was", "awaiting_approval")],
+        )
+    };
+    let first = scrape();
+    assert_eq!(decided(&first, "t-quiet", "invoked"), Some(0.0));
+    assert_eq!(cancelled(&first), Some(0.0));
+    post("q1", "test.quiet.happened");
+    post("q2", "test.quiet.happened");
+    post("f1", "test.ends.firing");
+    post("r1", "test.ends.resolved");
+    wait_until("the debounce's fire", || {
+        p.invocations().iter().any(|i| i["trigger"] == "t-quiet")
+    });
+    wait_until("the fire counted", || {
+        decided(&scrape(), "t-quiet", "invoked") == Some(1.0)
+    });
+    let after = scrape();
+    assert_eq!(decided(&after, "t-quiet", "debounced"), Some(2.0));
+    assert_eq!(cancelled(&after), Some(1.0));
+}

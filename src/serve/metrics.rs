@@ -60,6 +60,7 @@ pub struct Metrics {
     registry: Registry,
     events_received: Family<Labels, Counter>,
     decisions: Family<Labels, Counter>,
+    cancellations: Family<Labels, Counter>,
     invocations: Family<Labels, Counter>,
     invocation_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     commit_seconds: Histogram,
@@ -112,6 +113,7 @@ impl Metrics {
             registry: Registry::default(),
             events_received: Family::default(),
             decisions: Family::default(),
+            cancellations: Family::default(),
             invocations: Family::default(),
             invocation_seconds: Family::new_with_constructor(duration_buckets),
             commit_seconds: duration_buckets(),
@@ -181,6 +183,11 @@ impl Metrics {
             "decisions",
             "Decisions made, by trigger and outcome",
             m.decisions.clone(),
+        );
+        registry.register(
+            "cancellations",
+            "Work a cancel_on event ended, by trigger and what it was (queued, awaiting_approval, running, debounce, batch)",
+            m.cancellations.clone(),
         );
         registry.register(
             "invocations_finished",
@@ -327,6 +334,13 @@ impl Metrics {
                     ("outcome", outcome.as_str().into()),
                 ]);
             }
+            if t.cancel_on.is_some() {
+                for was in CANCELLED_WORK {
+                    let _ = self
+                        .cancellations
+                        .get_or_create(&vec![("trigger", t.id.clone()), ("was", was.into())]);
+                }
+            }
         }
         for a in &project.agents {
             for result in ["succeeded", "failed", "cancelled", "retry_queued"] {
@@ -408,13 +422,34 @@ impl Metrics {
             if t.outcome == Outcome::Disabled {
                 continue;
             }
-            self.decisions
+            self.decision(&t.trigger, t.outcome);
+            // A batch this event filled: its invocation's own decision.
+            for h in &t.handed_over {
+                self.decision(&h.trigger, h.outcome);
+            }
+        }
+        for c in report.cancelled.iter().filter(|c| c.cancelled) {
+            self.cancellations
                 .get_or_create(&vec![
-                    ("trigger", t.trigger.to_string()),
-                    ("outcome", t.outcome.as_str().into()),
+                    ("trigger", c.trigger.to_string()),
+                    ("was", c.was.to_owned()),
                 ])
                 .inc();
         }
+    }
+
+    /// A debounce's or a batch's fire: the decision of the invocation it made.
+    pub fn fired(&self, trigger: &str, outcome: Outcome) {
+        self.decision(trigger, outcome);
+    }
+
+    fn decision(&self, trigger: &str, outcome: Outcome) {
+        self.decisions
+            .get_or_create(&vec![
+                ("trigger", trigger.to_owned()),
+                ("outcome", outcome.as_str().into()),
+            ])
+            .inc();
     }
 
     pub fn committed(&self, took: Duration) {
@@ -574,6 +609,15 @@ impl Metrics {
 const QUEUE_STATUSES: [&str; 4] = ["awaiting_approval", "expired", "queued", "running"];
 
 /// Every ANP status, each always in `pap_notifications`.
+/// What a `cancel_on` event may end (`Cancellation::was`).
+const CANCELLED_WORK: [&str; 5] = [
+    "queued",
+    "awaiting_approval",
+    "running",
+    "debounce",
+    "batch",
+];
+
 const NOTIFY_STATUSES: [&str; 6] = [
     "pending",
     "dispatched",

@@ -53,6 +53,9 @@ impl Server {
         match fired {
             Ok(fired) => {
                 for f in fired {
+                    if let Some(t) = &f.decided {
+                        self.metrics.fired(&f.trigger, t.outcome);
+                    }
                     match (&f.decided, &f.dropped) {
                         (Some(t), _) => tracing::info!(
                             trigger = %f.trigger,

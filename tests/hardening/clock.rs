@@ -171,7 +171,11 @@ fn packaging_refuses_a_test_build() {
         .output()
         .unwrap();
     assert_ne!(code(&dist), 0, "dist.sh packaged a test build");
-    assert!(stderr(&dist).contains("is a test build"), "{}", stderr(&dist));
+    assert!(
+        stderr(&dist).contains("is a test build"),
+        "{}",
+        stderr(&dist)
+    );
     assert!(!target.join("dist/bin/pap").exists());
     let rootfs = Command::new(root.join("contrib/image/rootfs.sh"))
         .arg(&release)
@@ -179,7 +183,11 @@ fn packaging_refuses_a_test_build() {
         .output()
         .unwrap();
     assert_ne!(code(&rootfs), 0, "rootfs.sh laid out a test build");
-    assert!(stderr(&rootfs).contains("is a test build"), "{}", stderr(&rootfs));
+    assert!(
+        stderr(&rootfs).contains("is a test build"),
+        "{}",
+        stderr(&rootfs)
+    );
     // The .deb ships only what dist.sh checked.
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     for bin in ["pap", "pap-supervise"] {
