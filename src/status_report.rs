@@ -152,6 +152,9 @@ pub(crate) fn gather(
         true => store.read(|r| r.queue_counts(now, now))?.overdue,
         false => 0,
     };
+    if no_runner {
+        attention.extend(due_without_a_runner(store, now)?);
+    }
     if no_runner && due > 0 {
         attention.push(format!(
             "{} queued invocation(s) due, and no pap serve is running to run them (start `pap serve`, or `pap dispatch` runs what it decides)",
@@ -256,6 +259,36 @@ pub(crate) fn gather(
             tables: Vec::new(),
         },
     })
+}
+
+/// What only a running serve does and is due now: a debounce's or a batch's fire (its
+/// window ended), a notification's escalation (its delivery deadline passed). Read from the
+/// indexes that order them by time: the earliest fire, and the escalations due (a bounded
+/// scan of the timer index, as the watchdog reads it).
+fn due_without_a_runner(store: &dyn Storage, now: i64) -> anyhow::Result<Vec<String>> {
+    let (fire, escalations) = store.read(|r| {
+        let fire = r.debounce_next_due()?.filter(|due| *due <= now);
+        let escalations = crate::notify::due::escalations_due(r, now, 1_000, &|_| true)?.len();
+        Ok((fire, escalations))
+    })?;
+    let mut out = Vec::new();
+    if let Some(since) = fire {
+        out.push(format!(
+            "a debounce or batch has been due since {} and no pap serve is running to make its invocation (start `pap serve`)",
+            rfc3339_ms(since)
+        ));
+    }
+    if escalations > 0 {
+        let n = if escalations >= 1_000 {
+            "at least 1000".to_owned()
+        } else {
+            escalations.to_string()
+        };
+        out.push(format!(
+            "{n} notification escalation(s) due, and no pap serve is running to make them (start `pap serve`)"
+        ));
+    }
+    Ok(out)
 }
 
 /// The serve nodes sharing the store (none for redb).

@@ -221,3 +221,30 @@ fn a_quiet_period_past_a_year_is_refused_and_valid_ones_read_as_durations() {
     assert!(said.contains("quiet for 2h30m"), "{said}");
     assert!(!said.contains("9000"), "{said}");
 }
+
+/// A trailing debounce whose burst went quiet is made by `pap serve`: with none running,
+/// `pap status` says the fire is due and needs a person (exit 5), as it does for due work.
+#[test]
+fn status_says_a_fire_is_due_when_no_serve_runs() {
+    let dir = project("trailing");
+    let root = dir.path();
+    let first = dispatch(root, 0, "e1", "db1", 1, &["--no-run"]);
+    assert_eq!(first["outcome"], "debounced");
+    let status = |offset: i64| {
+        common::pap_at(root)
+            .env("PAP_NOW", at(offset))
+            .arg("status")
+            .output()
+            .unwrap()
+    };
+    let quiet = status(30);
+    assert_eq!(common::code(&quiet), 0, "{}", common::stdout(&quiet));
+    let due = status(61);
+    assert_eq!(common::code(&due), 5, "{}", common::stdout(&due));
+    assert!(
+        common::stdout(&due)
+            .contains("a debounce or batch has been due since 2026-03-11T06:01:00.000Z"),
+        "{}",
+        common::stdout(&due)
+    );
+}

@@ -56,6 +56,13 @@ fn the_watchdog_escalates_a_handler_notification_past_its_deadline() {
         text.contains("1 notification(s) handed to an agent are past their delivery deadline"),
         "{text}"
     );
+    // No serve runs to escalate it: `pap status` says so, and needs a person (exit 5).
+    let status = p.run(&["status"], 5);
+    assert!(
+        stdout(&status).contains("1 notification escalation(s) due, and no pap serve is running"),
+        "{}",
+        stdout(&status)
+    );
     p.run(&["serve", "--once"], 0);
     let n = p.notification(&id);
     assert_eq!(n["status"], "escalated", "{n:#}");
