@@ -613,10 +613,18 @@ fn approvals_are_asked_of_a_person_through_elicitation_only() {
         "nothing recorded"
     );
 
+    // By the short id every listing prints, as `pap approve` takes it.
+    let listed = p.cmd().args(["invocations", "--json"]).output().unwrap();
+    let short = common::dispatch::lines(&common::stdout(&listed))
+        .into_iter()
+        .find(|row| row["id"] == gated.as_str())
+        .and_then(|row| row["short_id"].as_str().map(str::to_owned))
+        .expect("the listing's short id");
+    assert!(short.len() < gated.len());
     let lines = run(
         &py,
         "approve",
-        json!({"invocation": gated, "answer": "approve", "note": "go ahead"}),
+        json!({"invocation": short, "answer": "approve", "note": "go ahead"}),
         &stdio(&p),
         &[],
     );

@@ -16,9 +16,8 @@ pub(super) fn invocation(
     store: &dyn Storage,
     typed: &str,
 ) -> storage::Result<Result<String, Outcome>> {
-    let candidates =
-        store.read(|r| r.invocation_ids(&|id| short_id::names(id, typed), LISTED + 1))?;
-    Ok(settle("invocation", typed, candidates))
+    let resolved = storage::short_forms::resolve_invocation(store, typed, LISTED)?;
+    Ok(settled("invocation", typed, resolved))
 }
 
 /// The notification `typed` names, as [`invocation`] does.
@@ -49,7 +48,11 @@ pub(super) fn notification(
 }
 
 fn settle(what: &str, typed: &str, candidates: Vec<String>) -> Result<String, Outcome> {
-    match short_id::resolve(typed, candidates) {
+    settled(what, typed, short_id::resolve(typed, candidates))
+}
+
+fn settled(what: &str, typed: &str, resolved: Resolved) -> Result<String, Outcome> {
+    match resolved {
         Resolved::One(id) => Ok(id),
         Resolved::None => Ok(typed.to_owned()),
         Resolved::Many(ids) => {

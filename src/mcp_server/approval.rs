@@ -44,13 +44,15 @@ pub(super) async fn respond(
                 .into(),
         ));
     }
-    let id = args
+    let typed = args
         .get("invocation")
         .and_then(Value::as_str)
         .ok_or_else(|| {
             McpError::invalid_params("`invocation` (an invocation id) is required", None)
         })?
         .to_owned();
+    // The short id every listing prints, or any prefix, as the CLI takes it.
+    let id = super::views::resolve_invocation(server, &typed)?;
     let store = server.shared.store.clone();
     let now = server.now();
     let (inv, request) = {

@@ -80,9 +80,32 @@ fn list(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> 
     })))
 }
 
+/// The invocation id `typed` names (the full id, a prefix, or the short form every listing
+/// prints), as the CLI reads it; an id that names several is refused with the first few.
+pub(super) fn resolve_invocation(server: &PapMcp, typed: &str) -> Result<String, McpError> {
+    use crate::domain::short_id::Resolved;
+    match crate::storage::short_forms::resolve_invocation(&*server.shared.store, typed, 5)
+        .map_err(store_error)?
+    {
+        Resolved::One(id) => Ok(id),
+        // Not found: said by the caller, as for any unknown id.
+        Resolved::None => Ok(typed.to_owned()),
+        Resolved::Many(ids) => Err(McpError::invalid_params(
+            format!(
+                "{} names more than one invocation ({}{}); give more of it",
+                crate::text::clip(typed, 80),
+                ids.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                if ids.len() > 5 { ", …" } else { "" }
+            ),
+            None,
+        )),
+    }
+}
+
 fn show(server: &PapMcp, args: &JsonObject) -> Result<CallToolResult, McpError> {
-    let id =
+    let typed =
         text_arg(args, "id").ok_or_else(|| McpError::invalid_params("`id` is required", None))?;
+    let id = resolve_invocation(server, &typed)?;
     let found = server
         .shared
         .store

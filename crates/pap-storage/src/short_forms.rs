@@ -19,6 +19,24 @@ pub fn short_forms(store: &dyn Storage, ids: &[&str]) -> Result<HashMap<String, 
         .collect())
 }
 
+/// What `typed` names among the store's invocations: the full id, any prefix of it, or a
+/// short form (a prefix of the random part, see `domain::short_id`), as every command that
+/// takes an invocation id reads it, and the MCP tools too. An ambiguous id lists at most
+/// `listed` + 1 candidates.
+pub fn resolve_invocation(
+    store: &dyn Storage,
+    typed: &str,
+    listed: usize,
+) -> Result<short_id::Resolved> {
+    let candidates = store.read(|r| {
+        if r.invocation(typed)?.is_some() {
+            return Ok(vec![typed.to_owned()]);
+        }
+        r.invocation_ids(&|id| short_id::names(id, typed), listed.saturating_add(1))
+    })?;
+    Ok(short_id::resolve(typed, candidates))
+}
+
 /// Short forms for a listing that streams every invocation: the first 16 hex digits of every
 /// id's random part, sorted (8 bytes an invocation, read in one key-only pass), so each row's
 /// short form is a binary search. An id whose random part is not 16 hex digits or more, or
