@@ -374,3 +374,85 @@ fn a_batch_runs_at_its_deepest_event_s_depth_so_a_chain_through_it_ends() {
     assert!(runs.len() >= 4, "{runs:?}");
     assert_eq!(deepest, Some(2), "{runs:#?}");
 }
+
+/// A high-risk batch is not approved blind: its agent acts on every event of it, so every
+/// event is shown (20 by line, then how many more) wherever a person decides: the approval
+/// request and its notification, the console's approval page and `pap invocations show`.
+#[test]
+fn every_event_of_a_high_risk_batch_is_shown_where_a_person_decides() {
+    if !curl_available() {
+        return;
+    }
+    let password = "correct horse battery staple";
+    let p = project(&format!(
+        "listen:\n  auth:\n    principals:\n      - name: ann\n        password_hash: \"{}\"\n        scopes: [read, approve, ingest]\n",
+        common::http::hash_password(password)
+    ));
+    std::fs::write(
+        p.root().join("triggers/t-batch.yaml"),
+        "pap_version: \"0.2\"\ntrigger:\n  id: t-batch\n  match:\n    type: alertmanager.alert.firing\n  batch:\n    max: 25\n    window: 1h\n  agent: gated\n",
+    )
+    .unwrap();
+    let (_serve, url) = serve(&p, &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (jar, _) = common::http::console_login(&url, dir.path(), "ann", password);
+    let r = post(
+        &format!("{url}/v1/ingest/alertmanager"),
+        "application/json",
+        &alertmanager_body(0..25),
+        &["-u", &format!("ann:{password}")],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    wait_until("the batch waiting for approval", || {
+        batches(&p)
+            .first()
+            .is_some_and(|i| i["status"] == "awaiting_approval")
+    });
+    let inv = &batches(&p)[0];
+    let id = inv["id"].as_str().unwrap();
+    let shown_by_line = |text: &str| {
+        (0..25)
+            .filter(|n| text.contains(&format!("node{n}")))
+            .count()
+    };
+
+    // pap invocations show: each event by line, and how many more.
+    let out = p.cmd().args(["invocations", "show", id]).output().unwrap();
+    let text = common::stdout(&out);
+    assert!(text.contains("batch     25 event(s)"), "{text}");
+    assert_eq!(shown_by_line(&text), 20, "{text}");
+    assert!(text.contains("and 5 more"), "{text}");
+
+    // The approval request: its notification's text and its ATP context.
+    let out = p.cmd().args(["notifications", "--json"]).output().unwrap();
+    let request = common::dispatch::lines(&common::stdout(&out))
+        .into_iter()
+        .find(|n| n["kind"] == "invocation.awaiting_approval")
+        .expect("the approval request");
+    let content = request["content"].as_str().unwrap();
+    assert!(content.contains("a batch of 25 event(s)"), "{content}");
+    assert_eq!(shown_by_line(content), 20, "{content}");
+    let batch = &request["atp"]["context"]["metadata"]["batch"];
+    assert_eq!(
+        (batch["count"].clone(), batch["more"].clone()),
+        (json!(25), json!(5))
+    );
+    assert!(
+        request["atp"]["context"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("a batch of 25"),
+        "{request}"
+    );
+
+    // The console's approval page.
+    let page = curl(&["-b", &jar, &format!("{url}/approvals")], None);
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(
+        page.body.contains("This run gets a batch of 25 event(s)"),
+        "{}",
+        page.body
+    );
+    assert_eq!(shown_by_line(&page.body), 20);
+    assert!(page.body.contains("and 5 more"));
+}

@@ -210,6 +210,16 @@ fn show_human(shown: &AsOf, p: Paint) -> String {
         "event",
         format!("{} {} (depth {})", inv.event_id, inv.event_type, inv.depth),
     );
+    // A batch's run gets every event of it: each is listed (bounded; --json has them all).
+    if let Some(batch) = crate::stages::batch_text::described(&inv.event) {
+        row(&mut o, "batch", format!("{} event(s)", batch.total));
+        for line in &batch.lines {
+            let _ = writeln!(o, "    {line}");
+        }
+        if batch.more() > 0 {
+            let _ = writeln!(o, "    and {} more (--json has them all)", batch.more());
+        }
+    }
     row(
         &mut o,
         "attempts",

@@ -139,6 +139,14 @@ fn form(inv: &Invocation, request: Option<&Value>) -> (String, Vec<(String, Stri
     if let Some(d) = request.and_then(|r| r["context"]["description"].as_str()) {
         message.push_str(&format!("\n\n{d}"));
     }
+    // A batch's run acts on every event of it: each is listed (bounded).
+    if let Some(batch) = crate::stages::batch_text::described(&inv.event) {
+        message.push_str(&format!(
+            "\n\nA batch of {} event(s):\n  {}",
+            batch.total,
+            batch.joined("\n  ")
+        ));
+    }
     if let Some(data) = inv.event.get("data") {
         let text = serde_json::to_string_pretty(data).unwrap_or_default();
         message.push_str(&format!(

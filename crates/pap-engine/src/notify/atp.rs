@@ -63,16 +63,28 @@ pub(crate) fn request(project: &Project, inv: &Invocation, description: &str, no
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "pap".to_owned())
     });
+    let batch = crate::stages::batch_text::described(&inv.event);
+    let title = match (&batch, crate::adapter::alert_lead(&inv.event)) {
+        (Some(b), Some((summary, _))) if b.total > 1 => format!(
+            "Approve {} for a batch of {}: {summary} and {} more?",
+            inv.agent,
+            b.total,
+            b.total - 1
+        ),
+        (Some(b), None) => format!(
+            "Approve {} for a batch of {} {} events?",
+            inv.agent, b.total, inv.event_type
+        ),
+        (_, Some((summary, _))) => format!("Approve {}: {summary}?", inv.agent),
+        (None, None) => format!("Approve {} for {}?", inv.agent, inv.event_type),
+    };
     let mut out = json!({
         "id": uuid_v4(),
         "version": VERSION,
         "timestamp": rfc3339_ms(now),
         "service": {"id": "pap", "name": "pap (Provoke the Agent Protocol dispatcher)"},
         "context": {
-            "title": match crate::adapter::alert_lead(&inv.event) {
-                Some((summary, _)) => format!("Approve {}: {summary}?", inv.agent),
-                None => format!("Approve {} for {}?", inv.agent, inv.event_type),
-            },
+            "title": title,
             "description": description,
             "project": project_name,
             "metadata": {
@@ -102,6 +114,14 @@ pub(crate) fn request(project: &Project, inv: &Invocation, description: &str, no
     });
     if let Some(deadline) = inv.approval_deadline {
         out["deadline"] = json!(rfc3339_ms(deadline));
+    }
+    // Every event the run would act on, bounded: a person approves what they can see.
+    if let Some(b) = batch {
+        out["context"]["metadata"]["batch"] = json!({
+            "count": b.total,
+            "events": b.lines,
+            "more": b.more(),
+        });
     }
     out
 }

@@ -275,6 +275,16 @@ fn output_excerpt(inv: &Invocation) -> Option<String> {
 
 fn default_content(kind: OutcomeKind, inv: &Invocation, extra: &[(&str, &str)]) -> String {
     let text = outcome_text(kind, inv, extra);
+    // A batch's run acts on every event of it: each is listed (bounded), not only the first.
+    if kind != OutcomeKind::ExternalToolCall
+        && let Some(batch) = crate::stages::batch_text::described(&inv.event)
+    {
+        return format!(
+            "{text} — a batch of {} event(s): {}",
+            batch.total,
+            batch.joined("; ")
+        );
+    }
     // An alert leads with what fired, and ends with where to go rather than a field dump.
     if kind != OutcomeKind::ExternalToolCall
         && let Some((summary, links)) = crate::adapter::alert_lead(&inv.event)

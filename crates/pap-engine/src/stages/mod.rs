@@ -3,6 +3,7 @@
 //! the pipeline runs them in order and the first Stop decides the outcome.
 
 pub mod batch;
+pub mod batch_text;
 pub mod budget;
 pub mod cascade;
 pub mod debounce;

@@ -124,6 +124,7 @@ pub(super) fn approvals(
             deadline = inv.approval_deadline.map_or("none".into(), time),
         );
         let data = json_block(&clipped(inv.event.get("data").unwrap_or(&Value::Null)));
+        o.push_str(&batch_block(&inv.event));
         match alert_block(&inv.event) {
             // An alert: what fired and where to look first, the raw JSON folded.
             Some(block) => {
@@ -185,6 +186,29 @@ pub(super) fn approvals(
         );
     }
     Ok(o)
+}
+
+/// Every event of a batch the run would act on (bounded), when the event is a batch's.
+fn batch_block(event: &Value) -> String {
+    let Some(batch) = crate::stages::batch_text::described(event) else {
+        return String::new();
+    };
+    let mut o = format!(
+        "<h3 class=\"batch\">This run gets a batch of {} event(s)</h3><ol class=\"batch\">",
+        batch.total
+    );
+    for line in &batch.lines {
+        let _ = write!(o, "<li>{}</li>", esc(line));
+    }
+    o.push_str("</ol>");
+    if batch.more() > 0 {
+        let _ = write!(
+            o,
+            "<p class=\"hint\">and {} more (the invocation's page has its whole event)</p>",
+            batch.more()
+        );
+    }
+    o
 }
 
 /// An alert's summary, labels and links (an alert adapter's `data`), when the event is one.
