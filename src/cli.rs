@@ -128,19 +128,7 @@ pub enum Command {
     /// Print the PAP events a webhook body would make: what a post of it to
     /// /v1/ingest/NAME makes, without serve.
     #[command(
-        after_help = "NAME is a built-in adapter (alertmanager, grafana) or one declared under \
-        `adapters:` in pap.yaml. Each FILE (`-` reads stdin) is one webhook body as its sender \
-        posts it, bounded by listen.max_body_bytes.\n\n\
-        Output: each event as one line of JSON, as it would be decided (PAP 0.2), ready for \
-        `pap dispatch -`. An element the adapter cannot make a valid event of is named on stderr \
-        with its index, and the others are still printed.\n\n\
-        Exit status: 0 every element made a valid event; 3 some did not, or a body made none \
-        (not JSON, no alerts); 1 a file could not be read or the project does not load; 2 usage \
-        error (an adapter the project does not have).\n\n\
-        Examples:\n  pap adapt alertmanager alert.json\n  \
-        pap adapt alertmanager alert.json | jq -r '.id + \"  \" + .data.labels.alertname'\n  \
-        pap adapt grafana grafana.json | pap dispatch - --dry-run --explain\n  \
-        pap dispatch --adapter alertmanager alert.json   # mapped and decided in one step"
+        after_help = adapt_help()
     )]
     Adapt(AdaptArgs),
 
@@ -648,7 +636,7 @@ pub struct ScheduleNextArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct AdaptArgs {
-    /// The adapter: `alertmanager`, `grafana`, or a name under `adapters:` in pap.yaml.
+    /// The adapter: a built-in one (listed below) or a name under `adapters:` in pap.yaml.
     #[arg(value_name = "NAME")]
     pub adapter: String,
 
@@ -663,8 +651,9 @@ pub struct DispatchArgs {
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
 
-    /// Each FILE is one webhook body for this adapter (`alertmanager`, `grafana`, or one under
-    /// `adapters:` in pap.yaml), mapped to events as a post of it to /v1/ingest/NAME is.
+    /// Each FILE is one webhook body for this adapter (a built-in one, as `pap adapt --help`
+    /// lists them, or one under `adapters:` in pap.yaml), mapped to events as a post of it to
+    /// /v1/ingest/NAME is.
     #[arg(long, value_name = "NAME")]
     pub adapter: Option<String>,
 
@@ -1000,4 +989,24 @@ fn non_blank(text: &str) -> Result<String, String> {
     } else {
         Ok(text.to_owned())
     }
+}
+
+/// `pap adapt --help`'s text after the options: the built-in adapters are the engine's list.
+fn adapt_help() -> String {
+    format!(
+        "NAME is a built-in adapter ({}) or one declared under `adapters:` in pap.yaml. {}",
+        crate::adapter::presets::listed(),
+        "Each FILE (`-` reads stdin) is one webhook body as its sender \
+        posts it, bounded by listen.max_body_bytes.\n\n\
+        Output: each event as one line of JSON, as it would be decided (PAP 0.2), ready for \
+        `pap dispatch -`. An element the adapter cannot make a valid event of is named on stderr \
+        with its index, and the others are still printed.\n\n\
+        Exit status: 0 every element made a valid event; 3 some did not, or a body made none \
+        (not JSON, no alerts); 1 a file could not be read or the project does not load; 2 usage \
+        error (an adapter the project does not have).\n\n\
+        Examples:\n  pap adapt alertmanager alert.json\n  \
+        pap adapt alertmanager alert.json | jq -r '.id + \"  \" + .data.labels.alertname'\n  \
+        pap adapt grafana grafana.json | pap dispatch - --dry-run --explain\n  \
+        pap dispatch --adapter alertmanager alert.json   # mapped and decided in one step"
+    )
 }

@@ -467,3 +467,47 @@ fn heading_ids_follow_mdbook() {
         ]
     );
 }
+
+/// The first cells of the table that follows `marker` in `page`, each cell's backticked names.
+fn first_column_after(page: &str, marker: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(book_src().join(page)).unwrap();
+    let from = text
+        .find(marker)
+        .unwrap_or_else(|| panic!("{page}: no `{marker}`"));
+    text[from..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .filter_map(|row| row.split('|').nth(1))
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The reference's operator table lists the engine's operators, one row each, in order: the
+/// list is `manifest::operators::ALL`.
+#[test]
+fn the_operator_table_is_the_engines_list() {
+    let documented = first_column_after("reference/triggers.md", "One row per filter operator");
+    let operators: Vec<String> = pap::manifest::operators::names()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(documented, operators);
+}
+
+/// The webhook page's table of built-in adapters lists the engine's presets, one route each,
+/// in order: the list is `adapter::presets::ALL`.
+#[test]
+fn the_built_in_adapter_table_is_the_engines_list() {
+    let documented = first_column_after("how-to/webhooks.md", "built in and answer");
+    let routes: Vec<String> = pap::adapter::presets::names()
+        .map(|name| format!("/v1/ingest/{name}"))
+        .collect();
+    assert_eq!(documented, routes);
+}

@@ -350,3 +350,34 @@ fn an_hmac_header_holding_several_signatures_is_accepted_when_one_verifies() {
         }
     }
 }
+
+/// The built-in adapters are one list in the engine: serve's answer to a route no adapter
+/// has names each one's route, and `pap adapt --help` each one with its sender.
+#[test]
+fn the_built_in_adapters_are_named_from_one_list() {
+    if !curl_available() {
+        return;
+    }
+    let p = project("");
+    let (_serve, url) = serve(&p, &[], &[]);
+    let r = post(
+        &format!("{url}/v1/ingest/x-unknown-0"),
+        "application/json",
+        b"{}",
+        &[],
+    );
+    assert_eq!(r.status, 404, "{r:?}");
+    let help = p.cmd().args(["adapt", "--help"]).output().unwrap();
+    let help = common::stdout(&help);
+    for preset in pap::adapter::presets::ALL {
+        assert!(
+            r.body.contains(&format!("/v1/ingest/{}", preset.name)),
+            "{}",
+            r.body
+        );
+        assert!(
+            help.contains(preset.name) && help.contains(preset.sender),
+            "{help}"
+        );
+    }
+}

@@ -71,7 +71,8 @@ pub(crate) struct Step {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub(crate) struct WebhookStep {
-    /// The adapter: `alertmanager`, `grafana`, or a name under `adapters:` in pap.yaml.
+    /// The adapter: a built-in one (`pap adapt --help` lists them) or a name under
+    /// `adapters:` in pap.yaml.
     pub adapter: String,
     /// The body inline, as the sender posts it.
     #[serde(default)]

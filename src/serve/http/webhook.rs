@@ -42,7 +42,10 @@ pub(super) async fn post_webhook(
     let Some(adapter) = adapter else {
         return reply::error(
             StatusCode::NOT_FOUND,
-            "no webhook adapter has this route (adapters: in pap.yaml; built in: /v1/ingest/alertmanager, /v1/ingest/grafana)",
+            format!(
+                "no webhook adapter has this route (adapters: in pap.yaml; built in: {})",
+                crate::adapter::presets::routes()
+            ),
         );
     };
     let own_auth = adapter.auth != AdapterAuth::default();

@@ -18,7 +18,7 @@
 mod alert_text;
 mod body;
 pub(crate) mod group;
-pub(crate) mod presets;
+pub mod presets;
 
 pub use alert_text::{lead as alert_lead, web_url};
 pub use body::{BodyEvent, events_of_body};

@@ -67,5 +67,65 @@ event:
     externalURL: $.body.externalURL
 "#;
 
-/// Every preset, by name.
-pub(crate) const ALL: &[(&str, &str)] = &[("alertmanager", ALERTMANAGER), ("grafana", GRAFANA)];
+/// A built-in adapter: its name (its route is `/v1/ingest/NAME`), who sends to it, and its
+/// mapping in the form of an `adapters:` entry.
+#[derive(Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    /// Who posts to it, in the words of the help and the error texts.
+    pub sender: &'static str,
+    pub(crate) yaml: &'static str,
+}
+
+/// Every preset: the one list `pap adapt --help`, serve's answer to an unknown route, the
+/// book's table (held to it by `tests/docs.rs`) and the compiled project read. A preset is
+/// one entry here, with its mapping above, a captured body of its sender under
+/// `tests/fixtures/webhooks/` and a test that maps it.
+pub static ALL: &[Preset] = &[
+    Preset {
+        name: "alertmanager",
+        sender: "Prometheus Alertmanager, webhook format version 4",
+        yaml: ALERTMANAGER,
+    },
+    Preset {
+        name: "grafana",
+        sender: "Grafana unified alerting, webhook contact point",
+        yaml: GRAFANA,
+    },
+];
+
+/// The presets' names, in order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    ALL.iter().map(|p| p.name)
+}
+
+/// `alertmanager (Prometheus Alertmanager, …), grafana (…)`: the presets in one line.
+pub fn listed() -> String {
+    ALL.iter()
+        .map(|p| format!("{} ({})", p.name, p.sender))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `/v1/ingest/alertmanager, /v1/ingest/grafana`: the presets' routes.
+pub fn routes() -> String {
+    ALL.iter()
+        .map(|p| format!("/v1/ingest/{}", p.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A preset's name is lowercase letters only: the tests name an unknown adapter with a
+    /// digit and a dash (`x-unknown-0`), which can never become one.
+    #[test]
+    fn preset_names_are_lowercase_letters() {
+        for p in ALL {
+            assert!(p.name.bytes().all(|b| b.is_ascii_lowercase()), "{}", p.name);
+        }
+        assert_eq!(names().count(), ALL.len());
+    }
+}

@@ -28,7 +28,7 @@ use super::yaml_tree::{self, Node};
 use crate::secrets::Redactor;
 
 /// Bumped when the cached form changes shape (the binary is in the key as well).
-const FORMAT: &str = "pap-project-cache 5";
+const FORMAT: &str = "pap-project-cache 6";
 
 /// The cache file's name in the state dir.
 pub const FILE: &str = "project.cache";

@@ -77,7 +77,8 @@ pub(crate) fn compile_all(raw: &[AdapterSettings], ctx: &mut FileCtx) -> Vec<Ada
 pub(crate) fn all_presets() -> Vec<Adapter> {
     presets::ALL
         .iter()
-        .map(|(name, _)| {
+        .map(|p| {
+            let name = p.name;
             let (adapter, problems) = compile(&preset(name).expect("a preset"));
             assert!(problems.is_empty(), "preset {name}: {problems:?}");
             adapter.expect("a preset compiles")
@@ -87,8 +88,8 @@ pub(crate) fn all_presets() -> Vec<Adapter> {
 
 /// The raw form of the preset `name`.
 pub fn preset(name: &str) -> Option<AdapterSettings> {
-    let (_, text) = presets::ALL.iter().find(|(n, _)| *n == name)?;
-    Some(serde_saphyr::from_str(text).expect("a preset parses"))
+    let found = presets::ALL.iter().find(|p| p.name == name)?;
+    Some(serde_saphyr::from_str(found.yaml).expect("a preset parses"))
 }
 
 /// `base` with the fields `over` gives replaced.

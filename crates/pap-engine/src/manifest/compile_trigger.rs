@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::compiled::{Batch, CancelOn, Concurrency, Condition, Debounce, Test, Throttle, Trigger};
 use super::file_ctx::{FileCtx, HelpExt};
-use super::raw::{self, Operator};
+use super::operators::{self, Arg, Takes};
+use super::raw;
 use super::yaml_tree::PathSeg;
 use crate::diagnostics::did_you_mean;
 use crate::event_type::{self, TypePattern, TypeProblem};
@@ -195,10 +196,16 @@ fn compile_condition(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<
 
 fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test> {
     let at = path!["trigger", "filter", i, "value"];
-    let op = c.operator;
-    let name = op.as_str();
-    let value = match (&c.value, op) {
-        (None, Operator::Exists) => return Some(Test::Exists(true)),
+    // An unknown name was reported against the schema, with the list of operators.
+    let op = operators::named(c.operator.as_str())?;
+    let name = op.name;
+    let value = match (&c.value, op.takes) {
+        (None, Takes::OptionalBool) => {
+            return Some(Test {
+                op,
+                arg: Arg::Flag(true),
+            });
+        }
         (None, _) => {
             ctx.at_key(
                 "missing-value",
@@ -209,12 +216,13 @@ fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test>
         }
         (Some(v), _) => v,
     };
-    let mismatch = |ctx: &mut FileCtx, wanted: &str| {
+    let mismatch = |ctx: &mut FileCtx| {
         let d = ctx.at(
             "value-type-mismatch",
             &at,
             format!(
-                "operator `{name}` needs {wanted}, found {}",
+                "operator `{name}` needs {}, found {}",
+                op.takes.wanted(),
                 json_kind(value)
             ),
         );
@@ -227,55 +235,42 @@ fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test>
             ));
         }
     };
-    match op {
-        Operator::Eq | Operator::Ne | Operator::Contains => {
+    let arg = match op.takes {
+        Takes::Any => {
             warn_numeric_string(ctx, value, &at);
-            Some(match op {
-                Operator::Eq => Test::Eq(value.clone()),
-                Operator::Ne => Test::Ne(value.clone()),
-                _ => Test::Contains(value.clone()),
-            })
+            Arg::Value(value.clone())
         }
-        Operator::Lt | Operator::Lte | Operator::Gt | Operator::Gte => {
-            let Some(n) = value.as_f64() else {
-                mismatch(ctx, "a number");
+        Takes::Number => match value.as_f64() {
+            Some(n) => Arg::Number(n),
+            None => {
+                mismatch(ctx);
                 return None;
-            };
-            Some(match op {
-                Operator::Lt => Test::Lt(n),
-                Operator::Lte => Test::Lte(n),
-                Operator::Gt => Test::Gt(n),
-                _ => Test::Gte(n),
-            })
-        }
-        Operator::In | Operator::NotIn => {
+            }
+        },
+        Takes::List => {
             let Some(items) = value.as_array() else {
-                mismatch(ctx, "a list");
+                mismatch(ctx);
                 return None;
             };
             for (j, item) in items.iter().enumerate() {
                 warn_numeric_string(ctx, item, &path!["trigger", "filter", i, "value", j]);
             }
-            Some(if op == Operator::In {
-                Test::In(items.clone())
-            } else {
-                Test::NotIn(items.clone())
-            })
+            Arg::List(items.clone())
         }
-        Operator::Exists => match value {
-            Value::Bool(b) => Some(Test::Exists(*b)),
+        Takes::OptionalBool => match value {
+            Value::Bool(b) => Arg::Flag(*b),
             _ => {
-                mismatch(ctx, "an optional boolean (`value: false` inverts it)");
-                None
+                mismatch(ctx);
+                return None;
             }
         },
-        Operator::Regex => {
+        Takes::Pattern => {
             let Some(pattern) = value.as_str() else {
-                mismatch(ctx, "a string pattern");
+                mismatch(ctx);
                 return None;
             };
             match RegexTest::new(pattern) {
-                Ok(re) => Some(Test::Regex(re)),
+                Ok(re) => Arg::Regex(re),
                 Err(e) => {
                     ctx.at(
                         "invalid-regex",
@@ -285,11 +280,12 @@ fn compile_test(ctx: &mut FileCtx, c: &raw::Condition, i: usize) -> Option<Test>
                             one_line(&e.to_string())
                         ),
                     );
-                    None
+                    return None;
                 }
             }
         }
-    }
+    };
+    Some(Test { op, arg })
 }
 
 fn compile_throttles(ctx: &mut FileCtx, raw: &raw::Throttles) -> Vec<Throttle> {

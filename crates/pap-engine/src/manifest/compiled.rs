@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::regex_test::RegexTest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -85,38 +84,12 @@ pub struct Condition {
     pub test: Test,
 }
 
+/// A condition's operator and its value in the form the operator uses.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Test {
-    Eq(Value),
-    Ne(Value),
-    Lt(f64),
-    Lte(f64),
-    Gt(f64),
-    Gte(f64),
-    In(Vec<Value>),
-    NotIn(Vec<Value>),
-    Contains(Value),
-    /// `true`: present and not null; `false`: absent or null.
-    Exists(bool),
-    Regex(RegexTest),
-}
-
-impl Test {
-    pub fn operator(&self) -> Operator {
-        match self {
-            Test::Eq(_) => Operator::Eq,
-            Test::Ne(_) => Operator::Ne,
-            Test::Lt(_) => Operator::Lt,
-            Test::Lte(_) => Operator::Lte,
-            Test::Gt(_) => Operator::Gt,
-            Test::Gte(_) => Operator::Gte,
-            Test::In(_) => Operator::In,
-            Test::NotIn(_) => Operator::NotIn,
-            Test::Contains(_) => Operator::Contains,
-            Test::Exists(_) => Operator::Exists,
-            Test::Regex(_) => Operator::Regex,
-        }
-    }
+pub struct Test {
+    #[serde(with = "super::operators::by_name")]
+    pub op: &'static super::operators::Operator,
+    pub arg: super::operators::Arg,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

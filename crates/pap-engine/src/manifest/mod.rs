@@ -21,6 +21,7 @@ pub mod discover;
 pub mod duration;
 pub mod file_ctx;
 pub mod loader;
+pub mod operators;
 pub mod prices;
 pub mod raw;
 pub mod regex_test;

@@ -138,38 +138,30 @@ pub struct Condition {
     pub value: Option<Value>,
 }
 
-/// Filter operators of PAP 0.2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Operator {
-    Eq,
-    Ne,
-    Lt,
-    Lte,
-    Gt,
-    Gte,
-    In,
-    NotIn,
-    Contains,
-    Exists,
-    Regex,
-}
+/// A filter operator of PAP 0.2, by name: one of [`super::operators::ALL`], whose names are
+/// the JSON Schema's enum (an unknown one is `unknown-operator`, with the list).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Operator(pub String);
 
 impl Operator {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operator::Eq => "eq",
-            Operator::Ne => "ne",
-            Operator::Lt => "lt",
-            Operator::Lte => "lte",
-            Operator::Gt => "gt",
-            Operator::Gte => "gte",
-            Operator::In => "in",
-            Operator::NotIn => "not_in",
-            Operator::Contains => "contains",
-            Operator::Exists => "exists",
-            Operator::Regex => "regex",
-        }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl JsonSchema for Operator {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Operator".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = super::operators::names().collect();
+        schemars::json_schema!({
+            "description": "A filter operator of PAP 0.2.",
+            "type": "string",
+            "enum": names,
+        })
     }
 }
 
@@ -702,8 +694,8 @@ pub struct ProjectConfig {
     /// show`, the console, `/metrics`) and money budgets (`budget.usd_per_day`).
     #[serde(default)]
     pub prices: Option<PriceSettings>,
-    /// Webhooks mapped to PAP events, each at `/v1/ingest/NAME`. `alertmanager` and `grafana`
-    /// are built in; an entry with their name changes the fields it gives.
+    /// Webhooks mapped to PAP events, each at `/v1/ingest/NAME`. Some are built in (`pap adapt
+    /// --help` lists them); an entry with a built-in one's name changes the fields it gives.
     #[serde(default)]
     pub adapters: Vec<AdapterSettings>,
 }

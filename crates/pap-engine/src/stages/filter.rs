@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use super::{Outcome, Verdict};
-use crate::jsonpath::{OverBudget, json_eq};
-use crate::manifest::compiled::{Condition, Test, Trigger};
+use crate::jsonpath::OverBudget;
+use crate::manifest::compiled::{Condition, Trigger};
 
 /// One condition checked against one event, with what its path saw (for `--explain`).
 #[derive(Debug, Clone, PartialEq)]
@@ -40,20 +40,7 @@ pub(crate) fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
             };
         }
     };
-    let any = |f: &dyn Fn(&Value) -> bool| saw.iter().any(|v| f(v));
-    let holds = match &cond.test {
-        Test::Eq(want) => any(&|v| json_eq(v, want)),
-        Test::Ne(want) => !any(&|v| json_eq(v, want)),
-        Test::Lt(n) => any(&|v| v.as_f64().is_some_and(|x| x < *n)),
-        Test::Lte(n) => any(&|v| v.as_f64().is_some_and(|x| x <= *n)),
-        Test::Gt(n) => any(&|v| v.as_f64().is_some_and(|x| x > *n)),
-        Test::Gte(n) => any(&|v| v.as_f64().is_some_and(|x| x >= *n)),
-        Test::In(list) => any(&|v| list.iter().any(|w| json_eq(v, w))),
-        Test::NotIn(list) => !any(&|v| list.iter().any(|w| json_eq(v, w))),
-        Test::Contains(want) => any(&|v| contains(v, want)),
-        Test::Exists(present) => any(&|v| !v.is_null()) == *present,
-        Test::Regex(re) => any(&|v| v.as_str().is_some_and(|s| re.is_match(s))),
-    };
+    let holds = cond.test.op.holds(&cond.test.arg, &saw);
     Checked {
         holds,
         saw,
@@ -61,26 +48,13 @@ pub(crate) fn evaluate<'e>(cond: &Condition, event: &'e Value) -> Checked<'e> {
     }
 }
 
-fn contains(field: &Value, want: &Value) -> bool {
-    match (field, want) {
-        (Value::String(s), Value::String(w)) => s.contains(w.as_str()),
-        (Value::Array(items), w) => items.iter().any(|item| json_eq(item, w)),
-        _ => false,
-    }
-}
-
-/// The condition as written: `$.data.region eq "NO1"`.
+/// The condition as written: `$.data.region eq "NO1"` (`exists` without a value: bare).
 pub fn describe(cond: &Condition) -> String {
-    let op = cond.test.operator().as_str();
-    let value = match &cond.test {
-        Test::Eq(v) | Test::Ne(v) | Test::Contains(v) => v.to_string(),
-        Test::Lt(n) | Test::Lte(n) | Test::Gt(n) | Test::Gte(n) => number(*n),
-        Test::In(list) | Test::NotIn(list) => Value::Array(list.clone()).to_string(),
-        Test::Exists(true) => return format!("{} {op}", cond.path.as_str()),
-        Test::Exists(false) => "false".into(),
-        Test::Regex(re) => Value::from(re.as_str()).to_string(),
-    };
-    format!("{} {op} {value}", cond.path.as_str())
+    let op = cond.test.op.name;
+    match &cond.test.arg {
+        crate::manifest::operators::Arg::Flag(true) => format!("{} {op}", cond.path.as_str()),
+        arg => format!("{} {op} {}", cond.path.as_str(), arg.shown()),
+    }
 }
 
 /// What a path saw, for messages: `missing`, one value, or a list, cut at 120 characters.
@@ -167,15 +141,20 @@ fn describe_failure(cond: &Condition, checked: &Checked) -> String {
     )
 }
 
-fn number(n: f64) -> String {
-    serde_json::Number::from_f64(n).map_or_else(|| n.to_string(), |n| n.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::jsonpath::JsonPath;
+    use crate::manifest::compiled::Test;
+    use crate::manifest::operators::Arg;
     use serde_json::json;
+
+    fn t(name: &str, arg: Arg) -> Test {
+        Test {
+            op: crate::manifest::operators::named(name).unwrap(),
+            arg,
+        }
+    }
 
     fn cond(path: &str, test: Test) -> Condition {
         Condition {
@@ -192,38 +171,50 @@ mod tests {
     fn missing_field_is_false_except_for_negations() {
         let e = json!({"data": {}});
         let p = "$.data.x";
-        assert!(!holds(p, Test::Eq(json!(1)), e.clone()));
-        assert!(holds(p, Test::Ne(json!(1)), e.clone()));
-        assert!(!holds(p, Test::Lt(1.0), e.clone()));
-        assert!(!holds(p, Test::Gte(1.0), e.clone()));
-        assert!(!holds(p, Test::In(vec![json!(1)]), e.clone()));
-        assert!(holds(p, Test::NotIn(vec![json!(1)]), e.clone()));
-        assert!(!holds(p, Test::Contains(json!("a")), e.clone()));
-        assert!(!holds(p, Test::Exists(true), e.clone()));
-        assert!(holds(p, Test::Exists(false), e.clone()));
+        assert!(!holds(p, t("eq", Arg::Value(json!(1))), e.clone()));
+        assert!(holds(p, t("ne", Arg::Value(json!(1))), e.clone()));
+        assert!(!holds(p, t("lt", Arg::Number(1.0)), e.clone()));
+        assert!(!holds(p, t("gte", Arg::Number(1.0)), e.clone()));
+        assert!(!holds(p, t("in", Arg::List(vec![json!(1)])), e.clone()));
+        assert!(holds(p, t("not_in", Arg::List(vec![json!(1)])), e.clone()));
+        assert!(!holds(p, t("contains", Arg::Value(json!("a"))), e.clone()));
+        assert!(!holds(p, t("exists", Arg::Flag(true)), e.clone()));
+        assert!(holds(p, t("exists", Arg::Flag(false)), e.clone()));
         let re = crate::manifest::regex_test::RegexTest::new(".*").unwrap();
-        assert!(!holds(p, Test::Regex(re), e));
+        assert!(!holds(p, t("regex", Arg::Regex(re)), e));
     }
 
     #[test]
     fn numbers_compare_by_value_without_coercion() {
-        assert!(holds("$.x", Test::Eq(json!(3)), json!({"x": 3.0})));
-        assert!(holds("$.x", Test::In(vec![json!(3.0)]), json!({"x": 3})));
-        assert!(!holds("$.x", Test::Eq(json!("3")), json!({"x": 3})));
-        assert!(!holds("$.x", Test::Gt(1.0), json!({"x": "5"})));
         assert!(holds(
             "$.x",
-            Test::Eq(json!({"a": [1]})),
+            t("eq", Arg::Value(json!(3))),
+            json!({"x": 3.0})
+        ));
+        assert!(holds(
+            "$.x",
+            t("in", Arg::List(vec![json!(3.0)])),
+            json!({"x": 3})
+        ));
+        assert!(!holds(
+            "$.x",
+            t("eq", Arg::Value(json!("3"))),
+            json!({"x": 3})
+        ));
+        assert!(!holds("$.x", t("gt", Arg::Number(1.0)), json!({"x": "5"})));
+        assert!(holds(
+            "$.x",
+            t("eq", Arg::Value(json!({"a": [1]}))),
             json!({"x": {"a": [1.0]}})
         ));
         assert!(holds(
             "$.x",
-            Test::Eq(json!(u64::MAX)),
+            t("eq", Arg::Value(json!(u64::MAX))),
             json!({"x": u64::MAX})
         ));
         assert!(!holds(
             "$.x",
-            Test::Eq(json!(u64::MAX)),
+            t("eq", Arg::Value(json!(u64::MAX))),
             json!({"x": u64::MAX - 1})
         ));
     }
@@ -231,32 +222,69 @@ mod tests {
     #[test]
     fn comparisons_need_numbers() {
         let e = json!({"x": 4.82});
-        assert!(holds("$.x", Test::Gt(3.0), e.clone()));
-        assert!(holds("$.x", Test::Lte(4.82), e.clone()));
-        assert!(!holds("$.x", Test::Lt(4.82), e));
-        assert!(!holds("$.x", Test::Lt(10.0), json!({"x": null})));
-        assert!(!holds("$.x", Test::Lt(10.0), json!({"x": true})));
+        assert!(holds("$.x", t("gt", Arg::Number(3.0)), e.clone()));
+        assert!(holds("$.x", t("lte", Arg::Number(4.82)), e.clone()));
+        assert!(!holds("$.x", t("lt", Arg::Number(4.82)), e));
+        assert!(!holds(
+            "$.x",
+            t("lt", Arg::Number(10.0)),
+            json!({"x": null})
+        ));
+        assert!(!holds(
+            "$.x",
+            t("lt", Arg::Number(10.0)),
+            json!({"x": true})
+        ));
     }
 
     #[test]
     fn contains_strings_and_arrays() {
         let e = json!({"s": "disk full on db-1", "a": ["x", 2]});
-        assert!(holds("$.s", Test::Contains(json!("db-1")), e.clone()));
-        assert!(!holds("$.s", Test::Contains(json!("db-2")), e.clone()));
-        assert!(holds("$.a", Test::Contains(json!(2.0)), e.clone()));
-        assert!(!holds("$.a", Test::Contains(json!("2")), e));
+        assert!(holds(
+            "$.s",
+            t("contains", Arg::Value(json!("db-1"))),
+            e.clone()
+        ));
+        assert!(!holds(
+            "$.s",
+            t("contains", Arg::Value(json!("db-2"))),
+            e.clone()
+        ));
+        assert!(holds(
+            "$.a",
+            t("contains", Arg::Value(json!(2.0))),
+            e.clone()
+        ));
+        assert!(!holds("$.a", t("contains", Arg::Value(json!("2"))), e));
     }
 
     #[test]
     fn exists_means_present_and_not_null() {
-        assert!(!holds("$.x", Test::Exists(true), json!({"x": null})));
-        assert!(holds("$.x", Test::Exists(false), json!({"x": null})));
-        assert!(holds("$.x", Test::Exists(true), json!({"x": false})));
+        assert!(!holds(
+            "$.x",
+            t("exists", Arg::Flag(true)),
+            json!({"x": null})
+        ));
+        assert!(holds(
+            "$.x",
+            t("exists", Arg::Flag(false)),
+            json!({"x": null})
+        ));
+        assert!(holds(
+            "$.x",
+            t("exists", Arg::Flag(true)),
+            json!({"x": false})
+        ));
     }
 
     #[test]
     fn regex_is_unanchored_and_needs_a_string() {
-        let re = |p: &str| Test::Regex(crate::manifest::regex_test::RegexTest::new(p).unwrap());
+        let re = |p: &str| {
+            t(
+                "regex",
+                Arg::Regex(crate::manifest::regex_test::RegexTest::new(p).unwrap()),
+            )
+        };
         assert!(holds("$.s", re("full"), json!({"s": "disk full"})));
         assert!(!holds("$.s", re("^full$"), json!({"s": "disk full"})));
         assert!(!holds("$.s", re("1"), json!({"s": 1})));
@@ -265,22 +293,38 @@ mod tests {
     #[test]
     fn multi_node_paths_are_any_of_and_negations_cover_the_selection() {
         let e = json!({"items": [{"p": 1}, {"p": 5}]});
-        assert!(holds("$.items[*].p", Test::Gt(4.0), e.clone()));
-        assert!(holds("$.items[*].p", Test::Eq(json!(1)), e.clone()));
-        assert!(!holds("$.items[*].p", Test::Ne(json!(1)), e.clone()));
-        assert!(holds("$.items[*].p", Test::Ne(json!(2)), e.clone()));
-        assert!(!holds("$.items[*].p", Test::NotIn(vec![json!(5)]), e));
+        assert!(holds("$.items[*].p", t("gt", Arg::Number(4.0)), e.clone()));
+        assert!(holds(
+            "$.items[*].p",
+            t("eq", Arg::Value(json!(1))),
+            e.clone()
+        ));
+        assert!(!holds(
+            "$.items[*].p",
+            t("ne", Arg::Value(json!(1))),
+            e.clone()
+        ));
+        assert!(holds(
+            "$.items[*].p",
+            t("ne", Arg::Value(json!(2))),
+            e.clone()
+        ));
+        assert!(!holds(
+            "$.items[*].p",
+            t("not_in", Arg::List(vec![json!(5)])),
+            e
+        ));
     }
 
     #[test]
     fn failure_reason_names_the_condition_and_the_value() {
-        let c = cond("$.data.region", Test::Eq(json!("NO1")));
+        let c = cond("$.data.region", t("eq", Arg::Value(json!("NO1"))));
         let e = json!({"data": {"region": "NO2"}});
         assert_eq!(
             describe_failure(&c, &evaluate(&c, &e)),
             r#"$.data.region eq "NO1" does not hold (saw "NO2")"#
         );
-        let c = cond("$.data.p", Test::Gt(3.0));
+        let c = cond("$.data.p", t("gt", Arg::Number(3.0)));
         assert_eq!(
             describe_failure(&c, &evaluate(&c, &e)),
             "$.data.p gt 3.0 does not hold (saw missing)"
