@@ -36,8 +36,9 @@ use pap_text::{out, say};
 
 // The engine's modules under their old names, so `crate::manifest::Project` reads as before.
 pub use pap_engine::{
-    adapter, agent, chat, clock, diagnostics, dispatcher, error_text, event, interpolate, manifest,
-    notify, pipeline, program, regular_file, schedule, stages, trace_context, views,
+    adapter, agent, chat, clock, control, diagnostics, dispatcher, emit, error_text, event,
+    interpolate, manifest, notify, pipeline, program, regular_file, schedule, stages,
+    trace_context, views,
 };
 
 pub use cmd::run;

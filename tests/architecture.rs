@@ -178,6 +178,57 @@ fn test_only_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
     out
 }
 
+/// The engine's modules (`crates/pap-engine/src`), lowest first: each may name only the ones
+/// before it (and the crates below the engine). ARCHITECTURE.md gives the same order, with
+/// what each floor holds.
+pub(crate) const ENGINE_ORDER: &[&str] = &[
+    // The ground: no other module of the engine.
+    "clock",
+    "error_text",
+    "event_type",
+    "http_client",
+    "interpolate",
+    "reason",
+    "regular_file",
+    "program",
+    "redact",
+    // Reading what comes in.
+    "diagnostics",
+    "telemetry",
+    "event",
+    "template",
+    "adapter",
+    "manifest",
+    // Deciding, and what a decision or a run produces.
+    "schedule",
+    "command",
+    "emit",
+    "stages",
+    "views",
+    "notify",
+    "chat",
+    "control",
+    "pipeline",
+    // Running, and a stream of events.
+    "agent",
+    "dispatcher",
+];
+
+/// The engine's files: their top module is in [`ENGINE_ORDER`].
+fn engine_file(file: &str) -> bool {
+    file.starts_with("crates/pap-engine/src/") && file != "crates/pap-engine/src/lib.rs"
+}
+
+/// Whether a file's module (of the engine) may name module `to`: a module of the engine
+/// before it in [`ENGINE_ORDER`], or anything that is not one of the engine's (a crate below).
+fn engine_may_name(from: &str, to: &str) -> bool {
+    let place = |m: &str| ENGINE_ORDER.iter().position(|x| *x == m);
+    match (place(from), place(to)) {
+        (Some(f), Some(t)) => t < f,
+        _ => true,
+    }
+}
+
 fn breaking(refs: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> BTreeSet<String> {
     refs.iter()
         .filter(|(file, named)| module_of(file) == from && named.contains(to))
@@ -278,4 +329,81 @@ fn modules_compiled_for_tests_only_are_found_and_others_are_not() {
     assert!(found.contains(&serve.join("test_server.rs")), "{found:?}");
     assert!(!found.contains(&serve.join("intake.rs")), "{found:?}");
     assert!(!found.iter().any(|f| f.ends_with("tests.rs")), "{found:?}");
+}
+
+/// The engine calls downward only: no module of it names one above it in [`ENGINE_ORDER`],
+/// so no circle can form between its modules, and every module has its place.
+#[test]
+fn the_engine_s_modules_name_only_those_below_them() {
+    let refs = references();
+    let mut broken = Vec::new();
+    let mut unplaced = BTreeSet::new();
+    for (file, named) in refs.iter().filter(|(f, _)| engine_file(f)) {
+        let from = module_of(file);
+        if !ENGINE_ORDER.contains(&from) {
+            unplaced.insert(from.to_owned());
+            continue;
+        }
+        for to in named {
+            if to != from && !engine_may_name(from, to) {
+                broken.push(format!(
+                    "{file} ({from}) names crate::{to}, which is above it (tests/architecture.rs ENGINE_ORDER; ARCHITECTURE.md)"
+                ));
+            }
+        }
+    }
+    assert!(
+        unplaced.is_empty(),
+        "engine modules with no place in ENGINE_ORDER: {unplaced:?}"
+    );
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    // The rule itself: down is allowed, up is not, and a crate below is anyone's.
+    assert!(engine_may_name("pipeline", "control"));
+    assert!(!engine_may_name("control", "pipeline"));
+    assert!(engine_may_name("stages", "domain"));
+}
+
+/// Errors cross a module boundary typed: no `pub fn` (visible outside its crate) returns
+/// `Result<_, String>`. A `pub(crate)` helper may (an internal `*_reason` one, wrapped in a
+/// typed error by its caller).
+#[test]
+fn no_public_function_returns_an_error_as_a_string() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if src.is_dir() {
+            rust_files(&src, &mut files);
+        }
+    }
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        // Unit tests at the file's end are not read.
+        let text = text.split("\n#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let mut rest = text;
+        while let Some(at) = rest.find("pub fn ") {
+            let start = at;
+            // Plain `pub` only: `pub(crate) fn` does not contain `pub fn `.
+            let signature: String = rest[start..]
+                .chars()
+                .take_while(|c| *c != '{' && *c != ';')
+                .collect();
+            let returns = signature.split("->").nth(1).unwrap_or("");
+            let compact: String = returns.split_whitespace().collect();
+            if compact.starts_with("Result<") && compact.ends_with(",String>") {
+                let name = signature["pub fn ".len()..]
+                    .split(['(', '<'])
+                    .next()
+                    .unwrap_or("?");
+                found.push(format!(
+                    "{}: pub fn {name} returns Result<_, String>",
+                    file.strip_prefix(root).unwrap().display()
+                ));
+            }
+            rest = &rest[start + "pub fn ".len()..];
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

@@ -4,8 +4,8 @@
 use anyhow::bail;
 
 use super::{Outcome, approve, context, typed_ids};
-use crate::agent::control as invocation;
 use crate::cli::{CancelArgs, Cli, RetryArgs};
+use crate::control as invocation;
 use crate::domain::{Invocation, Lease, Status};
 use crate::serve::control;
 

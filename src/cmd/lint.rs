@@ -83,7 +83,7 @@ pub(super) fn run(cli: &Cli, args: &LintArgs) -> anyhow::Result<Outcome> {
                 diagnostics.push(Diagnostic::new(
                     "unreadable-file",
                     &display_name(&root, &path),
-                    crate::manifest::yaml_tree::Pos::START,
+                    crate::diagnostics::Pos::START,
                     why,
                 ));
             }

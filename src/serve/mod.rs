@@ -149,7 +149,7 @@ fn relimit_waiting(runtime: &Runtime) {
     }
     if let Err(e) = runtime
         .store
-        .write(|tx| crate::pipeline::relimit_waiting(&project, tx))
+        .write(|tx| crate::stages::concurrency::relimit_waiting(&project, tx))
     {
         outage::report_store(&e, "cannot apply the manifests' concurrency limits");
     }

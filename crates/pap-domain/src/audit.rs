@@ -19,3 +19,32 @@ pub struct AuditEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
+
+impl AuditEntry {
+    /// A line for `inv` at `now` (its place in the log, `seq`, is the store's to give).
+    pub fn of(
+        inv: &crate::Invocation,
+        now: i64,
+        action: &str,
+        actor: Option<String>,
+        detail: Option<String>,
+    ) -> AuditEntry {
+        AuditEntry {
+            seq: 0,
+            at: now,
+            invocation_id: inv.id.clone(),
+            trigger: inv.trigger.clone(),
+            agent: inv.agent.clone(),
+            risk: inv.risk.clone(),
+            action: action.to_owned(),
+            actor,
+            detail,
+        }
+    }
+}
+
+/// Whether invocations of `risk` (as stored) are audited: medium and high (PAP 0.2
+/// section 5). Operators' actions are audited at every risk.
+pub fn audited(risk: &str) -> bool {
+    matches!(risk, "medium" | "high")
+}

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod budget;
 pub mod debounce;
 pub mod decision;
+pub mod ids;
 pub mod invocation;
 pub mod lease;
 pub mod lifecycle;

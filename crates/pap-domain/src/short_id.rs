@@ -5,7 +5,7 @@
 //! random part (the short form or longer).
 
 /// Internal turns' ids start with this (ordinary ones are `inv_` and hex), so they can be
-/// told apart in the work index by key alone. The pipeline makes them (`pipeline::ids::turn`).
+/// told apart in the work index by key alone. The pipeline makes them (`ids::turn`).
 pub const TURN_PREFIX: &str = "inv_turn_";
 
 /// The fewest digits a short id has.

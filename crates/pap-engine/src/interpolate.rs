@@ -45,7 +45,7 @@ pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<St
         } else if let Some(tail) = after.strip_prefix('{') {
             let end = tail.find('}').ok_or(ExpandError::Unclosed)?;
             let name = &tail[..end];
-            if !crate::manifest::compile_agent::valid_env_name(name) {
+            if !valid_env_name(name) {
                 return Err(ExpandError::NotAName(name.to_owned()));
             }
             out.push_str(&lookup(name).ok_or_else(|| ExpandError::Unset(name.to_owned()))?);
@@ -58,9 +58,26 @@ pub fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<St
     Ok(out)
 }
 
+/// Whether `name` is a variable name pap takes (`${NAME}`, `api_key_env`): a letter or `_`,
+/// then letters, digits and `_`.
+pub(crate) fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_names() {
+        assert!(valid_env_name("OPENAI_API_KEY"));
+        assert!(valid_env_name("_X1"));
+        assert!(!valid_env_name("1X"));
+        assert!(!valid_env_name("MY-KEY"));
+        assert!(!valid_env_name(""));
+    }
 
     #[test]
     fn expands_names_and_literal_dollars() {

@@ -7,6 +7,8 @@
 //!   idempotency, cascade, throttle, debounce, budget, risk) in one transaction;
 //! - [`dispatcher`]: a stream of events decided in groups (`pap dispatch`);
 //! - [`agent`]: attempts, retries, the LLM and command runners, MCP tools;
+//! - [`control`]: an operator's cancel and retry, and what `cancel_on` ends; [`emit`]: the
+//!   events an invocation produces (completion, failure, follow-ups) and the outbox;
 //! - [`notify`] and [`chat`]: ANP notifications, routing, the inbox, ATP answers;
 //! - [`schedule`], [`adapter`] (webhook presets), [`views`] (the contract's public JSON), and
 //!   [`clock`] (time, injected in the suite's builds).
@@ -19,8 +21,11 @@ pub mod adapter;
 pub mod agent;
 pub mod chat;
 pub mod clock;
+pub mod command;
+pub mod control;
 pub mod diagnostics;
 pub mod dispatcher;
+pub mod emit;
 pub mod error_text;
 pub mod event;
 mod event_type;
@@ -31,9 +36,9 @@ pub mod notify;
 pub mod pipeline;
 pub mod program;
 mod reason;
+mod redact;
 pub mod regular_file;
 pub mod schedule;
-mod secrets;
 pub mod stages;
 mod template;
 pub use pap_domain::trace_context;

@@ -6,12 +6,12 @@
 //! runs the unit with `write_or_refuse`, so that what was written before the refusal (the
 //! ATP answer) is rolled back with it.
 
+use crate::domain::AuditEntry;
 use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{Answer, ApprovalDecision, Invocation, Lease, NotAllowed, Status};
 use crate::event::Event;
 use crate::manifest::Project;
 use crate::notify::atp::{self, AtpRefused};
-use crate::pipeline::audit_entry;
 use crate::storage::{self, WriteTx};
 
 use super::end_in_tx;
@@ -66,7 +66,7 @@ pub fn approve(tx: &mut dyn WriteTx, id: &str, a: &Answering<'_>, hold: bool) ->
     if let Err(refused) = inv.approve(decision, holder, a.now) {
         return Ok(Err(refused.into()));
     }
-    tx.audit(audit_entry(
+    tx.audit(AuditEntry::of(
         &inv,
         a.now,
         "approved",

@@ -203,7 +203,7 @@ async fn connect_one(
             cmd.args(args)
                 .current_dir(root)
                 .env_clear()
-                .envs(super::command::base_env())
+                .envs(crate::command::base_env())
                 .envs(context.iter().copied());
             for (key, value) in env {
                 cmd.env(key, expand(&format!("env {key}"), value)?);

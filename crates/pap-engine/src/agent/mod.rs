@@ -7,9 +7,6 @@
 
 pub mod answer;
 pub mod approvals;
-pub mod command;
-pub mod control;
-pub mod emit;
 pub mod groups;
 mod llm;
 pub mod mcp;
@@ -25,18 +22,20 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
+use crate::command;
+use crate::domain::AuditEntry;
+use crate::domain::audit::audited;
 use crate::domain::lease::HOLD_MARGIN_MS;
 use crate::domain::{Holding, Invocation, Lease, Runner, Status};
+use crate::emit::{self, Ending, failure_events, put_outbox};
 use crate::event::Event;
 use crate::liveness::holding_now;
 use crate::manifest::Project;
 use crate::manifest::compiled::{Agent, ModelSpec, RetryPolicy};
 use crate::manifest::compiled_notify::OutcomeKind;
 use crate::notify;
-use crate::pipeline::{audit_entry, audited};
 use crate::storage::{self, Storage, WriteTx};
 use crate::telemetry;
-use emit::Ending;
 
 /// Without `limits.max_runtime_seconds`, an attempt may run this long.
 pub(crate) const DEFAULT_MAX_RUNTIME: Duration = Duration::from_secs(300);
@@ -327,7 +326,7 @@ impl Runtime {
                 // the manifests say now.
                 // (Written with those limits, a refused one leaves the due work if the store
                 // admitted it under others.)
-                crate::pipeline::refresh_limits(&project, &mut inv.concurrency);
+                crate::stages::concurrency::refresh_limits(&project, &mut inv.concurrency);
                 tokens::lock_budget(tx, project.agent(&inv.agent))?;
                 if inv.status == Status::Queued
                     && let Some((gate, why)) = tx.concurrency_block(&inv, now)?
@@ -389,7 +388,7 @@ impl Runtime {
                 }
                 notify::queue::deliver_at_start(tx, &project, &mut inv, now)?;
                 if audited(&inv.risk) {
-                    tx.audit(audit_entry(
+                    tx.audit(AuditEntry::of(
                         &inv,
                         now,
                         "attempt_started",
@@ -574,7 +573,7 @@ impl Runtime {
                 .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
             tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
             if audited(&inv.risk) {
-                tx.audit(audit_entry(
+                tx.audit(AuditEntry::of(
                     &inv,
                     now,
                     "attempt_failed",
@@ -637,7 +636,7 @@ impl Runtime {
                     .map_err(|e| storage::Error::NotOurs(e.to_string()))?;
                 tokens::settle(tx, project.agent(&inv.agent), &inv, now)?;
                 if audited(&inv.risk) {
-                    tx.audit(audit_entry(&inv, now, "succeeded", None, None))?;
+                    tx.audit(AuditEntry::of(&inv, now, "succeeded", None, None))?;
                 }
                 put_outbox(tx, &events, now)?;
                 tx.put_invocation(&inv)?;
@@ -742,39 +741,6 @@ pub fn release_stopping(tx: &mut dyn WriteTx, id: &str) -> storage::Result<()> {
 #[error("invocation {0} is not in the store")]
 pub(crate) struct Gone(String);
 
-/// The failure event an ending invocation declares could not be built (it would exceed
-/// `max_event_bytes`, say): the ending is not recorded without it.
-#[derive(Debug, thiserror::Error)]
-#[error("failure event of {invocation}: {why}")]
-pub(crate) struct FailureEventRefused {
-    invocation: String,
-    why: String,
-}
-
-/// The `on_failure` event of `inv` ending as `ending`, when its agent declares one (an agent
-/// whose manifest is gone ends without one).
-pub(crate) fn failure_events(
-    project: &Project,
-    inv: &Invocation,
-    ending: emit::Ending<'_>,
-    now: i64,
-) -> storage::Result<Vec<Event>> {
-    let kind = project
-        .agent(&inv.agent)
-        .and_then(|a| a.on_failure_emit.as_ref());
-    let Some(kind) = kind else {
-        return Ok(Vec::new());
-    };
-    let event = emit::outcome_event(inv, kind, ending, now, project.config.max_event_bytes)
-        .map_err(|why| {
-            storage::Error::refused(FailureEventRefused {
-                invocation: inv.id.clone(),
-                why,
-            })
-        })?;
-    Ok(vec![event])
-}
-
 /// Ends `inv` as failed, rejected or expired inside `tx`, with its `on_failure` event when
 /// its agent declares one: the one way retries running out, `pap reject` and approval expiry
 /// end an invocation. Returns the events to dispatch.
@@ -798,7 +764,7 @@ pub(crate) fn end_in_tx(
     inv.end(status, reason, ids, now)
         .map_err(storage::Error::refused)?;
     if audited(&inv.risk) {
-        tx.audit(audit_entry(
+        tx.audit(AuditEntry::of(
             inv,
             now,
             status.as_str(),
@@ -819,16 +785,6 @@ pub(crate) fn end_in_tx(
         notify::outcome::invocation_outcome(tx, project, inv, kind, now)?;
     }
     Ok(events)
-}
-
-/// Emitted events wait in the outbox until they are decided, so a crash in between loses none.
-/// This process decides them next; if it dies first, `pap serve` finds them.
-pub(crate) fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Result<()> {
-    let owner = Runner::current(now);
-    for e in events {
-        tx.outbox_put(&e.id, &e.value, Some(&owner))?;
-    }
-    Ok(())
 }
 
 /// The span of one attempt: a child of its trigger's decision (GenAI's `invoke_agent`).
@@ -897,7 +853,7 @@ fn expand_env(
 /// Redacts what one attempt brought back: its output and follow-up events, or why it failed,
 /// and an LLM agent's transcript.
 fn redact_attempt(
-    redactor: &crate::secrets::Redactor,
+    redactor: &crate::redact::Redactor,
     outcome: &mut Result<(Value, Vec<Event>), Failure>,
     transcript: Option<&mut crate::domain::Transcript>,
 ) {

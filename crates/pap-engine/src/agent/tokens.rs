@@ -8,59 +8,14 @@
 
 use crate::domain::Invocation;
 use crate::domain::budget::{self, Measure, TokenUse};
-use crate::domain::money::{cost_of, format_micros};
-use crate::manifest::compiled::{Agent, ModelSpec};
+use crate::domain::money::format_micros;
+use crate::manifest::compiled::Agent;
 use crate::manifest::prices::Prices;
+use crate::stages::budget::reservation;
 use crate::storage::{self, WriteTx};
 
 /// When a run whose model has no price checks again whether it has one (a reload may add it).
 const UNPRICED_RECHECK_MS: i64 = 60 * 60 * 1000;
-
-/// What one run of an agent reserves against its day's budgets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reservation {
-    /// (tokens one run reserves, the day's token budget).
-    pub tokens: Option<(u64, u64)>,
-    /// (micros one run reserves, the day's budget in micros); `Err` with the day's budget
-    /// when the agent's model has no price.
-    pub money: Option<Result<(u64, u64), u64>>,
-}
-
-impl Reservation {
-    fn any(&self) -> bool {
-        self.tokens.is_some() || self.money.is_some()
-    }
-}
-
-/// What `agent` reserves per run, when it has a token or money budget (its token bound is
-/// worked out when the manifest is compiled).
-pub fn reservation(agent: &Agent, prices: &Prices) -> Reservation {
-    let Some(b) = agent.budget else {
-        return Reservation {
-            tokens: None,
-            money: None,
-        };
-    };
-    let run = b.run_tokens;
-    Reservation {
-        tokens: run.zip(b.tokens_per_day),
-        money: b.money_per_day.filter(|_| run.is_some()).map(|max| {
-            model_price(agent, prices)
-                .map(|dearest| (cost_of(run.unwrap_or(0), dearest), max))
-                .ok_or(max)
-        }),
-    }
-}
-
-/// The dearest rate of `agent`'s model, in micros per million tokens.
-fn model_price(agent: &Agent, prices: &Prices) -> Option<u64> {
-    let (provider, model) = match &agent.model {
-        ModelSpec::Anthropic(m) => ("anthropic", &m.model_id),
-        ModelSpec::Openai(m) => ("openai", &m.model_id),
-        ModelSpec::Command { .. } => return None,
-    };
-    prices.of(provider, model).map(|p| p.dearest())
-}
 
 /// Reserves the run's tokens and money, or says why it must wait and until when (ms).
 pub fn reserve(

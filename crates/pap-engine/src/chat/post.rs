@@ -161,22 +161,11 @@ pub fn post(
     if let Some(session) = post.session
         && let Some(agent) = tx.session_agent(session)?
     {
-        tx.queue_push(&agent, &queued_post(id))?;
+        tx.queue_push(&agent, &crate::notify::queue::queued_post(id))?;
         posted.session_agent = Some(agent);
     }
     posted.event = Some(event);
     Ok(posted)
-}
-
-/// An agent queue entry for inbox post `id` (queue entries are otherwise notification ids,
-/// which never start with this).
-pub(crate) fn queued_post(id: u64) -> String {
-    format!("post:{id}")
-}
-
-/// The inbox id of a queue entry made by [`queued_post`].
-pub(crate) fn queued_post_id(entry: &str) -> Option<u64> {
-    entry.strip_prefix("post:")?.parse().ok()
 }
 
 fn check_content(content: &str, mime: &str) -> Result<(), PostError> {
@@ -348,7 +337,7 @@ mod tests {
             .unwrap();
         assert_eq!(posted.session_agent.as_deref(), Some("worker"));
         let queued = s.write(|tx| tx.queue_take("worker")).unwrap();
-        assert_eq!(queued, [queued_post(posted.id)]);
+        assert_eq!(queued, [crate::notify::queue::queued_post(posted.id)]);
         let missing = s.write(|tx| {
             Ok(matches!(
                 post(tx, &LIMITS, human("x", Some("nope")), None, 6),
@@ -364,7 +353,10 @@ mod tests {
 
     #[test]
     fn queue_entries_for_posts_round_trip_and_never_match_notification_ids() {
-        assert_eq!(queued_post_id(&queued_post(42)), Some(42));
-        assert_eq!(queued_post_id("ntf_01J"), None);
+        assert_eq!(
+            crate::notify::queue::queued_post_id(&crate::notify::queue::queued_post(42)),
+            Some(42)
+        );
+        assert_eq!(crate::notify::queue::queued_post_id("ntf_01J"), None);
     }
 }

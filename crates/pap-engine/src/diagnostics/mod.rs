@@ -15,7 +15,23 @@ pub use render_github::{
 pub use render_human::{HumanStyle, render_human};
 pub use render_json::{render_json, to_json as diagnostic_json};
 
-use crate::manifest::yaml_tree::Pos;
+/// A 1-based position in a manifest file. `offset`/`len` are byte offsets for snippets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl Pos {
+    pub const START: Pos = Pos {
+        line: 1,
+        column: 1,
+        offset: 0,
+        len: 0,
+    };
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {

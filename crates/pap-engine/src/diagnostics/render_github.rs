@@ -42,7 +42,7 @@ pub fn escape_property(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::yaml_tree::Pos;
+    use crate::diagnostics::Pos;
 
     #[test]
     fn annotations_escape_separators() {

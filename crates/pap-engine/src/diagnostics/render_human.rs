@@ -138,7 +138,7 @@ fn caret_width(line: &str, col: usize, span_len: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::yaml_tree::Pos;
+    use crate::diagnostics::Pos;
 
     fn diag(line: u32, column: u32, help: Option<&str>) -> Diagnostic {
         Diagnostic {

@@ -3,10 +3,10 @@
 //! the sinks. `pap serve` does both on its own timers; without a serve, a `pap dispatch`
 //! still gets its failure narrated and its webhook posted before it returns.
 
+use crate::domain::ids;
 use crate::domain::{Holding, Status};
 use crate::liveness::holding_now;
 use crate::notify::pump::{Pumped, pump};
-use crate::pipeline::ids;
 
 use super::Dispatcher;
 

@@ -25,7 +25,6 @@ use sha2::{Digest, Sha256};
 use super::compiled::Project;
 use super::discover::{self, Found, Rules};
 use super::yaml_tree::{self, Node};
-use crate::secrets::Redactor;
 
 /// Bumped when the cached form changes shape (the binary is in the key as well).
 const FORMAT: &str = "pap-project-cache 6";
@@ -88,7 +87,7 @@ pub fn lookup(key: &Key) -> Option<Project> {
     let rest = bytes.strip_prefix(header(key).as_bytes())?;
     let mut project: Project = serde_json::from_slice(rest).ok()?;
     let lookup = |name: &str| std::env::var(name).ok();
-    project.redactor = Arc::new(Redactor::for_project(
+    project.redactor = Arc::new(super::secrets::redactor_for(
         &project.config,
         &project.agents,
         &lookup,

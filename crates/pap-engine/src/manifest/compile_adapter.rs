@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 
-use super::compile_agent::valid_env_name;
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{
     AdapterAuthSettings, AdapterData, AdapterEventSettings, AdapterField, AdapterPer,
@@ -14,6 +13,7 @@ use super::raw::{
 };
 use super::yaml_tree::PathSeg;
 use crate::adapter::{self, Adapter, AdapterAuth, Data, Expr, Field, Hmac, Identity, presets};
+use crate::interpolate::valid_env_name;
 use crate::path;
 
 /// A problem in one adapter entry, at a path relative to the entry.

@@ -11,6 +11,7 @@ use super::raw::{self, Impact, OutputType, Provider, RiskLevel};
 use super::yaml_tree::display_path;
 use crate::diagnostics::did_you_mean;
 use crate::event_type;
+use crate::interpolate::valid_env_name;
 use crate::path;
 
 /// What an agent compile needs from the rest of the project.
@@ -512,24 +513,4 @@ fn check_emit_type(ctx: &mut FileCtx, t: &str, at: &[super::yaml_tree::PathSeg],
 /// MCP endpoints and provider base URLs must be plain HTTP(S).
 pub(crate) fn is_http_url(url: &str) -> bool {
     url.starts_with("http://") || url.starts_with("https://")
-}
-
-pub(crate) fn valid_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_names() {
-        assert!(valid_env_name("OPENAI_API_KEY"));
-        assert!(valid_env_name("_X1"));
-        assert!(!valid_env_name("1X"));
-        assert!(!valid_env_name("MY-KEY"));
-        assert!(!valid_env_name(""));
-    }
 }

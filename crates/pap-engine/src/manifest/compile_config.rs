@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
-use super::compile_agent::{is_http_url, valid_env_name};
+use super::compile_agent::is_http_url;
 use super::compiled::{Config, MIN_IDEMPOTENCY_TTL, McpServerSpec, ServeConfig};
 use super::duration;
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw::{self, UnknownParentPolicy};
 use super::yaml_tree::PathSeg;
+use crate::interpolate::valid_env_name;
 use crate::path;
 
 pub fn compile(raw: &raw::ProjectConfig, ctx: &mut FileCtx, root: &std::path::Path) -> Config {

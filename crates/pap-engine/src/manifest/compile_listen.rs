@@ -3,11 +3,11 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::compile_agent::valid_env_name;
 use super::compiled_listen::{Credential, ListenConfig, Principal, Scope, TlsFiles};
 use super::duration;
 use super::file_ctx::{FileCtx, HelpExt};
 use super::raw;
+use crate::interpolate::valid_env_name;
 use crate::path;
 
 pub fn compile(raw: &raw::ListenSettings, ctx: &mut FileCtx) -> ListenConfig {

@@ -23,7 +23,7 @@ pub struct Project {
     /// Replaces the secret values this project knows in every text pap stores or prints.
     /// Built from the environment at every load (see `Redactor::for_project`), never cached.
     #[serde(skip)]
-    pub(crate) redactor: std::sync::Arc<crate::secrets::Redactor>,
+    pub(crate) redactor: std::sync::Arc<crate::redact::Redactor>,
 }
 
 impl Project {

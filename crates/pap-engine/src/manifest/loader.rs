@@ -22,7 +22,6 @@ use super::schema_check;
 use super::yaml_tree::{self, Located, Node, PathSeg};
 use crate::diagnostics::{self, Diagnostic, Severity};
 use crate::path;
-use crate::secrets::Redactor;
 
 /// The result of loading: the project when there is no error, and everything found.
 pub struct Loaded {
@@ -113,7 +112,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
                 Diagnostic::new(
                     "unreadable-file",
                     &display_name(root, &path),
-                    yaml_tree::Pos::START,
+                    crate::diagnostics::Pos::START,
                     why,
                 )
                 .with_help("pap reads manifests from regular files inside the project only; nothing of this one was read"),
@@ -285,7 +284,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         diags.push(Diagnostic::new(
             "no-manifests",
             ".",
-            yaml_tree::Pos::START,
+            crate::diagnostics::Pos::START,
             "no manifests found: expected pap.yaml, triggers/**/*.yaml and agents/**/*.yaml under the root",
         ));
     }
@@ -299,7 +298,7 @@ pub fn load(root: &Path, extra: &[PathBuf]) -> Loaded {
         config: config_ok.then(|| config.clone()),
         project: ok.then(|| {
             let lookup = |name: &str| std::env::var(name).ok();
-            let redactor = Redactor::for_project(&config, &agents, &lookup);
+            let redactor = super::secrets::redactor_for(&config, &agents, &lookup);
             Project {
                 root: root.to_path_buf(),
                 config,
@@ -454,7 +453,7 @@ pub fn read_yaml(
                 diags.push(Diagnostic::new(
                     "unreadable-file",
                     display,
-                    yaml_tree::Pos::START,
+                    crate::diagnostics::Pos::START,
                     "the file is not UTF-8 text",
                 ));
                 return None;
@@ -464,7 +463,7 @@ pub fn read_yaml(
             diags.push(Diagnostic::new(
                 "unreadable-file",
                 display,
-                yaml_tree::Pos::START,
+                crate::diagnostics::Pos::START,
                 format!("cannot read the file: {e}"),
             ));
             return None;

@@ -26,6 +26,7 @@ pub mod prices;
 pub mod raw;
 pub mod regex_test;
 pub mod schema_check;
+pub(crate) mod secrets;
 pub mod size;
 pub mod yaml_tree;
 

@@ -11,31 +11,16 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::{DuplicateKeyPolicy, Options, Spanned};
 
-/// A 1-based position in a manifest file. `offset`/`len` are byte offsets for snippets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Pos {
-    pub line: u32,
-    pub column: u32,
-    pub offset: usize,
-    pub len: usize,
-}
+use crate::diagnostics::Pos;
 
-impl Pos {
-    pub const START: Pos = Pos {
-        line: 1,
-        column: 1,
-        offset: 0,
-        len: 0,
-    };
-
-    fn from_location(loc: &serde_saphyr::Location) -> Pos {
-        let span = loc.span();
-        Pos {
-            line: u32::try_from(loc.line()).unwrap_or(u32::MAX).max(1),
-            column: u32::try_from(loc.column()).unwrap_or(u32::MAX).max(1),
-            offset: span.byte_offset().unwrap_or(0) as usize,
-            len: span.byte_len().unwrap_or(0) as usize,
-        }
+/// Where a YAML parser's location is, as a diagnostic's position.
+fn pos_of(loc: &serde_saphyr::Location) -> Pos {
+    let span = loc.span();
+    Pos {
+        line: u32::try_from(loc.line()).unwrap_or(u32::MAX).max(1),
+        column: u32::try_from(loc.column()).unwrap_or(u32::MAX).max(1),
+        offset: span.byte_offset().unwrap_or(0) as usize,
+        len: span.byte_len().unwrap_or(0) as usize,
     }
 }
 
@@ -225,10 +210,7 @@ pub fn parse(text: &str) -> Result<Located<Node>, YamlError> {
     match serde_saphyr::from_str_with_options::<Spanned<Node>>(text, options()) {
         Ok(spanned) => Ok(located(spanned)),
         Err(err) => {
-            let pos = err
-                .location()
-                .map(|l| Pos::from_location(&l))
-                .unwrap_or(Pos::START);
+            let pos = err.location().map(|l| pos_of(&l)).unwrap_or(Pos::START);
             let mut message = plain_message(&err);
             let duplicate_key = message.to_ascii_lowercase().contains("duplicate");
             if duplicate_key {
@@ -311,7 +293,7 @@ fn budget_message(breach: &serde_saphyr::budget::BudgetBreach) -> String {
 fn located(s: Spanned<Node>) -> Located<Node> {
     Located {
         value: s.value,
-        pos: Pos::from_location(&s.referenced),
+        pos: pos_of(&s.referenced),
     }
 }
 
@@ -382,7 +364,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
             entries.push((
                 Located {
                     value: key.value.0,
-                    pos: Pos::from_location(&key.referenced),
+                    pos: pos_of(&key.referenced),
                 },
                 located(value),
             ));

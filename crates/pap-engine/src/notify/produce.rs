@@ -8,12 +8,12 @@ use serde_json::{Map, Value, json};
 
 use super::agent_loop;
 use super::ledger::{self, Refused};
+use crate::domain::ids;
 use crate::domain::{
     Address, AgentInstructions, Carried, Handler, InboxMessage, Invocation, Level, Notification,
     NotifyStatus, Party, Provocation, Routing, SinkDelivery, SinkState, Transition,
 };
 use crate::manifest::Project;
-use crate::pipeline::ids;
 use crate::storage::{self, Sequence, WriteTx};
 
 /// A notification before it has an id.

@@ -62,7 +62,7 @@ fn take(
     let by = format!("agent:{inv_id}");
     let mut left = Vec::new();
     for id in ids {
-        if let Some(post) = crate::chat::post::queued_post_id(&id) {
+        if let Some(post) = queued_post_id(&id) {
             if let Some(c) = user_post(tx, post)? {
                 out.push(c);
             }
@@ -148,7 +148,7 @@ pub(crate) fn forces_own_turn(n: &Notification) -> bool {
 /// does not wait for its own turn (a read, so most rounds write nothing).
 pub(crate) fn worth_taking_mid_loop(r: &dyn ReadTx, agent: &str) -> storage::Result<bool> {
     for id in r.queue_peek(agent)? {
-        if crate::chat::post::queued_post_id(&id).is_some() {
+        if queued_post_id(&id).is_some() {
             return Ok(true);
         }
         match r.notification(&id)? {
@@ -293,6 +293,17 @@ fn quoted(text: &str) -> String {
         .replace('<', "\\u003c")
         .replace('\u{2028}', "\\u2028")
         .replace('\u{2029}', "\\u2029")
+}
+
+/// An agent queue entry for inbox post `id` (queue entries are otherwise notification ids,
+/// which never start with this).
+pub(crate) fn queued_post(id: u64) -> String {
+    format!("post:{id}")
+}
+
+/// The inbox id of a queue entry made by [`queued_post`].
+pub(crate) fn queued_post_id(entry: &str) -> Option<u64> {
+    entry.strip_prefix("post:")?.parse().ok()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::agent::command;
+use crate::command;
 use crate::domain::Level;
 use crate::interpolate;
 use crate::manifest::compiled_notify::{SinkSpec, SinkTarget, WebhookFormat};

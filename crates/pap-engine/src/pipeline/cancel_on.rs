@@ -8,7 +8,7 @@
 //!   fire's event has the same key;
 //! - the trigger's queued and awaiting-approval invocations with that key (the store's cancel
 //!   index, see `WorkTx::cancellable`), and its running ones when `cancel_on.running` says so,
-//!   through `agent::control::cancel`, as `pap invocations cancel` ends them: the approval
+//!   through `control::cancel`, as `pap invocations cancel` ends them: the approval
 //!   request closes unanswered, the audit and the outcome notification record it.
 //!
 //! Two guards keep it from ending what it should not:
@@ -31,7 +31,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Pipeline;
-use crate::agent::control;
+use crate::control;
 use crate::domain::{Lease, Sender, Status};
 use crate::event::Event;
 use crate::manifest::compiled::{CancelOn, Trigger};

@@ -5,7 +5,6 @@
 pub mod cancel_on;
 mod fire;
 pub mod group_memory;
-pub(crate) mod ids;
 mod prelock;
 mod prepare;
 pub mod report;
@@ -23,7 +22,8 @@ use crate::domain::{AuditEntry, CancelKey, Invocation, Lease, Provocation};
 use crate::manifest::compiled::{RiskLevel, Trigger};
 use crate::stages::cascade::Depth;
 use crate::stages::{
-    Outcome, Reason, Verdict, batch, budget, cascade, debounce, idempotency, risk, throttle,
+    Outcome, Reason, Verdict, batch, budget, cascade, concurrency, debounce, idempotency, risk,
+    throttle,
 };
 use crate::storage::{self, Claimed, RowRef, Sequence, WriteTx};
 pub(crate) use fire::Fired;
@@ -512,7 +512,7 @@ impl<'p> Pipeline<'p> {
             };
             let money = budget::Money {
                 currency: &self.project.config.prices.currency,
-                priced: crate::agent::tokens::reservation(agent, &self.project.config.prices)
+                priced: budget::reservation(agent, &self.project.config.prices)
                     .money
                     .is_none_or(|r| r.is_ok()),
             };
@@ -554,7 +554,7 @@ impl<'p> Pipeline<'p> {
         let mut invocation_id = None;
         let mut held = false;
         if creates_invocation {
-            let id = ids::invocation(claimed_key, now);
+            let id = crate::domain::ids::invocation(claimed_key, now);
             for (bucket, key, window_ms) in &buckets {
                 tx.throttle_record(bucket, key, now, *window_ms)?;
             }
@@ -578,7 +578,7 @@ impl<'p> Pipeline<'p> {
             held = inv.lease.is_some();
             tx.insert_invocation(&inv)?;
             if agent.effective_risk >= RiskLevel::Medium {
-                tx.audit(audit_entry(
+                tx.audit(AuditEntry::of(
                     &inv,
                     now,
                     "decided",
@@ -620,7 +620,7 @@ impl<'p> Pipeline<'p> {
         };
         let deadline = awaiting.then(|| now.saturating_add(timeout));
         let mut inv = Invocation::new(provocation, deadline, now);
-        inv.concurrency = concurrency_slots(trigger, agent, &event.value);
+        inv.concurrency = concurrency::slots(trigger, agent, &event.value);
         // Indexed by the store under its trigger and key while it is unfinished, so a
         // `cancel_on` event finds it (a key that selects nothing names no work to end).
         inv.cancel = trigger.cancel_on.as_ref().and_then(|c| {
@@ -705,7 +705,7 @@ fn depth_of_parent(tx: &dyn WriteTx, parent: Option<&str>) -> storage::Result<De
 
 /// A trigger's verdict on its span: the outcome, the reason (redacted: it may quote the
 /// event), the invocation, and each stage as an event.
-fn trace_verdict(span: &Span, decided: &TriggerReport, redactor: &crate::secrets::Redactor) {
+fn trace_verdict(span: &Span, decided: &TriggerReport, redactor: &crate::redact::Redactor) {
     span.set(Attr::new("pap.outcome", decided.outcome.as_str()));
     if let Some(reason) = &decided.reason {
         span.set(Attr::new(
@@ -744,101 +744,6 @@ fn note(
             note,
         });
     }
-}
-
-/// The concurrency keys an invocation of `trigger` runs under (a pap extension): the
-/// trigger's and its agent's, each with the value its `key` selects in the event.
-pub(crate) fn concurrency_slots(
-    trigger: &Trigger,
-    agent: &crate::manifest::compiled::Agent,
-    event: &serde_json::Value,
-) -> Vec<crate::domain::ConcurrencySlot> {
-    // Most triggers have none: nothing is allocated for them on the decision path.
-    let scoped = [
-        ("trigger", trigger.id.as_str(), trigger.concurrency.as_ref()),
-        ("agent", agent.id.as_str(), agent.concurrency.as_ref()),
-    ];
-    scoped
-        .into_iter()
-        .filter_map(|(kind, id, c)| {
-            let c = c?;
-            Some(crate::domain::ConcurrencySlot {
-                scope: format!("{kind}:{id}"),
-                key: throttle::bucket_of(c.key.as_ref(), event),
-                limit: c.limit,
-            })
-        })
-        .collect()
-}
-
-/// Brings `slots`' limits to what the manifests say now: a limit raised or lowered after a
-/// decision applies to the invocations already waiting. (A key whose `concurrency` was
-/// removed keeps its last limit for them.)
-pub(crate) fn refresh_limits(project: &Project, slots: &mut [crate::domain::ConcurrencySlot]) {
-    for slot in slots {
-        let limit = match slot.scope.split_once(':') {
-            Some(("trigger", id)) => project
-                .trigger(id)
-                .and_then(|t| t.concurrency.as_ref())
-                .map(|c| c.limit),
-            Some(("agent", id)) => project
-                .agent(id)
-                .and_then(|a| a.concurrency.as_ref())
-                .map(|c| c.limit),
-            _ => None,
-        };
-        if let Some(limit) = limit {
-            slot.limit = limit;
-        }
-    }
-}
-
-/// Tells the store the limit of every concurrency key as the manifests say now, so that the
-/// invocations already waiting are admitted under it (`pap serve` at its start and at each
-/// reload; otherwise a raised limit would let more start only once one of them started).
-pub fn relimit_waiting(project: &Project, tx: &mut dyn WriteTx) -> storage::Result<()> {
-    let scoped = project
-        .triggers
-        .iter()
-        .map(|t| ("trigger", &t.id, t.concurrency.as_ref()))
-        .chain(
-            project
-                .agents
-                .iter()
-                .map(|a| ("agent", &a.id, a.concurrency.as_ref())),
-        );
-    for (kind, id, c) in scoped {
-        if let Some(c) = c {
-            tx.relimit_concurrency(&format!("{kind}:{id}"), c.limit)?;
-        }
-    }
-    Ok(())
-}
-
-/// An audit line for `inv`.
-pub(crate) fn audit_entry(
-    inv: &Invocation,
-    now: i64,
-    action: &str,
-    actor: Option<String>,
-    detail: Option<String>,
-) -> AuditEntry {
-    AuditEntry {
-        seq: 0,
-        at: now,
-        invocation_id: inv.id.clone(),
-        trigger: inv.trigger.clone(),
-        agent: inv.agent.clone(),
-        risk: inv.risk.clone(),
-        action: action.to_owned(),
-        actor,
-        detail,
-    }
-}
-
-/// Whether `risk` (as stored) is audited: medium and high (PAP 0.2 section 5).
-pub(crate) fn audited(risk: &str) -> bool {
-    matches!(risk, "medium" | "high")
 }
 
 /// When a throttled decision lets go of its key under `release_key`: once every refusing

@@ -9,8 +9,10 @@
 
 use super::{Outcome, Reason, Verdict};
 use crate::domain::budget::{DAY_MS, Measure, TokenUse, in_window, tokens_in_window};
+use crate::domain::money::cost_of;
 use crate::domain::money::format_micros;
-use crate::manifest::compiled::Budget;
+use crate::manifest::compiled::{Agent, Budget, ModelSpec};
+use crate::manifest::prices::Prices;
 
 /// Where an agent's invocation times are kept in the throttle windows' table: `:` is
 /// outside the trigger id alphabet, so no trigger's window shares it.
@@ -77,6 +79,52 @@ pub fn check(
 
 fn exceeded(why: String) -> Verdict {
     Verdict::Stop(Outcome::BudgetExceeded, Reason::Text(why))
+}
+
+/// What one run of an agent reserves against its day's budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// (tokens one run reserves, the day's token budget).
+    pub tokens: Option<(u64, u64)>,
+    /// (micros one run reserves, the day's budget in micros); `Err` with the day's budget
+    /// when the agent's model has no price.
+    pub money: Option<Result<(u64, u64), u64>>,
+}
+
+impl Reservation {
+    pub(crate) fn any(&self) -> bool {
+        self.tokens.is_some() || self.money.is_some()
+    }
+}
+
+/// What `agent` reserves per run, when it has a token or money budget (its token bound is
+/// worked out when the manifest is compiled).
+pub fn reservation(agent: &Agent, prices: &Prices) -> Reservation {
+    let Some(b) = agent.budget else {
+        return Reservation {
+            tokens: None,
+            money: None,
+        };
+    };
+    let run = b.run_tokens;
+    Reservation {
+        tokens: run.zip(b.tokens_per_day),
+        money: b.money_per_day.filter(|_| run.is_some()).map(|max| {
+            model_price(agent, prices)
+                .map(|dearest| (cost_of(run.unwrap_or(0), dearest), max))
+                .ok_or(max)
+        }),
+    }
+}
+
+/// The dearest rate of `agent`'s model, in micros per million tokens.
+fn model_price(agent: &Agent, prices: &Prices) -> Option<u64> {
+    let (provider, model) = match &agent.model {
+        ModelSpec::Anthropic(m) => ("anthropic", &m.model_id),
+        ModelSpec::Openai(m) => ("openai", &m.model_id),
+        ModelSpec::Command { .. } => return None,
+    };
+    prices.of(provider, model).map(|p| p.dearest())
 }
 
 #[cfg(test)]

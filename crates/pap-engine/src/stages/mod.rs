@@ -6,6 +6,7 @@ pub mod batch;
 pub mod batch_text;
 pub mod budget;
 pub mod cascade;
+pub mod concurrency;
 pub mod debounce;
 pub mod filter;
 pub mod idempotency;

@@ -18,7 +18,6 @@ use crate::agent::mcp;
 use crate::domain::{Invocation, ToolCallRecord};
 use crate::manifest::compiled::RiskLevel;
 use crate::manifest::compiled::{Agent, ToolSpec};
-use crate::pipeline::audit_entry;
 use crate::text::clip as truncate;
 
 /// Arguments and results are kept in the transcript up to this many characters.
@@ -202,7 +201,7 @@ impl Session {
             true => "external_tool_call",
             false => "internal_tool_call",
         };
-        let entry = audit_entry(
+        let entry = crate::domain::AuditEntry::of(
             inv,
             now,
             action,

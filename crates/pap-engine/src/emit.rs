@@ -10,9 +10,11 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use crate::clock::rfc3339_ms;
-use crate::domain::Invocation;
+use crate::domain::ids;
+use crate::domain::{Invocation, Runner};
 use crate::event::{Event, Origin, validate};
-use crate::pipeline::ids;
+use crate::manifest::Project;
+use crate::storage::{self, WriteTx};
 
 /// How many follow-up events one attempt may emit.
 pub(crate) const MAX_FOLLOW_UPS: usize = 100;
@@ -198,4 +200,46 @@ fn build(
     let value = Value::Object(map);
     let len = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
     validate(value, len, max_bytes, Origin::Dispatcher).map_err(|e| e.reason)
+}
+/// The failure event an ending invocation declares could not be built (it would exceed
+/// `max_event_bytes`, say): the ending is not recorded without it.
+#[derive(Debug, thiserror::Error)]
+#[error("failure event of {invocation}: {why}")]
+pub(crate) struct FailureEventRefused {
+    invocation: String,
+    why: String,
+}
+
+/// The `on_failure` event of `inv` ending as `ending`, when its agent declares one (an agent
+/// whose manifest is gone ends without one).
+pub(crate) fn failure_events(
+    project: &Project,
+    inv: &Invocation,
+    ending: Ending<'_>,
+    now: i64,
+) -> storage::Result<Vec<Event>> {
+    let kind = project
+        .agent(&inv.agent)
+        .and_then(|a| a.on_failure_emit.as_ref());
+    let Some(kind) = kind else {
+        return Ok(Vec::new());
+    };
+    let event =
+        outcome_event(inv, kind, ending, now, project.config.max_event_bytes).map_err(|why| {
+            storage::Error::refused(FailureEventRefused {
+                invocation: inv.id.clone(),
+                why,
+            })
+        })?;
+    Ok(vec![event])
+}
+
+/// Emitted events wait in the outbox until they are decided, so a crash in between loses none.
+/// This process decides them next; if it dies first, `pap serve` finds them.
+pub(crate) fn put_outbox(tx: &mut dyn WriteTx, events: &[Event], now: i64) -> storage::Result<()> {
+    let owner = Runner::current(now);
+    for e in events {
+        tx.outbox_put(&e.id, &e.value, Some(&owner))?;
+    }
+    Ok(())
 }

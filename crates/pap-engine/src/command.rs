@@ -4,7 +4,7 @@
 //! it; event content never reaches its command line. It runs in its own process group, so
 //! a timeout kills everything it started, and anything still alive in the group when it
 //! exits is killed too: nothing an agent starts outlives its invocation. The group is led by
-//! a supervisor (`pap __supervise`, see [`super::supervise`]) that kills it when pap goes
+//! a supervisor (`pap __supervise`, see [`pap_supervise`]) that kills it when pap goes
 //! away, however pap ends: nothing an agent starts outlives its runner either.
 
 use std::ffi::OsString;
@@ -18,8 +18,8 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::supervise;
 use crate::domain::Runner;
+use pap_supervise as supervise;
 
 /// What one run of the program needs.
 pub struct Spec<'a> {

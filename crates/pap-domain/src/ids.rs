@@ -3,6 +3,17 @@
 
 use sha2::{Digest, Sha256};
 
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
+}
+
 /// The first `chars` (even) hex digits of a SHA-256 over `parts`, each length-prefixed.
 fn hex_prefix(parts: &[&[u8]], chars: usize) -> String {
     let mut h = Sha256::new();
@@ -10,7 +21,7 @@ fn hex_prefix(parts: &[&[u8]], chars: usize) -> String {
         h.update((p.len() as u64).to_le_bytes());
         h.update(p);
     }
-    crate::text::hex(&h.finalize()[..chars / 2])
+    hex(&h.finalize()[..chars / 2])
 }
 
 /// `inv_` + the decision time (ms, 12 hex digits) + 20 hex digits from the idempotency key
@@ -18,11 +29,11 @@ fn hex_prefix(parts: &[&[u8]], chars: usize) -> String {
 /// Starting with the time makes ids sort by creation, so the invocation table grows at its
 /// end: with random ids every new record rewrote a page somewhere in the table, a tenth of a
 /// stream's time.
-pub(crate) fn invocation(key: &[u8; 32], decided_at: i64) -> String {
+pub fn invocation(key: &[u8; 32], decided_at: i64) -> String {
     let time = (decided_at.max(0) as u64) & 0xffff_ffff_ffff;
     let mut id = String::with_capacity(36);
     id.push_str("inv_");
-    crate::text::push_hex(&mut id, &time.to_be_bytes()[2..]);
+    id.push_str(&hex(&time.to_be_bytes()[2..]));
     id.push_str(&hex_prefix(&[key, &decided_at.to_le_bytes()], 20));
     id
 }
@@ -30,11 +41,11 @@ pub(crate) fn invocation(key: &[u8; 32], decided_at: i64) -> String {
 /// A retry of invocation `original` (`pap invocations retry`): the same form as
 /// [`invocation`], from the original's id and the retry's place in the invocation sequence,
 /// so two retries of one invocation never share an id.
-pub(crate) fn retry(original: &str, seq: u64, decided_at: i64) -> String {
+pub fn retry(original: &str, seq: u64, decided_at: i64) -> String {
     let time = (decided_at.max(0) as u64) & 0xffff_ffff_ffff;
     let mut id = String::with_capacity(36);
     id.push_str("inv_");
-    crate::text::push_hex(&mut id, &time.to_be_bytes()[2..]);
+    id.push_str(&hex(&time.to_be_bytes()[2..]));
     id.push_str(&hex_prefix(
         &[b"retry", original.as_bytes(), &seq.to_le_bytes()],
         20,
@@ -42,10 +53,10 @@ pub(crate) fn retry(original: &str, seq: u64, decided_at: i64) -> String {
     id
 }
 
-pub(crate) use crate::domain::short_id::TURN_PREFIX;
+pub use crate::short_id::TURN_PREFIX;
 
 /// An internal turn started for notification `notification` (the `n`th turn it caused).
-pub(crate) fn turn(notification: &str, n: u64) -> String {
+pub fn turn(notification: &str, n: u64) -> String {
     format!(
         "{TURN_PREFIX}{}",
         hex_prefix(&[b"turn", notification.as_bytes(), &n.to_le_bytes()], 24)
@@ -53,7 +64,7 @@ pub(crate) fn turn(notification: &str, n: u64) -> String {
 }
 
 /// The completion (`complete`) or failure (`failure`) event of an invocation.
-pub(crate) fn outcome_event(invocation_id: &str, which: &str) -> String {
+pub fn outcome_event(invocation_id: &str, which: &str) -> String {
     format!(
         "evt_{}",
         hex_prefix(&[invocation_id.as_bytes(), which.as_bytes()], 24)
@@ -61,7 +72,7 @@ pub(crate) fn outcome_event(invocation_id: &str, which: &str) -> String {
 }
 
 /// The `n`th follow-up event an invocation's agent emitted.
-pub(crate) fn follow_up_event(invocation_id: &str, n: usize) -> String {
+pub fn follow_up_event(invocation_id: &str, n: usize) -> String {
     format!(
         "evt_{}",
         hex_prefix(&[invocation_id.as_bytes(), b"emits", &n.to_le_bytes()], 24)

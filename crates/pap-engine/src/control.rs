@@ -1,16 +1,16 @@
 //! An operator's control over an invocation, inside one write transaction: cancel (it should
 //! not go on) and retry (it ended without success). Every surface that cancels or retries
-//! goes through here, as every answer to an approval goes through [`super::answer`]; today
+//! goes through here, as every answer to an approval goes through `agent::answer`; today
 //! that is `pap invocations cancel` and `pap invocations retry`.
 //!
 //! A refusal is a [`Refused`], never a store error: the store is fine, the request does not
 //! fit the invocation, and the caller words it (and goes on with the others it was given).
 
 use crate::domain::lease::HOLD_MARGIN_MS;
+use crate::domain::{AuditEntry, ids};
 use crate::domain::{Invocation, Lease, NotAllowed, Status};
 use crate::manifest::Project;
 use crate::manifest::compiled_notify::OutcomeKind;
-use crate::pipeline::{audit_entry, ids};
 use crate::stages::{Verdict, risk, throttle};
 use crate::storage::{self, Sequence, WriteTx};
 
@@ -66,16 +66,16 @@ pub fn cancel(
         return Ok(Err(e.into()));
     }
     let emitted =
-        super::failure_events(project, &inv, super::emit::Ending::Cancelled(reason), now)?;
+        crate::emit::failure_events(project, &inv, crate::emit::Ending::Cancelled(reason), now)?;
     inv.emitted = emitted.iter().map(|e| e.id.clone()).collect();
-    super::put_outbox(tx, &emitted, now)?;
+    crate::emit::put_outbox(tx, &emitted, now)?;
     if lease.is_some() && !inv.concurrency.is_empty() {
         inv.stopping_until = Some(now.saturating_add(grace_ms).saturating_add(STOP_SLACK_MS));
     }
     if let Some(request) = &inv.approval_request {
         crate::notify::atp::close_unanswered(tx, request, "cancelled", now)?;
     }
-    tx.audit(audit_entry(
+    tx.audit(AuditEntry::of(
         &inv,
         now,
         "cancelled",
@@ -146,7 +146,7 @@ pub fn retry(
     }
     tx.insert_invocation(&again)?;
     // Operator actions are audited at every risk level.
-    tx.audit(audit_entry(
+    tx.audit(AuditEntry::of(
         &again,
         now,
         "retried",
