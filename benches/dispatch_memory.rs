@@ -1,5 +1,4 @@
-//! Benchmark: peak memory of `pap dispatch --no-run --json` by the stream's length (issue 31,
-//! item 3): it must not grow with the stream, beyond redb's page cache (`store_cache`) filling
+//! Benchmark: peak memory of `pap dispatch --no-run --json` by the stream's length: it must not grow with the stream, beyond redb's page cache (`store_cache`) filling
 //! up to its setting. Two streams, each against its project in a fresh state per run:
 //!
 //! - invocation-heavy: the stream and project of `benches/dispatch_invocations.rs` (20

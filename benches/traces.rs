@@ -1,4 +1,4 @@
-//! Benchmark: what traces cost (issue 35). The workload is `pap dispatch --no-run --json` of
+//! Benchmark: what traces cost. The workload is `pap dispatch --no-run --json` of
 //! 50,000 NDJSON events against the example project (validation, the five stages, SHA-256
 //! keys, a redb commit per group: the expensive path of a decision), timed as the CPU seconds
 //! (user + system) of the whole process, in three variants run in turn, round after round, so

@@ -1,4 +1,4 @@
-//! What one process's environment gives the project (issue 35): each variable the project
+//! What one process's environment gives the project: each variable the project
 //! needs (a provider's key, a listener's token, a `${NAME}` of an MCP server) set or not, and
 //! each program it runs (an MCP server's command, a command agent's or sink's program) found
 //! or not. `pap doctor` works it out for its own shell and asks a running serve for serve's

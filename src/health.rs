@@ -1,4 +1,4 @@
-//! Whether pap is *degraded*: working, but not doing its job for someone (issue 35). Two of
+//! Whether pap is *degraded*: working, but not doing its job for someone. Two of
 //! the conditions are read here from the store, the same way for `pap status`, serve's
 //! `GET /status`, `/readyz`'s body and `/metrics`:
 //!

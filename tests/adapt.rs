@@ -1,4 +1,4 @@
-//! Webhook bodies tried offline (issue 34): `pap adapt NAME FILE` prints the events a post of
+//! Webhook bodies tried offline: `pap adapt NAME FILE` prints the events a post of
 //! the body to `/v1/ingest/NAME` makes, and `pap dispatch --adapter NAME FILE` decides them.
 //! Both use serve's own mapping, so the events are the ones serve decides from the same body
 //! (checked against a real `pap serve` with curl); a bad element is named by its index and

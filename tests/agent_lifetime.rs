@@ -1,5 +1,5 @@
 //! A command agent never outlives its runner, and two runs of one invocation never overlap
-//! (issue 14, item 4). Real processes and signals: `pap serve` and `pap dispatch` are
+//!. Real processes and signals: `pap serve` and `pap dispatch` are
 //! SIGKILLed, SIGTERMed and SIGINTed while the fixture's `long` agent runs (it keeps a helper
 //! process in its group and notes in `overlap.log` any process of an earlier run it finds
 //! alive when it starts).

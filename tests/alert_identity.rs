@@ -1,4 +1,4 @@
-//! What "the same alert" means (issue 34, item 3). The Alertmanager preset's event id is the
+//! What "the same alert" means. The Alertmanager preset's event id is the
 //! alert's fingerprint, status and `startsAt`, so a repeat of a firing alert is a duplicate
 //! however its `{{ $value }}` annotations change; `identity_annotations` names the annotations
 //! that do make a new event, and `refire_after` makes a still-firing alert a new event once per

@@ -1,4 +1,4 @@
-//! Texts an on-call person can act on (issue 34, item 4): an alert from the Alertmanager
+//! Texts an on-call person can act on: an alert from the Alertmanager
 //! preset carries a one-line summary and its links, and every text about it leads with the
 //! summary: the inbox message and the approval title, the Slack sink's body (with a link to
 //! the console where `listen.public_url` says it is), and what an MCP client reads. The

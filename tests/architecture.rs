@@ -6,7 +6,7 @@
 //! `FORBIDDEN` are rules the code keeps: any reference fails; so is any reference to the
 //! top (the command line, the commands, the composition root) from below it (`TOP`), and any
 //! reference to a concrete store from outside the composition root and the store commands
-//! (`STORES`). These are the `use` rules issue 32 found broken, fixed; the rules between
+//! (`STORES`). The rules between
 //! crates (the domain at the ground, the storage interface naming no store, JSONPath below
 //! the stages, `pap-supervise` on std and nix only) are cargo's to hold
 //! (`tests/workspace.rs`). A file's
@@ -41,9 +41,8 @@ const FORBIDDEN: &[(&str, &str, &str)] = &[
 const TOP: &[&str] = &["cli", "cmd", "composition"];
 const TOP_FILES: &[&str] = &["src/cli.rs", "src/main.rs", "src/lib.rs"];
 
-/// The source folders read: the root package's and the engine's (a crate of its own since
-/// stop 42; what it may not name across crates, cargo refuses, and its own modules' rules
-/// are read here). Module names are unique across the two.
+/// The source folders read: the root package's and the engine's (a crate of its own: what it
+/// may not name across crates, cargo refuses, and its own modules' rules are read here). Module names are unique across the two.
 pub(crate) const SOURCES: &[&str] = &["src", "crates/pap-engine/src"];
 
 /// The stores (redb, PostgreSQL): only the composition root picks and opens one, and only the

@@ -1,4 +1,4 @@
-//! A reload applies `listen.auth` (issue 30, item 3): a removed principal's token is refused
+//! A reload applies `listen.auth`: a removed principal's token is refused
 //! from the next request on, its console session (a real browser's too) and its open streams
 //! end; a token in a `token_file` rotates at a reload; principals added to an open listener
 //! close it; a reload naming an unset variable is refused as a whole and `pap status` says

@@ -1,4 +1,4 @@
-//! A trigger's `batch` (issue 34, item 2): the events of a burst are `batched`, and one
+//! A trigger's `batch`: the events of a burst are `batched`, and one
 //! invocation gets every one of them, in order, once the window has passed or the batch is
 //! full. `pap test` decides batches on its simulated clock; a real Alertmanager's storm of
 //! 40 alerts in one group makes one invocation that sees all 40; a pending batch is durable

@@ -1,4 +1,4 @@
-//! A trigger's `cancel_on` (issue 34, item 1): an alert's resolution ends what its firing
+//! A trigger's `cancel_on`: an alert's resolution ends what its firing
 //! started and has not finished. Driven by a real Alertmanager: the approval its firing waits
 //! for and the trailing-debounce fire it is part of both end, and the invocation shows
 //! `cancelled` in the CLI, the HTTP API and the inbox (its approval request closed). A forged

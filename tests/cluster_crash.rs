@@ -1,4 +1,4 @@
-//! The cluster crash test (issue 20): three `pap serve` nodes on one PostgreSQL database,
+//! The cluster crash test: three `pap serve` nodes on one PostgreSQL database,
 //! fed events that each go to two different nodes (one through its spool, the other over
 //! HTTP), while nodes are SIGKILLed and restarted at random, one node is paused with SIGSTOP
 //! past its lease and resumed, and PostgreSQL itself is restarted once.

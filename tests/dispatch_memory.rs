@@ -1,5 +1,5 @@
 //! `pap dispatch` holds one group of events and its reports at a time, beside the store's page
-//! cache: its peak memory does not grow with the stream (issue 31, item 3). Before, a group was
+//! cache: its peak memory does not grow with the stream. Before, a group was
 //! 32,768 events whatever their reports weighed (an event matching 40 triggers has 40 trigger
 //! reports, about 20 KB), and up to four decided groups waited for the printer, so the peak
 //! grew with the stream up to a few groups' worth of reports.
@@ -11,7 +11,7 @@
 //! may exceed the peak at N by 10% and 4 MiB (the allocator's rounding), no more. One run's
 //! peak at N reads anywhere from 37 to 49 MiB here (the threads' arenas depend on how the run
 //! was scheduled), while the peak at 4N sits near 50 MiB: a median of three at N still read
-//! 41 MiB in a loaded CI-like run (session 46) and failed the bound with no growth at all. So
+//! 41 MiB in a loaded CI-like run and failed the bound with no growth at all. So
 //! the peak at N is the highest of three runs (what N can reach), and the peak at 4N the median
 //! of three: growth with the stream shows as 4N above everything N reached.
 //!

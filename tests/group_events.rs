@@ -1,4 +1,4 @@
-//! Group events (`per: group`, issue 34, item 2): an Alertmanager notification is one event
+//! Group events (`per: group`): an Alertmanager notification is one event
 //! holding its group's alerts. A repeat of the group is a duplicate, and so is a repeat that
 //! only drops alerts (they resolved); a new alert makes a new decision; the group's
 //! resolution ends what it started through `cancel_on: {match: $.data.groupKey}`. `pap test`

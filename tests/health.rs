@@ -1,4 +1,4 @@
-//! Health that tells the truth (issue 35, item 4), through the real binary: an agent whose
+//! Health that tells the truth, through the real binary: an agent whose
 //! runs all fail degrades `pap status` (exit 5), `GET /status` and `/metrics` while `/readyz`
 //! stays ready with a bare `degraded: true`; `pap doctor` shows serve's environment beside the
 //! shell's and says which one a retry uses; and a run serve could not start says that it was

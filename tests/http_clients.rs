@@ -487,7 +487,7 @@ fn a_real_alertmanager_alert_is_decided_once_its_resends_are_duplicates_and_its_
     assert_eq!(am_invocations(&p, "firing").len(), 1);
 }
 
-/// Tokens and cost by agent and model (issue 35): an LLM agent's series are at zero before it
+/// Tokens and cost by agent and model: an LLM agent's series are at zero before it
 /// runs, and count what the fake provider reported (80 of 100 input tokens from the cache)
 /// priced at pap.yaml's prices once it has run.
 #[test]

@@ -1,4 +1,4 @@
-//! Monitoring pap itself (issue 35): the Prometheus alert rules in `contrib/prometheus` pass
+//! Monitoring pap itself: the Prometheus alert rules in `contrib/prometheus` pass
 //! `promtool check rules` and their unit tests (`promtool test rules`, a case per alert); the
 //! Grafana dashboard in `contrib/grafana` is valid JSON whose every query promtool parses; and
 //! every metric the rules and the dashboard name is in the first scrape of a fresh serve (no

@@ -339,7 +339,7 @@ fn names_in(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
-/// Issue 30, item 5: a node that another node took for gone while it started (it had
+/// A node that another node took for gone while it started (it had
 /// created `processing/NODE/` but was not heard from yet) had that directory removed under
 /// it, and never claimed a spool file again, saying nothing. `PAP_TEST_SPOOL_START_DELAY_MS`
 /// holds node a between opening the spool and its first heartbeat, so node b, rescanning
@@ -401,7 +401,7 @@ fn a_node_whose_claim_directory_another_node_removed_as_it_started_claims_again(
     assert_eq!(na.terminate().0, 0);
 }
 
-/// Issue 30, item 5 at full size: both nodes started at the same moment, `PAP_TEST_SPOOL_STARTS`
+/// The same at full size: both nodes started at the same moment, `PAP_TEST_SPOOL_STARTS`
 /// times (1 by default; 3 of 16 starts lost a node's claim directory before the fix). After
 /// each start both nodes still have their claim directory, and node a, left alone, claims.
 #[test]
@@ -450,7 +450,7 @@ fn nodes_started_together_on_one_spool_both_keep_claiming() {
     eprintln!("{rounds} starts of two nodes: a claim directory created again {recreated} times");
 }
 
-/// Issue 30, item 1 on a shared store: `processing/NODE/` a link at start stops the node,
+/// On a shared store, `processing/NODE/` a link at start stops the node,
 /// naming it, and nothing it points to is touched.
 #[test]
 fn a_node_whose_claim_directory_is_a_link_does_not_start_and_names_it() {

@@ -1,12 +1,12 @@
-//! Reads that must not grow with the queue (issue 30, item 4), through the real binary: with a
+//! Reads that must not grow with the queue, through the real binary: with a
 //! long queue of approvals and queued work, `/readyz` never gathers the status report (that is
 //! `GET /status`, for `read`), `pap status` counts from indexes, a whole `pap invocations
 //! --json` streams, and console pages are pages.
 //!
-//! Sizes come from the environment, small by default (CI); the book gives the full-size
-//! figures (docs/src/design/status.md, issue 30's row). The variables:
-//! - `PAP_TEST_READS_APPROVALS` (2,000; the issue's 50,000) invocations awaiting approval;
-//! - `PAP_TEST_READS_QUEUED` (3,000; the issue's 100,000) queued invocations.
+//! Sizes come from the environment, small by default (CI); `cargo bench --bench status`
+//! gives the full-size figures (50,000 and 100,000). The variables:
+//! - `PAP_TEST_READS_APPROVALS` (2,000) invocations awaiting approval;
+//! - `PAP_TEST_READS_QUEUED` (3,000) queued invocations.
 
 use crate::common;
 

@@ -385,7 +385,7 @@ fn a_case_that_runs_its_agents_checks_how_the_run_ended() {
     );
 }
 
-/// A rule test whose steps are webhook bodies (issue 34): each body is mapped by its adapter
+/// A rule test whose steps are webhook bodies: each body is mapped by its adapter
 /// as serve maps a post of it, every event it makes is decided at the step's time and held to
 /// the step's `expect`, and a failure names the event.
 #[test]

@@ -1,4 +1,4 @@
-//! Secrets (issue 14, item 6): a key a provider echoes, or a token a command agent prints,
+//! Secrets: a key a provider echoes, or a token a command agent prints,
 //! is redacted in everything pap prints or stores; a command agent sees only PATH, the locale,
 //! `PAP_*` and what its `model.env` passes.
 

@@ -55,9 +55,9 @@ fn judged(samples: &[Sample]) -> Verdict {
 
 #[test]
 fn ci_run_with_one_doubling_trimmed_again_holds() {
-    // Stop 40's CI run: redb doubled the file at 70 s (2.68 → 5.33 MB) and trimmed it at
+    // A CI run: redb doubled the file at 70 s (2.68 → 5.33 MB) and trimmed it at
     // 110 s, over flat live data. The old judge failed it for "growing".
-    let v = judged(&fixture("ci-stop40.csv"));
+    let v = judged(&fixture("ci-doubling.csv"));
     assert!(v.ok, "{}", v.lines.join("\n"));
     line(&v, "over", "redb#652");
     line(&v, "ok", "within one redb doubling of the 2.69 MB");
@@ -108,7 +108,7 @@ fn live_data_that_keeps_growing_fails() {
 
 #[test]
 fn a_burst_of_runs_after_a_disk_stall_holds() {
-    // A 2-minute run here (stop 42): the disk stalled a sync for 170-650 ms from 40 to 80 s,
+    // A 2-minute run here: the disk stalled a sync for 170-650 ms from 40 to 80 s,
     // runs held up caught up at 90-100 s (16.9 runs/s against 13.6), and the rows they left
     // raised the live data's second half 11.1% over a steady state. The old +10% bound
     // failed it.

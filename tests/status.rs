@@ -58,7 +58,7 @@ fn an_approval_past_half_its_deadline_and_overdue_work_need_a_person() {
         "{attention}"
     );
 
-    // Queued work that nobody takes: due, and no serve runs (issue 35: degraded at once, not
+    // Queued work that nobody takes: due, and no serve runs (degraded at once, not
     // only once overdue).
     let p = Project::new();
     let file = p.events("q.ndjson", &[ev("q1", "test.basic.happened", json!({}))]);

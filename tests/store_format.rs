@@ -233,7 +233,7 @@ fn a_format_6_store_with_work_behind_concurrency_keys_is_migrated_and_run_in_ord
     assert_eq!(common::statuses(&list), vec!["succeeded"; 7]);
 }
 
-/// Money budgets (issue 35) add fields to JSON parts of existing records and no format: a store
+/// Money budgets add fields to JSON parts of existing records and no format: a store
 /// the last pap before them wrote (`tests/fixtures/store/format-9-spend.redb`, see the script
 /// beside it) reads as it is. Its run shows with its tokens and no cost; its agent's token
 /// budget still counts the 120 tokens it used; priced and given a money budget, the agent's

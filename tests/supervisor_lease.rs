@@ -1,4 +1,4 @@
-//! The agent supervisor's lease (issue 20): on a shared store pap tells the supervisor when
+//! The agent supervisor's lease: on a shared store pap tells the supervisor when
 //! the run's lease lapses (`lease MS` on the lifeline), and the supervisor kills the agent's
 //! process group then unless a renewal came first, whatever pap is doing (paused, cut off).
 //! The real `pap-supervise` binary, driven over a real socket pair as pap drives it.

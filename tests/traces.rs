@@ -1,4 +1,4 @@
-//! OpenTelemetry traces (issue 35, item 1) through the real binary: serve exports OTLP over
+//! OpenTelemetry traces through the real binary: serve exports OTLP over
 //! HTTP/protobuf to a small receiver that decodes it with the official protobuf definitions
 //! (`tests/fixtures/clients/otlp_receiver.py`, PyPI `opentelemetry-proto`). A CloudEvent posted
 //! with a `traceparent` provokes an LLM agent (the fake provider) that calls a tool of a real

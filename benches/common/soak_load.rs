@@ -478,7 +478,7 @@ pub(crate) fn run(settings: &Settings) -> Vec<Sample> {
         // raises and a passing excursion does not, either way. Allocator churn goes above the
         // level (a 2 MB swing for half a minute), and it dips below it for moments (the
         // blocking pool's threads come and go, 15 to 17 in one run, each with its stack and
-        // heap pages). The lowest reading, used until stop 41, caught those dips: a run here
+        // heap pages). The lowest reading, used before, caught those dips: a run here
         // read +1.2 MB/min (CI's +1.96) while a 2 s watch of its `RssAnon` stayed within
         // ±0.5 MB of one level from 40 s on.
         let mut readings = Vec::new();

@@ -8,7 +8,7 @@
 //! store at each scrape, so it is right also for what other processes (`pap dispatch`,
 //! `pap approve`) changed. The names and labels are listed in docs/src/reference/metrics.md.
 //!
-//! Every family is in the scrape from the start (issue 35), with the label values the project
+//! Every family is in the scrape from the start, with the label values the project
 //! knows at zero (its triggers, agents, routes, sinks, schedules, every status): a dashboard
 //! and an `absent()` alert see a series before anything happened. Beside pap's own families
 //! are the standard `process_*` ones, the build, the state's bytes, and the last reload.

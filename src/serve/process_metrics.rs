@@ -1,4 +1,4 @@
-//! What the process and its state directory look like at a scrape (issue 35): the
+//! What the process and its state directory look like at a scrape: the
 //! Prometheus client libraries' standard `process_*` families (CPU seconds, resident memory,
 //! open file descriptors, start time), read from Linux's `/proc/self`, and the bytes the state
 //! takes and the bytes free on its file system. A value that cannot be read is left out of

@@ -1,4 +1,4 @@
-//! Exporting traces (issue 35): the composition root's side of `pap_engine::telemetry`. When
+//! Exporting traces: the composition root's side of `pap_engine::telemetry`. When
 //! an endpoint is configured, it installs an OpenTelemetry tracer provider whose batches go
 //! over OTLP HTTP/protobuf, and enables the engine's spans; otherwise it installs nothing, and
 //! the engine makes no span at all.

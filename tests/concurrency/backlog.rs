@@ -1,4 +1,4 @@
-//! Long queues behind a concurrency key (issue 30, item 2), through the real binary: a backlog
+//! Long queues behind a concurrency key, through the real binary: a backlog
 //! decided in one group (its ids in hash order, its decision order by sequence) runs at the
 //! key's pace, in decision order, never over the limit; a blocked backlog costs an idle serve
 //! next to nothing and holds up no other work.

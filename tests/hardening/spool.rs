@@ -133,7 +133,7 @@ fn entries_serve_never_takes_are_logged_once_and_never_opened() {
     assert!(took < Duration::from_secs(15));
 }
 
-// --- spool directories that are links (issue 30, item 1) -------------------------------------
+// --- spool directories that are links -------------------------------------
 
 /// A directory outside the spool, with a file that looks like an event file and one that
 /// is old (past any retention): what serve must never touch.

@@ -129,7 +129,7 @@ pub struct Invocation {
     /// extension): stores index the unfinished ones by trigger and key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<CancelKey>,
-    /// The trace its decision was part of, when traces are exported (issue 35): the span of
+    /// The trace its decision was part of, when traces are exported: the span of
     /// its trigger's decision, which its attempts' spans are children of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace_context::TraceContext>,
@@ -320,7 +320,7 @@ pub struct Attempt {
     /// `agent::groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<Runner>,
-    /// The attempt's span when traces are exported (issue 35): the context its emitted events
+    /// The attempt's span when traces are exported: the context its emitted events
     /// and a command agent's `TRACEPARENT` carry on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace_context::TraceContext>,

@@ -1,4 +1,4 @@
-//! Spans of what pap does, for OpenTelemetry traces (issue 35). The engine makes spans only
+//! Spans of what pap does, for OpenTelemetry traces. The engine makes spans only
 //! through this module, on the `opentelemetry` API's global tracer, which the composition
 //! root installs when traces are exported (see `pap::telemetry`).
 //!

@@ -1,4 +1,4 @@
-//! What an on-call person reads first about an alert (issue 34, item 4): an adapter with
+//! What an on-call person reads first about an alert: an adapter with
 //! `alert: true` (both presets) adds to each event's `data` a `summary`, the alert's name,
 //! severity, instance and summary (or description) annotation in one line, and `links`, the
 //! places to go next (the alert's source, its runbook, its dashboard, a silence for it).

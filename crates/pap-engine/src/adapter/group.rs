@@ -1,4 +1,4 @@
-//! Group events (`per: group`, issue 34): one event per notification instead of one per
+//! Group events (`per: group`): one event per notification instead of one per
 //! alert. Alertmanager already groups alerts (`group_by`) and sends a group's alerts in one
 //! webhook; with `per: group` that webhook is one event, so a storm from one rack is one
 //! decision.

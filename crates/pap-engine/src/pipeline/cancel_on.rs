@@ -1,4 +1,4 @@
-//! `cancel_on` (a pap extension, issue 34): an event that ends what a trigger started and has
+//! `cancel_on` (a pap extension): an event that ends what a trigger started and has
 //! not finished, such as an alert's resolution ending the run its firing started.
 //!
 //! For each trigger whose `cancel_on.type` matches an event, and before the event goes

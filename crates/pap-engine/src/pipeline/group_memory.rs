@@ -1,4 +1,4 @@
-//! What a trigger remembers of an alert group (issue 34): a group event (`per: group`, see
+//! What a trigger remembers of an alert group: a group event (`per: group`, see
 //! `adapter::group`) names its firing alerts in `data.members`. A repeat of the group that
 //! only drops alerts (they resolved) has a new event id, but nothing new to look at: every
 //! member was decided already. So per trigger and group, the members decided are kept (where
