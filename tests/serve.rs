@@ -256,7 +256,8 @@ fn code_of(out: &std::process::Output) -> i32 {
 #[test]
 fn changed_manifests_are_reloaded_and_a_broken_set_is_rejected() {
     let p = Project::new();
-    let serve = p.serve(&[]);
+    // Each event's decision is logged at DEBUG: the test waits for n2's.
+    let serve = p.serve_with(&[], &[("PAP_LOG", "info,pap_engine::dispatcher=debug")]);
     std::fs::write(
         p.root().join("triggers/t-new.yaml"),
         "pap_version: \"0.2\"\ntrigger:\n  id: t-new\n  match:\n    type: test.new.happened\n  agent: quick\n",
@@ -296,6 +297,8 @@ fn once_at(p: &Project, at: &str) -> String {
         .cmd()
         .args(["serve", "--once", "--log-format", "json"])
         .env("PAP_NOW", at)
+        // Each event's decision too, which is logged at DEBUG.
+        .env("PAP_LOG", "info,pap_engine::dispatcher=debug")
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));

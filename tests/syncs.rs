@@ -162,6 +162,8 @@ fn an_idle_serve_never_syncs_and_one_event_costs_at_most_four() {
     let log = root.join("serve.log");
     let mut serve = cmd(root)
         .args(["serve", "--log-format", "json"])
+        // Each event's decision is logged at DEBUG: the test waits for the last one.
+        .env("PAP_LOG", "info,pap_engine::dispatcher=debug")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
